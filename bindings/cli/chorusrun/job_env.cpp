@@ -1,0 +1,118 @@
+// Job identity (free rendezvous port, OpenSSL-random secret and id) and per-rank environments.
+#include "bindings/cli/chorusrun/job_env.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/rand.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string_view>
+#include <vector>
+
+extern char** environ;
+
+namespace chorus::chorusrun {
+namespace {
+
+std::string errno_text(const char* what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
+
+// Binds a socket to 127.0.0.1:0, reads the port the kernel chose, closes the socket. Another
+// process may take the port before rank 0 binds it; rank 0 reports that as a rendezvous error.
+result<int> pick_free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return status{errc::internal, errno_text("socket")};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    status st{errc::internal, errno_text("picking a free port on 127.0.0.1")};
+    ::close(fd);
+    return st;
+  }
+  ::close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+result<std::string> random_hex(size_t num_bytes) {
+  std::vector<unsigned char> bytes(num_bytes);
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+    return status{errc::internal, "OpenSSL RAND_bytes failed to produce " +
+                                      std::to_string(num_bytes) + " random bytes"};
+  }
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * num_bytes);
+  for (unsigned char b : bytes) {
+    hex += digits[b >> 4];
+    hex += digits[b & 0xf];
+  }
+  return hex;
+}
+
+const char* non_empty_env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+}  // namespace
+
+result<job_identity> make_job_identity() {
+  job_identity job;
+  if (const char* rdv = non_empty_env("CHORUS_RENDEZVOUS")) {
+    job.rendezvous = rdv;
+  } else {
+    auto port = pick_free_port();
+    if (!port) return port.error();
+    job.rendezvous = "127.0.0.1:" + std::to_string(*port);
+  }
+  if (const char* secret = non_empty_env("CHORUS_JOB_SECRET")) {
+    job.secret = secret;
+  } else {
+    auto secret_hex = random_hex(32);
+    if (!secret_hex) return secret_hex.error();
+    job.secret = std::move(*secret_hex);
+  }
+  auto id_hex = random_hex(8);
+  if (!id_hex) return id_hex.error();
+  job.job_id = std::move(*id_hex);
+  return job;
+}
+
+std::vector<std::string> rank_environment(const launch_options& opts, const job_identity& job,
+                                          int rank) {
+  // Ordered by name so the child's environment is stable from run to run.
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view entry(*e);
+    auto eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+  }
+  env["CHORUS_RENDEZVOUS"] = job.rendezvous;
+  env["CHORUS_JOB_SECRET"] = job.secret;
+  env["CHORUS_JOB_ID"] = job.job_id;
+  if (opts.num_streams) env["CHORUS_NUM_STREAMS"] = std::to_string(*opts.num_streams);
+  for (const auto& [name, value] : opts.extra_env) env[name] = value;
+  // One host: local rank and size equal global rank and size.
+  env["CHORUS_RANK"] = std::to_string(rank);
+  env["CHORUS_SIZE"] = std::to_string(opts.num_ranks);
+  env["CHORUS_LOCAL_RANK"] = std::to_string(rank);
+  env["CHORUS_LOCAL_SIZE"] = std::to_string(opts.num_ranks);
+
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (auto& [name, value] : env) out.push_back(name + "=" + value);
+  return out;
+}
+
+}  // namespace chorus::chorusrun

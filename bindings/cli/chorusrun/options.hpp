@@ -1,0 +1,33 @@
+// chorusrun's command line: `chorusrun -np N [options] -- command args...` parsed into one
+// value. Parsing is pure (no I/O, no exit); main decides what to print and which code to return.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/core/status.hpp"
+
+namespace chorus::chorusrun {
+
+/// Everything the user asked for on the command line.
+struct launch_options {
+  int num_ranks = 0;                                       // -np / -n: ranks to start (> 0)
+  std::vector<std::pair<std::string, std::string>> extra_env;  // -x NAME=VALUE, in order given
+  std::optional<int> num_streams;                          // --streams: sets CHORUS_NUM_STREAMS
+  std::optional<double> timeout_seconds;                   // --timeout: stop the job after this
+  bool prefix_output = true;                               // false with --no-prefix
+  bool show_help = false;                                  // -h / --help: print usage, run nothing
+  std::vector<std::string> command;                        // program and its arguments
+};
+
+/// Parses argv (argv[0] is skipped). A usage error comes back as errc::invalid_argument with a
+/// message naming the offending argument; the caller prints it with the usage text, exit 2.
+result<launch_options> parse_options(std::span<const char* const> argv);
+
+/// The usage text, ending in a newline.
+std::string usage_text();
+
+}  // namespace chorus::chorusrun

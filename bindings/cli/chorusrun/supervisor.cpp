@@ -1,0 +1,341 @@
+// The supervision loop of chorusrun. One job, in steps:
+//  1. Install the signal self-pipe, start ranks 0..N-1 (a failed start stops those started).
+//  2. poll(2) the self-pipe and every rank's stdout/stderr pipe; relay whole prefixed lines.
+//  3. On SIGCHLD reap; the first rank that fails stops the others: SIGTERM to every rank's
+//     process group, SIGKILL when they outlive the grace period.
+//  4. On SIGINT/SIGTERM forward that signal the same way; a second one sends SIGKILL at once.
+//  5. When --timeout expires, stop the job as in step 3.
+//  6. Once every rank is reaped: kill what is left in the ranks' groups, drain the pipes, flush.
+#include "bindings/cli/chorusrun/supervisor.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bindings/cli/chorusrun/line_prefixer.hpp"
+#include "bindings/cli/chorusrun/rank_process.hpp"
+#include "bindings/cli/chorusrun/signal_pipe.hpp"
+#include "runtime/core/log.hpp"
+
+namespace chorus::chorusrun {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+enum class stop_reason { none, launcher_failed, rank_failed, interrupted, timed_out };
+
+// Reads per stream in the final drain: bounds the work if something outside the ranks' process
+// groups (a daemonised grandchild) keeps writing into a pipe after the job ended.
+constexpr int max_final_reads = 256;
+
+// Writes all of `buf` to `fd` and clears it. A closed or broken stdout/stderr loses the output
+// but does not stop the job (SIGPIPE is ignored while the supervisor runs).
+void write_all(int fd, std::string& buf) {
+  size_t off = 0;
+  while (off < buf.size()) {
+    ssize_t n = ::write(fd, buf.data() + off, buf.size() - off);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, -1);
+    } else {
+      break;
+    }
+  }
+  buf.clear();
+}
+
+std::string describe_exit(int wait_status) {
+  if (WIFSIGNALED(wait_status)) {
+    int sig = WTERMSIG(wait_status);
+    return "was killed by signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")";
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(wait_status));
+}
+
+bool exited_cleanly(int wait_status) {
+  return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+}
+
+const char* signal_name(int signo) { return signo == SIGINT ? "SIGINT" : "SIGTERM"; }
+
+// One rank and the prefixers of its two output streams.
+struct rank_slot {
+  rank_process proc;
+  line_prefixer out;
+  line_prefixer err;
+};
+
+class job_supervisor {
+ public:
+  job_supervisor(const launch_options& opts, const job_identity& job,
+                 const supervisor_config& config)
+      : opts_(opts), job_(job), config_(config) {}
+
+  int run() {
+    if (status st = signals_.open(); !st) {
+      say("cannot install signal handlers: " + st.message());
+      return 1;
+    }
+    if (opts_.timeout_seconds) {
+      job_deadline_ = steady::now() + std::chrono::duration_cast<steady::duration>(
+                                          std::chrono::duration<double>(*opts_.timeout_seconds));
+    }
+    start_ranks();
+    CHORUS_LOG(info, "chorusrun", "job started ranks=" << slots_.size() << " rendezvous="
+                                                        << job_.rendezvous
+                                                        << " job_id=" << job_.job_id);
+    while (live_ > 0) poll_once();
+    finish();
+    CHORUS_LOG(debug, "chorusrun", "job ended exit_status=" << exit_status_);
+    return exit_status_;
+  }
+
+ private:
+  // Step 1. A rank that cannot be started (no fds, fork failed) fails the job; ranks already
+  // started are stopped and reaped by the loop.
+  void start_ranks() {
+    slots_.reserve(static_cast<size_t>(opts_.num_ranks));
+    for (int r = 0; r < opts_.num_ranks; ++r) {
+      auto proc = spawn_rank(r, opts_.command, rank_environment(opts_, job_, r));
+      if (!proc) {
+        say("cannot start rank " + std::to_string(r) + ": " + proc.error().message() +
+            "; stopping the job");
+        set_reason(stop_reason::launcher_failed, 1);
+        stop_all(SIGTERM);
+        return;
+      }
+      std::string prefix = opts_.prefix_output ? "[" + std::to_string(r) + "] " : "";
+      slots_.push_back(rank_slot{*proc, line_prefixer(prefix), line_prefixer(prefix)});
+      ++live_;
+    }
+  }
+
+  // Step 2: one wait for signals, output or a deadline, then everything that became ready.
+  void poll_once() {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<size_t, bool>> owners;  // fds[i + 1] -> (slot, is stderr)
+    fds.push_back({signals_.fd(), POLLIN, 0});
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      for (bool is_err : {false, true}) {
+        int fd = is_err ? slots_[i].proc.stderr_fd : slots_[i].proc.stdout_fd;
+        if (fd < 0) continue;
+        fds.push_back({fd, POLLIN, 0});
+        owners.emplace_back(i, is_err);
+      }
+    }
+    int ready = ::poll(fds.data(), fds.size(), poll_timeout_ms());
+    if (ready < 0 && errno != EINTR) {
+      abandon(std::string("poll failed: ") + std::strerror(errno));
+      return;
+    }
+    if (ready > 0) {
+      for (size_t k = 1; k < fds.size(); ++k) {
+        if (fds[k].revents != 0) read_stream(slots_[owners[k - 1].first], owners[k - 1].second);
+      }
+      flush_output();
+    }
+    if (ready > 0 && fds[0].revents != 0) signals_.drain();
+    handle_signals();
+    check_deadlines();
+  }
+
+  // Steps 3 and 4. SIGCHLD is not trusted to be one per child: every live rank is polled.
+  void handle_signals() {
+    for (int signo : {SIGINT, SIGTERM}) {
+      for (int n = signals_.take(signo); n > 0; --n) on_interrupt(signo);
+    }
+    if (signals_.take(SIGCHLD) == 0) return;
+    for (auto& slot : slots_) {
+      if (slot.proc.reaped) continue;
+      int st = 0;
+      pid_t got = ::waitpid(slot.proc.pid, &st, WNOHANG);
+      if (got == 0 || (got < 0 && errno == EINTR)) continue;
+      slot.proc.reaped = true;
+      slot.proc.wait_status = got < 0 ? 0 : st;  // ECHILD: reaped elsewhere, nothing to report
+      --live_;
+      on_rank_exit(slot);
+    }
+  }
+
+  void on_rank_exit(rank_slot& slot) {
+    int st = slot.proc.wait_status;
+    CHORUS_LOG(debug, "chorusrun", "rank exited rank=" << slot.proc.rank << " pid="
+                                                        << slot.proc.pid
+                                                        << " how=\"" << describe_exit(st) << "\"");
+    if (exited_cleanly(st) || reason_ != stop_reason::none) return;
+    // Print the rank's last words before the verdict.
+    drain_stream(slot, false, max_final_reads);
+    drain_stream(slot, true, max_final_reads);
+    flush_output();
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+    set_reason(stop_reason::rank_failed, code >= 1 && code <= 255 ? code : 1);
+    say("rank " + std::to_string(slot.proc.rank) + " " + describe_exit(st) + "; stopping the job");
+    stop_all(SIGTERM);
+  }
+
+  void on_interrupt(int signo) {
+    if (reason_ == stop_reason::none) {
+      set_reason(stop_reason::interrupted, 128 + signo);
+      say(std::string("received ") + signal_name(signo) + "; forwarding it to all ranks");
+      stop_all(signo);
+    } else {
+      say(std::string("received ") + signal_name(signo) + " while stopping; killing all ranks");
+      stop_all(SIGKILL);
+    }
+  }
+
+  // Without a working poll(2) the job cannot be supervised: kill it and wait for the ranks.
+  void abandon(const std::string& why) {
+    say(why + "; killing the job");
+    set_reason(stop_reason::launcher_failed, 1);
+    stop_all(SIGKILL);
+    for (auto& slot : slots_) {
+      if (slot.proc.reaped) continue;
+      int st = 0;
+      while (::waitpid(slot.proc.pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      slot.proc.reaped = true;
+      slot.proc.wait_status = st;
+      --live_;
+    }
+  }
+
+  // Step 5, and the SIGKILL that ends the grace period of steps 3 and 4.
+  void check_deadlines() {
+    auto now = steady::now();
+    if (job_deadline_ && now >= *job_deadline_) {
+      job_deadline_.reset();
+      if (reason_ == stop_reason::none) {
+        set_reason(stop_reason::timed_out, 124);
+        std::ostringstream msg;
+        msg << "job still running after --timeout " << *opts_.timeout_seconds
+            << " s; stopping the job";
+        say(msg.str());
+        stop_all(SIGTERM);
+      }
+    }
+    if (kill_deadline_ && now >= *kill_deadline_) {
+      std::string names;
+      for (const auto& slot : slots_) {
+        if (!slot.proc.reaped) names += " " + std::to_string(slot.proc.rank);
+      }
+      std::ostringstream msg;
+      msg << "rank(s)" << names << " still running " << config_.kill_grace.count() / 1000.0
+          << " s after being asked to stop; sending SIGKILL";
+      say(msg.str());
+      stop_all(SIGKILL);
+    }
+  }
+
+  int poll_timeout_ms() const {
+    std::optional<steady::time_point> next;
+    for (const auto& d : {job_deadline_, kill_deadline_}) {
+      if (d && (!next || *d < *next)) next = d;
+    }
+    if (!next) return -1;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - steady::now()).count();
+    return left < 0 ? 0 : static_cast<int>(left);
+  }
+
+  // Signals every rank; anything but SIGKILL starts the grace period before SIGKILL follows.
+  void stop_all(int signo) {
+    for (const auto& slot : slots_) signal_rank(slot.proc, signo);
+    if (signo == SIGKILL) {
+      kill_deadline_.reset();
+    } else if (!kill_deadline_) {
+      kill_deadline_ = steady::now() + config_.kill_grace;
+    }
+  }
+
+  // Step 6.
+  void finish() {
+    for (const auto& slot : slots_) signal_rank(slot.proc, SIGKILL);  // groups only: all reaped
+    for (auto& slot : slots_) {
+      drain_stream(slot, false, max_final_reads);
+      drain_stream(slot, true, max_final_reads);
+      close_stream(slot, false);
+      close_stream(slot, true);
+    }
+    flush_output();
+  }
+
+  // Reads once from a readable pipe. Returns true when bytes came (more may follow).
+  bool read_stream(rank_slot& slot, bool is_err) {
+    int fd = is_err ? slot.proc.stderr_fd : slot.proc.stdout_fd;
+    if (fd < 0) return false;
+    char buf[64 * 1024];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      (is_err ? slot.err : slot.out).feed({buf, static_cast<size_t>(n)}, is_err ? err_buf_ : out_buf_);
+      return true;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    close_stream(slot, is_err);  // EOF, or an error that makes the pipe useless
+    return false;
+  }
+
+  void drain_stream(rank_slot& slot, bool is_err, int max_reads) {
+    for (int i = 0; i < max_reads && read_stream(slot, is_err); ++i) {
+    }
+  }
+
+  void close_stream(rank_slot& slot, bool is_err) {
+    int& fd = is_err ? slot.proc.stderr_fd : slot.proc.stdout_fd;
+    if (fd < 0) return;
+    ::close(fd);
+    fd = -1;
+    (is_err ? slot.err : slot.out).finish(is_err ? err_buf_ : out_buf_);
+  }
+
+  void flush_output() {
+    write_all(1, out_buf_);
+    write_all(2, err_buf_);
+  }
+
+  // A line from chorusrun itself, after any rank output already read.
+  void say(const std::string& message) {
+    flush_output();
+    std::string line = "chorusrun: " + message + "\n";
+    write_all(2, line);
+  }
+
+  void set_reason(stop_reason reason, int exit_status) {
+    if (reason_ != stop_reason::none) return;
+    reason_ = reason;
+    exit_status_ = exit_status;
+  }
+
+  const launch_options& opts_;
+  const job_identity& job_;
+  supervisor_config config_;
+  signal_pipe signals_;
+  std::vector<rank_slot> slots_;
+  int live_ = 0;  // ranks started and not yet reaped
+  stop_reason reason_ = stop_reason::none;
+  int exit_status_ = 0;
+  std::optional<steady::time_point> job_deadline_;   // --timeout
+  std::optional<steady::time_point> kill_deadline_;  // end of the grace period
+  std::string out_buf_;  // prefixed lines for chorusrun's stdout, not yet written
+  std::string err_buf_;  // prefixed lines for chorusrun's stderr, not yet written
+};
+
+}  // namespace
+
+int run_job(const launch_options& opts, const job_identity& job, const supervisor_config& config) {
+  job_supervisor supervisor(opts, job, config);
+  return supervisor.run();
+}
+
+}  // namespace chorus::chorusrun

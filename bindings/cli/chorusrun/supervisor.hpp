@@ -1,0 +1,28 @@
+// The supervisor runs one job: starts every rank, relays their prefixed output, reacts to rank
+// exits, signals and the timeout, and returns chorusrun's exit status.
+#pragma once
+
+#include <chrono>
+
+#include "bindings/cli/chorusrun/job_env.hpp"
+#include "bindings/cli/chorusrun/options.hpp"
+
+namespace chorus::chorusrun {
+
+struct supervisor_config {
+  // Time the ranks get between SIGTERM (or a forwarded SIGINT) and SIGKILL.
+  std::chrono::milliseconds kill_grace{3000};
+};
+
+/// Runs the job to the end and returns the exit status for chorusrun:
+///  - 0 when every rank exited 0;
+///  - the first failing rank's exit status if in 1..255, else 1 (killed by a signal);
+///  - 128 + signal number when chorusrun got SIGINT or SIGTERM first;
+///  - 124 when --timeout expired first;
+///  - 1 when a rank could not be started.
+/// Returns only after every rank is reaped; leftover processes in the ranks' process groups
+/// are killed. Owns the process-wide signal handlers while it runs.
+int run_job(const launch_options& opts, const job_identity& job,
+            const supervisor_config& config = {});
+
+}  // namespace chorus::chorusrun

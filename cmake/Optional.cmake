@@ -1,0 +1,28 @@
+# Optional parts: each turns on by itself when what it needs is found, and can be forced off.
+#   CHORUS_WITH_NCCL    CUDA toolkit + NCCL (GPU data plane; compile-and-link without a GPU)
+#   CHORUS_WITH_GLOO    Gloo, the peer measured beside Chorus in chorus-bench
+if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
+  set(CUDAToolkit_ROOT /usr/local/cuda)
+endif()
+find_package(CUDAToolkit QUIET)
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/local/cuda/lib)
+set(_nccl_default OFF)
+if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+  set(_nccl_default ON)
+endif()
+option(CHORUS_WITH_NCCL "Build the NCCL data plane" ${_nccl_default})
+if(CHORUS_WITH_NCCL AND NOT TARGET NCCL::nccl)
+  add_library(NCCL::nccl UNKNOWN IMPORTED)
+  set_target_properties(NCCL::nccl PROPERTIES IMPORTED_LOCATION "${NCCL_LIBRARY}"
+                        INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}"
+                        INTERFACE_LINK_LIBRARIES CUDA::cudart)
+endif()
+
+find_package(Gloo CONFIG QUIET PATHS /usr/share/cmake/Gloo)
+set(_gloo_default OFF)
+if(Gloo_FOUND)
+  set(_gloo_default ON)
+endif()
+option(CHORUS_WITH_GLOO "Build the Gloo peer in chorus-bench" ${_gloo_default})
+message(STATUS "Chorus: NCCL=${CHORUS_WITH_NCCL} Gloo=${CHORUS_WITH_GLOO}")

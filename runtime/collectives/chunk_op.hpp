@@ -1,0 +1,69 @@
+// A collective on one chunk, run as a state machine on the transport's I/O thread: start()
+// posts the first frames, each delivered frame may post more, and the op is complete when it
+// has received every byte it expects and the transport released every payload it sent.
+// No op ever blocks a thread, so a sender actor can drive one chunk at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/core/status.hpp"
+#include "runtime/transport/transport.hpp"
+
+namespace chorus {
+
+class chunk_op {
+ public:
+  chunk_op(uint64_t sequence, int stream) : sequence_(sequence), stream_(stream) {}
+  virtual ~chunk_op() = default;
+  chunk_op(const chunk_op&) = delete;
+  chunk_op& operator=(const chunk_op&) = delete;
+
+  uint64_t sequence() const { return sequence_; }
+  int stream() const { return stream_; }
+
+  /// Posts the first frames. Called once.
+  virtual void start(transport& t) = 0;
+  /// Where the payload of `h` from `peer` goes, or nullptr for scratch (see frame_sink).
+  virtual std::byte* destination(int peer, const wire::frame_header& h) = 0;
+  /// Consumes a payload; an error means the frame does not fit this op (ranks disagree).
+  virtual status delivered(transport& t, int peer, const wire::frame_header& h, const std::byte* data) = 0;
+  /// Runs once after the last frame when the op succeeded (e.g. the division of average).
+  virtual void finish() {}
+
+  void on_sent() { --outstanding_sends_; }
+  /// The op failed: expect no more frames.
+  void abandon() { recv_left_ = 0; }
+  bool complete() const { return started_ && recv_left_ == 0 && outstanding_sends_ == 0; }
+  uint64_t bytes_sent() const { return bytes_sent_; }
+
+ protected:
+  void post(transport& t, int peer, uint32_t step, uint64_t offset, const std::byte* payload, std::size_t len) {
+    wire::frame_header h;
+    h.kind = wire::frame_kind::data;
+    h.job_id = t.job_id();
+    h.sequence = sequence_;
+    h.step = step;
+    h.offset = offset;
+    h.length = static_cast<uint32_t>(len);
+    ++outstanding_sends_;
+    bytes_sent_ += len;
+    t.send(peer, stream_, h, payload);
+  }
+  status bad_frame(int peer, const wire::frame_header& h, const std::string& why) const {
+    return status{errc::protocol, "rank " + std::to_string(peer) + " sent a frame that does not fit chunk " +
+                                      std::to_string(sequence_) + " (" + wire::describe(h) + "): " + why +
+                                      "; do all ranks run the same collectives with the same sizes?"};
+  }
+
+  bool started_ = false;
+  uint64_t recv_left_ = 0;  ///< payload bytes still expected
+
+ private:
+  uint64_t sequence_;
+  int stream_;
+  int outstanding_sends_ = 0;
+  uint64_t bytes_sent_ = 0;
+};
+
+}  // namespace chorus

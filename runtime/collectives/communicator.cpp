@@ -1,0 +1,190 @@
+// Chunking, sequence numbering and stream assignment of collectives; blocking wrappers.
+#include "runtime/collectives/communicator.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/collectives/exchange_op.hpp"
+#include "runtime/collectives/ring_op.hpp"
+#include "runtime/core/log.hpp"
+
+namespace chorus {
+namespace {
+
+result<std::size_t> env_bytes(const char* name, std::size_t fallback, std::size_t min, std::size_t max) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  if (*end != '\0' || n < min || n > max)
+    return status{errc::config, std::string(name) + "=" + v + " is not a byte count in [" + std::to_string(min) +
+                                    ", " + std::to_string(max) + "]"};
+  return static_cast<std::size_t>(n);
+}
+
+}  // namespace
+
+result<collective_options> collective_options::from_env() {
+  collective_options o;
+  auto c = env_bytes("CHORUS_CHUNK_BYTES", o.chunk_bytes, 1024, 64u << 20);
+  if (!c) return c.error();
+  o.chunk_bytes = *c;
+  auto s = env_bytes("CHORUS_SEGMENT_BYTES", o.segment_bytes, 1024, 64u << 20);
+  if (!s) return s.error();
+  o.segment_bytes = *s;
+  auto m = env_bytes("CHORUS_SMALL_ALLREDUCE_BYTES", o.small_bytes, 0, 64u << 20);
+  if (!m) return m.error();
+  o.small_bytes = *m;
+  return o;
+}
+
+result<std::unique_ptr<communicator>> communicator::create(const process_env& env) {
+  auto tcp = tcp::tcp_options::from_env();
+  if (!tcp) return tcp.error();
+  auto opts = collective_options::from_env();
+  if (!opts) return opts.error();
+  return create(env, *tcp, *opts);
+}
+
+result<std::unique_ptr<communicator>> communicator::create(const process_env& env, const tcp::tcp_options& tcp,
+                                                           const collective_options& opts) {
+  log::set_rank(env.rank);
+  auto rdv = rendezvous::open(env);
+  if (!rdv) return rdv.error();
+  auto topts = tcp;
+  topts.scratch_bytes = std::max(topts.scratch_bytes, opts.segment_bytes);
+  auto t = tcp::tcp_transport::connect(env, **rdv, topts);
+  if (!t) return t.error();
+  return std::unique_ptr<communicator>(new communicator(std::move(*rdv), std::move(*t), opts));
+}
+
+communicator::communicator(std::unique_ptr<rendezvous> rdv, std::unique_ptr<tcp::tcp_transport> t,
+                           collective_options opts)
+    : rdv_(std::move(rdv)), t_(std::move(t)), opts_(opts) {
+  engine_ = std::make_unique<engine>(*t_);
+  t_->start(engine_.get());
+}
+
+communicator::~communicator() { close(); }
+
+void communicator::close() {
+  if (closed_) return;
+  closed_ = true;
+  t_->post([this] { engine_->fail_all(status{errc::shutdown, "rank " + std::to_string(rank()) + " shut down"}); });
+  t_->close(std::chrono::seconds(5));
+}
+
+std::vector<communicator::chunk_plan> communicator::plan_chunks(std::size_t count, dtype t) const {
+  std::size_t per = std::max<std::size_t>(1, opts_.chunk_bytes / size_of(t));
+  std::vector<chunk_plan> out;
+  for (std::size_t off = 0; off < count; off += per) out.push_back({off, std::min(per, count - off)});
+  if (out.empty()) out.push_back({0, 0});
+  return out;
+}
+
+void communicator::launch(std::vector<std::unique_ptr<chunk_op>> ops, callback done) {
+  struct group {
+    std::size_t left;
+    status first_error;
+    callback done;
+  };
+  auto shared_ops = std::make_shared<std::vector<std::unique_ptr<chunk_op>>>(std::move(ops));
+  t_->post([this, shared_ops, done = std::move(done)]() mutable {
+    auto g = std::make_shared<group>(group{shared_ops->size(), {}, std::move(done)});
+    for (auto& op : *shared_ops) {
+      engine_->run(std::move(op), [g](const status& st) {
+        if (!st.ok() && g->first_error.ok()) g->first_error = st;
+        if (--g->left == 0) g->done(g->first_error);
+      });
+    }
+  });
+}
+
+void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, callback done,
+                                   allreduce_algorithm algo) {
+  std::size_t bytes = count * size_of(t);
+  if (algo == allreduce_algorithm::automatic)
+    algo = bytes <= opts_.small_bytes ? allreduce_algorithm::recursive_doubling : allreduce_algorithm::ring;
+  auto* base = static_cast<std::byte*>(data);
+  std::vector<std::unique_ptr<chunk_op>> ops;
+  for (auto& c : plan_chunks(count, t)) {
+    uint64_t seq = next_sequence_++;
+    int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
+    void* chunk = base + c.offset * size_of(t);
+    if (algo == allreduce_algorithm::recursive_doubling)
+      ops.push_back(std::make_unique<exchange_op>(seq, stream, rank(), size(), chunk, c.count, t, op));
+    else
+      ops.push_back(make_ring_allreduce(seq, stream, rank(), size(), chunk, c.count, t, op, opts_.segment_bytes));
+  }
+  launch(std::move(ops), std::move(done));
+}
+
+void communicator::broadcast_async(void* data, std::size_t count, dtype t, int root, callback done) {
+  if (root < 0 || root >= size()) {
+    done(status{errc::invalid_argument, "broadcast: root rank " + std::to_string(root) + " is not in [0, " +
+                                            std::to_string(size()) + ")"});
+    return;
+  }
+  auto* base = static_cast<std::byte*>(data);
+  std::vector<std::unique_ptr<chunk_op>> ops;
+  for (auto& c : plan_chunks(count, t)) {
+    uint64_t seq = next_sequence_++;
+    int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
+    ops.push_back(std::make_unique<broadcast_op>(seq, stream, rank(), size(), base + c.offset * size_of(t),
+                                                 c.count * size_of(t), root, opts_.segment_bytes));
+  }
+  launch(std::move(ops), std::move(done));
+}
+
+void communicator::allgather_async(const void* in, void* out, std::vector<std::size_t> counts, dtype t,
+                                   callback done) {
+  if (static_cast<int>(counts.size()) != size()) {
+    done(status{errc::invalid_argument, "allgather: " + std::to_string(counts.size()) + " counts for " +
+                                            std::to_string(size()) + " ranks"});
+    return;
+  }
+  std::size_t e = size_of(t), before = 0;
+  for (int r = 0; r < rank(); ++r) before += counts[r];
+  auto* mine = static_cast<std::byte*>(out) + before * e;
+  if (counts[rank()] && mine != in) std::memmove(mine, in, counts[rank()] * e);
+  // One chunk: the ring moves each rank's block; large blocks are pipelined by segments.
+  uint64_t seq = next_sequence_++;
+  int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
+  std::vector<std::unique_ptr<chunk_op>> ops;
+  ops.push_back(make_ring_allgather(seq, stream, rank(), size(), out, counts, t, opts_.segment_bytes));
+  launch(std::move(ops), std::move(done));
+}
+
+status communicator::wait(const std::function<void(callback)>& start) {
+  struct slot {
+    std::atomic<int> ready{0};
+    status st;
+  };
+  auto s = std::make_shared<slot>();
+  start([s](const status& st) {
+    s->st = st;
+    s->ready.store(1, std::memory_order_release);
+    s->ready.notify_one();
+  });
+  s->ready.wait(0, std::memory_order_acquire);
+  return s->st;
+}
+
+status communicator::allreduce(void* data, std::size_t count, dtype t, reduce_op op, allreduce_algorithm algo) {
+  return wait([&](callback cb) { allreduce_async(data, count, t, op, std::move(cb), algo); });
+}
+
+status communicator::broadcast(void* data, std::size_t count, dtype t, int root) {
+  return wait([&](callback cb) { broadcast_async(data, count, t, root, std::move(cb)); });
+}
+
+status communicator::allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t) {
+  return wait([&](callback cb) { allgather_async(in, out, std::move(counts), t, std::move(cb)); });
+}
+
+status communicator::barrier() {
+  uint8_t token = 0;
+  return allreduce(&token, 1, dtype::u8, reduce_op::max, allreduce_algorithm::recursive_doubling);
+}
+
+}  // namespace chorus

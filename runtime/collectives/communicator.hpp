@@ -1,0 +1,84 @@
+// A job's collectives over its data plane: the entry point for the runtime's users (the
+// pipeline's senders, the benchmarks, the tests). Cuts a buffer into chunks, gives each chunk
+// a sequence number (identical on every rank when all ranks make the same calls in the same
+// order), spreads chunks over the streams and runs them as chunk ops on the I/O thread.
+// Thread-safety: the *_async calls may come from any thread; calls from several threads at
+// once must be ordered by the caller identically on every rank.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "runtime/collectives/engine.hpp"
+#include "runtime/core/dtype.hpp"
+#include "runtime/env/process_env.hpp"
+#include "runtime/rendezvous/rendezvous.hpp"
+#include "runtime/transport/tcp/tcp_transport.hpp"
+
+namespace chorus {
+
+struct collective_options {
+  std::size_t chunk_bytes = 4u << 20;      ///< CHORUS_CHUNK_BYTES: unit of work per stream
+  std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES: pipelining unit inside a chunk
+  std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES: recursive doubling up to this
+  static result<collective_options> from_env();
+};
+
+enum class allreduce_algorithm { automatic, ring, recursive_doubling };
+
+class communicator {
+ public:
+  using callback = std::function<void(const status&)>;
+
+  /// Rendezvous, TCP mesh and I/O thread, configured from the CHORUS_* environment.
+  static result<std::unique_ptr<communicator>> create(const process_env& env);
+  static result<std::unique_ptr<communicator>> create(const process_env& env, const tcp::tcp_options& tcp,
+                                                      const collective_options& opts);
+  ~communicator();
+
+  int rank() const { return t_->rank(); }
+  int size() const { return t_->size(); }
+  int num_streams() const { return t_->num_streams(); }
+  const collective_options& options() const { return opts_; }
+  tcp::tcp_transport& data_plane() { return *t_; }
+
+  /// In place. `done` runs exactly once, on the I/O thread; buffers stay untouched by the
+  /// caller until then.
+  void allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, callback done,
+                       allreduce_algorithm algo = allreduce_algorithm::automatic);
+  void broadcast_async(void* data, std::size_t count, dtype t, int root, callback done);
+  /// `out` receives counts[r] elements from each rank r, in rank order; `in` holds counts[rank()].
+  void allgather_async(const void* in, void* out, std::vector<std::size_t> counts, dtype t, callback done);
+
+  status allreduce(void* data, std::size_t count, dtype t, reduce_op op,
+                   allreduce_algorithm algo = allreduce_algorithm::automatic);
+  status broadcast(void* data, std::size_t count, dtype t, int root);
+  status allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t);
+  status barrier();
+
+  /// Fails what is pending with errc::shutdown, says goodbye to the peers, stops the I/O thread.
+  void close();
+
+ private:
+  communicator(std::unique_ptr<rendezvous> rdv, std::unique_ptr<tcp::tcp_transport> t, collective_options opts);
+  struct chunk_plan {
+    std::size_t offset;  // elements
+    std::size_t count;
+  };
+  std::vector<chunk_plan> plan_chunks(std::size_t count, dtype t) const;
+  /// Runs the ops on the I/O thread; `done` once, after the last, with the first error.
+  void launch(std::vector<std::unique_ptr<chunk_op>> ops, callback done);
+  static status wait(const std::function<void(callback)>& start);
+
+  std::unique_ptr<rendezvous> rdv_;
+  std::unique_ptr<tcp::tcp_transport> t_;
+  std::unique_ptr<engine> engine_;
+  collective_options opts_;
+  std::atomic<uint64_t> next_sequence_{1};
+  std::atomic<uint32_t> next_stream_{0};
+  bool closed_ = false;
+};
+
+}  // namespace chorus

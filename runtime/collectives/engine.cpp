@@ -1,0 +1,109 @@
+// Frame routing, early-frame replay and failure fan-out for chunk ops.
+#include "runtime/collectives/engine.hpp"
+
+#include <cstring>
+
+#include "runtime/core/log.hpp"
+
+namespace chorus {
+
+void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
+  if (!broken_.ok()) {
+    done(broken_);
+    return;
+  }
+  uint64_t seq = op->sequence();
+  auto [it, fresh] = active_.emplace(seq, active{std::move(op), std::move(done), {}});
+  if (!fresh) {
+    auto d = std::move(done);
+    d(status{errc::internal, "chunk sequence " + std::to_string(seq) + " is already in flight"});
+    return;
+  }
+  starting_ = seq;  // completions wait until start() and the replay below are over
+  it->second.op->start(t_);
+  if (auto e = early_.find(seq); e != early_.end()) {
+    auto frames = std::move(e->second);
+    early_.erase(e);
+    for (auto& f : frames) {
+      auto a = active_.find(seq);
+      if (a == active_.end() || !a->second.failure.ok()) break;
+      std::byte* dest = a->second.op->destination(f.peer, f.header);
+      const std::byte* data = f.payload.data();
+      if (dest) {
+        std::memcpy(dest, f.payload.data(), f.payload.size());
+        data = dest;
+      }
+      auto st = a->second.op->delivered(t_, f.peer, f.header, data);
+      if (!st.ok()) {
+        starting_.reset();
+        fail_all(st);
+        return;
+      }
+    }
+  }
+  starting_.reset();
+  maybe_complete(seq);
+}
+
+std::byte* engine::destination(int peer, const wire::frame_header& h) {
+  auto it = active_.find(h.sequence);
+  if (it == active_.end() || !it->second.failure.ok()) return nullptr;
+  return it->second.op->destination(peer, h);
+}
+
+void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
+  auto it = active_.find(h.sequence);
+  if (it == active_.end()) {
+    if (!broken_.ok()) return;
+    early_[h.sequence].push_back(early_frame{peer, h, std::vector<std::byte>(data, data + h.length)});
+    return;
+  }
+  if (!it->second.failure.ok()) return;
+  auto st = it->second.op->delivered(t_, peer, h, data);
+  if (!st.ok()) {
+    CHORUS_LOG(error, "engine", st.message());
+    fail_all(st);
+    return;
+  }
+  maybe_complete(h.sequence);
+}
+
+void engine::sent(int, const wire::frame_header& h) {
+  auto it = active_.find(h.sequence);
+  if (it == active_.end()) return;
+  it->second.op->on_sent();
+  maybe_complete(h.sequence);
+}
+
+void engine::peer_failed(int, const status& why) { fail_all(why); }
+
+void engine::fail(uint64_t sequence, active& a, const status& why) {
+  if (!a.failure.ok()) return;
+  a.failure = why;
+  a.op->abandon();
+  t_.cancel(sequence);
+}
+
+void engine::fail_all(const status& why) {
+  if (broken_.ok()) broken_ = why;
+  early_.clear();
+  std::vector<uint64_t> seqs;
+  for (auto& [seq, a] : active_) seqs.push_back(seq);
+  for (auto seq : seqs) {
+    auto it = active_.find(seq);
+    if (it != active_.end()) fail(seq, it->second, why);
+  }
+  for (auto seq : seqs) maybe_complete(seq);
+}
+
+void engine::maybe_complete(uint64_t sequence) {
+  if (starting_ == sequence) return;
+  auto it = active_.find(sequence);
+  if (it == active_.end() || !it->second.op->complete()) return;
+  auto a = std::move(it->second);
+  active_.erase(it);
+  if (a.failure.ok()) a.op->finish();
+  a.done(a.failure);
+}
+
+}  // namespace chorus

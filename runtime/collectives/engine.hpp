@@ -1,0 +1,58 @@
+// Routes frames to the chunk ops in flight, by sequence number, on the I/O thread.
+// Frames for a sequence whose op has not started here yet (a peer is ahead) are kept and
+// replayed when it starts. When a peer fails, every op in flight ends with that error once the
+// transport has released its buffers, and every later op fails at once with the same error.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/collectives/chunk_op.hpp"
+#include "runtime/transport/frame_sink.hpp"
+#include "runtime/transport/transport.hpp"
+
+namespace chorus {
+
+class engine final : public frame_sink {
+ public:
+  using done_fn = std::function<void(const status&)>;
+  explicit engine(transport& t) : t_(t) {}
+
+  /// I/O thread only: starts `op`; `done` runs exactly once, on the I/O thread.
+  void run(std::unique_ptr<chunk_op> op, done_fn done);
+  /// I/O thread only: fails everything in flight and everything after (e.g. at shutdown).
+  void fail_all(const status& why);
+  /// Why the engine refuses new ops (ok while healthy).
+  const status& broken() const { return broken_; }
+  std::size_t in_flight() const { return active_.size(); }
+
+  std::byte* destination(int peer, const wire::frame_header& h) override;
+  void delivered(int peer, const wire::frame_header& h, std::byte* data) override;
+  void sent(int peer, const wire::frame_header& h) override;
+  void peer_failed(int peer, const status& why) override;
+
+ private:
+  struct active {
+    std::unique_ptr<chunk_op> op;
+    done_fn done;
+    status failure;
+  };
+  struct early_frame {
+    int peer;
+    wire::frame_header header;
+    std::vector<std::byte> payload;
+  };
+  void fail(uint64_t sequence, active& a, const status& why);
+  void maybe_complete(uint64_t sequence);
+
+  transport& t_;
+  std::unordered_map<uint64_t, active> active_;
+  std::unordered_map<uint64_t, std::vector<early_frame>> early_;
+  status broken_;
+  std::optional<uint64_t> starting_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,54 @@
+// Pipelined ring over blocks of one buffer: ring allreduce and ring allgather(v).
+// Each block is cut into segments; a segment received in step g is forwarded in step g+1 as
+// soon as it has been reduced, so every step overlaps the next.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "runtime/collectives/chunk_op.hpp"
+#include "runtime/collectives/ring_schedule.hpp"
+#include "runtime/core/dtype.hpp"
+
+namespace chorus {
+
+struct byte_range {
+  std::size_t offset = 0;
+  std::size_t length = 0;
+};
+
+class ring_op : public chunk_op {
+ public:
+  /// `blocks[b]` is where block b lies in `base`; `divisor` > 1 divides the result at the end.
+  ring_op(uint64_t sequence, int stream, int rank, int size, std::byte* base, std::vector<byte_range> blocks,
+          std::vector<ring_step> steps, dtype t, reduce_op op, std::size_t segment_bytes, int divisor);
+
+  void start(transport& t) override;
+  std::byte* destination(int peer, const wire::frame_header& h) override;
+  status delivered(transport& t, int peer, const wire::frame_header& h, const std::byte* data) override;
+  void finish() override;
+
+ private:
+  void send_block(transport& t, uint32_t step, std::size_t offset, std::size_t length);
+  status check(int peer, const wire::frame_header& h) const;
+
+  int rank_, size_, left_, right_;
+  std::byte* base_;
+  std::vector<byte_range> blocks_;
+  std::vector<ring_step> steps_;
+  dtype dtype_;
+  reduce_op op_;
+  std::size_t segment_bytes_;
+  int divisor_;
+};
+
+/// Ring allreduce of one chunk (in place).
+std::unique_ptr<chunk_op> make_ring_allreduce(uint64_t sequence, int stream, int rank, int size, void* data,
+                                              std::size_t count, dtype t, reduce_op op, std::size_t segment_bytes);
+/// Ring allgather: `out` holds counts[r] elements of rank r, in rank order; our part is
+/// already in place.
+std::unique_ptr<chunk_op> make_ring_allgather(uint64_t sequence, int stream, int rank, int size, void* out,
+                                              const std::vector<std::size_t>& counts, dtype t,
+                                              std::size_t segment_bytes);
+
+}  // namespace chorus

@@ -1,0 +1,26 @@
+// Element types and reduction operators that Chorus moves and reduces.
+// f16 and bf16 are stored as raw 16-bit words and accumulate in f32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace chorus {
+
+enum class dtype : uint8_t { f16 = 0, bf16 = 1, f32 = 2, f64 = 3, i32 = 4, i64 = 5, u8 = 6 };
+inline constexpr int dtype_count = 7;
+
+enum class reduce_op : uint8_t { sum = 0, average = 1, min = 2, max = 3, product = 4 };
+inline constexpr int reduce_op_count = 5;
+
+/// Bytes per element.
+std::size_t size_of(dtype t);
+/// "f32", "bf16", ...
+std::string_view name_of(dtype t);
+std::string_view name_of(reduce_op op);
+std::optional<dtype> parse_dtype(std::string_view s);
+std::optional<reduce_op> parse_reduce_op(std::string_view s);
+
+}  // namespace chorus

@@ -1,0 +1,235 @@
+// POSIX socket helpers with deadlines (poll-based), for connection setup and handshakes.
+#include "runtime/transport/tcp/socket_util.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace chorus::tcp {
+namespace {
+
+std::string err_text(int e) { return std::strerror(e); }
+
+int ms_left(clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+void set_nonblocking(int fd, bool on) {
+  int flags = fcntl(fd, F_GETFL, 0);
+  fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
+}
+
+result<sockaddr_in> resolve(const std::string& host, uint16_t port) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  std::string h = host == "localhost" ? "127.0.0.1" : host;
+  if (inet_pton(AF_INET, h.c_str(), &sa.sin_addr) == 1) return sa;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(h.c_str(), nullptr, &hints, &res) != 0 || !res)
+    return status{errc::config, "cannot resolve host '" + host + "'"};
+  sa.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  freeaddrinfo(res);
+  return sa;
+}
+
+// Waits until fd is ready for `events` or the deadline passes.
+status wait_ready(int fd, short events, clock::time_point deadline, const char* what) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, ms_left(deadline));
+    if (rc > 0) return {};
+    if (rc == 0) return status{errc::timeout, std::string(what) + " timed out"};
+    if (errno != EINTR) return status{errc::connection_lost, std::string(what) + ": " + err_text(errno)};
+  }
+}
+
+}  // namespace
+
+unique_fd& unique_fd::operator=(unique_fd&& o) noexcept {
+  if (this != &o) {
+    reset();
+    fd_ = o.release();
+  }
+  return *this;
+}
+unique_fd::~unique_fd() { reset(); }
+int unique_fd::release() {
+  int f = fd_;
+  fd_ = -1;
+  return f;
+}
+void unique_fd::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+result<endpoint> parse_endpoint(const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
+    return status{errc::config, "malformed endpoint '" + s + "', expected host:port"};
+  endpoint ep;
+  ep.host = s.substr(0, colon);
+  try {
+    int port = std::stoi(s.substr(colon + 1));
+    if (port < 0 || port > 65535) throw std::out_of_range("port");
+    ep.port = static_cast<uint16_t>(port);
+  } catch (...) {
+    return status{errc::config, "malformed port in endpoint '" + s + "'"};
+  }
+  return ep;
+}
+
+result<unique_fd> listen_on(const std::string& host, uint16_t port, uint16_t* bound) {
+  auto sa = resolve(host, port);
+  if (!sa) return sa.error();
+  unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return status{errc::config, "socket(): " + err_text(errno)};
+  int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(sockaddr_in)) != 0)
+    return status{errc::config, "bind " + host + ":" + std::to_string(port) + ": " + err_text(errno)};
+  if (::listen(fd.get(), 512) != 0) return status{errc::config, "listen(): " + err_text(errno)};
+  sockaddr_in got{};
+  socklen_t len = sizeof got;
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&got), &len);
+  if (bound) *bound = ntohs(got.sin_port);
+  return fd;
+}
+
+result<unique_fd> connect_to(const endpoint& ep, clock::time_point deadline) {
+  auto sa = resolve(ep.host, ep.port);
+  if (!sa) return sa.error();
+  std::string last = "no attempt";
+  while (clock::now() < deadline) {
+    unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) return status{errc::connection_lost, "socket(): " + err_text(errno)};
+    set_nonblocking(fd.get(), true);
+    int rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(sockaddr_in));
+    if (rc != 0 && errno == EINPROGRESS) {
+      auto st = wait_ready(fd.get(), POLLOUT, deadline, "connect");
+      if (!st.ok()) return status{st.code(), "connect to " + ep.to_string() + ": " + st.message()};
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      rc = err == 0 ? 0 : -1;
+      errno = err;
+    }
+    if (rc == 0) {
+      set_nonblocking(fd.get(), false);
+      return fd;
+    }
+    last = err_text(errno);
+    if (errno != ECONNREFUSED && errno != ETIMEDOUT && errno != EHOSTUNREACH && errno != ECONNRESET)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return status{errc::connection_lost, "cannot connect to " + ep.to_string() + ": " + last};
+}
+
+status send_all(int fd, const void* data, std::size_t n, clock::time_point deadline) {
+  auto p = static_cast<const char*>(data);
+  while (n > 0) {
+    auto st = wait_ready(fd, POLLOUT, deadline, "send");
+    if (!st.ok()) return st;
+    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return status{errc::connection_lost, "send: " + err_text(errno)};
+    }
+    p += k;
+    n -= static_cast<std::size_t>(k);
+  }
+  return {};
+}
+
+status recv_all(int fd, void* data, std::size_t n, clock::time_point deadline) {
+  auto p = static_cast<char*>(data);
+  while (n > 0) {
+    auto st = wait_ready(fd, POLLIN, deadline, "receive");
+    if (!st.ok()) return st;
+    ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (k == 0) return status{errc::connection_lost, "connection closed by peer"};
+    if (k < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return status{errc::connection_lost, "receive: " + err_text(errno)};
+    }
+    p += k;
+    n -= static_cast<std::size_t>(k);
+  }
+  return {};
+}
+
+status send_frame(int fd, const wire::frame_header& h, const std::vector<std::byte>& payload,
+                  clock::time_point deadline) {
+  std::vector<std::byte> buf(wire::frame_header_size + payload.size());
+  auto hh = h;
+  hh.length = static_cast<uint32_t>(payload.size());
+  wire::encode(hh, buf.data());
+  if (!payload.empty()) std::memcpy(buf.data() + wire::frame_header_size, payload.data(), payload.size());
+  return send_all(fd, buf.data(), buf.size(), deadline);
+}
+
+result<frame> recv_frame(int fd, const wire::frame_limits& limits, clock::time_point deadline) {
+  std::byte head[wire::frame_header_size];
+  auto st = recv_all(fd, head, sizeof head, deadline);
+  if (!st.ok()) return st;
+  auto h = wire::decode(head, sizeof head, limits);
+  if (!h) return h.error();
+  frame f{*h, std::vector<std::byte>(h->length)};
+  if (h->length > 0) {
+    st = recv_all(fd, f.payload.data(), f.payload.size(), deadline);
+    if (!st.ok()) return st;
+  }
+  return f;
+}
+
+void tune_socket(int fd, int buffer_bytes) {
+  set_nonblocking(fd, false);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  if (buffer_bytes > 0) {
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+  }
+}
+
+std::string peer_name(int fd) {
+  sockaddr_in sa{};
+  socklen_t len = sizeof sa;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) return "?";
+  char buf[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof buf);
+  return std::string(buf) + ":" + std::to_string(ntohs(sa.sin_port));
+}
+
+std::string local_address_towards(const std::string& host) {
+  if (host == "127.0.0.1" || host == "localhost" || host.empty()) return "127.0.0.1";
+  auto sa = resolve(host, 9);
+  if (!sa) return "127.0.0.1";
+  unique_fd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0 || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(sockaddr_in)) != 0)
+    return "127.0.0.1";
+  sockaddr_in me{};
+  socklen_t len = sizeof me;
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&me), &len);
+  char buf[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &me.sin_addr, buf, sizeof buf);
+  return buf;
+}
+
+}  // namespace chorus::tcp

@@ -1,0 +1,65 @@
+// Blocking POSIX socket helpers with deadlines, used while a job's connections are set up
+// (before Asio owns them): listen, connect with retries, whole-buffer send/recv, frames.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/core/status.hpp"
+#include "runtime/wire/frame.hpp"
+
+namespace chorus::tcp {
+
+using clock = std::chrono::steady_clock;
+
+/// Closes a file descriptor when it goes out of scope.
+class unique_fd {
+ public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) : fd_(fd) {}
+  unique_fd(unique_fd&& o) noexcept : fd_(o.release()) {}
+  unique_fd& operator=(unique_fd&& o) noexcept;
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd();
+  int get() const { return fd_; }
+  int release();
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+struct endpoint {
+  std::string host;
+  uint16_t port = 0;
+  std::string to_string() const { return host + ":" + std::to_string(port); }
+};
+result<endpoint> parse_endpoint(const std::string& s);
+
+/// A listening socket on host:port (port 0 picks one); `bound` receives the real port.
+result<unique_fd> listen_on(const std::string& host, uint16_t port, uint16_t* bound);
+/// Connects, retrying refused connections until the deadline (the peer may not listen yet).
+result<unique_fd> connect_to(const endpoint& ep, clock::time_point deadline);
+status send_all(int fd, const void* data, std::size_t n, clock::time_point deadline);
+status recv_all(int fd, void* data, std::size_t n, clock::time_point deadline);
+
+struct frame {
+  wire::frame_header header;
+  std::vector<std::byte> payload;
+};
+status send_frame(int fd, const wire::frame_header& h, const std::vector<std::byte>& payload,
+                  clock::time_point deadline);
+result<frame> recv_frame(int fd, const wire::frame_limits& limits, clock::time_point deadline);
+
+/// TCP_NODELAY, socket buffer sizes, keepalive; makes the socket blocking again.
+void tune_socket(int fd, int buffer_bytes);
+/// "127.0.0.1:51234" of the remote side.
+std::string peer_name(int fd);
+/// The local address a packet to `host` would leave from (for publishing our endpoint).
+std::string local_address_towards(const std::string& host);
+
+}  // namespace chorus::tcp

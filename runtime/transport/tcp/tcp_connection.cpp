@@ -1,0 +1,172 @@
+// Read loop and batched write queue of one TCP stream.
+#include "runtime/transport/tcp/tcp_connection.hpp"
+
+#include <cstring>
+
+#include "runtime/transport/tcp/tcp_transport.hpp"
+
+namespace chorus::tcp {
+namespace {
+constexpr std::size_t max_batch = 64;  // frames per gather-write
+}
+
+tcp_connection::tcp_connection(tcp_transport& owner, int fd, int peer, int stream, std::size_t scratch_bytes)
+    : owner_(owner), socket_(owner.io_), peer_(peer), stream_(stream), scratch_(scratch_bytes) {
+  socket_.assign(asio::ip::tcp::v4(), fd);
+  // Pre-touch the scratch so the first frames do not pay for fresh pages.
+  std::memset(scratch_.data(), 0, scratch_.size());
+  write_bufs_.reserve(2 * max_batch);
+}
+
+void tcp_connection::start_reading() { read_header(); }
+
+void tcp_connection::send(const wire::frame_header& h, const std::byte* payload) {
+  outgoing o;
+  o.header = h;
+  o.payload = payload;
+  wire::encode(h, o.head.data());
+  queue_.push_back(o);
+  if (!open_) {
+    release_queue();
+    return;
+  }
+  if (in_flight_ == 0) start_write();
+}
+
+void tcp_connection::cancel(uint64_t sequence) {
+  auto* sink = owner_.sink();
+  for (std::size_t i = in_flight_; i < queue_.size();) {
+    if (queue_[i].header.kind == wire::frame_kind::data && queue_[i].header.sequence == sequence) {
+      auto h = queue_[i].header;
+      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      sink->sent(peer_, h);
+    } else {
+      ++i;
+    }
+  }
+}
+
+void tcp_connection::send_goodbye() {
+  if (goodbye_sent_) return;
+  goodbye_sent_ = true;
+  wire::frame_header h;
+  h.kind = wire::frame_kind::goodbye;
+  h.job_id = owner_.limits().job_id;
+  send(h, nullptr);
+}
+
+void tcp_connection::start_write() {
+  write_bufs_.clear();
+  in_flight_ = std::min(queue_.size(), max_batch);
+  for (std::size_t i = 0; i < in_flight_; ++i) {
+    auto& o = queue_[i];
+    write_bufs_.push_back(asio::buffer(o.head));
+    if (o.header.length) write_bufs_.push_back(asio::buffer(o.payload, o.header.length));
+  }
+  asio::async_write(socket_, write_bufs_,
+                    [this](const asio::error_code& ec, std::size_t n) { on_written(ec, n); });
+}
+
+void tcp_connection::on_written(const asio::error_code& ec, std::size_t n) {
+  bytes_sent_ += n;
+  auto* sink = owner_.sink();
+  std::size_t done = in_flight_;
+  in_flight_ = 0;
+  for (std::size_t i = 0; i < done; ++i) {
+    auto h = queue_.front().header;
+    queue_.pop_front();
+    if (h.kind == wire::frame_kind::data) sink->sent(peer_, h);
+  }
+  if (ec) {
+    fail("write", ec);
+    return;
+  }
+  if (!queue_.empty()) start_write();
+  else if (goodbye_sent_) owner_.finish_close_if_done();
+}
+
+void tcp_connection::read_header() {
+  asio::async_read(socket_, asio::buffer(read_head_),
+                   [this](const asio::error_code& ec, std::size_t) { on_header(ec); });
+}
+
+void tcp_connection::on_header(const asio::error_code& ec) {
+  if (ec) {
+    fail("read", ec);
+    return;
+  }
+  auto h = wire::decode(read_head_.data(), read_head_.size(), owner_.limits());
+  if (!h) {
+    owner_.connection_failed(*this, status{errc::protocol, "rank " + std::to_string(peer_) + " stream " +
+                                                               std::to_string(stream_) + " sent a bad frame: " +
+                                                               h.error().message()});
+    return;
+  }
+  current_ = *h;
+  bytes_received_ += wire::frame_header_size;
+  if (current_.kind == wire::frame_kind::goodbye) {
+    goodbye_received_ = true;
+    owner_.goodbye_from(*this);
+    if (open_) read_header();  // the peer closes next; EOF after goodbye is expected
+    return;
+  }
+  if (current_.kind != wire::frame_kind::data) {
+    owner_.connection_failed(*this, status{errc::protocol, "rank " + std::to_string(peer_) +
+                                                               " sent an unexpected frame: " + wire::describe(current_)});
+    return;
+  }
+  std::byte* where = current_.length ? owner_.sink()->destination(peer_, current_) : scratch_.data();
+  if (!where) {
+    if (scratch_.size() < current_.length) scratch_.resize(current_.length);
+    where = scratch_.data();
+  }
+  if (current_.length == 0) {
+    on_payload({}, where);
+    return;
+  }
+  asio::async_read(socket_, asio::buffer(where, current_.length),
+                   [this, where](const asio::error_code& e, std::size_t) { on_payload(e, where); });
+}
+
+void tcp_connection::on_payload(const asio::error_code& ec, std::byte* where) {
+  if (ec) {
+    fail("read", ec);
+    return;
+  }
+  bytes_received_ += current_.length;
+  owner_.sink()->delivered(peer_, current_, where);
+  if (open_) read_header();
+}
+
+void tcp_connection::fail(const std::string& what, const asio::error_code& ec) {
+  if (!open_) return;
+  if (ec == asio::error::operation_aborted) return;
+  std::string reason = (ec == asio::error::eof) ? "closed the connection" : what + " failed: " + ec.message();
+  if (goodbye_received_ && ec == asio::error::eof) {
+    close();
+    owner_.finish_close_if_done();
+    return;
+  }
+  owner_.connection_failed(*this, status{errc::connection_lost, "rank " + std::to_string(peer_) + " (stream " +
+                                                                    std::to_string(stream_) + ") " + reason});
+}
+
+void tcp_connection::release_queue() {
+  auto* sink = owner_.sink();
+  while (queue_.size() > in_flight_) {
+    auto h = queue_.back().header;
+    queue_.pop_back();
+    if (h.kind == wire::frame_kind::data && sink) sink->sent(peer_, h);
+  }
+}
+
+void tcp_connection::close() {
+  if (!open_) return;
+  open_ = false;
+  asio::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);  // in-flight operations complete with operation_aborted
+  release_queue();
+}
+
+}  // namespace chorus::tcp

@@ -1,0 +1,76 @@
+// One stream to one peer: an Asio socket with a queue of outgoing frames (written in batches
+// with one gather-write) and a read loop that puts each payload where the sink says.
+// Lives on the transport's I/O thread; no method may be called from another thread.
+#pragma once
+
+#include <array>
+#include <deque>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "runtime/transport/frame_sink.hpp"
+#include "runtime/wire/frame.hpp"
+
+namespace chorus::tcp {
+
+class tcp_transport;
+
+class tcp_connection {
+ public:
+  tcp_connection(tcp_transport& owner, int fd, int peer, int stream, std::size_t scratch_bytes);
+  tcp_connection(const tcp_connection&) = delete;
+  tcp_connection& operator=(const tcp_connection&) = delete;
+
+  void start_reading();
+  /// Queues a frame; `payload` (h.length bytes) must stay valid until the sink's sent().
+  void send(const wire::frame_header& h, const std::byte* payload);
+  /// Drops queued frames of `sequence` that are not being written yet (sink's sent() for each).
+  void cancel(uint64_t sequence);
+  void send_goodbye();
+  void close();
+
+  int peer() const { return peer_; }
+  int stream() const { return stream_; }
+  bool open() const { return open_; }
+  bool goodbye_sent() const { return goodbye_sent_; }
+  bool goodbye_received() const { return goodbye_received_; }
+  std::size_t queued_frames() const { return queue_.size(); }
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t bytes_received() const { return bytes_received_; }
+
+ private:
+  struct outgoing {
+    std::array<std::byte, wire::frame_header_size> head;
+    wire::frame_header header;
+    const std::byte* payload;
+  };
+
+  void start_write();
+  void on_written(const asio::error_code& ec, std::size_t n);
+  void read_header();
+  void on_header(const asio::error_code& ec);
+  void on_payload(const asio::error_code& ec, std::byte* where);
+  void fail(const std::string& what, const asio::error_code& ec);
+  void release_queue();
+
+  tcp_transport& owner_;
+  asio::ip::tcp::socket socket_;
+  int peer_;
+  int stream_;
+  bool open_ = true;
+  bool goodbye_sent_ = false;
+  bool goodbye_received_ = false;
+
+  std::deque<outgoing> queue_;
+  std::size_t in_flight_ = 0;  // frames at the queue's head being written now
+  std::vector<asio::const_buffer> write_bufs_;
+
+  std::array<std::byte, wire::frame_header_size> read_head_{};
+  wire::frame_header current_{};
+  std::vector<std::byte> scratch_;
+  uint64_t bytes_sent_ = 0;
+  uint64_t bytes_received_ = 0;
+};
+
+}  // namespace chorus::tcp

@@ -1,0 +1,209 @@
+// Mesh setup, the I/O thread, failure propagation and the goodbye exchange at close.
+#include "runtime/transport/tcp/tcp_transport.hpp"
+
+#include <cstdlib>
+#include <future>
+
+#include "runtime/core/log.hpp"
+
+namespace chorus::tcp {
+namespace {
+
+result<long> env_number(const char* name, long fallback, long min, long max) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < min || n > max)
+    return status{errc::config, std::string(name) + "=" + v + " is not a number in [" + std::to_string(min) +
+                                    ", " + std::to_string(max) + "]"};
+  return n;
+}
+
+constexpr const char* insecure_default_secret = "chorus-default-secret-set-CHORUS_JOB_SECRET";
+
+}  // namespace
+
+result<tcp_options> tcp_options::from_env() {
+  tcp_options o;
+  auto s = env_number("CHORUS_NUM_STREAMS", o.num_streams, 1, 64);
+  if (!s) return s.error();
+  o.num_streams = static_cast<int>(*s);
+  auto b = env_number("CHORUS_SOCKET_BUFFER_BYTES", o.socket_buffer_bytes, 0, 1 << 30);
+  if (!b) return b.error();
+  o.socket_buffer_bytes = static_cast<int>(*b);
+  auto t = env_number("CHORUS_CONNECT_TIMEOUT_SECONDS", 60, 1, 3600);
+  if (!t) return t.error();
+  o.connect_timeout = std::chrono::seconds(*t);
+  if (const char* h = std::getenv("CHORUS_HOST"); h && *h) o.bind_host = h;
+  return o;
+}
+
+tcp_transport::tcp_transport(const process_env& env, const tcp_options& opts)
+    : rank_(env.rank), size_(env.size), opts_(opts), work_(asio::make_work_guard(io_)) {
+  limits_.job_id = env.job_id;
+  limits_.max_payload = opts.max_payload;
+  conns_.resize(size_);
+  peer_down_.assign(size_, false);
+}
+
+result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env& env, rendezvous& rdv,
+                                                              const tcp_options& opts) {
+  std::unique_ptr<tcp_transport> t(new tcp_transport(env, opts));
+  auto deadline = clock::now() + opts.connect_timeout;
+  handshake_config cfg{env.job_id, env.job_secret, env.rank, env.size, opts.num_streams};
+  if (cfg.secret.empty()) {
+    if (env.size > 1)
+      CHORUS_LOG(warn, "tcp", "CHORUS_JOB_SECRET is not set: connections use a well-known default secret; "
+                              "set it (chorusrun does) to keep other jobs out");
+    cfg.secret = insecure_default_secret;
+  }
+
+  // 1. Listen and start accepting before anyone can learn our endpoint.
+  std::string host = opts.bind_host.empty() ? local_address_towards(env.rendezvous_host) : opts.bind_host;
+  uint16_t port = 0;
+  auto listener = listen_on(host, 0, &port);
+  if (!listener) return listener.error();
+  t->acceptor_ = std::make_unique<acceptor>(std::move(*listener), cfg);
+
+  // 2. Publish our endpoint and learn everybody's.
+  std::string me = host + ":" + std::to_string(port);
+  auto st = rdv.publish("data/" + std::to_string(env.rank), me);
+  if (!st.ok()) return st;
+  auto eps = rdv.gather("data/", opts.connect_timeout);
+  if (!eps) return eps.error();
+  t->peer_endpoints_ = *eps;
+
+  // 3. Connect to every lower rank; the acceptor takes connections from every higher one.
+  std::vector<std::vector<unique_fd>> fds(env.size);
+  for (int p = 0; p < env.rank; ++p) {
+    auto ep = parse_endpoint(t->peer_endpoints_[p]);
+    if (!ep) return ep.error();
+    for (int s = 0; s < opts.num_streams; ++s) {
+      auto fd = connect_to(*ep, deadline);
+      if (!fd)
+        return status{fd.error().code(), "rank " + std::to_string(env.rank) + " to rank " + std::to_string(p) +
+                                             ": " + fd.error().message()};
+      st = client_handshake(fd->get(), cfg, s, p, deadline);
+      if (!st.ok())
+        return status{st.code(), "handshake with rank " + std::to_string(p) + " at " + ep->to_string() + ": " +
+                                     st.message()};
+      fds[p].push_back(std::move(*fd));
+    }
+  }
+  auto inbound = t->acceptor_->wait_inbound(deadline);
+  if (!inbound) return inbound.error();
+  for (int p = env.rank + 1; p < env.size; ++p) fds[p] = std::move((*inbound)[p]);
+
+  // 4. Hand every socket to Asio.
+  for (int p = 0; p < env.size; ++p) {
+    for (int s = 0; s < static_cast<int>(fds[p].size()); ++s) {
+      tune_socket(fds[p][s].get(), opts.socket_buffer_bytes);
+      t->conns_[p].push_back(
+          std::make_unique<tcp_connection>(*t, fds[p][s].release(), p, s, opts.scratch_bytes));
+    }
+  }
+  CHORUS_LOG(info, "tcp", "mesh ready endpoint=" << me << " peers=" << env.size - 1
+                                                 << " streams=" << opts.num_streams);
+  return t;
+}
+
+tcp_transport::~tcp_transport() { close(std::chrono::seconds(5)); }
+
+void tcp_transport::start(frame_sink* sink) {
+  sink_ = sink;
+  thread_ = std::thread([this] {
+    for (auto& per_peer : conns_)
+      for (auto& c : per_peer) c->start_reading();
+    io_.run();
+  });
+}
+
+void tcp_transport::send(int peer, int stream, const wire::frame_header& h, const std::byte* payload) {
+  auto& c = conns_[peer][stream];
+  c->send(h, payload);
+}
+
+void tcp_transport::cancel(uint64_t sequence) {
+  for (auto& per_peer : conns_)
+    for (auto& c : per_peer) c->cancel(sequence);
+}
+
+uint64_t tcp_transport::bytes_sent(int stream) const {
+  uint64_t n = 0;
+  for (auto& per_peer : conns_)
+    if (stream < static_cast<int>(per_peer.size())) n += per_peer[stream]->bytes_sent();
+  return n;
+}
+
+uint64_t tcp_transport::bytes_received(int stream) const {
+  uint64_t n = 0;
+  for (auto& per_peer : conns_)
+    if (stream < static_cast<int>(per_peer.size())) n += per_peer[stream]->bytes_received();
+  return n;
+}
+
+void tcp_transport::connection_failed(tcp_connection& c, const status& why) {
+  int p = c.peer();
+  for (auto& other : conns_[p]) other->close();
+  if (!peer_down_[p]) {
+    peer_down_[p] = true;
+    if (!closing_) {
+      CHORUS_LOG(error, "tcp", why.message());
+      sink_->peer_failed(p, why);
+    }
+  }
+  finish_close_if_done();
+}
+
+void tcp_transport::goodbye_from(tcp_connection& c) {
+  int p = c.peer();
+  for (auto& s : conns_[p])
+    if (!s->goodbye_received()) return;
+  if (!closing_ && !peer_down_[p]) {
+    peer_down_[p] = true;
+    sink_->peer_failed(p, status{errc::shutdown, "rank " + std::to_string(p) + " shut down"});
+  }
+  finish_close_if_done();
+}
+
+void tcp_transport::finish_close_if_done() {
+  if (!closing_ || closed_) return;
+  for (auto& per_peer : conns_)
+    for (auto& c : per_peer)
+      if (c->open() && !(c->goodbye_sent() && c->queued_frames() == 0 && c->goodbye_received())) return;
+  closed_ = true;
+  for (auto& per_peer : conns_)
+    for (auto& c : per_peer) c->close();
+  if (close_timer_) close_timer_->cancel();
+  work_.reset();
+  io_.stop();
+}
+
+void tcp_transport::close(std::chrono::milliseconds grace) {
+  if (!thread_.joinable()) {
+    for (auto& per_peer : conns_)
+      for (auto& c : per_peer) c->close();
+    acceptor_.reset();
+    return;
+  }
+  post([this, grace] {
+    closing_ = true;
+    close_timer_ = std::make_unique<asio::steady_timer>(io_, grace);
+    close_timer_->async_wait([this](const asio::error_code& ec) {
+      if (ec || closed_) return;
+      CHORUS_LOG(warn, "tcp", "goodbye exchange did not finish in time; closing anyway");
+      for (auto& per_peer : conns_)
+        for (auto& c : per_peer) c->close();
+      finish_close_if_done();
+    });
+    for (auto& per_peer : conns_)
+      for (auto& c : per_peer)
+        if (c->open()) c->send_goodbye();
+    finish_close_if_done();
+  });
+  thread_.join();
+  acceptor_.reset();
+}
+
+}  // namespace chorus::tcp

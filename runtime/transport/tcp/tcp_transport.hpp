@@ -1,0 +1,95 @@
+// The TCP data plane: S connections ("streams") to every other rank, one Asio I/O thread.
+// Setup (blocking, at init): listen, publish our endpoint at the rendezvous, connect to every
+// lower rank and accept every higher one, each connection authenticated by the handshake.
+// Then frames flow: send() queues a frame on (peer, stream); received payloads go to the
+// frame_sink. A broken connection ends in peer_failed() for that peer, never a hang.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "runtime/env/process_env.hpp"
+#include "runtime/rendezvous/rendezvous.hpp"
+#include "runtime/transport/frame_sink.hpp"
+#include "runtime/transport/transport.hpp"
+#include "runtime/transport/tcp/acceptor.hpp"
+#include "runtime/transport/tcp/tcp_connection.hpp"
+
+namespace chorus::tcp {
+
+struct tcp_options {
+  int num_streams = 2;                      ///< CHORUS_NUM_STREAMS: connections per peer
+  int socket_buffer_bytes = 4 << 20;        ///< CHORUS_SOCKET_BUFFER_BYTES: SO_SNDBUF/SO_RCVBUF
+  std::size_t scratch_bytes = 1 << 20;      ///< receive scratch per connection (pre-touched)
+  uint32_t max_payload = 64u << 20;         ///< frames announcing more are refused
+  std::chrono::milliseconds connect_timeout{60000};  ///< CHORUS_CONNECT_TIMEOUT_SECONDS
+  std::string bind_host;                    ///< CHORUS_HOST; empty: the address towards the rendezvous
+  /// Defaults overridden by the CHORUS_* variables above; errors name the variable.
+  static result<tcp_options> from_env();
+};
+
+class tcp_transport final : public transport {
+ public:
+  /// Builds the mesh. `rdv` is used during the call only.
+  static result<std::unique_ptr<tcp_transport>> connect(const process_env& env, rendezvous& rdv,
+                                                        const tcp_options& opts);
+  ~tcp_transport();
+  tcp_transport(const tcp_transport&) = delete;
+  tcp_transport& operator=(const tcp_transport&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int num_streams() const override { return opts_.num_streams; }
+  uint64_t job_id() const override { return limits_.job_id; }
+
+  /// Starts the I/O thread; frames go to `sink` from then on.
+  void start(frame_sink* sink) override;
+  /// Runs `fn` on the I/O thread.
+  void post(std::function<void()> fn) override { asio::post(io_, std::move(fn)); }
+  bool on_io_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+  // ---- I/O thread only ----
+  void send(int peer, int stream, const wire::frame_header& h, const std::byte* payload) override;
+  void cancel(uint64_t sequence) override;
+  uint64_t bytes_sent(int stream) const;
+  uint64_t bytes_received(int stream) const;
+
+  /// Says goodbye to every peer, waits up to `grace` for theirs, closes, joins the I/O thread.
+  /// Call from outside the I/O thread; idempotent.
+  void close(std::chrono::milliseconds grace) override;
+  void close() { close(std::chrono::seconds(5)); }
+  /// Connections the acceptor refused (e.g. a wrong job secret).
+  int refused_connections() const { return acceptor_ ? acceptor_->refused() : 0; }
+
+ private:
+  friend class tcp_connection;
+  tcp_transport(const process_env& env, const tcp_options& opts);
+  const wire::frame_limits& limits() const { return limits_; }
+  frame_sink* sink() const { return sink_; }
+  void connection_failed(tcp_connection& c, const status& why);
+  void goodbye_from(tcp_connection& c);
+  void finish_close_if_done();
+
+  int rank_;
+  int size_;
+  tcp_options opts_;
+  wire::frame_limits limits_;
+  std::vector<std::string> peer_endpoints_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::thread thread_;
+  frame_sink* sink_ = nullptr;
+  std::unique_ptr<acceptor> acceptor_;
+  std::vector<std::vector<std::unique_ptr<tcp_connection>>> conns_;  // [peer][stream]
+  std::vector<bool> peer_down_;
+  bool closing_ = false;
+  bool closed_ = false;
+  std::unique_ptr<asio::steady_timer> close_timer_;
+};
+
+}  // namespace chorus::tcp

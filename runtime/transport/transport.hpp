@@ -1,0 +1,34 @@
+// What the collective engine needs from a data plane. Implemented by tcp_transport (real
+// processes) and, for tests and the simulator, by in-process transports.
+// Threading: send() and cancel() only on the transport's I/O thread (where the sink is called);
+// post() from anywhere.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+#include "runtime/transport/frame_sink.hpp"
+#include "runtime/wire/frame.hpp"
+
+namespace chorus {
+
+class transport {
+ public:
+  virtual ~transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int num_streams() const = 0;
+  virtual uint64_t job_id() const = 0;
+  /// Starts delivering frames to `sink` on the I/O thread.
+  virtual void start(frame_sink* sink) = 0;
+  virtual void post(std::function<void()> fn) = 0;
+  /// Queues a frame to (peer, stream); `payload` stays referenced until sink->sent(peer, h).
+  virtual void send(int peer, int stream, const wire::frame_header& h, const std::byte* payload) = 0;
+  /// Drops queued, not yet written frames of `sequence` (sink->sent() for each).
+  virtual void cancel(uint64_t sequence) = 0;
+  /// Ends the job's connections cleanly; blocks; idempotent.
+  virtual void close(std::chrono::milliseconds grace) = 0;
+};
+
+}  // namespace chorus

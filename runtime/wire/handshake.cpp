@@ -1,0 +1,119 @@
+// HMAC computation and message codecs of the connection handshake.
+#include "runtime/wire/handshake.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <cstring>
+#include <random>
+
+namespace chorus::wire {
+namespace {
+
+void put32(std::vector<std::byte>& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i) & 0xff));
+}
+
+uint32_t get32(const std::byte* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+
+template <std::size_t N>
+void put_bytes(std::vector<std::byte>& out, const std::array<uint8_t, N>& a) {
+  for (auto b : a) out.push_back(static_cast<std::byte>(b));
+}
+
+template <std::size_t N>
+void get_bytes(const std::byte* p, std::array<uint8_t, N>& a) {
+  std::memcpy(a.data(), p, N);
+}
+
+mac compute(const std::string& secret, const char* label, const transcript& t) {
+  std::vector<std::byte> msg;
+  for (const char* c = label; *c; ++c) msg.push_back(static_cast<std::byte>(*c));
+  for (int i = 0; i < 8; ++i) msg.push_back(static_cast<std::byte>(t.job_id >> (8 * i) & 0xff));
+  put32(msg, t.client_rank);
+  put32(msg, t.server_rank);
+  put32(msg, t.stream);
+  put_bytes(msg, t.client_nonce);
+  put_bytes(msg, t.server_nonce);
+  mac out{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out.data(), &len);
+  return out;
+}
+
+status wrong_size(const char* what, std::size_t got, std::size_t want) {
+  return status{errc::protocol, std::string(what) + " payload of " + std::to_string(got) +
+                                    " bytes, expected " + std::to_string(want)};
+}
+
+}  // namespace
+
+nonce random_nonce() {
+  nonce n{};
+  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) {
+    std::random_device rd;  // OpenSSL's generator failed: fall back to the OS source
+    for (auto& b : n) b = static_cast<uint8_t>(rd());
+  }
+  return n;
+}
+
+mac server_mac(const std::string& secret, const transcript& t) { return compute(secret, "chorus-server-v1", t); }
+mac client_mac(const std::string& secret, const transcript& t) { return compute(secret, "chorus-client-v1", t); }
+
+bool mac_equal(const mac& a, const mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
+
+std::vector<std::byte> encode(const hello_msg& m) {
+  std::vector<std::byte> out;
+  put32(out, m.client_rank);
+  put32(out, m.stream);
+  put_bytes(out, m.client_nonce);
+  return out;
+}
+
+std::vector<std::byte> encode(const challenge_msg& m) {
+  std::vector<std::byte> out;
+  put32(out, m.server_rank);
+  put_bytes(out, m.server_nonce);
+  put_bytes(out, m.server_mac);
+  return out;
+}
+
+std::vector<std::byte> encode(const proof_msg& m) {
+  std::vector<std::byte> out;
+  put_bytes(out, m.client_mac);
+  return out;
+}
+
+result<hello_msg> decode_hello(const std::vector<std::byte>& p) {
+  if (p.size() != 40) return wrong_size("hello", p.size(), 40);
+  hello_msg m;
+  m.client_rank = get32(p.data());
+  m.stream = get32(p.data() + 4);
+  get_bytes(p.data() + 8, m.client_nonce);
+  return m;
+}
+
+result<challenge_msg> decode_challenge(const std::vector<std::byte>& p) {
+  if (p.size() != 68) return wrong_size("challenge", p.size(), 68);
+  challenge_msg m;
+  m.server_rank = get32(p.data());
+  get_bytes(p.data() + 4, m.server_nonce);
+  get_bytes(p.data() + 36, m.server_mac);
+  return m;
+}
+
+result<proof_msg> decode_proof(const std::vector<std::byte>& p) {
+  if (p.size() != 32) return wrong_size("proof", p.size(), 32);
+  proof_msg m;
+  get_bytes(p.data(), m.client_mac);
+  return m;
+}
+
+}  // namespace chorus::wire

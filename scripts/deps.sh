@@ -1,0 +1,22 @@
+# Sourced by chorus.sh: installs the Debian packages Chorus needs when they are missing.
+# Everything comes from Debian 12's registry (see ../shared/TOOLCHAIN.md in the team docs).
+CHORUS_DEB_PACKAGES=(
+  build-essential cmake pkg-config
+  libcaf-dev libasio-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libgloo-dev
+)
+
+chorus_install_deps() {
+  local missing=() p
+  for p in "${CHORUS_DEB_PACKAGES[@]}" "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "chorus.sh: installing missing Debian packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}

@@ -1,0 +1,114 @@
+// chorus-testrank: the rank program of the multi-process tests. One mode per scenario:
+//   collectives            every collective, exact results; prints "testrank: collectives exact"
+//   allreduce-loop SECS    16 MiB allreduces until SECS pass; prints "iteration N"; on error
+//                          prints "testrank error: <status>" and exits 3
+//   accept-intruder        rank 0 waits until its acceptor refused a connection, then all ranks
+//                          allreduce; prints "refused=N"
+//   intruder               not a rank: connects to rank 0 with a wrong secret, expects refusal
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "runtime/collectives/communicator.hpp"
+#include "runtime/env/process_env.hpp"
+#include "runtime/transport/tcp/socket_util.hpp"
+#include "runtime/wire/handshake.hpp"
+#include "tests/multiproc/rank/collective_checks.hpp"
+
+using namespace chorus;
+
+namespace {
+
+int fail(const status& st) {
+  std::printf("testrank error: %s\n", st.to_string().c_str());
+  std::fflush(stdout);
+  return 3;
+}
+
+int run_intruder(const process_env& env) {
+  // Learn rank 0's data endpoint the way a rank would, then misbehave.
+  auto rdv = rendezvous::open(env);
+  if (!rdv) return fail(rdv.error());
+  auto ep_text = (*rdv)->get("data/0", std::chrono::seconds(20));
+  if (!ep_text) return fail(ep_text.error());
+  auto ep = tcp::parse_endpoint(*ep_text);
+  if (!ep) return fail(ep.error());
+  auto deadline = tcp::clock::now() + std::chrono::seconds(10);
+  auto fd = tcp::connect_to(*ep, deadline);
+  if (!fd) return fail(fd.error());
+  // A client that does not know the secret: it ignores the server's proof and sends its own,
+  // made with the wrong secret, as an attacker would.
+  wire::hello_msg hello{1, 0, wire::random_nonce()};
+  wire::frame_header h;
+  h.job_id = env.job_id;
+  h.kind = wire::frame_kind::hello;
+  if (auto st = tcp::send_frame(fd->get(), h, wire::encode(hello), deadline); !st.ok()) return fail(st);
+  auto ch_frame = tcp::recv_frame(fd->get(), {env.job_id, 4096}, deadline);
+  if (!ch_frame) return fail(ch_frame.error());
+  auto ch = wire::decode_challenge(ch_frame->payload);
+  if (!ch) return fail(ch.error());
+  wire::transcript t{env.job_id, 1, ch->server_rank, 0, hello.client_nonce, ch->server_nonce};
+  h.kind = wire::frame_kind::proof;
+  auto bogus = wire::encode(wire::proof_msg{wire::client_mac("not-the-job-secret", t)});
+  if (auto st = tcp::send_frame(fd->get(), h, bogus, deadline); !st.ok()) return fail(st);
+  auto verdict = tcp::recv_frame(fd->get(), {env.job_id, 4096}, deadline);
+  if (verdict && verdict->header.kind == wire::frame_kind::reject) {
+    std::string reason(reinterpret_cast<const char*>(verdict->payload.data()), verdict->payload.size());
+    std::printf("intruder refused: %s\n", reason.c_str());
+    return 0;
+  }
+  std::printf("intruder was NOT refused\n");
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: chorus-testrank collectives|allreduce-loop SECS|accept-intruder|intruder\n");
+    return 2;
+  }
+  std::string mode = argv[1];
+  auto env = read_process_env();
+  if (!env) return fail(env.error());
+  if (mode == "intruder") return run_intruder(*env);
+
+  auto comm = communicator::create(*env);
+  if (!comm) return fail(comm.error());
+  auto& c = **comm;
+
+  if (mode == "collectives") {
+    auto st = testrank::check_all_collectives(c);
+    if (!st.ok()) return fail(st);
+    std::printf("testrank: collectives exact on rank %d of %d, %d streams\n", c.rank(), c.size(), c.num_streams());
+    return 0;
+  }
+  if (mode == "allreduce-loop" && argc >= 3) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(std::atoi(argv[2]));
+    for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
+      auto st = testrank::allreduce_16mib_once(c, i);
+      if (!st.ok()) return fail(st);
+      std::printf("iteration %d\n", i);
+      std::fflush(stdout);
+    }
+    return 0;
+  }
+  if (mode == "accept-intruder") {
+    std::printf("ready\n");
+    std::fflush(stdout);
+    if (c.rank() == 0) {
+      auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (c.data_plane().refused_connections() == 0 && std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    auto st = testrank::allreduce_16mib_once(c, 1);
+    if (!st.ok()) return fail(st);
+    std::printf("refused=%d\n", c.data_plane().refused_connections());
+    return 0;
+  }
+  std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
+  return 2;
+}
