@@ -10,8 +10,6 @@
 #include <sstream>
 #include <vector>
 
-#include "runtime/core/log.hpp"
-
 namespace chorus {
 namespace {
 
@@ -28,6 +26,7 @@ struct field {
   int value = 0;
   std::string var;
   std::string text;
+  std::string partner;  // the same family's variable for the other half: rank <-> size
   std::string show() const { return var + "=" + text; }
 };
 
@@ -51,12 +50,13 @@ result<int> parse_count(const char* var, std::string_view text) {
 }
 
 // Reads `var` into `slot`; a second alias of the same field within one family must agree.
-status read_field(const env_lookup& get, const char* var, std::optional<field>& slot) {
+status read_field(const env_lookup& get, const char* var, const char* partner,
+                  std::optional<field>& slot) {
   const char* text = lookup(get, var);
   if (!text) return {};
   auto value = parse_count(var, text);
   if (!value) return value.error();
-  field f{*value, var, text};
+  field f{*value, var, text, partner};
   if (slot && slot->value != f.value) {
     return config_error(slot->show() + " contradicts " + f.show());
   }
@@ -64,6 +64,7 @@ status read_field(const env_lookup& get, const char* var, std::optional<field>& 
   return {};
 }
 
+// The variables of one family; where a field has two spellings, both are read and must agree.
 struct family_vars {
   const char* name;
   std::vector<const char*> rank, size, local_rank, local_size;
@@ -72,16 +73,18 @@ struct family_vars {
 result<family> read_family(const env_lookup& get, const family_vars& vars) {
   family fam;
   fam.name = vars.name;
-  auto read_all = [&](const std::vector<const char*>& names, std::optional<field>& slot) {
+  auto read_all = [&](const std::vector<const char*>& names, const char* partner,
+                      std::optional<field>& slot) {
     for (const char* var : names) {
-      if (auto st = read_field(get, var, slot); !st) return st;
+      if (auto st = read_field(get, var, partner, slot); !st) return st;
     }
     return status{};
   };
-  if (auto st = read_all(vars.rank, fam.rank); !st) return st;
-  if (auto st = read_all(vars.size, fam.size); !st) return st;
-  if (auto st = read_all(vars.local_rank, fam.local_rank); !st) return st;
-  if (auto st = read_all(vars.local_size, fam.local_size); !st) return st;
+  auto first = [](const std::vector<const char*>& names) { return names.empty() ? "" : names[0]; };
+  if (auto st = read_all(vars.rank, first(vars.size), fam.rank); !st) return st;
+  if (auto st = read_all(vars.size, first(vars.rank), fam.size); !st) return st;
+  if (auto st = read_all(vars.local_rank, first(vars.local_size), fam.local_rank); !st) return st;
+  if (auto st = read_all(vars.local_size, first(vars.local_rank), fam.local_size); !st) return st;
   return fam;
 }
 
@@ -90,7 +93,7 @@ result<family> read_family(const env_lookup& get, const family_vars& vars) {
 status read_slurm_local_size(const env_lookup& get, std::optional<field>& slot) {
   if (const char* text = lookup(get, "SLURM_NTASKS_PER_NODE")) {
     if (auto value = parse_count("SLURM_NTASKS_PER_NODE", text)) {
-      slot = field{*value, "SLURM_NTASKS_PER_NODE", text};
+      slot = field{*value, "SLURM_NTASKS_PER_NODE", text, "SLURM_LOCALID"};
       return {};
     }
   }
@@ -104,7 +107,7 @@ status read_slurm_local_size(const env_lookup& get, std::optional<field>& slot) 
   }
   auto value = parse_count("SLURM_TASKS_PER_NODE", digits);
   if (!value) return value.error();
-  slot = field{*value, "SLURM_TASKS_PER_NODE", text};
+  slot = field{*value, "SLURM_TASKS_PER_NODE", text, "SLURM_LOCALID"};
   return {};
 }
 
@@ -162,18 +165,23 @@ result<std::optional<host_port>> read_rendezvous(const env_lookup& get) {
   const char* addr = lookup(get, "MASTER_ADDR");
   const char* port_text = lookup(get, "MASTER_PORT");
   if (!addr && !port_text) return std::optional<host_port>();
-  if (!addr) return config_error(std::string("MASTER_PORT=") + port_text + " is set but MASTER_ADDR is not");
-  if (!port_text) return config_error(std::string("MASTER_ADDR=") + addr + " is set but MASTER_PORT is not");
+  if (!addr)
+    return config_error(std::string("MASTER_PORT=") + port_text + " is set but MASTER_ADDR is not");
+  if (!port_text)
+    return config_error(std::string("MASTER_ADDR=") + addr + " is set but MASTER_PORT is not");
   auto port = parse_count("MASTER_PORT", port_text);
   if (!port) return port.error();
   if (*port < 1 || *port + master_port_offset > 65535) {
     return config_error(std::string("MASTER_PORT=") + port_text + " must be in 1-" +
-                        std::to_string(65535 - master_port_offset) + " (Chorus serves on MASTER_PORT+" +
-                        std::to_string(master_port_offset) + "); or set CHORUS_RENDEZVOUS=host:port");
+                        std::to_string(65535 - master_port_offset) +
+                        " (Chorus serves on MASTER_PORT+" + std::to_string(master_port_offset) +
+                        "); or set CHORUS_RENDEZVOUS=host:port");
   }
   std::string host(addr);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return std::optional<host_port>(host_port{host, static_cast<uint16_t>(*port + master_port_offset)});
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return std::optional<host_port>(
+      host_port{host, static_cast<uint16_t>(*port + master_port_offset)});
 }
 
 int hex_digit(char c) {
@@ -212,7 +220,8 @@ result<std::optional<uint64_t>> read_job_id(const env_lookup& get) {
   if (hex.size() > 2 && hex[0] == '0' && (hex[1] == 'x' || hex[1] == 'X')) hex.remove_prefix(2);
   uint64_t id = 0;
   auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), id, 16);
-  if (ec != std::errc() || end != hex.data() + hex.size() || hex.size() > 16 || hex.front() == '-') {
+  if (ec != std::errc() || end != hex.data() + hex.size() || hex.size() > 16 ||
+      hex.front() == '-') {
     return config_error(std::string("CHORUS_JOB_ID='") + text +
                         "' is not a hex number of at most 16 digits");
   }
@@ -249,9 +258,15 @@ const std::vector<family_vars>& launcher_families() {
   static const std::vector<family_vars> fams = {
       {"chorus", {"CHORUS_RANK"}, {"CHORUS_SIZE"}, {"CHORUS_LOCAL_RANK"}, {"CHORUS_LOCAL_SIZE"}},
       {"torchrun", {"RANK"}, {"WORLD_SIZE"}, {"LOCAL_RANK"}, {"LOCAL_WORLD_SIZE"}},
-      {"openmpi", {"OMPI_COMM_WORLD_RANK"}, {"OMPI_COMM_WORLD_SIZE"}, {"OMPI_COMM_WORLD_LOCAL_RANK"},
+      {"openmpi",
+       {"OMPI_COMM_WORLD_RANK"},
+       {"OMPI_COMM_WORLD_SIZE"},
+       {"OMPI_COMM_WORLD_LOCAL_RANK"},
        {"OMPI_COMM_WORLD_LOCAL_SIZE"}},
-      {"pmi", {"PMI_RANK"}, {"PMI_SIZE"}, {"PMI_LOCAL_RANK", "MPI_LOCALRANKID"},
+      {"pmi",
+       {"PMI_RANK"},
+       {"PMI_SIZE"},
+       {"PMI_LOCAL_RANK", "MPI_LOCALRANKID"},
        {"PMI_LOCAL_SIZE", "MPI_LOCALNRANKS"}},
   };
   return fams;
@@ -269,8 +284,11 @@ result<std::vector<family>> read_families(const env_lookup& get) {
   }
   if (any) return fams;
   if (!lookup(get, "SLURM_PROCID")) return fams;  // e.g. a plain salloc shell: not a job step
-  auto slurm = read_family(get, {"slurm", {"SLURM_PROCID"}, {"SLURM_NTASKS"}, {"SLURM_LOCALID"}, {}});
+  // Slurm's local size is not a plain number; read_slurm_local_size parses it.
+  auto slurm =
+      read_family(get, {"slurm", {"SLURM_PROCID"}, {"SLURM_NTASKS"}, {"SLURM_LOCALID"}, {}});
   if (!slurm) return slurm.error();
+  if (slurm->local_rank) slurm->local_rank->partner = "SLURM_TASKS_PER_NODE";
   if (auto st = read_slurm_local_size(get, slurm->local_size); !st) return st;
   return std::vector<family>{std::move(*slurm)};
 }
@@ -298,12 +316,8 @@ result<process_env> read_process_env(const env_lookup& get) {
   if (auto st = merge_field(*fams, &family::size, size, size_family); !st) return st;
   if (auto st = merge_field(*fams, &family::local_rank, local_rank, unused); !st) return st;
   if (auto st = merge_field(*fams, &family::local_size, local_size, unused); !st) return st;
-  if (rank && !size) {
-    return config_error(rank->show() + " is set but no job size is (set CHORUS_SIZE)");
-  }
-  if (size && !rank) {
-    return config_error(size->show() + " is set but no rank is (set CHORUS_RANK)");
-  }
+  if (rank && !size) return config_error(rank->show() + " is set but " + rank->partner + " is not");
+  if (size && !rank) return config_error(size->show() + " is set but " + size->partner + " is not");
   if (rank) {
     if (size->value < 1) return config_error(size->show() + ": the job size must be at least 1");
     if (auto st = check_below(*rank, *size); !st) return st;
@@ -314,10 +328,10 @@ result<process_env> read_process_env(const env_lookup& get) {
 
   // 2. Local rank and size: both, or neither (then one host is assumed).
   if (local_rank && !local_size) {
-    return config_error(local_rank->show() + " is set but no local size is (set CHORUS_LOCAL_SIZE)");
+    return config_error(local_rank->show() + " is set but " + local_rank->partner + " is not");
   }
   if (local_size && !local_rank) {
-    return config_error(local_size->show() + " is set but no local rank is (set CHORUS_LOCAL_RANK)");
+    return config_error(local_size->show() + " is set but " + local_size->partner + " is not");
   }
   if (local_rank) {
     if (local_size->value < 1) {
@@ -337,12 +351,7 @@ result<process_env> read_process_env(const env_lookup& get) {
   } else {
     env.local_rank = env.rank;
     env.local_size = env.size;
-    env.local_assumed = env.size > 1;
-    if (env.local_assumed) {
-      CHORUS_LOG(info, "env", "no local rank variable set; assuming one host: local_rank="
-                                  << env.local_rank << " local_size=" << env.local_size
-                                  << " (set CHORUS_LOCAL_RANK and CHORUS_LOCAL_SIZE to override)");
-    }
+    env.local_assumed = env.size > 1;  // describe() shows it; callers log describe()
   }
 
   // 3. Rendezvous address: required for more than one rank.
@@ -385,8 +394,8 @@ std::string describe(const process_env& env) {
   std::ostringstream os;
   os << "rank=" << env.rank << " size=" << env.size << " local_rank=" << env.local_rank
      << " local_size=" << env.local_size << (env.local_assumed ? " (assumed one host)" : "")
-     << " rendezvous=" << format_host_port(env.rendezvous_host, env.rendezvous_port)
-     << " job_id=0x" << std::hex << env.job_id << std::dec << " source=" << env.source
+     << " rendezvous=" << format_host_port(env.rendezvous_host, env.rendezvous_port) << " job_id=0x"
+     << std::hex << env.job_id << std::dec << " source=" << env.source
      << " secret=" << (env.job_secret.empty() ? "unset" : "set")
      << " rendezvous_timeout_ms=" << env.rendezvous_timeout.count();
   return os.str();

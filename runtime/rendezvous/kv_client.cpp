@@ -3,9 +3,8 @@
 // connects again.
 #include "runtime/rendezvous/kv_client.hpp"
 
-#include <asio.hpp>
-
 #include <algorithm>
+#include <asio.hpp>
 #include <optional>
 #include <thread>
 
@@ -59,10 +58,12 @@ struct kv_client::impl {
   status lost(const std::string& address, asio::error_code ec, const char* doing) {
     disconnect();
     if (ec == asio::error::timed_out) {
-      return {errc::rendezvous, "rendezvous " + address + ": rank 0's store did not answer in time while " + doing};
+      return {errc::rendezvous,
+              "rendezvous " + address + ": rank 0's store did not answer in time while " + doing};
     }
-    return {errc::rendezvous,
-            "rendezvous " + address + ": lost the connection to rank 0's store while " + doing + ": " + ec.message()};
+    return {errc::rendezvous, "rendezvous " + address +
+                                  ": lost the connection to rank 0's store while " + doing + ": " +
+                                  ec.message()};
   }
 };
 
@@ -85,10 +86,10 @@ status kv_client::connect(clock::time_point deadline) {
     tcp::resolver resolver(s.io);
     auto endpoints = resolver.resolve(s.host, std::to_string(s.port), ec);
     if (ec) last_error = "resolving '" + s.host + "': " + ec.message();
-    for (const auto& entry : endpoints) {
-      if (ec) break;
+    for (const auto& entry : endpoints) {  // empty when resolving failed
       s.disconnect();
-      auto attempt = s.run([&](auto handler) { s.socket.async_connect(entry.endpoint(), handler); }, deadline);
+      auto attempt =
+          s.run([&](auto handler) { s.socket.async_connect(entry.endpoint(), handler); }, deadline);
       if (!attempt) {
         asio::error_code ignored;
         s.socket.set_option(tcp::no_delay(true), ignored);
@@ -106,11 +107,12 @@ status kv_client::connect(clock::time_point deadline) {
     backoff = std::min(backoff * 2, max_backoff);
   }
   auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - started);
-  return {errc::rendezvous, "rendezvous " + address_ + ": could not reach rank 0's store within " +
-                                kv::format_duration(std::max(waited, std::chrono::milliseconds(0))) +
-                                " (last error: " + last_error +
-                                "); check that rank 0 is running and that CHORUS_RENDEZVOUS (or "
-                                "MASTER_ADDR/MASTER_PORT) names its host"};
+  return {errc::rendezvous,
+          "rendezvous " + address_ + ": could not reach rank 0's store within " +
+              kv::format_duration(std::max(waited, std::chrono::milliseconds(0))) +
+              " (last error: " + last_error +
+              "); check that rank 0 is running and that CHORUS_RENDEZVOUS (or "
+              "MASTER_ADDR/MASTER_PORT) names its host"};
 }
 
 result<kv::reply> kv_client::call(kv::request r, clock::time_point deadline) {
@@ -120,25 +122,30 @@ result<kv::reply> kv_client::call(kv::request r, clock::time_point deadline) {
   }
   auto reply_deadline = deadline;
   if (r.kind != kv::op::set) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
     r.wait_ms = static_cast<uint32_t>(std::clamp<int64_t>(left, 0, UINT32_MAX));
     reply_deadline = deadline + reply_grace;
   }
   std::string frame = kv::encode_frame(r);
-  auto ec = s.run([&](auto handler) { asio::async_write(s.socket, asio::buffer(frame), handler); }, reply_deadline);
+  auto ec = s.run([&](auto handler) { asio::async_write(s.socket, asio::buffer(frame), handler); },
+                  reply_deadline);
   if (ec) return s.lost(address_, ec, "sending a request");
 
   unsigned char header[kv::header_bytes];
-  ec = s.run([&](auto handler) { asio::async_read(s.socket, asio::buffer(header), handler); }, reply_deadline);
+  ec = s.run([&](auto handler) { asio::async_read(s.socket, asio::buffer(header), handler); },
+             reply_deadline);
   if (ec) return s.lost(address_, ec, "waiting for a reply");
   uint32_t length = kv::decode_length(header);
   if (length == 0 || length > kv::max_frame_bytes) {
     s.disconnect();
-    return status{errc::protocol, "rendezvous " + address_ + ": reply frame length " + std::to_string(length) +
-                                      " outside 1-" + std::to_string(kv::max_frame_bytes)};
+    return status{errc::protocol, "rendezvous " + address_ + ": reply frame length " +
+                                      std::to_string(length) + " outside 1-" +
+                                      std::to_string(kv::max_frame_bytes)};
   }
   std::string body(length, '\0');
-  ec = s.run([&](auto handler) { asio::async_read(s.socket, asio::buffer(body), handler); }, reply_deadline);
+  ec = s.run([&](auto handler) { asio::async_read(s.socket, asio::buffer(body), handler); },
+             reply_deadline);
   if (ec) return s.lost(address_, ec, "reading a reply");
   auto reply = kv::decode_reply(body);
   if (!reply) {

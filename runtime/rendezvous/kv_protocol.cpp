@@ -49,7 +49,8 @@ class reader {
     uint32_t n = 0;
     if (!u32(n, what)) return false;
     if (n > limit) {
-      return fail(what, "length " + std::to_string(n) + " exceeds the limit " + std::to_string(limit));
+      return fail(what,
+                  "length " + std::to_string(n) + " exceeds the limit " + std::to_string(limit));
     }
     if (rest_.size() < n) return fail(what, "length " + std::to_string(n) + " runs past the frame");
     s.assign(rest_.substr(0, n));
@@ -133,15 +134,20 @@ result<reply> decode_reply(std::string_view body) {
   }
   r.code = static_cast<reply_code>(code);
   uint32_t n = 0;
-  if (!in.str(r.message, max_frame_bytes, "message") || !in.u32(n, "value count")) return in.error();
+  if (!in.str(r.message, max_frame_bytes, "message") || !in.u32(n, "value count"))
+    return in.error();
   // Each value takes at least its 4-byte length: a count beyond that is a lie, not a big reply.
-  if (n > in.remaining() / 4) return status{errc::protocol, "rendezvous frame: value count " + std::to_string(n) + " runs past the frame"};
+  if (n > in.remaining() / 4)
+    return status{errc::protocol,
+                  "rendezvous frame: value count " + std::to_string(n) + " runs past the frame"};
   r.values.resize(n);
   for (auto& v : r.values) {
     if (!in.str(v, max_frame_bytes, "value")) return in.error();
   }
   if (!in.u32(n, "missing count")) return in.error();
-  if (n > in.remaining() / 4) return status{errc::protocol, "rendezvous frame: missing count " + std::to_string(n) + " runs past the frame"};
+  if (n > in.remaining() / 4)
+    return status{errc::protocol,
+                  "rendezvous frame: missing count " + std::to_string(n) + " runs past the frame"};
   r.missing.resize(n);
   for (auto& m : r.missing) in.u32(m, "missing index");
   if (!in.end()) return in.error();

@@ -22,9 +22,9 @@
 namespace chorus::kv {
 
 inline constexpr uint32_t max_frame_bytes = 64u << 20;  ///< either direction
-inline constexpr uint32_t max_key_bytes = 4096;          ///< keys and gather prefixes
-inline constexpr uint32_t max_value_bytes = 1u << 20;    ///< one published value
-inline constexpr uint32_t max_gather_count = 1u << 20;   ///< ranks in one gather
+inline constexpr uint32_t max_key_bytes = 4096;         ///< keys and gather prefixes
+inline constexpr uint32_t max_value_bytes = 1u << 20;   ///< one published value
+inline constexpr uint32_t max_gather_count = 1u << 20;  ///< ranks in one gather
 
 /// What a request asks for.
 enum class op : uint8_t { set = 1, get = 2, gather = 3 };

@@ -5,7 +5,6 @@
 #include "runtime/rendezvous/kv_server.hpp"
 
 #include <asio.hpp>
-
 #include <atomic>
 #include <deque>
 #include <map>
@@ -40,7 +39,8 @@ class session : public std::enable_shared_from_this<session> {
       : socket_(std::move(socket)), store_(store), timer_(socket_.get_executor()) {
     asio::error_code ec;
     auto ep = socket_.remote_endpoint(ec);
-    peer_ = ec ? std::string("unknown peer") : format_host_port(ep.address().to_string(), ep.port());
+    peer_ =
+        ec ? std::string("unknown peer") : format_host_port(ep.address().to_string(), ep.port());
   }
 
   void start() { read_header(); }
@@ -49,7 +49,8 @@ class session : public std::enable_shared_from_this<session> {
   void close(const std::string& why) {
     if (closed_) return;
     closed_ = true;
-    if (!why.empty()) CHORUS_LOG(debug, "rendezvous", "connection from " << peer_ << " closed: " << why);
+    if (!why.empty())
+      CHORUS_LOG(debug, "rendezvous", "connection from " << peer_ << " closed: " << why);
     asio::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -67,44 +68,48 @@ class session : public std::enable_shared_from_this<session> {
       return;
     }
     uint32_t index = 0;
-    if (!kv::parse_indexed_key(key, parked_->key, index) || index >= parked_->count || seen_[index]) return;
+    if (!kv::parse_indexed_key(key, parked_->key, index) || index >= parked_->count || seen_[index])
+      return;
     seen_[index] = true;
     if (--still_missing_ == 0) finish_parked(kv::reply_code::ok);
   }
 
  private:
   void read_header() {
-    asio::async_read(socket_, asio::buffer(header_), [self = shared_from_this()](asio::error_code ec, size_t) {
-      if (self->closed_) return;
-      if (ec) return self->close(ec == asio::error::eof ? "client done" : ec.message());
-      uint32_t length = kv::decode_length(self->header_);
-      if (length == 0 || length > kv::max_frame_bytes) {
-        return self->malformed("frame length " + std::to_string(length) + " outside 1-" +
-                               std::to_string(kv::max_frame_bytes));
-      }
-      self->read_body(length);
-    });
+    asio::async_read(
+        socket_, asio::buffer(header_), [self = shared_from_this()](asio::error_code ec, size_t) {
+          if (self->closed_) return;
+          if (ec) return self->close(ec == asio::error::eof ? "client done" : ec.message());
+          uint32_t length = kv::decode_length(self->header_);
+          if (length == 0 || length > kv::max_frame_bytes) {
+            return self->malformed("frame length " + std::to_string(length) + " outside 1-" +
+                                   std::to_string(kv::max_frame_bytes));
+          }
+          self->read_body(length);
+        });
   }
 
   void read_body(uint32_t length) {
     body_.resize(length);
-    asio::async_read(socket_, asio::buffer(body_), [self = shared_from_this()](asio::error_code ec, size_t) {
-      if (self->closed_) return;
-      if (ec) return self->close(ec.message());
-      auto req = kv::decode_request(self->body_);
-      if (!req) return self->malformed(req.error().message());
-      if (self->queue_.size() >= max_queued_requests) {
-        return self->malformed("more than " + std::to_string(max_queued_requests) +
-                               " requests sent without reading the replies");
-      }
-      self->queue_.push_back(std::move(*req));
-      self->pump();
-      if (!self->closed_) self->read_header();
-    });
+    asio::async_read(socket_, asio::buffer(body_),
+                     [self = shared_from_this()](asio::error_code ec, size_t) {
+                       if (self->closed_) return;
+                       if (ec) return self->close(ec.message());
+                       auto req = kv::decode_request(self->body_);
+                       if (!req) return self->malformed(req.error().message());
+                       if (self->queue_.size() >= max_queued_requests) {
+                         return self->malformed("more than " + std::to_string(max_queued_requests) +
+                                                " requests sent without reading the replies");
+                       }
+                       self->queue_.push_back(std::move(*req));
+                       self->pump();
+                       if (!self->closed_) self->read_header();
+                     });
   }
 
   void malformed(const std::string& why) {
-    CHORUS_LOG(warn, "rendezvous", "closing connection from " << peer_ << ": malformed request: " << why);
+    CHORUS_LOG(warn, "rendezvous",
+               "closing connection from " << peer_ << ": malformed request: " << why);
     close("");
   }
 
@@ -119,7 +124,8 @@ class session : public std::enable_shared_from_this<session> {
   void serve(kv::request r) {
     switch (r.kind) {
       case kv::op::set: {
-        CHORUS_LOG(trace, "rendezvous", "set key=" << r.key << " bytes=" << r.value.size() << " from=" << peer_);
+        CHORUS_LOG(trace, "rendezvous",
+                   "set key=" << r.key << " bytes=" << r.value.size() << " from=" << peer_);
         store_.values.insert_or_assign(r.key, std::move(r.value));
         send(kv::reply{});
         store_.published(r.key);
@@ -127,7 +133,8 @@ class session : public std::enable_shared_from_this<session> {
       }
       case kv::op::get: {
         auto it = store_.values.find(r.key);
-        if (it != store_.values.end()) return send(kv::reply{kv::reply_code::ok, {}, {it->second}, {}});
+        if (it != store_.values.end())
+          return send(kv::reply{kv::reply_code::ok, {}, {it->second}, {}});
         return park(std::move(r));
       }
       case kv::op::gather: {
@@ -159,7 +166,8 @@ class session : public std::enable_shared_from_this<session> {
                        "gather '" + r.key + "' of " + std::to_string(r.count) + " values needs " +
                            std::to_string(bytes) + " bytes, above the frame limit " +
                            std::to_string(kv::max_frame_bytes),
-                       {}, {}};
+                       {},
+                       {}};
     }
     return out;
   }
@@ -198,12 +206,13 @@ class session : public std::enable_shared_from_this<session> {
   void send(kv::reply r) {
     busy_ = true;
     out_ = kv::encode_frame(r);
-    asio::async_write(socket_, asio::buffer(out_), [self = shared_from_this()](asio::error_code ec, size_t) {
-      if (self->closed_) return;
-      if (ec) return self->close(ec.message());
-      self->busy_ = false;
-      self->pump();
-    });
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this()](asio::error_code ec, size_t) {
+                        if (self->closed_) return;
+                        if (ec) return self->close(ec.message());
+                        self->busy_ = false;
+                        self->pump();
+                      });
   }
 
   tcp::socket socket_;
@@ -217,8 +226,8 @@ class session : public std::enable_shared_from_this<session> {
   uint64_t park_generation_ = 0;       // tells a stale timer from the current wait
   std::vector<bool> seen_;             // parked gather: which indices exist
   uint32_t still_missing_ = 0;
-  std::string out_;                    // the reply being written
-  bool busy_ = false;                  // a request is parked or its reply is being written
+  std::string out_;    // the reply being written
+  bool busy_ = false;  // a request is parked or its reply is being written
   bool closed_ = false;
 };
 
@@ -269,7 +278,8 @@ struct kv_server::impl {
     for (const auto& ep : candidates) {
       asio::error_code ec;
       acceptor.open(ep.protocol(), ec);
-      if (!ec && dual_stack && ep.address().is_v6()) acceptor.set_option(asio::ip::v6_only(false), ec);
+      if (!ec && dual_stack && ep.address().is_v6())
+        acceptor.set_option(asio::ip::v6_only(false), ec);
       if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
       if (!ec) acceptor.bind(ep, ec);
       if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
@@ -294,12 +304,15 @@ result<uint16_t> kv_server::start(const std::string& host, uint16_t port) {
 
   std::vector<tcp::endpoint> candidates;
   if (host.empty()) {
-    candidates = {tcp::endpoint(asio::ip::address_v6::any(), port), tcp::endpoint(asio::ip::address_v4::any(), port)};
+    candidates = {tcp::endpoint(asio::ip::address_v6::any(), port),
+                  tcp::endpoint(asio::ip::address_v4::any(), port)};
   } else {
     asio::error_code ec;
     tcp::resolver resolver(impl_->io);
     auto found = resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
-    if (ec) return status{errc::rendezvous, "cannot listen on " + shown + ": resolving the host failed: " + ec.message()};
+    if (ec)
+      return status{errc::rendezvous,
+                    "cannot listen on " + shown + ": resolving the host failed: " + ec.message()};
     for (const auto& entry : found) candidates.push_back(entry.endpoint());
   }
   if (auto why = impl_->bind_first(candidates, host.empty()); !why.empty()) {
@@ -308,11 +321,14 @@ result<uint16_t> kv_server::start(const std::string& host, uint16_t port) {
 
   asio::error_code ec;
   auto bound = impl_->acceptor.local_endpoint(ec);
-  if (ec) return status{errc::rendezvous, "cannot read the bound address of " + shown + ": " + ec.message()};
+  if (ec)
+    return status{errc::rendezvous,
+                  "cannot read the bound address of " + shown + ": " + ec.message()};
   impl_->port = bound.port();
-  impl_->connect_host = bound.address().is_unspecified()
-                            ? std::string("127.0.0.1")  // dual-stack :: and 0.0.0.0 both take IPv4 loopback
-                            : bound.address().to_string();
+  impl_->connect_host =
+      bound.address().is_unspecified()
+          ? std::string("127.0.0.1")  // dual-stack :: and 0.0.0.0 both take IPv4 loopback
+          : bound.address().to_string();
   impl_->accept();
   impl_->started = true;
   impl_->thread = std::thread([s = impl_.get()] {
@@ -321,11 +337,13 @@ result<uint16_t> kv_server::start(const std::string& host, uint16_t port) {
         s->io.run();
         return;
       } catch (const std::exception& e) {
-        CHORUS_LOG(error, "rendezvous", "store server handler threw: " << e.what() << "; continuing");
+        CHORUS_LOG(error, "rendezvous",
+                   "store server handler threw: " << e.what() << "; continuing");
       }
     }
   });
-  CHORUS_LOG(info, "rendezvous", "store listening on " << format_host_port(bound.address().to_string(), bound.port()));
+  CHORUS_LOG(info, "rendezvous",
+             "store listening on " << format_host_port(bound.address().to_string(), bound.port()));
   return bound.port();
 }
 

@@ -32,7 +32,8 @@ status check_key(const char* what, const std::string& key) {
 
 status unexpected(const std::string& address, const kv::reply& r, const std::string& doing) {
   if (r.code == kv::reply_code::bad_request) {
-    return {errc::rendezvous, "rendezvous " + address + ": the store refused " + doing + ": " + r.message};
+    return {errc::rendezvous,
+            "rendezvous " + address + ": the store refused " + doing + ": " + r.message};
   }
   return {errc::protocol, "rendezvous " + address + ": unexpected reply to " + doing + " (code " +
                               std::to_string(static_cast<int>(r.code)) + ", " +
@@ -66,7 +67,10 @@ std::string format_rank_list(const std::vector<uint32_t>& ranks, size_t max_item
 
 rendezvous::rendezvous(process_env env, std::string address, std::unique_ptr<kv_server> server,
                        std::unique_ptr<kv_client> client)
-    : env_(std::move(env)), address_(std::move(address)), server_(std::move(server)), client_(std::move(client)) {}
+    : env_(std::move(env)),
+      address_(std::move(address)),
+      server_(std::move(server)),
+      client_(std::move(client)) {}
 
 rendezvous::~rendezvous() {
   client_.reset();
@@ -80,9 +84,10 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
                                     " is not in a job of size " + std::to_string(env.size)};
   }
   if (env.rendezvous_port == 0 && env.size > 1) {
-    return status{errc::config, "rendezvous " + shown + ": port 0 (pick any) only works for a single rank, "
-                                "but the job has " + std::to_string(env.size) +
-                                "; set CHORUS_RENDEZVOUS=host:port"};
+    return status{errc::config, "rendezvous " + shown +
+                                    ": port 0 (pick any) only works for a single rank, "
+                                    "but the job has " +
+                                    std::to_string(env.size) + "; set CHORUS_RENDEZVOUS=host:port"};
   }
   auto deadline = clock::now() + env.rendezvous_timeout;
 
@@ -95,7 +100,8 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
     auto bound = server->start(is_loopback(env.rendezvous_host) ? env.rendezvous_host : "", port);
     if (!bound) {
       return status{errc::rendezvous, "rendezvous " + shown + ": rank 0 cannot serve the store: " +
-                                          bound.error().message() + "; set CHORUS_RENDEZVOUS to a free port"};
+                                          bound.error().message() +
+                                          "; set CHORUS_RENDEZVOUS to a free port"};
     }
     port = *bound;
     connect_host = server->local_connect_host();
@@ -105,22 +111,26 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
   // 2. Every rank connects, retrying until the deadline: rank 0 may start last.
   auto client = std::make_unique<kv_client>(connect_host, port);
   if (auto st = client->connect(deadline); !st) return st;
-  CHORUS_LOG(info, "rendezvous", "connected rank=" << env.rank << " size=" << env.size << " store=" << address
-                                                   << (server ? " serving=yes" : ""));
-  return std::unique_ptr<rendezvous>(new rendezvous(env, address, std::move(server), std::move(client)));
+  CHORUS_LOG(info, "rendezvous",
+             "connected rank=" << env.rank << " size=" << env.size << " store=" << address
+                               << (server ? " serving=yes" : ""));
+  return std::unique_ptr<rendezvous>(
+      new rendezvous(env, address, std::move(server), std::move(client)));
 }
 
 status rendezvous::publish(const std::string& key, const std::string& value) {
   if (auto st = check_key("key", key); !st) return st;
   if (value.size() > kv::max_value_bytes) {
-    return {errc::invalid_argument, "rendezvous publish('" + key + "'): value of " + std::to_string(value.size()) +
-                                        " bytes exceeds the limit " + std::to_string(kv::max_value_bytes)};
+    return {errc::invalid_argument, "rendezvous publish('" + key + "'): value of " +
+                                        std::to_string(value.size()) + " bytes exceeds the limit " +
+                                        std::to_string(kv::max_value_bytes)};
   }
   std::lock_guard<std::mutex> lock(mu_);
   kv::request r{kv::op::set, key, value, 0, 0};
   auto reply = client_->call(std::move(r), clock::now() + env_.rendezvous_timeout);
   if (!reply) return reply.error();
-  if (reply->code != kv::reply_code::ok) return unexpected(address_, *reply, "publish of '" + key + "'");
+  if (reply->code != kv::reply_code::ok)
+    return unexpected(address_, *reply, "publish of '" + key + "'");
   return {};
 }
 
@@ -131,8 +141,8 @@ result<std::string> rendezvous::get(const std::string& key, std::chrono::millise
   auto reply = client_->call(std::move(r), clock::now() + timeout);
   if (!reply) return reply.error();
   if (reply->code == kv::reply_code::timeout) {
-    return status{errc::rendezvous, "rendezvous " + address_ + ": no rank published '" + key + "' within " +
-                                        kv::format_duration(timeout)};
+    return status{errc::rendezvous, "rendezvous " + address_ + ": no rank published '" + key +
+                                        "' within " + kv::format_duration(timeout)};
   }
   if (reply->code != kv::reply_code::ok || reply->values.size() != 1) {
     return unexpected(address_, *reply, "get of '" + key + "'");
@@ -140,7 +150,8 @@ result<std::string> rendezvous::get(const std::string& key, std::chrono::millise
   return std::move(reply->values.front());
 }
 
-result<std::vector<std::string>> rendezvous::gather(const std::string& prefix, std::chrono::milliseconds timeout) {
+result<std::vector<std::string>> rendezvous::gather(const std::string& prefix,
+                                                    std::chrono::milliseconds timeout) {
   if (auto st = check_key("prefix", prefix); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
   kv::request r{kv::op::gather, prefix, {}, static_cast<uint32_t>(env_.size), 0};
@@ -148,9 +159,10 @@ result<std::vector<std::string>> rendezvous::gather(const std::string& prefix, s
   if (!reply) return reply.error();
   if (reply->code == kv::reply_code::timeout && !reply->missing.empty()) {
     const auto& missing = reply->missing;
-    return status{errc::rendezvous, "rendezvous " + address_ + ": " + (missing.size() == 1 ? "rank " : "ranks ") +
-                                        format_rank_list(missing) + " of " + std::to_string(env_.size) +
-                                        " never published '" + prefix + "' within " + kv::format_duration(timeout)};
+    return status{errc::rendezvous,
+                  "rendezvous " + address_ + ": " + (missing.size() == 1 ? "rank " : "ranks ") +
+                      format_rank_list(missing) + " of " + std::to_string(env_.size) +
+                      " never published '" + prefix + "' within " + kv::format_duration(timeout)};
   }
   if (reply->code != kv::reply_code::ok || reply->values.size() != static_cast<size_t>(env_.size)) {
     return unexpected(address_, *reply, "gather of '" + prefix + "'");

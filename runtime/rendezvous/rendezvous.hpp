@@ -29,7 +29,8 @@ class rendezvous {
   /// on every interface (the host may be a name that only resolves elsewhere, e.g. a Kubernetes
   /// service), at env.rendezvous_port (0: pick one; only valid for size 1). Then every rank
   /// connects, retrying until env.rendezvous_timeout. Errors: errc::config for an unusable env,
-  /// errc::rendezvous when rank 0 cannot listen or a rank cannot reach the store (naming the address).
+  /// errc::rendezvous when rank 0 cannot listen or a rank cannot reach the store (naming the
+  /// address).
   static result<std::unique_ptr<rendezvous>> open(const process_env& env);
 
   /// Stores `value` under `key`, replacing any earlier value. Ends within env.rendezvous_timeout.
@@ -43,7 +44,8 @@ class rendezvous {
   /// Waits for "<prefix><r>" for every r in [0, size) and returns the values by rank. On timeout:
   /// errc::rendezvous naming the ranks that never arrived, e.g.
   /// "rendezvous 127.0.0.1:29500: ranks 2,3 of 4 never published 'ep/' within 60 s".
-  result<std::vector<std::string>> gather(const std::string& prefix, std::chrono::milliseconds timeout);
+  result<std::vector<std::string>> gather(const std::string& prefix,
+                                          std::chrono::milliseconds timeout);
 
   /// Rank 0: stops serving (clients then see their connection close).
   ~rendezvous();

@@ -46,8 +46,11 @@ TEST(ProcessEnv, NoVariablesIsSingleRankDefault) {
 }
 
 TEST(ProcessEnv, ChorusFamily) {
-  auto env = read({{"CHORUS_RANK", "2"}, {"CHORUS_SIZE", "4"}, {"CHORUS_LOCAL_RANK", "0"},
-                   {"CHORUS_LOCAL_SIZE", "2"}, {"CHORUS_RENDEZVOUS", "10.0.0.5:29500"}});
+  auto env = read({{"CHORUS_RANK", "2"},
+                   {"CHORUS_SIZE", "4"},
+                   {"CHORUS_LOCAL_RANK", "0"},
+                   {"CHORUS_LOCAL_SIZE", "2"},
+                   {"CHORUS_RENDEZVOUS", "10.0.0.5:29500"}});
   ASSERT_TRUE(env.ok()) << env.error().to_string();
   EXPECT_EQ(env->rank, 2);
   EXPECT_EQ(env->size, 4);
@@ -59,8 +62,12 @@ TEST(ProcessEnv, ChorusFamily) {
 }
 
 TEST(ProcessEnv, TorchrunFamilyUsesMasterPortPlusOffset) {
-  auto env = read({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "3"}, {"LOCAL_WORLD_SIZE", "4"},
-                   {"MASTER_ADDR", "node001"}, {"MASTER_PORT", "29500"}});
+  auto env = read({{"RANK", "3"},
+                   {"WORLD_SIZE", "8"},
+                   {"LOCAL_RANK", "3"},
+                   {"LOCAL_WORLD_SIZE", "4"},
+                   {"MASTER_ADDR", "node001"},
+                   {"MASTER_PORT", "29500"}});
   ASSERT_TRUE(env.ok()) << env.error().to_string();
   EXPECT_EQ(env->rank, 3);
   EXPECT_EQ(env->size, 8);
@@ -72,8 +79,10 @@ TEST(ProcessEnv, TorchrunFamilyUsesMasterPortPlusOffset) {
 }
 
 TEST(ProcessEnv, OpenMpiFamilyWithChorusRendezvous) {
-  auto env = read({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "6"},
-                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+  auto env = read({{"OMPI_COMM_WORLD_RANK", "5"},
+                   {"OMPI_COMM_WORLD_SIZE", "6"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
                    {"CHORUS_RENDEZVOUS", "[fe80::1]:4000"}});
   ASSERT_TRUE(env.ok()) << env.error().to_string();
   EXPECT_EQ(env->rank, 5);
@@ -86,28 +95,42 @@ TEST(ProcessEnv, OpenMpiFamilyWithChorusRendezvous) {
 }
 
 TEST(ProcessEnv, PmiFamilyWithEitherLocalSpelling) {
-  auto env = read({{"PMI_RANK", "1"}, {"PMI_SIZE", "4"}, {"PMI_LOCAL_RANK", "1"}, {"PMI_LOCAL_SIZE", "2"},
+  auto env = read({{"PMI_RANK", "1"},
+                   {"PMI_SIZE", "4"},
+                   {"PMI_LOCAL_RANK", "1"},
+                   {"PMI_LOCAL_SIZE", "2"},
                    {"CHORUS_RENDEZVOUS", "h:1"}});
   ASSERT_TRUE(env.ok()) << env.error().to_string();
   EXPECT_EQ(env->source, "pmi");
   EXPECT_EQ(env->local_rank, 1);
   EXPECT_EQ(env->local_size, 2);
 
-  env = read({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "0"}, {"MPI_LOCALNRANKS", "3"},
+  env = read({{"PMI_RANK", "3"},
+              {"PMI_SIZE", "4"},
+              {"MPI_LOCALRANKID", "0"},
+              {"MPI_LOCALNRANKS", "3"},
               {"CHORUS_RENDEZVOUS", "h:1"}});
   ASSERT_TRUE(env.ok()) << env.error().to_string();
   EXPECT_EQ(env->rank, 3);
   EXPECT_EQ(env->local_rank, 0);
   EXPECT_EQ(env->local_size, 3);
 
-  expect_config_error({{"PMI_RANK", "1"}, {"PMI_SIZE", "4"}, {"PMI_LOCAL_RANK", "1"}, {"PMI_LOCAL_SIZE", "2"},
-                       {"MPI_LOCALRANKID", "0"}, {"MPI_LOCALNRANKS", "2"}, {"CHORUS_RENDEZVOUS", "h:1"}},
+  expect_config_error({{"PMI_RANK", "1"},
+                       {"PMI_SIZE", "4"},
+                       {"PMI_LOCAL_RANK", "1"},
+                       {"PMI_LOCAL_SIZE", "2"},
+                       {"MPI_LOCALRANKID", "0"},
+                       {"MPI_LOCALNRANKS", "2"},
+                       {"CHORUS_RENDEZVOUS", "h:1"}},
                       {"PMI_LOCAL_RANK=1 contradicts MPI_LOCALRANKID=0"});
 }
 
 TEST(ProcessEnv, SlurmFamilyLocalSize) {
-  vars base{{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
-            {"MASTER_ADDR", "n1"}, {"MASTER_PORT", "7000"}};
+  vars base{{"SLURM_PROCID", "5"},
+            {"SLURM_NTASKS", "8"},
+            {"SLURM_LOCALID", "1"},
+            {"MASTER_ADDR", "n1"},
+            {"MASTER_PORT", "7000"}};
   auto v = base;
   v["SLURM_NTASKS_PER_NODE"] = "4";
   v["SLURM_TASKS_PER_NODE"] = "2(x4)";
@@ -132,9 +155,15 @@ TEST(ProcessEnv, SlurmFamilyLocalSize) {
 
 TEST(ProcessEnv, SlurmVariablesAreIgnoredUnderAnotherLauncher) {
   // `srun torchrun ...`: SLURM_PROCID is the node's task, RANK the process's rank.
-  auto env = read({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
-                   {"SLURM_TASKS_PER_NODE", "1(x2)"}, {"RANK", "5"}, {"WORLD_SIZE", "8"},
-                   {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "n0"},
+  auto env = read({{"SLURM_PROCID", "1"},
+                   {"SLURM_NTASKS", "2"},
+                   {"SLURM_LOCALID", "0"},
+                   {"SLURM_TASKS_PER_NODE", "1(x2)"},
+                   {"RANK", "5"},
+                   {"WORLD_SIZE", "8"},
+                   {"LOCAL_RANK", "1"},
+                   {"LOCAL_WORLD_SIZE", "4"},
+                   {"MASTER_ADDR", "n0"},
                    {"MASTER_PORT", "29500"}});
   ASSERT_TRUE(env.ok()) << env.error().to_string();
   EXPECT_EQ(env->source, "torchrun");
@@ -143,9 +172,15 @@ TEST(ProcessEnv, SlurmVariablesAreIgnoredUnderAnotherLauncher) {
 }
 
 TEST(ProcessEnv, ChorusTakesPrecedenceWhenFamiliesAgree) {
-  auto env = read({{"CHORUS_RANK", "1"}, {"CHORUS_SIZE", "2"}, {"RANK", "1"}, {"WORLD_SIZE", "2"},
-                   {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                   {"CHORUS_RENDEZVOUS", "a:1"}, {"MASTER_ADDR", "b"}, {"MASTER_PORT", "2"}});
+  auto env = read({{"CHORUS_RANK", "1"},
+                   {"CHORUS_SIZE", "2"},
+                   {"RANK", "1"},
+                   {"WORLD_SIZE", "2"},
+                   {"OMPI_COMM_WORLD_RANK", "1"},
+                   {"OMPI_COMM_WORLD_SIZE", "2"},
+                   {"CHORUS_RENDEZVOUS", "a:1"},
+                   {"MASTER_ADDR", "b"},
+                   {"MASTER_PORT", "2"}});
   ASSERT_TRUE(env.ok()) << env.error().to_string();
   EXPECT_EQ(env->source, "chorus");
   EXPECT_EQ(env->rendezvous_host, "a");  // CHORUS_RENDEZVOUS over MASTER_*
@@ -153,64 +188,102 @@ TEST(ProcessEnv, ChorusTakesPrecedenceWhenFamiliesAgree) {
 }
 
 TEST(ProcessEnv, TorchrunTakesPrecedenceOverOpenMpi) {
-  auto env = read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"},
-                   {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
-                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}, {"MASTER_ADDR", "b"}, {"MASTER_PORT", "2"}});
+  auto env = read({{"RANK", "0"},
+                   {"WORLD_SIZE", "2"},
+                   {"OMPI_COMM_WORLD_RANK", "0"},
+                   {"OMPI_COMM_WORLD_SIZE", "2"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+                   {"MASTER_ADDR", "b"},
+                   {"MASTER_PORT", "2"}});
   ASSERT_TRUE(env.ok()) << env.error().to_string();
   EXPECT_EQ(env->source, "torchrun");
   EXPECT_EQ(env->local_size, 1);  // a field torchrun leaves unset comes from the next family
 }
 
 TEST(ProcessEnv, ContradictionsNameBothVariables) {
-  expect_config_error({{"CHORUS_RANK", "1"}, {"CHORUS_SIZE", "2"}, {"RANK", "0"}, {"WORLD_SIZE", "2"},
+  expect_config_error({{"CHORUS_RANK", "1"},
+                       {"CHORUS_SIZE", "2"},
+                       {"RANK", "0"},
+                       {"WORLD_SIZE", "2"},
                        {"CHORUS_RENDEZVOUS", "a:1"}},
                       {"CHORUS_RANK=1 contradicts RANK=0"});
-  expect_config_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"},
-                       {"OMPI_COMM_WORLD_SIZE", "4"}, {"CHORUS_RENDEZVOUS", "a:1"}},
+  expect_config_error({{"RANK", "0"},
+                       {"WORLD_SIZE", "2"},
+                       {"OMPI_COMM_WORLD_RANK", "0"},
+                       {"OMPI_COMM_WORLD_SIZE", "4"},
+                       {"CHORUS_RENDEZVOUS", "a:1"}},
                       {"WORLD_SIZE=2 contradicts OMPI_COMM_WORLD_SIZE=4"});
-  expect_config_error({{"CHORUS_RANK", "0"}, {"CHORUS_SIZE", "2"}, {"CHORUS_LOCAL_RANK", "0"},
-                       {"CHORUS_LOCAL_SIZE", "2"}, {"PMI_LOCAL_SIZE", "1"}, {"PMI_LOCAL_RANK", "0"},
+  expect_config_error({{"CHORUS_RANK", "0"},
+                       {"CHORUS_SIZE", "2"},
+                       {"CHORUS_LOCAL_RANK", "0"},
+                       {"CHORUS_LOCAL_SIZE", "2"},
+                       {"PMI_LOCAL_SIZE", "1"},
+                       {"PMI_LOCAL_RANK", "0"},
                        {"CHORUS_RENDEZVOUS", "a:1"}},
                       {"CHORUS_LOCAL_SIZE=2 contradicts PMI_LOCAL_SIZE=1"});
 }
 
 TEST(ProcessEnv, BadNumbersNameTheVariable) {
-  expect_config_error({{"CHORUS_RANK", "abc"}, {"CHORUS_SIZE", "2"}}, {"CHORUS_RANK='abc'", "not a non-negative integer"});
+  expect_config_error({{"CHORUS_RANK", "abc"}, {"CHORUS_SIZE", "2"}},
+                      {"CHORUS_RANK='abc'", "not a non-negative integer"});
   expect_config_error({{"RANK", "-1"}, {"WORLD_SIZE", "2"}}, {"RANK='-1'", "negative"});
   expect_config_error({{"RANK", "1"}, {"WORLD_SIZE", "2x"}}, {"WORLD_SIZE='2x'"});
-  expect_config_error({{"RANK", "0"}, {"WORLD_SIZE", "99999999999"}}, {"WORLD_SIZE='99999999999'", "out of range"});
-  expect_config_error({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"},
-                       {"OMPI_COMM_WORLD_LOCAL_RANK", " 0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}},
+  expect_config_error({{"RANK", "0"}, {"WORLD_SIZE", "99999999999"}},
+                      {"WORLD_SIZE='99999999999'", "out of range"});
+  expect_config_error({{"OMPI_COMM_WORLD_RANK", "0"},
+                       {"OMPI_COMM_WORLD_SIZE", "1"},
+                       {"OMPI_COMM_WORLD_LOCAL_RANK", " 0"},
+                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}},
                       {"OMPI_COMM_WORLD_LOCAL_RANK=' 0'"});
 }
 
 TEST(ProcessEnv, RangeErrorsNameTheVariables) {
   expect_config_error({{"CHORUS_RANK", "4"}, {"CHORUS_SIZE", "4"}, {"CHORUS_RENDEZVOUS", "a:1"}},
                       {"CHORUS_RANK=4 is not below CHORUS_SIZE=4"});
-  expect_config_error({{"CHORUS_RANK", "0"}, {"CHORUS_SIZE", "0"}}, {"CHORUS_SIZE=0", "at least 1"});
-  expect_config_error({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"},
-                       {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}},
+  expect_config_error({{"CHORUS_RANK", "0"}, {"CHORUS_SIZE", "0"}},
+                      {"CHORUS_SIZE=0", "at least 1"});
+  expect_config_error({{"RANK", "1"},
+                       {"WORLD_SIZE", "4"},
+                       {"LOCAL_RANK", "2"},
+                       {"LOCAL_WORLD_SIZE", "2"},
+                       {"MASTER_ADDR", "a"},
+                       {"MASTER_PORT", "1"}},
                       {"LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"});
-  expect_config_error({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "8"},
-                       {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}},
+  expect_config_error({{"RANK", "1"},
+                       {"WORLD_SIZE", "4"},
+                       {"LOCAL_RANK", "0"},
+                       {"LOCAL_WORLD_SIZE", "8"},
+                       {"MASTER_ADDR", "a"},
+                       {"MASTER_PORT", "1"}},
                       {"LOCAL_WORLD_SIZE=8 exceeds WORLD_SIZE=4"});
-  expect_config_error({{"CHORUS_LOCAL_RANK", "0"}, {"CHORUS_LOCAL_SIZE", "0"}}, {"CHORUS_LOCAL_SIZE=0"});
+  expect_config_error({{"CHORUS_LOCAL_RANK", "0"}, {"CHORUS_LOCAL_SIZE", "0"}},
+                      {"CHORUS_LOCAL_SIZE=0"});
 }
 
 TEST(ProcessEnv, HalfSetFamiliesNameWhatIsMissing) {
   expect_config_error({{"CHORUS_RANK", "1"}}, {"CHORUS_RANK=1", "CHORUS_SIZE"});
-  expect_config_error({{"WORLD_SIZE", "2"}}, {"WORLD_SIZE=2", "CHORUS_RANK"});
+  expect_config_error({{"WORLD_SIZE", "2"}}, {"WORLD_SIZE=2 is set but RANK is not"});
+  expect_config_error({{"PMI_RANK", "0"}, {"PMI_SIZE", "1"}, {"MPI_LOCALRANKID", "0"}},
+                      {"MPI_LOCALRANKID=0 is set but PMI_LOCAL_SIZE is not"});
+  expect_config_error({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"}},
+                      {"SLURM_LOCALID=0 is set but SLURM_TASKS_PER_NODE is not"});
   expect_config_error({{"CHORUS_RANK", "0"}, {"CHORUS_SIZE", "1"}, {"CHORUS_LOCAL_RANK", "0"}},
                       {"CHORUS_LOCAL_RANK=0", "CHORUS_LOCAL_SIZE"});
-  expect_config_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}}, {"MASTER_ADDR=a", "MASTER_PORT"});
-  expect_config_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "5"}}, {"MASTER_PORT=5", "MASTER_ADDR"});
+  expect_config_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}},
+                      {"MASTER_ADDR=a", "MASTER_PORT"});
+  expect_config_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "5"}},
+                      {"MASTER_PORT=5", "MASTER_ADDR"});
 }
 
 TEST(ProcessEnv, MultiRankWithoutAddressSaysWhatToSet) {
   expect_config_error({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
                       {"openmpi", "OMPI_COMM_WORLD_SIZE=2", "CHORUS_RENDEZVOUS", "MASTER_ADDR"});
-  expect_config_error({{"PMI_RANK", "0"}, {"PMI_SIZE", "3"}}, {"pmi", "PMI_SIZE=3", "CHORUS_RENDEZVOUS"});
-  expect_config_error({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
+  expect_config_error({{"PMI_RANK", "0"}, {"PMI_SIZE", "3"}},
+                      {"pmi", "PMI_SIZE=3", "CHORUS_RENDEZVOUS"});
+  expect_config_error({{"SLURM_PROCID", "0"},
+                       {"SLURM_NTASKS", "2"},
+                       {"SLURM_LOCALID", "0"},
                        {"SLURM_TASKS_PER_NODE", "2"}},
                       {"slurm", "SLURM_NTASKS=2", "CHORUS_RENDEZVOUS"});
   // A single rank needs no address.
@@ -220,10 +293,12 @@ TEST(ProcessEnv, MultiRankWithoutAddressSaysWhatToSet) {
 }
 
 TEST(ProcessEnv, MalformedAddressesNameTheVariable) {
-  expect_config_error({{"CHORUS_RENDEZVOUS", "nohostport"}}, {"CHORUS_RENDEZVOUS='nohostport'", "host:port"});
+  expect_config_error({{"CHORUS_RENDEZVOUS", "nohostport"}},
+                      {"CHORUS_RENDEZVOUS='nohostport'", "host:port"});
   expect_config_error({{"CHORUS_RENDEZVOUS", "h:99999"}}, {"CHORUS_RENDEZVOUS='h:99999'", "port"});
   expect_config_error({{"CHORUS_RENDEZVOUS", ":80"}}, {"CHORUS_RENDEZVOUS=':80'", "empty host"});
-  expect_config_error({{"CHORUS_RENDEZVOUS", "::1:80"}}, {"CHORUS_RENDEZVOUS='::1:80'", "brackets"});
+  expect_config_error({{"CHORUS_RENDEZVOUS", "::1:80"}},
+                      {"CHORUS_RENDEZVOUS='::1:80'", "brackets"});
   expect_config_error({{"CHORUS_RENDEZVOUS", "h:"}}, {"CHORUS_RENDEZVOUS='h:'"});
   expect_config_error({{"MASTER_ADDR", "a"}, {"MASTER_PORT", "http"}}, {"MASTER_PORT='http'"});
   expect_config_error({{"MASTER_ADDR", "a"}, {"MASTER_PORT", "65535"}}, {"MASTER_PORT=65535"});
@@ -250,7 +325,8 @@ TEST(ProcessEnv, JobIdFromVariableOrDerivedFromAddress) {
   ASSERT_TRUE(env.ok()) << env.error().to_string();
   EXPECT_EQ(env->job_id, 0x0123456789abcdefull);
   expect_config_error({{"CHORUS_JOB_ID", "xyz"}}, {"CHORUS_JOB_ID='xyz'"});
-  expect_config_error({{"CHORUS_JOB_ID", "11112222333344445"}}, {"CHORUS_JOB_ID='11112222333344445'"});
+  expect_config_error({{"CHORUS_JOB_ID", "11112222333344445"}},
+                      {"CHORUS_JOB_ID='11112222333344445'"});
 
   auto a = read({{"CHORUS_RENDEZVOUS", "h:1000"}});
   auto b = read({{"CHORUS_RENDEZVOUS", "h:1000"}});
@@ -265,10 +341,14 @@ TEST(ProcessEnv, RendezvousTimeout) {
   auto env = read({{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "2.5"}});
   ASSERT_TRUE(env.ok()) << env.error().to_string();
   EXPECT_EQ(env->rendezvous_timeout, std::chrono::milliseconds(2500));
-  expect_config_error({{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "0"}}, {"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS='0'"});
-  expect_config_error({{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "-3"}}, {"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS='-3'"});
-  expect_config_error({{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "soon"}}, {"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS='soon'"});
-  expect_config_error({{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "inf"}}, {"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS='inf'"});
+  expect_config_error({{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "0"}},
+                      {"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS='0'"});
+  expect_config_error({{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "-3"}},
+                      {"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS='-3'"});
+  expect_config_error({{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "soon"}},
+                      {"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS='soon'"});
+  expect_config_error({{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "inf"}},
+                      {"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS='inf'"});
 }
 
 TEST(ProcessEnv, MissingLocalVariablesAssumeOneHost) {
@@ -287,8 +367,12 @@ TEST(ProcessEnv, EmptyValuesCountAsUnset) {
 }
 
 TEST(ProcessEnv, DescribeNamesEveryField) {
-  auto env = read({{"CHORUS_RANK", "1"}, {"CHORUS_SIZE", "2"}, {"CHORUS_LOCAL_RANK", "1"},
-                   {"CHORUS_LOCAL_SIZE", "2"}, {"CHORUS_RENDEZVOUS", "[::1]:5"}, {"CHORUS_JOB_ID", "ab"}});
+  auto env = read({{"CHORUS_RANK", "1"},
+                   {"CHORUS_SIZE", "2"},
+                   {"CHORUS_LOCAL_RANK", "1"},
+                   {"CHORUS_LOCAL_SIZE", "2"},
+                   {"CHORUS_RENDEZVOUS", "[::1]:5"},
+                   {"CHORUS_JOB_ID", "ab"}});
   ASSERT_TRUE(env.ok()) << env.error().to_string();
   EXPECT_EQ(describe(*env),
             "rank=1 size=2 local_rank=1 local_size=2 rendezvous=[::1]:5 job_id=0xab source=chorus "

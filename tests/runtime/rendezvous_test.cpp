@@ -6,9 +6,8 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 
-#include <asio.hpp>
-
 #include <algorithm>
+#include <asio.hpp>
 #include <atomic>
 #include <cstdlib>
 #include <future>
@@ -29,11 +28,13 @@ using clock = std::chrono::steady_clock;
 // A port that was free a moment ago on 127.0.0.1.
 uint16_t free_port() {
   asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  asio::ip::tcp::acceptor acceptor(io,
+                                   asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   return acceptor.local_endpoint().port();
 }
 
-process_env make_env(int rank, int size, uint16_t port, std::chrono::milliseconds timeout = 1500ms) {
+process_env make_env(int rank, int size, uint16_t port,
+                     std::chrono::milliseconds timeout = 1500ms) {
   process_env env;
   env.rank = rank;
   env.size = size;
@@ -84,7 +85,8 @@ TEST(KvProtocol, RequestAndReplyRoundTrip) {
 }
 
 TEST(KvProtocol, DecodeRejectsEveryTruncationAndTrailingBytes) {
-  std::string body = kv::encode_frame(kv::request{kv::op::set, "key", "value", 0, 0}).substr(kv::header_bytes);
+  std::string body =
+      kv::encode_frame(kv::request{kv::op::set, "key", "value", 0, 0}).substr(kv::header_bytes);
   for (size_t n = 0; n < body.size(); ++n) {
     auto r = kv::decode_request(std::string_view(body).substr(0, n));
     ASSERT_FALSE(r.ok()) << "accepted a body cut to " << n << " bytes";
@@ -116,7 +118,8 @@ TEST(Rendezvous, RankListsAreCompact) {
 
 TEST(Rendezvous, FourRanksStartingInRandomOrderGatherEveryEndpoint) {
   unsigned seed = std::random_device{}();
-  if (const char* s = std::getenv("CHORUS_TEST_SEED")) seed = static_cast<unsigned>(std::strtoul(s, nullptr, 10));
+  if (const char* s = std::getenv("CHORUS_TEST_SEED"))
+    seed = static_cast<unsigned>(std::strtoul(s, nullptr, 10));
   std::printf("seed=%u (rerun with CHORUS_TEST_SEED=%u)\n", seed, seed);
   std::mt19937 rng(seed);
   constexpr int size = 4;
@@ -125,7 +128,8 @@ TEST(Rendezvous, FourRanksStartingInRandomOrderGatherEveryEndpoint) {
 
   uint16_t port = free_port();
   std::vector<std::string> expected;
-  for (int r = 0; r < size; ++r) expected.push_back("tcp://10.0.0." + std::to_string(r) + ":" + std::to_string(4000 + r));
+  for (int r = 0; r < size; ++r)
+    expected.push_back("tcp://10.0.0." + std::to_string(r) + ":" + std::to_string(4000 + r));
 
   std::latch all_gathered(size);  // rank 0 keeps serving until every rank has read
   std::vector<std::future<result<std::vector<std::string>>>> results;
@@ -149,7 +153,8 @@ TEST(Rendezvous, FourRanksStartingInRandomOrderGatherEveryEndpoint) {
   }
   for (int r = 0; r < size; ++r) {
     auto got = results[r].get();
-    ASSERT_TRUE(got.ok()) << "rank " << r << " (delay " << delay_ms[r] << " ms): " << msg_of(got.error());
+    ASSERT_TRUE(got.ok()) << "rank " << r << " (delay " << delay_ms[r]
+                          << " ms): " << msg_of(got.error());
     EXPECT_EQ(*got, expected) << "rank " << r;
   }
 }
@@ -205,8 +210,8 @@ TEST(Rendezvous, GatherTimeoutNamesTheMissingRanks) {
   auto took = ms_since(start);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().code(), errc::rendezvous);
-  EXPECT_EQ(got.error().message(),
-            "rendezvous 127.0.0.1:" + std::to_string(port) + ": ranks 2,3 of 4 never published 'ep/' within 300 ms");
+  EXPECT_EQ(got.error().message(), "rendezvous 127.0.0.1:" + std::to_string(port) +
+                                       ": ranks 2,3 of 4 never published 'ep/' within 300 ms");
   EXPECT_GE(took, 290);
   EXPECT_LT(took, 1200);
 }
@@ -230,17 +235,19 @@ TEST(Rendezvous, MalformedRequestsCloseOnlyThatConnection) {
   ASSERT_TRUE(rank0.ok()) << msg_of(rank0.error());
 
   const std::vector<std::string> garbage = {
-      std::string("\xff\xff\xff\xff", 4),                      // length above the limit
-      std::string("\x00\x00\x00\x00", 4),                      // empty frame
-      std::string("\x00\x00\x00\x02\x09\x00", 6),              // unknown op
-      std::string("\x00\x00\x00\x09\x02\x00\x00\x00\x00\x00\x00\x10\x00", 13),  // key runs past the frame
+      std::string("\xff\xff\xff\xff", 4),          // length above the limit
+      std::string("\x00\x00\x00\x00", 4),          // empty frame
+      std::string("\x00\x00\x00\x02\x09\x00", 6),  // unknown op
+      std::string("\x00\x00\x00\x09\x02\x00\x00\x00\x00\x00\x00\x10\x00",
+                  13),  // key runs past the frame
   };
   asio::io_context io;
   for (const auto& bytes : garbage) {
     asio::ip::tcp::socket raw(io);
     raw.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
     asio::write(raw, asio::buffer(bytes));
-    EXPECT_TRUE(peer_closes(raw.native_handle(), 1000)) << "server kept a connection that sent garbage";
+    EXPECT_TRUE(peer_closes(raw.native_handle(), 1000))
+        << "server kept a connection that sent garbage";
   }
   {  // A client that vanishes mid-frame.
     asio::ip::tcp::socket raw(io);
@@ -277,7 +284,8 @@ TEST(Rendezvous, BadArgumentsAreRejectedAtTheBoundary) {
   auto rdv = rendezvous::open(make_env(0, 1, 0));
   ASSERT_TRUE(rdv.ok()) << msg_of(rdv.error());
   EXPECT_EQ((*rdv)->publish("", "x").code(), errc::invalid_argument);
-  EXPECT_EQ((*rdv)->publish("k", std::string(kv::max_value_bytes + 1, 'x')).code(), errc::invalid_argument);
+  EXPECT_EQ((*rdv)->publish("k", std::string(kv::max_value_bytes + 1, 'x')).code(),
+            errc::invalid_argument);
   EXPECT_FALSE((*rdv)->gather("", 10ms).ok());
 }
 
@@ -295,13 +303,15 @@ TEST(Rendezvous, AWaitingRankLearnsPromptlyWhenRankZeroGoesAway) {
   auto got = waiter.get();
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().code(), errc::rendezvous);
-  EXPECT_NE(got.error().message().find("lost the connection"), std::string::npos) << msg_of(got.error());
+  EXPECT_NE(got.error().message().find("lost the connection"), std::string::npos)
+      << msg_of(got.error());
   EXPECT_LT(ms_since(start), 500);
 }
 
 TEST(Rendezvous, RankZeroCannotServeOnAPortInUse) {
   asio::io_context io;
-  asio::ip::tcp::acceptor taken(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  asio::ip::tcp::acceptor taken(io,
+                                asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   uint16_t port = taken.local_endpoint().port();
   auto rdv = rendezvous::open(make_env(0, 2, port, 300ms));
   ASSERT_FALSE(rdv.ok());

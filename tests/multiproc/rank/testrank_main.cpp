@@ -28,8 +28,10 @@ int fail(const status& st) {
   return 3;
 }
 
-int run_intruder(const process_env& env) {
-  // Learn rank 0's data endpoint the way a rank would, then misbehave.
+int run_intruder(process_env env) {
+  // Learn rank 0's data endpoint the way a rank would (as a client of rank 0's store), then
+  // misbehave.
+  env.rank = env.size - 1;
   auto rdv = rendezvous::open(env);
   if (!rdv) return fail(rdv.error());
   auto ep_text = (*rdv)->get("data/0", std::chrono::seconds(20));

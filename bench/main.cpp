@@ -1,0 +1,201 @@
+// chorus-bench: run under `chorusrun -np N`.
+//   chorus-bench allreduce [--impl chorus|gloo|both] [--sizes 4K,64K,1M,16M,64M]
+//                          [--streams S] [--chunk-bytes B] [--segment-bytes B]
+//       one RESULT line per size and implementation (see bench/allreduce_protocol.hpp)
+//   chorus-bench demo      the README's demo: what two ranks did and how fast
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench/allreduce_protocol.hpp"
+#include "runtime/collectives/communicator.hpp"
+#include "runtime/env/process_env.hpp"
+#ifdef CHORUS_WITH_GLOO
+#include "bench/gloo/gloo_peer.hpp"
+#endif
+
+using namespace chorus;
+
+namespace {
+
+struct options {
+  std::string mode;
+  std::string impl = "both";
+  std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20};
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr,
+               "chorus-bench: %s\n"
+               "usage: chorus-bench allreduce [--impl chorus|gloo|both] [--sizes 4K,64K,1M,16M,64M]\n"
+               "                              [--streams S] [--chunk-bytes B] [--segment-bytes B]\n"
+               "       chorus-bench demo\n"
+               "Run under chorusrun, e.g. chorusrun -np 2 -- chorus-bench allreduce\n",
+               why);
+  std::exit(2);
+}
+
+options parse(int argc, char** argv) {
+  if (argc < 2) usage("missing mode");
+  options o;
+  o.mode = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(("missing value after " + a).c_str());
+      return argv[++i];
+    };
+    if (a == "--impl") o.impl = value();
+    else if (a == "--sizes") o.sizes = bench::parse_sizes(value());
+    else if (a == "--streams") setenv("CHORUS_NUM_STREAMS", value().c_str(), 1);
+    else if (a == "--chunk-bytes") setenv("CHORUS_CHUNK_BYTES", value().c_str(), 1);
+    else if (a == "--segment-bytes") setenv("CHORUS_SEGMENT_BYTES", value().c_str(), 1);
+    else usage(("unknown option " + a).c_str());
+  }
+  if (o.impl != "chorus" && o.impl != "gloo" && o.impl != "both") usage("--impl must be chorus, gloo or both");
+  return o;
+}
+
+// One buffer for every size and implementation, touched once before any timing.
+float* pretouched_buffer(std::size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::runtime_error("cannot map the benchmark buffer");
+  std::memset(p, 0, bytes);
+  return static_cast<float*>(p);
+}
+
+void check_status(const status& st, const char* what) {
+  if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());
+}
+
+bench::allreduce_impl chorus_impl(communicator& c) {
+  bench::allreduce_impl impl;
+  impl.name = "chorus_tcp";
+  impl.rank = c.rank();
+  impl.size = c.size();
+  impl.allreduce_sum = [&c](float* d, std::size_t n) { check_status(c.allreduce(d, n, dtype::f32, reduce_op::sum), "allreduce"); };
+  impl.barrier = [&c] { check_status(c.barrier(), "barrier"); };
+  impl.allreduce_max = [&c](double* d, std::size_t n) {
+    check_status(c.allreduce(d, n, dtype::f64, reduce_op::max), "allreduce max");
+  };
+  return impl;
+}
+
+int run_allreduce(const options& o, const process_env& env) {
+  auto comm = communicator::create(env);
+  if (!comm) throw std::runtime_error(comm.error().to_string());
+  auto& c = **comm;
+  std::size_t max_bytes = 0;
+  for (auto s : o.sizes) max_bytes = std::max(max_bytes, s);
+  float* buffer = pretouched_buffer(std::max<std::size_t>(max_bytes, 4096));
+  auto ours = chorus_impl(c);
+  if (c.rank() == 0)
+    std::printf("# chorus-bench allreduce: N=%d streams=%d chunk_bytes=%zu segment_bytes=%zu\n", c.size(),
+                c.num_streams(), c.options().chunk_bytes, c.options().segment_bytes);
+#ifdef CHORUS_WITH_GLOO
+  std::unique_ptr<bench::gloo_peer> gloo;
+  bench::allreduce_impl theirs;
+  char dir[128];
+  std::snprintf(dir, sizeof dir, "/tmp/chorus-bench-gloo-%016llx", static_cast<unsigned long long>(env.job_id));
+  if (o.impl != "chorus") {
+    gloo = bench::gloo_peer::connect(env.rank, env.size, dir);
+    if (!gloo) throw std::runtime_error("Gloo rendezvous failed");
+    theirs.name = "gloo_tcp";
+    theirs.rank = env.rank;
+    theirs.size = env.size;
+    theirs.allreduce_sum = [&](float* d, std::size_t n) { gloo->allreduce_sum(d, n); };
+    theirs.barrier = [&] { gloo->barrier(); };
+    theirs.allreduce_max = [&](double* d, std::size_t n) { gloo->allreduce_max(d, n); };
+  }
+#else
+  if (o.impl == "gloo") throw std::runtime_error("chorus-bench was built without Gloo (libgloo-dev)");
+#endif
+  // Sizes interleave the implementations so that both see the same machine noise.
+  for (auto bytes : o.sizes) {
+    if (o.impl != "gloo") {
+      auto r = bench::measure(ours, buffer, bytes);
+      if (c.rank() == 0) std::printf("%s\n", bench::result_line(ours, r).c_str()), std::fflush(stdout);
+    }
+#ifdef CHORUS_WITH_GLOO
+    if (gloo) {
+      auto r = bench::measure(theirs, buffer, bytes);
+      if (c.rank() == 0) std::printf("%s\n", bench::result_line(theirs, r).c_str()), std::fflush(stdout);
+    }
+#endif
+  }
+#ifdef CHORUS_WITH_GLOO
+  if (gloo) {
+    gloo->barrier();
+    gloo.reset();
+    if (env.rank == 0) {
+      std::string cmd = std::string("rm -rf '") + dir + "'";
+      if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir);
+    }
+  }
+#endif
+  check_status(c.barrier(), "final barrier");
+  return 0;
+}
+
+int run_demo(const process_env& env) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto comm = communicator::create(env);
+  if (!comm) throw std::runtime_error(comm.error().to_string());
+  auto& c = **comm;
+  double setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("rank %d of %d: connected to %d peer(s) over %d authenticated TCP streams each in %.1f ms\n", c.rank(),
+              c.size(), c.size() - 1, c.num_streams(), setup_ms);
+  std::fflush(stdout);
+  check_status(c.barrier(), "barrier");
+
+  // Broadcast a "model" from rank 0 and gather one number from everybody.
+  std::vector<int32_t> model(1000, c.rank() == 0 ? 42 : 0);
+  check_status(c.broadcast(model.data(), model.size(), dtype::i32, 0), "broadcast");
+  std::vector<int32_t> ranks(c.size());
+  int32_t mine = c.rank();
+  check_status(c.allgather(&mine, ranks.data(), std::vector<std::size_t>(c.size(), 1), dtype::i32), "allgather");
+  bool ok = model[999] == 42;
+  for (int r = 0; r < c.size(); ++r) ok &= ranks[r] == r;
+  if (!ok) throw std::runtime_error("broadcast/allgather gave wrong results");
+  if (c.rank() == 0) std::printf("broadcast of 1000 ints from rank 0 and allgather of ranks: exact\n");
+
+  auto impl = chorus_impl(c);
+  float* buffer = pretouched_buffer(64u << 20);
+  if (c.rank() == 0) std::printf("allreduce (float32 sum, in place; time = max over ranks):\n");
+  for (std::size_t bytes : {std::size_t{4} << 10, std::size_t{1} << 20, std::size_t{64} << 20}) {
+    auto r = bench::measure(impl, buffer, bytes);
+    if (c.rank() == 0)
+      std::printf("  %8zu bytes: median %9.1f us, busbw %6.3f GB/s over %d checked iterations\n", bytes, r.median_us,
+                  r.busbw_gbps, r.iterations);
+    std::fflush(stdout);
+  }
+  check_status(c.barrier(), "barrier");
+  if (c.rank() == 0) std::printf("demo done: every result checked\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto o = parse(argc, argv);
+  auto env = read_process_env();
+  if (!env) {
+    std::fprintf(stderr, "chorus-bench: %s\n", env.error().to_string().c_str());
+    return 1;
+  }
+  try {
+    if (o.mode == "allreduce") return run_allreduce(o, *env);
+    if (o.mode == "demo") return run_demo(*env);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "chorus-bench: rank %d: %s\n", env->rank, e.what());
+    return 1;
+  }
+  usage(("unknown mode " + o.mode).c_str());
+}

@@ -1,0 +1,60 @@
+// Failures across real processes: a rank killed in the middle of allreduces makes every other
+// rank fail with an error naming it within 10 s; a process that connects with the wrong job
+// secret is refused and the job goes on.
+#include <gtest/gtest.h>
+
+#include "tests/multiproc/local_job.hpp"
+
+namespace chorus::testing {
+namespace {
+
+class killed_rank : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(killed_rank, survivors_fail_naming_it_within_10s) {
+  auto [size, victim] = GetParam();
+  local_job job(size, {CHORUS_TESTRANK_PATH, "allreduce-loop", "60"});
+  ASSERT_TRUE(job.wait_for_output(victim, "iteration 3", std::chrono::seconds(30))) << job.output(victim);
+  auto killed_at = std::chrono::steady_clock::now();
+  job.kill(victim, SIGKILL);
+  auto results = job.wait(std::chrono::seconds(10));
+  auto elapsed = std::chrono::steady_clock::now() - killed_at;
+  EXPECT_LT(elapsed, std::chrono::seconds(10));
+  std::string name = "rank " + std::to_string(victim);
+  for (auto& r : results) {
+    if (r.rank == victim) continue;
+    EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung after rank " << victim << " died:\n" << r.output;
+    EXPECT_TRUE(r.exited && r.exit_code == 3) << "rank " << r.rank << ":\n" << r.output;
+    EXPECT_NE(r.output.find("testrank error: connection_lost"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(name), std::string::npos) << "error does not name " << name << ":\n" << r.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(sizes, killed_rank,
+                         ::testing::Values(std::make_tuple(2, 1), std::make_tuple(3, 1), std::make_tuple(4, 0)),
+                         [](const auto& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_kill" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(wrong_secret, intruder_is_refused_and_the_job_goes_on) {
+  local_job job(2, {CHORUS_TESTRANK_PATH, "accept-intruder"});
+  ASSERT_TRUE(job.wait_for_output(0, "ready", std::chrono::seconds(30))) << job.output(0);
+  // The intruder knows the rendezvous (it is on the same host) but not the job secret.
+  local_job::env_map env = job.env();
+  env["CHORUS_JOB_SECRET"] = random_hex(32);
+  local_job intruder_job(1, {CHORUS_TESTRANK_PATH, "intruder"}, env);
+  auto intruder = intruder_job.wait(std::chrono::seconds(20));
+  EXPECT_TRUE(intruder[0].exited && intruder[0].exit_code == 0) << intruder[0].output;
+  EXPECT_NE(intruder[0].output.find("intruder refused: wrong job secret"), std::string::npos) << intruder[0].output;
+
+  auto results = job.wait(std::chrono::seconds(30));
+  for (auto& r : results) {
+    EXPECT_TRUE(r.exited && r.exit_code == 0) << "rank " << r.rank << ":\n" << r.output;
+  }
+  EXPECT_NE(results[0].output.find("refused=1"), std::string::npos) << results[0].output;
+  EXPECT_NE(results[0].output.find("wrong job secret"), std::string::npos) << "rank 0 logs the refusal:\n"
+                                                                          << results[0].output;
+}
+
+}  // namespace
+}  // namespace chorus::testing
