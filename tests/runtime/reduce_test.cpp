@@ -1,0 +1,579 @@
+// Tests of the reduction kernels (runtime/collectives/reduce.hpp) and of the 16-bit float
+// conversions (runtime/core/half.hpp), against a reference written independently here: values
+// are decoded from their bit fields and rounded with std::nearbyint in double.
+// Randomised tests print their seed once per process; CHORUS_TEST_SEED=<n> re-runs with it.
+//
+// Why the comparisons are exact (no tolerance): one IEEE operation is correctly rounded, and
+// rounding a result first to q bits and then to p <= (q - 2) / 2 bits equals rounding it once
+// to p bits (Figueroa, "When is double rounding innocuous?"). So for f32, double(x) op double(y)
+// rounded to f32 is what the f32 operation gives (53 >= 2*24 + 2); f16 (11 bits) and bf16
+// (8 bits) are specified as "combine in f32, round once", which the reference models as
+// round_to(half, round_to(f32, x op y)), and for f16 that is even the correctly rounded result.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/collectives/reduce.hpp"
+#include "runtime/core/half.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace chorus {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "element access below assumes it");
+
+uint64_t test_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("CHORUS_TEST_SEED");
+    const uint64_t s = env ? std::strtoull(env, nullptr, 0) : 20240611;
+    std::printf("reduce_test seed=%llu (set CHORUS_TEST_SEED to repeat)\n",
+                static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+// ---- independent model of the element types -----------------------------------------------
+
+struct float_format {
+  int bits, exp_bits, mant_bits;
+  int bias() const { return (1 << (exp_bits - 1)) - 1; }
+};
+constexpr float_format f16_format{16, 5, 10}, bf16_format{16, 8, 7}, f32_format{32, 8, 23},
+    f64_format{64, 11, 52};
+
+double decode(const float_format& f, uint64_t bits) {
+  const bool negative = (bits >> (f.bits - 1)) & 1;
+  const uint64_t e = (bits >> f.mant_bits) & ((uint64_t{1} << f.exp_bits) - 1);
+  const uint64_t m = bits & ((uint64_t{1} << f.mant_bits) - 1);
+  double v;
+  if (e == (uint64_t{1} << f.exp_bits) - 1)
+    v = m ? std::nan("") : INFINITY;
+  else if (e == 0)
+    v = std::ldexp(double(m), 1 - f.bias() - f.mant_bits);
+  else
+    v = std::ldexp(double(m | (uint64_t{1} << f.mant_bits)), int(e) - f.bias() - f.mant_bits);
+  return negative ? -v : v;
+}
+
+// Round to nearest even into format f, with its subnormals and overflow to infinity.
+double round_to(const float_format& f, double x) {
+  if (f.bits == 64 || !std::isfinite(x) || x == 0) return x;
+  const int p = f.mant_bits + 1;
+  const int e = std::max(std::ilogb(x), 1 - f.bias());
+  const double q = std::ldexp(std::nearbyint(std::ldexp(x, p - 1 - e)), e - (p - 1));
+  const double max_finite = std::ldexp(2.0 - std::ldexp(1.0, 1 - p), f.bias());
+  return std::fabs(q) > max_finite ? std::copysign(INFINITY, x) : q;
+}
+
+bool same_value(double want, double got) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  return want == got && std::signbit(want) == std::signbit(got);
+}
+
+struct type_info {
+  dtype t;
+  std::size_t width;
+  bool is_float;
+  float_format format;   // floats only
+  bool combines_in_f32;  // f16, bf16
+};
+
+type_info info(dtype t) {
+  switch (t) {
+    case dtype::f16: return {t, 2, true, f16_format, true};
+    case dtype::bf16: return {t, 2, true, bf16_format, true};
+    case dtype::f32: return {t, 4, true, f32_format, false};
+    case dtype::f64: return {t, 8, true, f64_format, false};
+    case dtype::i32: return {t, 4, false, {}, false};
+    case dtype::i64: return {t, 8, false, {}, false};
+    case dtype::u8: return {t, 1, false, {}, false};
+  }
+  return {};
+}
+
+uint64_t load_bits(const uint8_t* p, std::size_t width) {
+  uint64_t v = 0;
+  std::memcpy(&v, p, width);
+  return v;
+}
+
+uint64_t width_mask(std::size_t width) {
+  return width == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * width)) - 1;
+}
+
+// The integer value of stored bits: sign-extended for i32/i64, zero-extended for u8.
+int64_t int_value(const type_info& ti, uint64_t bits) {
+  if (ti.t == dtype::u8 || ti.width == 8) return int64_t(bits);
+  return int64_t(int32_t(uint32_t(bits)));
+}
+
+// Rounds an exact-or-double result the way the kernels' spec says it is stored.
+double store_rounding(const type_info& ti, double r) {
+  if (ti.combines_in_f32) r = round_to(f32_format, r);
+  return round_to(ti.format, r);
+}
+
+double ref_float(reduce_op op, double x, double y) {
+  switch (op) {
+    case reduce_op::sum:
+    case reduce_op::average: return x + y;
+    case reduce_op::product: return x * y;
+    case reduce_op::min: return std::isnan(x) ? x : std::isnan(y) ? y : (x < y ? x : y);
+    case reduce_op::max: return std::isnan(x) ? x : std::isnan(y) ? y : (x > y ? x : y);
+  }
+  return NAN;
+}
+
+uint64_t ref_int(const type_info& ti, reduce_op op, uint64_t xb, uint64_t yb) {
+  const int64_t x = int_value(ti, xb), y = int_value(ti, yb);
+  uint64_t r = 0;
+  switch (op) {
+    case reduce_op::sum:
+    case reduce_op::average: r = uint64_t(x) + uint64_t(y); break;
+    case reduce_op::product: r = uint64_t(x) * uint64_t(y); break;
+    case reduce_op::min: r = uint64_t(x < y ? x : y); break;
+    case reduce_op::max: r = uint64_t(x > y ? x : y); break;
+  }
+  return r & width_mask(ti.width);
+}
+
+// Mostly ordinary values, near 1 so that sums round and cancel; some anywhere in range
+// (subnormals, overflow on product); some specials and extremes.
+uint64_t random_bits(const type_info& ti, std::mt19937_64& rng) {
+  const uint64_t r = rng(), kind = rng() % 10;
+  if (!ti.is_float) {
+    static const int64_t extremes[] = {0, 1, -1, INT32_MIN, INT32_MAX, INT64_MIN, INT64_MAX, 255};
+    if (kind < 4) return r & width_mask(ti.width);
+    if (kind < 8) return uint64_t(int64_t(r % 201) - 100) & width_mask(ti.width);
+    return uint64_t(extremes[r % 8]) & width_mask(ti.width);
+  }
+  const float_format& f = ti.format;
+  const uint64_t sign = (r >> 63) << (f.bits - 1);
+  const uint64_t mant = r & ((uint64_t{1} << f.mant_bits) - 1);
+  const uint64_t exp_all = (uint64_t{1} << f.exp_bits) - 1;
+  if (kind < 4) {
+    const uint64_t e = (r >> 40) % exp_all;  // any finite exponent, 0 (subnormal) included
+    return sign | (e << f.mant_bits) | mant;
+  }
+  if (kind < 8) {
+    const uint64_t e = uint64_t(f.bias() - 3 + int((r >> 40) % 7));
+    return sign | (e << f.mant_bits) | mant;
+  }
+  switch (r % 6) {
+    case 0: return sign;                                                   // +-0
+    case 1: return sign | (exp_all << f.mant_bits);                        // +-inf
+    case 2: return (exp_all << f.mant_bits) | (uint64_t{1} << (f.mant_bits - 1));  // NaN
+    case 3: return sign | ((exp_all - 1) << f.mant_bits) | ((uint64_t{1} << f.mant_bits) - 1);
+    case 4: return sign | 1;                                               // smallest subnormal
+    default: return sign | (uint64_t{1} << f.mant_bits);                   // smallest normal
+  }
+}
+
+// Elements at a chosen misalignment, with guard bytes around them that every call must leave.
+class guarded_buffer {
+ public:
+  static constexpr std::size_t guard = 64;
+  static constexpr uint8_t pattern = 0xa5;
+  guarded_buffer(std::size_t bytes, std::size_t offset)
+      : raw_(bytes + offset + 2 * guard, pattern), offset_(offset), bytes_(bytes) {}
+  uint8_t* data() { return raw_.data() + guard + offset_; }
+  bool guards_intact() const {
+    for (std::size_t i = 0; i < raw_.size(); ++i) {
+      const bool inside = i >= guard + offset_ && i < guard + offset_ + bytes_;
+      if (!inside && i >= guard && i < guard + offset_) continue;  // alignment padding
+      if (!inside && raw_[i] != pattern) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::vector<uint8_t> raw_;
+  std::size_t offset_, bytes_;
+};
+
+void fill_random(const type_info& ti, uint8_t* p, std::size_t count, std::mt19937_64& rng) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const uint64_t b = random_bits(ti, rng);
+    std::memcpy(p + i * ti.width, &b, ti.width);
+  }
+}
+
+// Checks got[i] == x[i] (op) y[i] for all i; reports the first few differences.
+void expect_combined(const type_info& ti, reduce_op op, const std::vector<uint8_t>& x,
+                     const std::vector<uint8_t>& y, const uint8_t* got, std::size_t count) {
+  int reported = 0;
+  for (std::size_t i = 0; i < count && reported < 5; ++i) {
+    const uint64_t xb = load_bits(&x[i * ti.width], ti.width);
+    const uint64_t yb = load_bits(&y[i * ti.width], ti.width);
+    const uint64_t gb = load_bits(got + i * ti.width, ti.width);
+    bool ok;
+    std::string want;
+    if (ti.is_float) {
+      const double w =
+          store_rounding(ti, ref_float(op, decode(ti.format, xb), decode(ti.format, yb)));
+      ok = same_value(w, decode(ti.format, gb));
+      want = std::to_string(w);
+    } else {
+      const uint64_t w = ref_int(ti, op, xb, yb);
+      ok = w == gb;
+      want = std::to_string(w);
+    }
+    if (!ok) {
+      ++reported;
+      ADD_FAILURE() << name_of(ti.t) << " " << name_of(op) << " element " << i << " of "
+                    << count << ": x=0x" << std::hex << xb << " y=0x" << yb << " got=0x" << gb
+                    << std::dec << " want " << want;
+    }
+  }
+}
+
+std::vector<uint8_t> copy_of(const uint8_t* p, std::size_t bytes) { return {p, p + bytes}; }
+
+const std::size_t sizes[] = {0, 1, 7, 1000, 4097};
+struct offsets {
+  std::size_t out, a, b;
+};
+const offsets misalignments[] = {{0, 0, 0}, {1, 3, 0}, {2, 0, 5}, {7, 1, 2}};
+
+// ---- reduce_into / reduce_to for every (dtype, op) ----------------------------------------
+
+class ReduceTest : public ::testing::TestWithParam<std::tuple<dtype, reduce_op>> {
+ protected:
+  type_info ti = info(std::get<0>(GetParam()));
+  reduce_op op = std::get<1>(GetParam());
+  std::mt19937_64 rng{test_seed() + 131 * int(ti.t) + int(op)};
+};
+
+TEST_P(ReduceTest, IntoMatchesReference) {
+  for (std::size_t n : sizes) {
+    for (const offsets& o : misalignments) {
+      SCOPED_TRACE("count=" + std::to_string(n) + " dst offset=" + std::to_string(o.out) +
+                   " src offset=" + std::to_string(o.a));
+      guarded_buffer dst(n * ti.width, o.out), src(n * ti.width, o.a);
+      fill_random(ti, dst.data(), n, rng);
+      fill_random(ti, src.data(), n, rng);
+      const auto x = copy_of(dst.data(), n * ti.width), y = copy_of(src.data(), n * ti.width);
+      reduce_into(dst.data(), src.data(), n, ti.t, op);
+      expect_combined(ti, op, x, y, dst.data(), n);
+      EXPECT_EQ(copy_of(src.data(), n * ti.width), y) << "src was modified";
+      EXPECT_TRUE(dst.guards_intact() && src.guards_intact()) << "wrote outside the buffers";
+    }
+  }
+}
+
+TEST_P(ReduceTest, ToMatchesReferenceIntoAThirdBuffer) {
+  for (std::size_t n : sizes) {
+    for (const offsets& o : misalignments) {
+      SCOPED_TRACE("count=" + std::to_string(n) + " offsets out/a/b=" + std::to_string(o.out) +
+                   "/" + std::to_string(o.a) + "/" + std::to_string(o.b));
+      guarded_buffer out(n * ti.width, o.out), a(n * ti.width, o.a), b(n * ti.width, o.b);
+      fill_random(ti, a.data(), n, rng);
+      fill_random(ti, b.data(), n, rng);
+      const auto x = copy_of(a.data(), n * ti.width), y = copy_of(b.data(), n * ti.width);
+      reduce_to(out.data(), a.data(), b.data(), n, ti.t, op);
+      expect_combined(ti, op, x, y, out.data(), n);
+      EXPECT_EQ(copy_of(a.data(), n * ti.width), x) << "a was modified";
+      EXPECT_EQ(copy_of(b.data(), n * ti.width), y) << "b was modified";
+      EXPECT_TRUE(out.guards_intact()) << "wrote outside the output";
+    }
+  }
+}
+
+// The output may be exactly a, exactly b, or both; reduce_into may get the same buffer twice.
+TEST_P(ReduceTest, OutputMayBeEitherInput) {
+  const std::size_t n = 1000;
+  for (int alias = 0; alias < 4; ++alias) {
+    SCOPED_TRACE("alias case " + std::to_string(alias));
+    guarded_buffer p(n * ti.width, 3), q(n * ti.width, 1);
+    fill_random(ti, p.data(), n, rng);
+    fill_random(ti, q.data(), n, rng);
+    const auto pv = copy_of(p.data(), n * ti.width), qv = copy_of(q.data(), n * ti.width);
+    switch (alias) {
+      case 0: reduce_to(p.data(), p.data(), q.data(), n, ti.t, op); break;  // out == a
+      case 1: reduce_to(q.data(), p.data(), q.data(), n, ti.t, op); break;  // out == b
+      case 2: reduce_to(p.data(), p.data(), p.data(), n, ti.t, op); break;  // out == a == b
+      case 3: reduce_into(p.data(), p.data(), n, ti.t, op); break;          // dst == src
+    }
+    if (alias == 1)
+      expect_combined(ti, op, pv, qv, q.data(), n);
+    else if (alias == 0)
+      expect_combined(ti, op, pv, qv, p.data(), n);
+    else
+      expect_combined(ti, op, pv, pv, p.data(), n);
+    EXPECT_TRUE(p.guards_intact() && q.guards_intact());
+  }
+}
+
+std::string param_name(const ::testing::TestParamInfo<std::tuple<dtype, reduce_op>>& p) {
+  return std::string(name_of(std::get<0>(p.param))) + "_" +
+         std::string(name_of(std::get<1>(p.param)));
+}
+
+const dtype all_dtypes[] = {dtype::f16, dtype::bf16, dtype::f32, dtype::f64,
+                            dtype::i32, dtype::i64,  dtype::u8};
+const reduce_op all_ops[] = {reduce_op::sum, reduce_op::average, reduce_op::min, reduce_op::max,
+                             reduce_op::product};
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, ReduceTest,
+                         ::testing::Combine(::testing::ValuesIn(all_dtypes),
+                                            ::testing::ValuesIn(all_ops)),
+                         param_name);
+
+// ---- divide_by and a whole average --------------------------------------------------------
+
+class DivideTest : public ::testing::TestWithParam<dtype> {
+ protected:
+  type_info ti = info(GetParam());
+  std::mt19937_64 rng{test_seed() + 7919 * int(ti.t)};
+
+  // What element bits x become after divide_by(q): floats in the spec's rounding, signed
+  // integers truncated toward zero, u8 unsigned.
+  bool divided_ok(uint64_t xb, uint64_t gb, int q) const {
+    if (ti.is_float)
+      return same_value(store_rounding(ti, decode(ti.format, xb) / q), decode(ti.format, gb));
+    return (uint64_t(int_value(ti, xb) / q) & width_mask(ti.width)) == gb;
+  }
+};
+
+TEST_P(DivideTest, MatchesReference) {
+  for (int q : {1, 2, 3, 7, 1000, 1 << 24}) {
+    for (std::size_t n : sizes) {
+      SCOPED_TRACE("divisor=" + std::to_string(q) + " count=" + std::to_string(n));
+      guarded_buffer d(n * ti.width, 1 + n % 3);
+      fill_random(ti, d.data(), n, rng);
+      const auto x = copy_of(d.data(), n * ti.width);
+      divide_by(d.data(), n, ti.t, q);
+      int reported = 0;
+      for (std::size_t i = 0; i < n && reported < 5; ++i) {
+        const uint64_t xb = load_bits(&x[i * ti.width], ti.width);
+        const uint64_t gb = load_bits(d.data() + i * ti.width, ti.width);
+        if (!divided_ok(xb, gb, q) && ++reported)
+          ADD_FAILURE() << "element " << i << ": x=0x" << std::hex << xb << " got=0x" << gb;
+      }
+      EXPECT_TRUE(d.guards_intact());
+    }
+  }
+}
+
+// Four ranks' contributions reduced with `average` one after another, then divided once: each
+// step rounds as specified, so the reference follows the same steps.
+TEST_P(DivideTest, AverageOfFourContributions) {
+  const std::size_t n = 4097, bytes = n * ti.width;
+  std::vector<std::vector<uint8_t>> rank(4, std::vector<uint8_t>(bytes));
+  for (auto& r : rank) fill_random(ti, r.data(), n, rng);
+  std::vector<uint8_t> acc = rank[0];
+  for (int r = 1; r < 4; ++r) reduce_into(acc.data(), rank[r].data(), n, ti.t, reduce_op::average);
+  divide_by(acc.data(), n, ti.t, 4);
+  int reported = 0;
+  for (std::size_t i = 0; i < n && reported < 5; ++i) {
+    uint64_t want_bits = load_bits(&rank[0][i * ti.width], ti.width);
+    double want = ti.is_float ? decode(ti.format, want_bits) : 0;
+    for (int r = 1; r < 4; ++r) {
+      const uint64_t b = load_bits(&rank[r][i * ti.width], ti.width);
+      if (ti.is_float)
+        want = store_rounding(ti, want + decode(ti.format, b));
+      else
+        want_bits = ref_int(ti, reduce_op::sum, want_bits, b);
+    }
+    const uint64_t gb = load_bits(&acc[i * ti.width], ti.width);
+    const bool ok = ti.is_float
+                        ? same_value(store_rounding(ti, want / 4), decode(ti.format, gb))
+                        : (uint64_t(int_value(ti, want_bits) / 4) & width_mask(ti.width)) == gb;
+    if (!ok && ++reported) ADD_FAILURE() << "element " << i << " got=0x" << std::hex << gb;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, DivideTest, ::testing::ValuesIn(all_dtypes),
+                         [](const auto& p) { return std::string(name_of(p.param)); });
+
+TEST(DivideBy, IntegersTruncateTowardZero) {
+  int32_t i32[] = {-7, 7, -1, INT32_MIN};
+  divide_by(i32, 4, dtype::i32, 2);
+  EXPECT_EQ(i32[0], -3);
+  EXPECT_EQ(i32[1], 3);
+  EXPECT_EQ(i32[2], 0);
+  EXPECT_EQ(i32[3], INT32_MIN / 2);
+  uint8_t u8[] = {255, 3};
+  divide_by(u8, 2, dtype::u8, 2);
+  EXPECT_EQ(u8[0], 127);
+  EXPECT_EQ(u8[1], 1);
+}
+
+// ---- broken invariants abort with the operands named --------------------------------------
+
+TEST(ReduceDeathTest, BadArgumentsAbortWithTheirValues) {
+  float buf[16] = {};
+  EXPECT_DEATH(divide_by(buf, 4, dtype::f32, 0), "divisor=0");
+  EXPECT_DEATH(reduce_into(buf + 2, buf, 4, dtype::f32, reduce_op::sum), "partially overlaps");
+  EXPECT_DEATH(reduce_to(buf, buf + 8, buf + 1, 8, dtype::f32, reduce_op::sum),
+               "partially overlaps");
+  EXPECT_DEATH(reduce_into(buf, buf + 8, 4, static_cast<dtype>(42), reduce_op::sum),
+               "unknown dtype value 42");
+  EXPECT_DEATH(reduce_into(buf, buf + 8, 4, dtype::f32, static_cast<reduce_op>(9)),
+               "unknown reduce_op value 9");
+  EXPECT_DEATH(reduce_into(nullptr, buf, 1, dtype::f32, reduce_op::sum), "null with count=1");
+  reduce_into(nullptr, nullptr, 0, dtype::f32, reduce_op::sum);  // nothing to do: fine
+}
+
+// ---- the 16-bit conversions ---------------------------------------------------------------
+
+struct half_case {
+  const char* name;
+  float_format format;
+  float (*to_f32)(uint16_t);
+  uint16_t (*from_f32)(float);
+  uint16_t quiet_bit;  // what a NaN gains on the way through f32
+  uint16_t inf;
+};
+const half_case half_cases[] = {{"f16", f16_format, f16_to_f32, f32_to_f16, 0x0200, 0x7c00},
+                                {"bf16", bf16_format, bf16_to_f32, f32_to_bf16, 0x0040, 0x7f80}};
+
+class HalfTest : public ::testing::TestWithParam<half_case> {};
+
+bool is_nan_bits(const half_case& c, uint16_t h) { return (h & 0x7fff) > c.inf; }
+
+TEST_P(HalfTest, EveryPatternWidensExactlyAndRoundTrips) {
+  const half_case& c = GetParam();
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = c.to_f32(uint16_t(h));
+    ASSERT_TRUE(same_value(decode(c.format, h), f)) << std::hex << "h=0x" << h;
+    ASSERT_EQ(std::signbit(f), bool(h & 0x8000)) << std::hex << "h=0x" << h;
+    const uint16_t back = c.from_f32(f);
+    ASSERT_EQ(back, is_nan_bits(c, h) ? (h | c.quiet_bit) : h) << std::hex << "h=0x" << h;
+  }
+}
+
+// Between every two neighbours (the one after the largest finite value being 2^(emax+1),
+// whose pattern is infinity), the midpoint rounds to the even pattern, and one f32 ulp to
+// either side rounds to the nearer neighbour. Covers subnormals, the subnormal/normal boundary
+// and overflow to infinity, for both signs.
+TEST_P(HalfTest, MidpointsRoundToEvenAndNeighboursToNearest) {
+  const half_case& c = GetParam();
+  for (uint16_t h = 0; h < c.inf; ++h) {
+    const double lo = decode(c.format, h);
+    const double hi = h + 1 == c.inf ? std::ldexp(1.0, c.format.bias() + 1)
+                                     : decode(c.format, uint16_t(h + 1));
+    const float mid = float((lo + hi) / 2);
+    ASSERT_EQ(double(mid), (lo + hi) / 2) << "midpoint not exact in f32";
+    const uint16_t even = (h & 1) ? uint16_t(h + 1) : h;
+    for (uint16_t sign : {uint16_t(0), uint16_t(0x8000)}) {
+      const float s = sign ? -1.0f : 1.0f;
+      ASSERT_EQ(c.from_f32(s * mid), even | sign) << std::hex << "h=0x" << h;
+      ASSERT_EQ(c.from_f32(s * std::nextafter(mid, 0.0f)), h | sign) << std::hex << "h=0x" << h;
+      ASSERT_EQ(c.from_f32(s * std::nextafter(mid, INFINITY)), (h + 1) | sign)
+          << std::hex << "h=0x" << h;
+    }
+  }
+}
+
+TEST_P(HalfTest, RandomFloatsRoundLikeTheReference) {
+  const half_case& c = GetParam();
+  std::mt19937_64 rng(test_seed() + c.format.mant_bits);
+  for (int i = 0; i < (1 << 20); ++i) {
+    const uint32_t bits = uint32_t(rng());
+    const float f = std::bit_cast<float>(bits);
+    const uint16_t h = c.from_f32(f);
+    ASSERT_TRUE(same_value(round_to(c.format, f), decode(c.format, h)))
+        << std::hex << "f=0x" << bits << " got=0x" << h;
+  }
+}
+
+TEST_P(HalfTest, SpecialValues) {
+  const half_case& c = GetParam();
+  EXPECT_EQ(c.from_f32(INFINITY), c.inf);
+  EXPECT_EQ(c.from_f32(-INFINITY), c.inf | 0x8000);
+  EXPECT_EQ(c.from_f32(-0.0f), 0x8000);
+  EXPECT_EQ(c.from_f32(std::numeric_limits<float>::max()), c.inf);  // rounds past the largest
+  EXPECT_EQ(c.from_f32(std::numeric_limits<float>::denorm_min()), 0);
+  EXPECT_EQ(c.from_f32(-std::numeric_limits<float>::denorm_min()), 0x8000);
+  // A NaN stays a NaN even when its payload lives only in the bits that are dropped.
+  for (uint32_t nan : {0x7f800001u, 0xff800001u, 0x7fc00000u, 0x7fffffffu}) {
+    const uint16_t h = c.from_f32(std::bit_cast<float>(nan));
+    EXPECT_TRUE(is_nan_bits(c, h)) << std::hex << "nan=0x" << nan << " got=0x" << h;
+    EXPECT_EQ(bool(h & 0x8000), bool(nan >> 31));
+  }
+  EXPECT_TRUE(std::isnan(c.to_f32(c.inf | 1)));
+  EXPECT_EQ(c.to_f32(c.inf), INFINITY);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, HalfTest, ::testing::ValuesIn(half_cases),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+// Max of a value with itself passes it through the kernels' 16-bit paths unchanged (a NaN
+// comes out quiet), for every pattern: the widening and narrowing the kernels use, whichever
+// they are on this CPU, agree with the portable functions above.
+TEST(KernelPatterns, EveryHalfPatternSurvivesTheKernels) {
+  for (const half_case& c : half_cases) {
+    std::vector<uint16_t> all(65536), out(65536);
+    for (uint32_t h = 0; h < 65536; ++h) all[h] = uint16_t(h);
+    for (reduce_op op : {reduce_op::max, reduce_op::min}) {
+      reduce_to(out.data(), all.data(), all.data(), all.size(),
+                c.inf == 0x7c00 ? dtype::f16 : dtype::bf16, op);
+      for (uint32_t h = 0; h < 65536; ++h)
+        ASSERT_EQ(out[h], is_nan_bits(c, uint16_t(h)) ? (h | c.quiet_bit) : h)
+            << c.name << " " << name_of(op) << std::hex << " h=0x" << h;
+    }
+  }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+[[gnu::target("avx2,f16c")]] void hardware_widen(const uint16_t* in, float* out) {
+  _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in))));
+}
+[[gnu::target("avx2,f16c")]] void hardware_narrow(const float* in, uint16_t* out) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
+                   _mm256_cvtps_ph(_mm256_loadu_ps(in), _MM_FROUND_TO_NEAREST_INT));
+}
+
+// The kernels use F16C where the CPU has it; the portable functions must give the same bits,
+// NaNs included. Every f16 pattern, and every 4099th f32 pattern (about a million).
+TEST(HalfTest, PortableF16MatchesF16cBitForBit) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c"))
+    GTEST_SKIP() << "CPU without F16C";
+  uint16_t h[8];
+  float f[8];
+  for (uint32_t base = 0; base < 65536; base += 8) {
+    for (int k = 0; k < 8; ++k) h[k] = uint16_t(base + k);
+    hardware_widen(h, f);
+    for (int k = 0; k < 8; ++k)
+      ASSERT_EQ(std::bit_cast<uint32_t>(f16_to_f32(h[k])), std::bit_cast<uint32_t>(f[k]))
+          << std::hex << "h=0x" << h[k];
+  }
+  for (uint64_t base = 0; base < (uint64_t{1} << 32); base += 8 * 4099) {
+    for (int k = 0; k < 8; ++k) f[k] = std::bit_cast<float>(uint32_t(base + k * 4099));
+    hardware_narrow(f, h);
+    for (int k = 0; k < 8; ++k)
+      ASSERT_EQ(f32_to_f16(f[k]), h[k]) << std::hex << "f=0x" << std::bit_cast<uint32_t>(f[k]);
+  }
+}
+#endif
+
+// ---- both kernel builds -------------------------------------------------------------------
+
+// The kernels pick a build per process (portable, or AVX2 + F16C). This runs the kernel tests
+// again in a child process forced onto the portable build, so both are checked on this CPU.
+TEST(ReduceKernels, PortableBuildPassesTheSameTests) {
+  if (std::getenv("CHORUS_REDUCE_KERNELS")) GTEST_SKIP() << "already the child run";
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd = "CHORUS_REDUCE_KERNELS=portable CHORUS_TEST_SEED=" +
+                          std::to_string(test_seed()) + " '" + self +
+                          "' --gtest_brief=1 --gtest_filter='AllTypes/*:KernelPatterns.*'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+}  // namespace
+}  // namespace chorus
