@@ -13,12 +13,11 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
     return;
   }
   uint64_t seq = op->sequence();
-  auto [it, fresh] = active_.emplace(seq, active{std::move(op), std::move(done), {}});
-  if (!fresh) {
-    auto d = std::move(done);
-    d(status{errc::internal, "chunk sequence " + std::to_string(seq) + " is already in flight"});
+  if (active_.count(seq)) {
+    done(status{errc::internal, "chunk sequence " + std::to_string(seq) + " is already in flight"});
     return;
   }
+  auto it = active_.emplace(seq, active{std::move(op), std::move(done), {}}).first;
   starting_ = seq;  // completions wait until start() and the replay below are over
   it->second.op->start(t_);
   if (auto e = early_.find(seq); e != early_.end()) {
