@@ -1,6 +1,8 @@
 // Reduction kernels: the per-byte hot path of allreduce. Elementwise combination of two buffers
-// of one dtype under one reduce_op, and the final division of an average. Pure functions, no
+// of one dtype under one reduce_op, and the final division of an average. No shared mutable
 // state: safe to call from any number of threads on disjoint (or only read-shared) buffers.
+// The loops are picked once per process: AVX2 + F16C where the CPU has them, else portable
+// ones; both give identical bits. CHORUS_REDUCE_KERNELS=portable forces the portable ones.
 #pragma once
 
 #include <cstddef>
@@ -32,8 +34,8 @@ void reduce_into(void* dst, const void* src, std::size_t count, dtype t, reduce_
 void reduce_to(void* out, const void* a, const void* b, std::size_t count, dtype t,
                reduce_op op);
 
-/// data[i] /= divisor for i < count: the final step of `average`, divisor >= 1 (the number of
-/// contributions; anything smaller aborts). Floats divide (f16/bf16 in f32, rounded once);
+/// data[i] /= divisor for i < count: the final step of `average`. divisor is the number of
+/// contributions, 1..2^24 (anything else aborts; the bound keeps float(divisor) exact). Floats divide (f16/bf16 in f32, rounded once);
 /// i32/i64 use C++ integer division, which truncates toward zero (-7 / 2 == -3), and u8
 /// divides unsigned. The integer sum was taken modulo 2^bits, so the average of integers whose
 /// sum overflowed is the wrapped sum divided.

@@ -83,27 +83,30 @@ struct local_fabric::state {
   std::vector<std::byte> scratch = std::vector<std::byte>(4096);  // executor only
 };
 
-// One rank's view of the fabric. sink_ and parked_ are touched by the executor only.
+// One rank's view of the fabric. parked_ is touched by the executor only; sink_ is set once by
+// start() from any thread.
 class local_endpoint final : public transport {
  public:
-  local_endpoint(local_fabric::state& s, int rank) : s_(s), rank_(rank) {}
+  local_endpoint(local_fabric::state& s, int rank) : told_(s.opts.size, false), s_(s), rank_(rank) {}
 
   int rank() const override { return rank_; }
   int size() const override { return s_.opts.size; }
   int num_streams() const override { return s_.opts.num_streams; }
   uint64_t job_id() const override { return s_.opts.job_id; }
 
+  // The sink is set at once (so releases from now on reach it); frames that arrived before
+  // start are delivered, in order, by an urgent task (deliver() queues behind them meanwhile).
   void start(frame_sink* sink) override {
-    s_.enqueue_urgent([this, sink] {
-      sink_ = sink;
-      auto parked = std::move(parked_);  // frames that arrived before start, in arrival order
+    sink_ = sink;
+    s_.enqueue_urgent([this] {
+      auto parked = std::move(parked_);
       parked_.clear();
       for (auto& f : parked) s_.deliver(f);
       for (int p = 0; p < size(); ++p)
-        if (p != rank_ && s_.endpoints[p]->dead_) peer_failed(p, killed_status(p, rank_));
+        if (p != rank_ && s_.endpoints[p]->dead_) lost(p, killed_status(p, rank_));
       if (dead_)
         for (int p = 0; p < size(); ++p)
-          if (p != rank_) peer_failed(p, killed_status(rank_, p));
+          if (p != rank_) lost(p, killed_status(rank_, p));
     });
   }
 
@@ -138,10 +141,16 @@ class local_endpoint final : public transport {
 
   // The transport no longer references f's payload.
   void release(const frame_task& f) {
-    if (sink_ && !closed_) sink_->sent(f.dst, f.header);
+    if (auto* sink = sink_.load(); sink && !closed_) sink->sent(f.dst, f.header);
   }
   void peer_failed(int peer, const status& why) {
-    if (sink_ && !closed_) sink_->peer_failed(peer, why);
+    if (auto* sink = sink_.load(); sink && !closed_) sink->peer_failed(peer, why);
+  }
+  // The connection to `peer` is gone: the sink hears it once (kill and start may both try).
+  void lost(int peer, const status& why) {
+    if (!sink_.load() || told_[peer]) return;
+    told_[peer] = true;
+    peer_failed(peer, why);
   }
   static status killed_status(int victim, int other) {
     return status{errc::connection_lost, "rank " + std::to_string(victim) +
@@ -149,8 +158,9 @@ class local_endpoint final : public transport {
                                              std::to_string(other) + " lost"};
   }
 
-  frame_sink* sink_ = nullptr;
-  std::vector<frame_task> parked_;  // delivered to us before start()
+  std::atomic<frame_sink*> sink_{nullptr};  // set by start(), from any thread
+  std::vector<frame_task> parked_;  // arrived before start(): executor only
+  std::vector<bool> told_;          // [peer]: lost() reported it; executor only
   std::atomic<bool> dead_{false};
   std::atomic<bool> closed_{false};
 
@@ -260,7 +270,8 @@ void local_fabric::state::deliver(const frame_task& f) {
     src.release(f);
     return;
   }
-  if (!dst.sink_) {  // not started yet: kept, in order, until start()
+  frame_sink* sink = dst.sink_.load();
+  if (!sink || !dst.parked_.empty()) {  // not started, or earlier frames not yet handed over
     dst.parked_.push_back(f);
     return;
   }
@@ -276,7 +287,7 @@ void local_fabric::state::deliver(const frame_task& f) {
     return;
   }
   const std::size_t n = f.header.length;
-  std::byte* where = n ? dst.sink_->destination(f.src, f.header) : nullptr;
+  std::byte* where = n ? sink->destination(f.src, f.header) : nullptr;
   if (where) {
     std::memcpy(where, f.payload, n);
   } else {
@@ -284,7 +295,7 @@ void local_fabric::state::deliver(const frame_task& f) {
     if (n) std::memcpy(scratch.data(), f.payload, n);
     where = scratch.data();
   }
-  dst.sink_->delivered(f.src, f.header, where);
+  sink->delivered(f.src, f.header, where);
   delivered.fetch_add(1, std::memory_order_relaxed);
   src.release(f);
 }
@@ -293,20 +304,22 @@ void local_fabric::state::do_kill(int rank) {
   auto& victim = *endpoints[rank];
   if (victim.dead_) return;
   victim.dead_ = true;
-  // 1. Its connections are gone: what it had queued is let go, frames parked for it go back.
+  // 1. Everyone alive learns that the rank is gone, and the victim that its connections broke,
+  //    before any payload is let go: an op must not look finished because its frames were
+  //    released undelivered.
+  for (int p = 0; p < opts.size; ++p) {
+    if (p == rank || endpoints[p]->dead_) continue;
+    endpoints[p]->lost(rank, local_endpoint::killed_status(rank, p));
+  }
+  for (int p = 0; p < opts.size; ++p) {
+    if (p == rank || endpoints[p]->dead_) continue;
+    victim.lost(p, local_endpoint::killed_status(rank, p));
+  }
+  // 2. What it still had queued is let go; frames parked for it go back to their senders.
   for (auto& f : take_frames([&](const frame_task& f) { return f.src == rank; })) victim.release(f);
   auto parked = std::move(victim.parked_);
   victim.parked_.clear();
   for (auto& f : parked) endpoints[f.src]->release(f);
-  // 2. Everyone alive learns that the rank is gone; so does the victim about everyone else.
-  for (int p = 0; p < opts.size; ++p) {
-    if (p == rank || endpoints[p]->dead_) continue;
-    endpoints[p]->peer_failed(rank, local_endpoint::killed_status(rank, p));
-  }
-  for (int p = 0; p < opts.size; ++p) {
-    if (p == rank || endpoints[p]->dead_) continue;
-    victim.peer_failed(p, local_endpoint::killed_status(rank, p));
-  }
 }
 
 void local_fabric::state::thread_main() {

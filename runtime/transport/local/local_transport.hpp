@@ -61,10 +61,10 @@ struct fabric_options {
 /// it writes, so a sender that changes a buffer before sent() shows up in the results.
 ///
 /// Failures, modelled on the TCP transport:
-///   * kill(r): r's queued frames are released (sent() on r's sink), frames to r are released
-///     undelivered, every other endpoint's sink gets peer_failed(r, connection_lost "rank r
-///     ..."), and r's own sink gets peer_failed(p, ...) for every other p (its connections
-///     broke too), so every op on every rank can end.
+///   * kill(r): every other live endpoint's sink gets peer_failed(r, connection_lost "rank r
+///     was killed ..."), and r's own sink gets peer_failed(p, ...) for every other live p (its
+///     connections broke too), so every op on every rank can end; only then are r's queued
+///     frames released (sent() on r's sink). Frames to r are released undelivered.
 ///   * a frame that fails wire::decode (wrong job, length over max_payload, not a data frame)
 ///     is released undelivered and the receiver gets peer_failed(src, protocol ...).
 ///   * endpoint close(): no sink call of that endpoint happens afterwards; frames to it are

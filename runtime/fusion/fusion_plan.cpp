@@ -1,0 +1,111 @@
+// Bucket and chunk planning (see fusion_plan.hpp for the contracts).
+#include "runtime/fusion/fusion_plan.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <tuple>
+
+#include "runtime/core/log.hpp"
+
+namespace chorus {
+namespace {
+
+std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+// Fusable tensors share a bucket only when one collective can reduce them together.
+using fusion_key = std::tuple<dtype, reduce_op, int, int>;
+
+fusion_key key_of(const fusion_item& it) { return {it.type, it.op, it.device, it.process_set}; }
+
+bucket bucket_of(const fusion_item& it) {
+  bucket b;
+  b.kind = it.kind;
+  b.type = it.type;
+  b.op = it.op;
+  b.root = it.root;
+  b.device = it.device;
+  b.process_set = it.process_set;
+  b.members.push_back({it.id, 0, it.bytes});
+  b.bytes = it.bytes;
+  return b;
+}
+
+// Sizes come from agreed shapes times the element size, so a partial element is a broken
+// invariant upstream; a plan built on it would cut elements in half.
+void check_whole_elements(std::size_t bytes, dtype type, const char* what, std::size_t index, uint32_t id) {
+  if (bytes % size_of(type) == 0) return;
+  CHORUS_LOG(error, "fusion", "size is not a whole number of elements " << what << "=" << index << " id=" << id
+                                  << " bytes=" << bytes << " dtype=" << name_of(type)
+                                  << " element_bytes=" << size_of(type));
+  std::abort();
+}
+
+}  // namespace
+
+const char* to_string(fusable_kind kind) {
+  switch (kind) {
+    case fusable_kind::allreduce: return "allreduce";
+    case fusable_kind::broadcast: return "broadcast";
+    case fusable_kind::allgather: return "allgather";
+  }
+  return "unknown";
+}
+
+std::vector<bucket> plan_buckets(const std::vector<fusion_item>& batch, std::size_t fusion_threshold) {
+  std::vector<bucket> buckets;
+  buckets.reserve(batch.size());
+  // Open bucket per key, as an index into `buckets`. A batch holds few distinct keys, so a
+  // linear scan beats a map. Buckets are appended when their first member is seen, which
+  // makes their order the batch order of first members without a sort.
+  std::vector<std::pair<fusion_key, std::size_t>> open;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const fusion_item& it = batch[i];
+    check_whole_elements(it.bytes, it.type, "batch_position", i, it.id);
+    const bool fusable = it.kind == fusable_kind::allreduce && fusion_threshold > 0 &&
+                         it.bytes <= fusion_threshold;
+    if (!fusable) {
+      buckets.push_back(bucket_of(it));
+      continue;
+    }
+    const fusion_key key = key_of(it);
+    auto slot = std::find_if(open.begin(), open.end(), [&](const auto& o) { return o.first == key; });
+    if (slot != open.end()) {
+      bucket& b = buckets[slot->second];
+      const std::size_t offset = align_up(b.bytes, fusion_alignment);
+      if (offset + it.bytes <= fusion_threshold) {
+        b.members.push_back({it.id, offset, it.bytes});
+        b.bytes = offset + it.bytes;
+        continue;
+      }
+      slot->second = buckets.size();  // the old bucket is full: it stays closed
+    } else {
+      open.emplace_back(key, buckets.size());
+    }
+    buckets.push_back(bucket_of(it));
+  }
+  for (auto& b : buckets) b.in_place = b.members.size() == 1;
+  return buckets;
+}
+
+std::vector<chunk> plan_chunks(const std::vector<bucket>& buckets, std::size_t chunk_bytes,
+                               uint64_t first_sequence) {
+  std::vector<chunk> chunks;
+  uint64_t sequence = first_sequence;
+  for (std::size_t bi = 0; bi < buckets.size(); ++bi) {
+    const bucket& b = buckets[bi];
+    const auto index = static_cast<uint32_t>(bi);
+    const std::size_t element = size_of(b.type);
+    check_whole_elements(b.bytes, b.type, "bucket", bi, b.members.empty() ? 0 : b.members.front().id);
+    std::size_t cut = chunk_bytes / element * element;
+    if (cut == 0) cut = element;
+    if (chunk_bytes == 0 || b.kind == fusable_kind::allgather || b.bytes == 0) {
+      chunks.push_back({sequence++, index, 0, b.bytes});
+      continue;
+    }
+    for (std::size_t off = 0; off < b.bytes; off += cut)
+      chunks.push_back({sequence++, index, off, std::min(cut, b.bytes - off)});
+  }
+  return chunks;
+}
+
+}  // namespace chorus

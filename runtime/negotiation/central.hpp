@@ -1,0 +1,66 @@
+// central_negotiator: Horovod's root-coordinator scheme behind the same interface and the
+// same message type, as the baseline the gossip strategy is measured against.
+//
+// Protocol:
+//  1. Cycles are numbered and taken in order, as in gossip.hpp; the cycle-time lower bound
+//     and "an idle job sends nothing" hold the same way.
+//  2. A worker (rank != 0) with something new, cycle_time after its previous start, snapshots
+//     its contribution and sends it to rank 0 as a `report` for the next cycle.
+//  3. Rank 0 opens cycle c when it has something new itself (and cycle_time has passed) or
+//     when the first report of c arrives. Opening, it snapshots its own contribution and sends
+//     a `poll` to every worker whose report of c it does not hold yet.
+//  4. A worker polled for a cycle it has not reported joins it: it sends its (maybe empty)
+//     report at once. A poll for a cycle it already reported is the expected race with its
+//     own report and is ignored; a poll that overtakes the previous answer waits for it.
+//  5. When rank 0 holds all N contributions it merges them, sends the merged state to every
+//     worker as the `answer`, and every rank (rank 0 included) resolves the cycle with the
+//     ledger, exactly as gossip does: same merged state, same ids, batches and errors.
+//  6. Rank 0 handles N-1 reports and N-1 answers per cycle (2(N-1) messages), plus up to
+//     N-1 polls when workers had nothing to report; a worker sends one message per cycle.
+#pragma once
+
+#include <optional>
+
+#include "runtime/negotiation/ledger.hpp"
+#include "runtime/negotiation/strategy.hpp"
+
+namespace chorus::negotiation {
+
+class central_negotiator final : public negotiation_strategy {
+ public:
+  central_negotiator(int rank, int size, const negotiation_options& options);
+
+  actions local_ready(tensor_spec spec, time_point now) override;
+  actions on_message(const gossip_message& message, time_point now) override;
+  actions on_timer(time_point now) override;
+  actions submit_score(double score, time_point now) override;
+  actions request_shutdown(time_point now) override;
+
+  bool idle() const override { return !running_ && !ledger_.has_new(); }
+  uint64_t cycles_done() const override { return last_cycle_; }
+  const tensor_registry& registry() const override { return ledger_.registry(); }
+  std::string_view strategy_name() const override { return "central"; }
+
+ private:
+  void advance(time_point now, actions& out);
+  /// `first_report`: rank 0 opens the cycle because this report arrived.
+  void start_cycle(time_point now, actions& out, const gossip_message* first_report = nullptr);
+  void root_merge(const gossip_message& report, time_point now, actions& out);
+  void root_receive(const gossip_message& m, time_point now, actions& out);
+  void worker_receive(const gossip_message& m, time_point now, actions& out);
+  void finish_cycle(const gossip_message& merged, time_point now, actions& out);
+  gossip_message header(message_kind kind, uint64_t cycle) const;
+
+  int rank_;
+  int size_;
+  negotiation_ledger ledger_;
+  uint64_t last_cycle_ = 0;  // last finished cycle
+  bool running_ = false;     // root: collecting cycle last_cycle_+1; worker: awaiting its answer
+  std::optional<time_point> last_start_;
+  gossip_message state_;     // root: merged so far
+  dynamic_bitmap reported_;  // root: ranks whose contribution to the open cycle it holds
+  bool poll_waiting_ = false;  // worker: a poll for the next cycle overtook this cycle's answer
+  cycle_stats stats_;
+};
+
+}  // namespace chorus::negotiation

@@ -1,0 +1,181 @@
+// Contributions and cycle resolution, common to the gossip and central strategies.
+#include "runtime/negotiation/ledger.hpp"
+
+#include <algorithm>
+
+#include "runtime/negotiation/diagnostics.hpp"
+
+namespace chorus::negotiation {
+
+negotiation_ledger::negotiation_ledger(int rank, int size, const negotiation_options& options)
+    : rank_(rank), size_(size), options_(options), stall_(options) {}
+
+void negotiation_ledger::local_ready(tensor_spec spec, actions& out) {
+  auto refuse = [&](errc code, std::string text) { out.rejected.push_back({spec.name, status{code, std::move(text)}}); };
+  if (failed_) return refuse(errc::shutdown, describe(spec) + ": negotiation stopped: " + failure_.message());
+  if (auto st = validate(spec, size_); !st.ok()) return refuse(st.code(), st.message());
+  if (auto id = registry_.find(spec.name)) {
+    const auto& registered = registry_.spec(*id);
+    if (auto field = first_difference(registered, spec)) {
+      return refuse(errc::mismatch, describe(spec) + ": " + *field + " " + field_value(spec, *field) +
+                                        " but the name was registered with " + field_value(registered, *field) +
+                                        " (a tensor name keeps its spec for the whole job)");
+    }
+    if (pending_ids_.test(*id)) {
+      return refuse(errc::invalid_argument, describe(spec) + ": enqueued again before the previous operation "
+                                                             "on this name was agreed");
+    }
+    pending_ids_.set(*id);
+    fresh_ids_ = true;
+    return;
+  }
+  if (local_names_.count(spec.name)) {
+    return refuse(errc::invalid_argument,
+                  describe(spec) + ": enqueued again before the previous operation on this name was agreed");
+  }
+  local_names_.emplace(spec.name, spec);
+  fresh_names_.push_back(std::move(spec));
+}
+
+void negotiation_ledger::submit_score(double score) {
+  fresh_score_ = std::min(score, fresh_score_.value_or(score));
+}
+
+bool negotiation_ledger::has_new() const {
+  if (failed_) return false;
+  return fresh_ids_ || !fresh_names_.empty() || fresh_score_ || shutdown_fresh_ || stall_.has_new();
+}
+
+gossip_message negotiation_ledger::contribution() {
+  gossip_message m;
+  pending_ids_.resize(registry_.size());
+  m.ready_and = pending_ids_;
+  m.ready_or = pending_ids_;
+  std::sort(fresh_names_.begin(), fresh_names_.end(), spec_less);
+  for (auto& spec : fresh_names_) {
+    announcement a{std::move(spec), {}};
+    a.ranks.set(static_cast<std::size_t>(rank_));
+    m.announced.push_back(std::move(a));
+  }
+  fresh_names_.clear();
+  fresh_ids_ = false;
+  stall_.contribute(m, pending_ids_, rank_);
+  if (fresh_score_) m.score_min = *fresh_score_;
+  fresh_score_.reset();
+  m.shutdown = shutdown_fresh_;
+  shutdown_fresh_ = false;
+  return m;
+}
+
+dynamic_bitmap negotiation_ledger::table_ranks(const std::vector<announcement>& groups) const {
+  dynamic_bitmap all;
+  for (const auto& g : groups) all.or_with(g.ranks);
+  return all;
+}
+
+void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, time_point now, actions& out) {
+  if (failed_) return;
+  dynamic_bitmap agreed = merged.ready_and;
+  agreed.resize(registry_.size());
+  std::vector<std::string> fatal;
+  auto warn = [&](const std::string& name, const tensor_spec& spec, const dynamic_bitmap& ready) {
+    out.warnings.push_back({cycle, name, rank_list(complement(ready, size_)),
+                            stall_message(spec, ready, size_, options_, false)});
+  };
+
+  // 1. Stall reports asked for at the end of the previous cycle (ids).
+  stall_.report_due().for_each_set([&](std::size_t i) {
+    auto id = static_cast<uint32_t>(i);
+    if (agreed.test(id)) return;
+    dynamic_bitmap ready;
+    auto rep = std::find_if(merged.reports.begin(), merged.reports.end(), [&](const stall_report& r) { return r.id == id; });
+    if (rep != merged.reports.end()) ready = rep->ranks;
+    if (stall_.abort_due().test(id)) {
+      fatal.push_back(stall_message(registry_.spec(id), ready, size_, options_, true));
+    } else if (auto* w = stall_.find(id); w && !w->warned) {
+      w->warned = true;
+      warn(registry_.spec(id).name, registry_.spec(id), ready);
+    }
+  });
+
+  // 2. Names: a name announced by every rank gets the next id (in name order) if all specs
+  //    agree, or one mismatch error otherwise.
+  for (const auto& a : merged.announced) {
+    auto& groups = table_[a.spec.name];
+    auto at = std::lower_bound(groups.begin(), groups.end(), a,
+                               [](const announcement& x, const announcement& y) { return spec_less(x.spec, y.spec); });
+    if (at != groups.end() && at->spec == a.spec) {
+      at->ranks.or_with(a.ranks);
+    } else {
+      groups.insert(at, a);
+    }
+  }
+  std::vector<uint32_t> new_ids;
+  for (auto it = table_.begin(); it != table_.end();) {
+    if (table_ranks(it->second).count() < static_cast<std::size_t>(size_)) {
+      ++it;
+      continue;
+    }
+    if (it->second.size() == 1) {
+      auto id = registry_.add(it->second.front().spec);
+      out.assigned.push_back({it->first, id, it->second.front().spec});
+      new_ids.push_back(id);
+    } else {
+      out.errors.push_back({cycle, it->first, mismatch_message(it->second)});
+    }
+    local_names_.erase(it->first);
+    it = table_.erase(it);
+  }
+
+  // 3. The batch: ids pending on every rank, in id order; new ids are the largest.
+  auto batch = agreed.to_vector();
+  batch.insert(batch.end(), new_ids.begin(), new_ids.end());
+  pending_ids_.and_not(agreed);
+  if (!batch.empty()) out.batches.push_back({cycle, std::move(batch)});
+
+  // 4. Stalled names carry their announcing ranks: warn or stop now.
+  for (const auto& name : merged.stalled_names) {
+    auto it = table_.find(name);
+    auto* w = stall_.find(name);
+    if (it == table_.end() || !w || w->warned) continue;
+    w->warned = true;
+    warn(name, it->second.front().spec, table_ranks(it->second));
+  }
+  for (const auto& name : merged.abort_names) {
+    auto it = table_.find(name);
+    if (it == table_.end()) continue;
+    fatal.push_back(stall_message(it->second.front().spec, table_ranks(it->second), size_, options_, true));
+  }
+
+  // 5. Stalled ids need one more cycle for the ranks' reports; then restart the clocks.
+  stall_.schedule(merged, agreed);
+  dynamic_bitmap pending = merged.ready_or;
+  pending.resize(registry_.size());
+  pending.and_not(agreed);
+  std::vector<std::string> names;
+  for (const auto& [name, groups] : table_) names.push_back(name);
+  stall_.observe(pending, names, now);
+
+  // 6. Agreed scalars.
+  if (merged.score_min < std::numeric_limits<double>::infinity()) out.scores.push_back({cycle, merged.score_min});
+  if (merged.shutdown && !out.shutdown_cycle) out.shutdown_cycle = cycle;
+  if (!fatal.empty()) {
+    std::string text;
+    for (const auto& f : fatal) text += (text.empty() ? "" : "; ") + f;
+    fail(status{errc::timeout, std::move(text)}, out);
+  }
+}
+
+std::optional<time_point> negotiation_ledger::next_deadline() const {
+  if (failed_) return std::nullopt;
+  return stall_.next_deadline();
+}
+
+void negotiation_ledger::fail(status error, actions& out) {
+  if (failed_) return;
+  failed_ = true;
+  failure_ = error;
+  out.fatal = std::move(error);
+}
+
+}  // namespace chorus::negotiation

@@ -1,0 +1,74 @@
+// negotiation_ledger: one rank's negotiation state, shared by both strategies. It knows what
+// this rank has pending, builds the rank's contribution when a cycle starts and, when the
+// strategy has merged every rank's contribution, resolves the cycle: assigns ids, reports
+// mismatches, forms the agreed batch and runs the stall inspector. The strategies only decide
+// how contributions travel (dissemination rounds, or through rank 0) and when cycles start;
+// the same merged state gives the same results on every rank and under either strategy.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/negotiation/bitmap.hpp"
+#include "runtime/negotiation/message.hpp"
+#include "runtime/negotiation/registry.hpp"
+#include "runtime/negotiation/stall_inspector.hpp"
+#include "runtime/negotiation/strategy.hpp"
+
+namespace chorus::negotiation {
+
+class negotiation_ledger {
+ public:
+  negotiation_ledger(int rank, int size, const negotiation_options& options);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const negotiation_options& options() const { return options_; }
+  const tensor_registry& registry() const { return registry_; }
+
+  /// A local operation became ready. Refusals (duplicate, registered with another spec,
+  /// invalid spec, stopped) go to out.rejected; everything else waits for the next cycle.
+  void local_ready(tensor_spec spec, actions& out);
+  void submit_score(double score);
+  void request_shutdown() { shutdown_fresh_ = true; }
+
+  /// Something not yet contributed to a cycle: the reason to start one.
+  bool has_new() const;
+  bool failed() const { return failed_; }
+
+  /// This rank's contribution to the cycle that starts now (payload only). Takes the fresh
+  /// items: what becomes ready after this call belongs to the next cycle.
+  gossip_message contribution();
+  /// End of a cycle: `merged` holds every rank's contribution. Identical merged states give
+  /// identical results (ids, errors, batch, warnings, fatal text) on every rank.
+  void resolve(const gossip_message& merged, uint64_t cycle, time_point now, actions& out);
+
+  void on_timer(time_point now) { stall_.on_timer(now); }
+  std::optional<time_point> next_deadline() const;
+  /// Stops negotiation with `error` (reported once in out.fatal).
+  void fail(status error, actions& out);
+
+ private:
+  dynamic_bitmap table_ranks(const std::vector<announcement>& groups) const;
+
+  int rank_;
+  int size_;
+  negotiation_options options_;
+  tensor_registry registry_;
+  // Local: what this rank has enqueued and not yet seen agreed.
+  dynamic_bitmap pending_ids_;
+  bool fresh_ids_ = false;
+  std::map<std::string, tensor_spec> local_names_;
+  std::vector<tensor_spec> fresh_names_;
+  std::optional<double> fresh_score_;
+  bool shutdown_fresh_ = false;
+  // Replicated: names announced by some ranks but not yet by all, per spec.
+  std::map<std::string, std::vector<announcement>> table_;
+  stall_inspector stall_;
+  bool failed_ = false;
+  status failure_;
+};
+
+}  // namespace chorus::negotiation

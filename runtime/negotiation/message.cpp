@@ -1,0 +1,155 @@
+// Merge and codec of negotiation messages.
+#include "runtime/negotiation/message.hpp"
+
+#include <algorithm>
+
+namespace chorus::negotiation {
+namespace {
+
+// Sorted union of two sorted vectors, combining equal elements with `join`.
+template <class T, class Less, class Join>
+void merge_sorted(std::vector<T>& into, const std::vector<T>& from, Less less, Join join) {
+  if (from.empty()) return;
+  std::vector<T> out;
+  out.reserve(into.size() + from.size());
+  auto a = into.begin();
+  auto b = from.begin();
+  while (a != into.end() || b != from.end()) {
+    if (b == from.end() || (a != into.end() && less(*a, *b))) {
+      out.push_back(std::move(*a++));
+    } else if (a == into.end() || less(*b, *a)) {
+      out.push_back(*b++);
+    } else {
+      join(*a, *b);
+      out.push_back(std::move(*a++));
+      ++b;
+    }
+  }
+  into = std::move(out);
+}
+
+constexpr std::size_t max_name_bytes = 1u << 16;
+
+}  // namespace
+
+void merge(gossip_message& into, const gossip_message& from) {
+  into.ready_and.and_with(from.ready_and);
+  into.ready_or.or_with(from.ready_or);
+  merge_sorted(
+      into.announced, from.announced,
+      [](const announcement& x, const announcement& y) { return spec_less(x.spec, y.spec); },
+      [](announcement& x, const announcement& y) { x.ranks.or_with(y.ranks); });
+  into.stall_query.or_with(from.stall_query);
+  into.stall_abort.or_with(from.stall_abort);
+  auto str_less = [](const std::string& x, const std::string& y) { return x < y; };
+  auto no_join = [](std::string&, const std::string&) {};
+  merge_sorted(into.stalled_names, from.stalled_names, str_less, no_join);
+  merge_sorted(into.abort_names, from.abort_names, str_less, no_join);
+  merge_sorted(
+      into.reports, from.reports, [](const stall_report& x, const stall_report& y) { return x.id < y.id; },
+      [](stall_report& x, const stall_report& y) { x.ranks.or_with(y.ranks); });
+  into.score_min = std::min(into.score_min, from.score_min);
+  into.shutdown = into.shutdown || from.shutdown;
+}
+
+void clear_payload(gossip_message& m) {
+  gossip_message empty;
+  empty.kind = m.kind;
+  empty.cycle = m.cycle;
+  empty.round = m.round;
+  empty.from = m.from;
+  m = std::move(empty);
+}
+
+std::vector<std::byte> encode(const gossip_message& m) {
+  std::vector<std::byte> out;
+  byte_writer w(out);
+  w.u8(static_cast<uint8_t>(m.kind));
+  w.varint(m.cycle);
+  w.varint(m.round);
+  w.svarint(m.from);
+  write(w, m.ready_and);
+  write(w, m.ready_or);
+  w.varint(m.announced.size());
+  for (const auto& a : m.announced) {
+    write(w, a.spec);
+    write(w, a.ranks);
+  }
+  write(w, m.stall_query);
+  write(w, m.stall_abort);
+  for (const auto* names : {&m.stalled_names, &m.abort_names}) {
+    w.varint(names->size());
+    for (const auto& n : *names) w.str(n);
+  }
+  w.varint(m.reports.size());
+  for (const auto& r : m.reports) {
+    w.varint(r.id);
+    write(w, r.ranks);
+  }
+  w.f64(m.score_min);
+  w.u8(m.shutdown ? 1 : 0);
+  return out;
+}
+
+result<gossip_message> decode_message(std::span<const std::byte> in) {
+  byte_reader r(in);
+  gossip_message m;
+  uint8_t kind = 0;
+  uint64_t round = 0;
+  int64_t from = 0;
+  r.u8(kind, "message kind");
+  if (r.ok() && kind > static_cast<uint8_t>(message_kind::answer)) {
+    r.fail("message kind", "unknown kind " + std::to_string(kind));
+  }
+  m.kind = static_cast<message_kind>(kind);
+  r.varint(m.cycle, "cycle");
+  r.varint(round, "round");
+  r.svarint(from, "sender");
+  if (r.ok() && (round > UINT32_MAX || from < -1 || from > INT32_MAX)) r.fail("header", "round or sender out of range");
+  m.round = static_cast<uint32_t>(round);
+  m.from = static_cast<int>(from);
+  read(r, m.ready_and);
+  read(r, m.ready_or);
+  std::size_t n = 0;
+  if (r.count(n, "announcement count")) {
+    m.announced.resize(n);
+    for (auto& a : m.announced) {
+      if (read(r, a.spec)) read(r, a.ranks);
+    }
+  }
+  read(r, m.stall_query);
+  read(r, m.stall_abort);
+  for (auto* names : {&m.stalled_names, &m.abort_names}) {
+    if (!r.count(n, "stalled name count")) break;
+    names->resize(n);
+    for (auto& name : *names) r.str(name, "stalled name", max_name_bytes);
+  }
+  if (r.count(n, "stall report count")) {
+    m.reports.resize(n);
+    for (auto& rep : m.reports) {
+      uint64_t id = 0;
+      if (r.varint(id, "stall report id") && id > UINT32_MAX) r.fail("stall report id", "id out of range");
+      rep.id = static_cast<uint32_t>(id);
+      read(r, rep.ranks);
+    }
+  }
+  uint8_t shutdown = 0;
+  r.f64(m.score_min, "score");
+  r.u8(shutdown, "shutdown flag");
+  m.shutdown = shutdown != 0;
+  if (r.ok() && r.remaining() != 0) r.fail("message", std::to_string(r.remaining()) + " trailing bytes");
+  // merge() relies on the sorted orders; a peer that breaks them is a protocol error.
+  auto by_spec = [](const announcement& x, const announcement& y) { return !spec_less(x.spec, y.spec); };
+  auto by_id = [](const stall_report& x, const stall_report& y) { return x.id >= y.id; };
+  auto by_name = [](const std::string& x, const std::string& y) { return x >= y; };
+  if (r.ok() && (std::adjacent_find(m.announced.begin(), m.announced.end(), by_spec) != m.announced.end() ||
+                 std::adjacent_find(m.reports.begin(), m.reports.end(), by_id) != m.reports.end() ||
+                 std::adjacent_find(m.stalled_names.begin(), m.stalled_names.end(), by_name) != m.stalled_names.end() ||
+                 std::adjacent_find(m.abort_names.begin(), m.abort_names.end(), by_name) != m.abort_names.end())) {
+    r.fail("message", "lists not sorted or not unique");
+  }
+  if (!r.ok()) return r.error();
+  return m;
+}
+
+}  // namespace chorus::negotiation

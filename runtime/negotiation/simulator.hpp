@@ -1,0 +1,101 @@
+// A deterministic in-process network for N negotiation strategies: a virtual clock, messages
+// delivered after a latency drawn from a seeded generator (so, with a latency range, in a
+// random but reproducible order), and timers fired at the times the strategies ask for.
+// Single-threaded. The negotiation tests use it, and so can the scale simulator (N = 1024):
+// only the wire is modelled, the strategies are the real ones.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/core/status.hpp"
+#include "runtime/negotiation/strategy.hpp"
+
+namespace chorus::negotiation {
+
+struct simulator_options {
+  std::string strategy = "gossip";  ///< "gossip" or "central"
+  negotiation_options negotiation;
+  /// One-way latency of each message, uniform in [min_latency, max_latency].
+  duration min_latency = std::chrono::microseconds(1);
+  duration max_latency = std::chrono::microseconds(1);
+  uint64_t seed = 1;
+  /// Pass every message through encode()/decode_message(), as the control plane would.
+  bool through_codec = false;
+};
+
+/// Everything one rank's strategy produced, in order.
+struct rank_record {
+  std::vector<id_assigned> assigned;
+  std::vector<agreed_batch> batches;
+  std::vector<spec_error> errors;
+  std::vector<stall_warning> warnings;
+  std::vector<rejected_enqueue> rejected;
+  std::vector<agreed_score> scores;
+  std::vector<cycle_stats> cycles;
+  std::optional<uint64_t> shutdown_cycle;
+  std::optional<status> fatal;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+};
+
+class simulator {
+ public:
+  /// errc::config for size < 1 or an unknown strategy.
+  static result<std::unique_ptr<simulator>> create(int size, const simulator_options& options);
+
+  int size() const { return static_cast<int>(ranks_.size()); }
+  time_point now() const { return now_; }
+
+  /// Local events on one rank, at now().
+  void enqueue(int rank, tensor_spec spec);
+  void submit_score(int rank, double score);
+  void request_shutdown(int rank);
+
+  /// Delivers messages and fires timers in time order until no message is in flight and
+  /// every rank is idle; false if that did not happen within `limit` of virtual time.
+  bool run_until_idle(duration limit = std::chrono::seconds(10));
+  /// Processes every event up to now() + d, then moves the clock there.
+  void run_for(duration d);
+
+  const rank_record& record(int rank) const { return records_[static_cast<std::size_t>(rank)]; }
+  negotiation_strategy& strategy(int rank) { return *ranks_[static_cast<std::size_t>(rank)]; }
+  uint64_t messages_in_flight() const { return in_flight_; }
+  /// Messages sent by all ranks since the start.
+  uint64_t messages_total() const { return total_sent_; }
+  /// "" when every rank produced the same ids, batches, errors, warnings and fatal text;
+  /// otherwise the first difference, e.g. "rank 3 batch 2: ids [4,5] but rank 0 has [4]".
+  std::string divergence() const;
+
+ private:
+  struct event {
+    time_point at;
+    uint64_t seq = 0;
+    int rank = -1;
+    std::optional<gossip_message> message;  // none: a timer
+    bool operator>(const event& o) const { return at != o.at ? at > o.at : seq > o.seq; }
+  };
+
+  simulator(const simulator_options& options) : options_(options), rng_(options.seed) {}
+  void apply(int rank, actions a);
+  void process(event e);
+  bool all_idle() const;
+
+  simulator_options options_;
+  std::vector<std::unique_ptr<negotiation_strategy>> ranks_;
+  std::vector<rank_record> records_;
+  std::vector<std::optional<time_point>> wake_;
+  std::priority_queue<event, std::vector<event>, std::greater<>> events_;
+  std::mt19937_64 rng_;
+  time_point now_{};
+  uint64_t seq_ = 0;
+  uint64_t in_flight_ = 0;
+  uint64_t total_sent_ = 0;
+};
+
+}  // namespace chorus::negotiation

@@ -1,0 +1,141 @@
+// The interface every negotiation strategy implements, as a pure, single-threaded state
+// machine: events in (a local tensor became ready, a message arrived, a timer fired), actions
+// out (messages to send, agreed ids, batches, errors, the next time to be woken). No I/O, no
+// threads, no clock reads: the caller passes the time. The negotiator actor is a thin wrapper
+// that forwards these; the scale simulator (simulator.hpp) drives N of them in one process.
+// Thread-safety: none; one owner calls one instance.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/core/status.hpp"
+#include "runtime/negotiation/message.hpp"
+#include "runtime/negotiation/registry.hpp"
+#include "runtime/negotiation/tensor_spec.hpp"
+
+namespace chorus::negotiation {
+
+using clock = std::chrono::steady_clock;
+using time_point = clock::time_point;
+using duration = clock::duration;
+
+/// Settings; must be equal on every rank (stall messages quote them).
+struct negotiation_options {
+  /// Lower bound between the starts of two cycles on one rank; a rank joining a cycle that
+  /// another rank started ignores it (CHORUS_CYCLE_TIME_MS, alias HOROVOD_CYCLE_TIME).
+  duration cycle_time = std::chrono::milliseconds(1);
+  /// A tensor pending somewhere but not everywhere for this long gets one stall_warning
+  /// naming the ranks that have not produced it; 0 = off (CHORUS_STALL_CHECK_TIME_SECONDS).
+  duration stall_warning_time = std::chrono::seconds(60);
+  /// After this long the job stops with that tensor's error on every rank; 0 = off
+  /// (CHORUS_STALL_SHUTDOWN_TIME_SECONDS).
+  duration stall_shutdown_time = duration::zero();
+};
+
+/// A message for rank `to`.
+struct outgoing_message {
+  int to = -1;
+  gossip_message message;
+};
+/// A name got an id; identical on every rank, in the same order.
+struct id_assigned {
+  std::string name;
+  uint32_t id = 0;
+  tensor_spec spec;
+};
+/// The ids agreed ready on every rank in one cycle, in increasing id order, identical on
+/// every rank. Only non-empty batches are reported.
+struct agreed_batch {
+  uint64_t cycle = 0;
+  std::vector<uint32_t> ids;
+};
+/// The ranks announced `name` with different specs: the operation on that name ends with
+/// errc::mismatch and this text on every rank (the same text everywhere).
+struct spec_error {
+  uint64_t cycle = 0;
+  std::string name;
+  std::string message;
+};
+/// `name` has waited longer than stall_warning_time; reported once, identically on every rank.
+struct stall_warning {
+  uint64_t cycle = 0;
+  std::string name;
+  std::vector<int> missing_ranks;  ///< ranks that have not produced it
+  std::string message;
+};
+/// A local enqueue refused at the boundary (only this rank): duplicate pending name,
+/// a registered name with another spec, an invalid spec, or the negotiation has stopped.
+struct rejected_enqueue {
+  std::string name;
+  status error;
+};
+/// The min-merged autotuner score of a cycle in which some rank submitted one.
+struct agreed_score {
+  uint64_t cycle = 0;
+  double score = 0;
+};
+/// What one rank did in one cycle, for metrics and the message-count invariants.
+struct cycle_stats {
+  uint64_t cycle = 0;
+  uint32_t messages_sent = 0;
+  uint32_t messages_received = 0;
+  time_point started;
+  time_point finished;
+};
+
+/// Everything a call produced. Consumers handle, in this order: `assigned`, `errors`,
+/// `batches` (a batch may name ids assigned in the same call), then the rest.
+struct actions {
+  std::vector<outgoing_message> send;
+  std::vector<id_assigned> assigned;
+  std::vector<spec_error> errors;
+  std::vector<agreed_batch> batches;
+  std::vector<stall_warning> warnings;
+  std::vector<rejected_enqueue> rejected;
+  std::vector<agreed_score> scores;
+  std::vector<cycle_stats> cycles;
+  std::optional<uint64_t> shutdown_cycle;  ///< the cycle in which a shutdown request was agreed
+  /// The job must stop (stall shutdown, protocol violation); same text on every rank for a
+  /// stall. After a fatal action the strategy ignores messages and rejects enqueues.
+  std::optional<status> fatal;
+  /// Call on_timer() at this time (cycle time lower bound, stall deadlines); none = no timer.
+  std::optional<time_point> wake_at;
+};
+
+class negotiation_strategy {
+ public:
+  virtual ~negotiation_strategy() = default;
+  /// A local operation on `spec.name` is ready to be reduced.
+  virtual actions local_ready(tensor_spec spec, time_point now) = 0;
+  /// A message from a peer, in any order relative to others.
+  virtual actions on_message(const gossip_message& message, time_point now) = 0;
+  /// The time asked for in wake_at has come (calling it earlier or more often is harmless).
+  virtual actions on_timer(time_point now) = 0;
+  /// Contributes this rank's autotuner window score to the next cycle (min-merged).
+  virtual actions submit_score(double score, time_point now) = 0;
+  /// Asks every rank to shut down; agreed in the next cycle (actions::shutdown_cycle).
+  virtual actions request_shutdown(time_point now) = 0;
+
+  /// Not in a cycle and nothing new to contribute.
+  virtual bool idle() const = 0;
+  /// Cycles this rank has finished.
+  virtual uint64_t cycles_done() const = 0;
+  virtual const tensor_registry& registry() const = 0;
+  virtual std::string_view strategy_name() const = 0;
+};
+
+/// "gossip" or "central" (CHORUS_NEGOTIATION); errc::config for anything else, or for a
+/// rank outside [0, size).
+result<std::unique_ptr<negotiation_strategy>> make_strategy(std::string_view name, int rank, int size,
+                                                            const negotiation_options& options);
+
+/// ceil(log2(size)): dissemination rounds per gossip cycle (0 for size 1).
+int gossip_rounds(int size);
+
+}  // namespace chorus::negotiation

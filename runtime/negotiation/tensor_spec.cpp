@@ -1,0 +1,142 @@
+// Tensor specs: comparison, printing for error messages, boundary checks and the codec.
+#include "runtime/negotiation/tensor_spec.hpp"
+
+#include <sstream>
+#include <tuple>
+
+namespace chorus {
+
+std::string_view name_of(collective_kind k) {
+  static constexpr std::string_view names[] = {"allreduce", "broadcast", "allgather", "reducescatter", "alltoall"};
+  auto i = static_cast<int>(k);
+  return i < collective_kind_count ? names[i] : "?";
+}
+
+std::string_view name_of(device_kind d) {
+  static constexpr std::string_view names[] = {"cpu", "cuda"};
+  auto i = static_cast<int>(d);
+  return i < device_kind_count ? names[i] : "?";
+}
+
+int64_t tensor_spec::num_elements() const {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+int64_t tensor_spec::byte_size() const { return num_elements() * static_cast<int64_t>(size_of(type)); }
+
+bool spec_less(const tensor_spec& a, const tensor_spec& b) {
+  return std::tie(a.name, a.kind, a.type, a.shape, a.op, a.root, a.device, a.process_set) <
+         std::tie(b.name, b.kind, b.type, b.shape, b.op, b.root, b.device, b.process_set);
+}
+
+std::optional<std::string> first_difference(const tensor_spec& a, const tensor_spec& b) {
+  if (a.kind != b.kind) return "collective";
+  if (a.type != b.type) return "dtype";
+  if (a.shape != b.shape) return "shape";
+  if (a.op != b.op) return "op";
+  if (a.root != b.root) return "root";
+  if (a.device != b.device) return "device";
+  if (a.process_set != b.process_set) return "process set";
+  return std::nullopt;
+}
+
+std::string field_value(const tensor_spec& s, std::string_view field) {
+  if (field == "collective") return std::string(name_of(s.kind));
+  if (field == "dtype") return std::string(name_of(s.type));
+  if (field == "shape") return format_shape(s.shape);
+  if (field == "op") return std::string(name_of(s.op));
+  if (field == "root") return std::to_string(s.root);
+  if (field == "device") return std::string(name_of(s.device));
+  if (field == "process set") return std::to_string(s.process_set);
+  return "?";
+}
+
+std::string format_shape(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+std::string describe(const tensor_spec& s) { return std::string(name_of(s.kind)) + "('" + s.name + "')"; }
+
+status validate(const tensor_spec& s, int world_size) {
+  if (s.name.empty()) return {errc::invalid_argument, std::string(name_of(s.kind)) + ": empty tensor name"};
+  for (auto d : s.shape) {
+    if (d < 0) {
+      return {errc::invalid_argument, describe(s) + ": negative dimension in shape " + format_shape(s.shape)};
+    }
+  }
+  if (s.kind == collective_kind::broadcast && (s.root < 0 || s.root >= world_size)) {
+    return {errc::invalid_argument, describe(s) + ": root " + std::to_string(s.root) +
+                                        " outside the job's ranks 0-" + std::to_string(world_size - 1)};
+  }
+  if (s.process_set < 0) {
+    return {errc::invalid_argument, describe(s) + ": negative process set " + std::to_string(s.process_set)};
+  }
+  return {};
+}
+
+void write(byte_writer& w, const tensor_spec& s) {
+  w.u8(static_cast<uint8_t>(s.kind));
+  w.u8(static_cast<uint8_t>(s.type));
+  w.u8(static_cast<uint8_t>(s.op));
+  w.u8(static_cast<uint8_t>(s.device));
+  w.svarint(s.root);
+  w.varint(static_cast<uint64_t>(s.process_set));
+  w.str(s.name);
+  w.varint(s.shape.size());
+  for (auto d : s.shape) w.svarint(d);
+}
+
+bool read(byte_reader& r, tensor_spec& s) {
+  uint8_t kind = 0, type = 0, op = 0, device = 0;
+  if (!r.u8(kind, "spec collective") || !r.u8(type, "spec dtype") || !r.u8(op, "spec op") ||
+      !r.u8(device, "spec device"))
+    return false;
+  if (kind >= collective_kind_count) return r.fail("spec collective", "unknown collective " + std::to_string(kind));
+  if (type >= dtype_count) return r.fail("spec dtype", "unknown dtype " + std::to_string(type));
+  if (op >= reduce_op_count) return r.fail("spec op", "unknown reduce op " + std::to_string(op));
+  if (device >= device_kind_count) return r.fail("spec device", "unknown device " + std::to_string(device));
+  s.kind = static_cast<collective_kind>(kind);
+  s.type = static_cast<dtype>(type);
+  s.op = static_cast<reduce_op>(op);
+  s.device = static_cast<device_kind>(device);
+  int64_t root = 0;
+  uint64_t pset = 0;
+  if (!r.svarint(root, "spec root") || !r.varint(pset, "spec process set")) return false;
+  if (root < -1 || root > INT32_MAX) return r.fail("spec root", "root " + std::to_string(root) + " out of range");
+  if (pset > INT32_MAX) return r.fail("spec process set", "process set " + std::to_string(pset) + " out of range");
+  s.root = static_cast<int>(root);
+  s.process_set = static_cast<int>(pset);
+  std::size_t ndim = 0;
+  if (!r.str(s.name, "spec name") || !r.count(ndim, "spec rank")) return false;
+  s.shape.resize(ndim);
+  for (auto& d : s.shape)
+    if (!r.svarint(d, "spec shape")) return false;
+  return true;
+}
+
+std::vector<std::byte> encode(const tensor_spec& s) {
+  std::vector<std::byte> out;
+  byte_writer w(out);
+  write(w, s);
+  return out;
+}
+
+result<tensor_spec> decode_tensor_spec(std::span<const std::byte> in) {
+  byte_reader r(in);
+  tensor_spec s;
+  if (!read(r, s)) return r.error();
+  if (r.remaining() != 0) {
+    r.fail("tensor spec", std::to_string(r.remaining()) + " trailing bytes");
+    return r.error();
+  }
+  return s;
+}
+
+}  // namespace chorus

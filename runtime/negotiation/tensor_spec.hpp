@@ -1,0 +1,78 @@
+// What a rank says about one collective operation when it first announces a tensor name:
+// the collective, dtype, shape, reduce op, root, device class and process set. Ranks must
+// agree on all of it; first_difference() names the field that differs. Specs travel in
+// gossip messages through the compact binary codec below.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/core/dtype.hpp"
+#include "runtime/core/status.hpp"
+#include "runtime/negotiation/byte_io.hpp"
+
+namespace chorus {
+
+enum class collective_kind : uint8_t { allreduce = 0, broadcast = 1, allgather = 2, reducescatter = 3, alltoall = 4 };
+inline constexpr int collective_kind_count = 5;
+
+enum class device_kind : uint8_t { cpu = 0, cuda = 1 };
+inline constexpr int device_kind_count = 2;
+
+/// "allreduce", "broadcast", ...
+std::string_view name_of(collective_kind k);
+/// "cpu", "cuda"
+std::string_view name_of(device_kind d);
+
+/// One operation on one named tensor, as one rank enqueued it.
+struct tensor_spec {
+  std::string name;                                 ///< unique per operation in the job
+  collective_kind kind = collective_kind::allreduce;
+  dtype type = dtype::f32;
+  std::vector<int64_t> shape;                       ///< empty = scalar (one element)
+  reduce_op op = reduce_op::sum;                    ///< meaningful for allreduce/reducescatter
+  int root = -1;                                    ///< broadcast root rank, -1 otherwise
+  device_kind device = device_kind::cpu;
+  int process_set = 0;                              ///< 0 = all ranks of the job
+
+  bool operator==(const tensor_spec&) const = default;
+  /// Product of the dimensions (1 for a scalar).
+  int64_t num_elements() const;
+  /// num_elements() * bytes per element.
+  int64_t byte_size() const;
+};
+
+/// A total order on specs (name first), so every rank sorts announcements alike.
+bool spec_less(const tensor_spec& a, const tensor_spec& b);
+
+/// The first field in which two specs differ, by these names, in this order: "collective",
+/// "dtype", "shape", "op", "root", "device", "process set". Names are not compared.
+std::optional<std::string> first_difference(const tensor_spec& a, const tensor_spec& b);
+
+/// The value of a field named as by first_difference(), printed for a human:
+/// shape "[512,256]", dtype "f32", op "sum", root "0", collective "allreduce", device "cpu".
+std::string field_value(const tensor_spec& s, std::string_view field);
+
+/// "[512,256]"; "[]" for a scalar.
+std::string format_shape(const std::vector<int64_t>& shape);
+
+/// "allreduce('fc1.weight')": how errors name an operation.
+std::string describe(const tensor_spec& s);
+
+/// Checks what a single rank can check at the API boundary: a name, no negative dimension,
+/// a root inside [0, world_size) for broadcast. errc::invalid_argument otherwise.
+status validate(const tensor_spec& s, int world_size);
+
+/// Compact binary form: u8 kind | u8 dtype | u8 op | u8 device | svarint root |
+/// varint process_set | string name | varint ndim | svarint dims...
+void write(byte_writer& w, const tensor_spec& s);
+bool read(byte_reader& r, tensor_spec& s);
+std::vector<std::byte> encode(const tensor_spec& s);
+/// errc::protocol on truncated input, unknown enum values or trailing bytes.
+result<tensor_spec> decode_tensor_spec(std::span<const std::byte> in);
+
+}  // namespace chorus

@@ -1,0 +1,775 @@
+// The real chunk ops (ring allreduce, recursive doubling, chain broadcast, ring allgather)
+// driven by the real engine over the deterministic local fabric: every dtype and reduce_op
+// against an independent reference, ranks starting in random orders (early-frame replay),
+// several ops in flight, mismatched ops, killed ranks, and the fabric's own contract.
+// Randomised: each test prints its seed; CHORUS_TEST_SEED=<n> re-runs with another base seed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "runtime/collectives/engine.hpp"
+#include "runtime/collectives/exchange_op.hpp"
+#include "runtime/collectives/ring_op.hpp"
+#include "runtime/core/half.hpp"
+#include "runtime/transport/local/local_transport.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+
+// ---- seeds ------------------------------------------------------------------------------------
+
+uint64_t seed_for(uint64_t salt) {
+  const char* s = std::getenv("CHORUS_TEST_SEED");
+  uint64_t base = s ? std::strtoull(s, nullptr, 0) : 0x5eed;
+  uint64_t seed = base * 0x9e3779b97f4a7c15ull + salt;
+  std::printf("seed=%llu (base %llu; CHORUS_TEST_SEED overrides the base)\n", static_cast<unsigned long long>(seed),
+              static_cast<unsigned long long>(base));
+  return seed;
+}
+
+// ---- values and the reference -----------------------------------------------------------------
+
+const dtype all_dtypes[] = {dtype::f16, dtype::bf16, dtype::f32, dtype::f64, dtype::i32, dtype::i64, dtype::u8};
+const reduce_op all_ops[] = {reduce_op::sum, reduce_op::average, reduce_op::min, reduce_op::max, reduce_op::product};
+
+bool is_float(dtype t) { return t == dtype::f16 || t == dtype::bf16 || t == dtype::f32 || t == dtype::f64; }
+
+template <class T>
+T load(const std::byte* p, std::size_t i) {
+  T v;
+  std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+  return v;
+}
+template <class T>
+void store(std::byte* p, std::size_t i, T v) {
+  std::memcpy(p + i * sizeof(T), &v, sizeof(T));
+}
+
+double load_float(dtype t, const std::byte* p, std::size_t i) {
+  switch (t) {
+    case dtype::f16: return f16_to_f32(load<uint16_t>(p, i));
+    case dtype::bf16: return bf16_to_f32(load<uint16_t>(p, i));
+    case dtype::f32: return load<float>(p, i);
+    default: return load<double>(p, i);
+  }
+}
+// `v` is exact in every float type here, except an f32 quotient that the 16-bit types round.
+void store_float(dtype t, std::byte* p, std::size_t i, double v) {
+  switch (t) {
+    case dtype::f16: return store<uint16_t>(p, i, f32_to_f16(static_cast<float>(v)));
+    case dtype::bf16: return store<uint16_t>(p, i, f32_to_bf16(static_cast<float>(v)));
+    case dtype::f32: return store<float>(p, i, static_cast<float>(v));
+    default: return store<double>(p, i, v);
+  }
+}
+
+// Inputs whose float reductions are exact in any order: small integers (|sum| <= 9 * 16 fits
+// the 8 significant bits of bf16), and for product powers of two (and rare zeros). Integer
+// types get arbitrary bits: their sum and product wrap, which is order-independent.
+void fill_input(dtype t, reduce_op op, std::byte* p, std::size_t count, std::mt19937_64& rng) {
+  for (std::size_t i = 0; i < count; ++i) {
+    switch (t) {
+      case dtype::u8: store<uint8_t>(p, i, static_cast<uint8_t>(rng())); break;
+      case dtype::i32: store<int32_t>(p, i, static_cast<int32_t>(rng())); break;
+      case dtype::i64: store<int64_t>(p, i, static_cast<int64_t>(rng())); break;
+      default: {
+        static const int factors[] = {-2, -1, 1, 2};
+        int v = op == reduce_op::product ? (rng() % 64 == 0 ? 0 : factors[rng() % 4])
+                                         : static_cast<int>(rng() % 33) - 16;
+        store_float(t, p, i, v);
+      }
+    }
+  }
+}
+
+template <class T>
+void integer_reference(reduce_op op, const std::vector<const std::byte*>& in, std::byte* out, std::size_t count) {
+  using U = std::make_unsigned_t<T>;  // integer sum and product wrap modulo 2^bits
+  const int n = static_cast<int>(in.size());
+  for (std::size_t i = 0; i < count; ++i) {
+    T acc = load<T>(in[0], i);
+    for (int r = 1; r < n; ++r) {
+      T x = load<T>(in[r], i);
+      switch (op) {
+        case reduce_op::sum:
+        case reduce_op::average: acc = static_cast<T>(static_cast<U>(acc) + static_cast<U>(x)); break;
+        case reduce_op::product: acc = static_cast<T>(static_cast<U>(acc) * static_cast<U>(x)); break;
+        case reduce_op::min: acc = std::min(acc, x); break;
+        case reduce_op::max: acc = std::max(acc, x); break;
+      }
+    }
+    if (op == reduce_op::average) acc = static_cast<T>(acc / static_cast<T>(n));  // truncates toward zero
+    store<T>(out, i, acc);
+  }
+}
+
+void float_reference(dtype t, reduce_op op, const std::vector<const std::byte*>& in, std::byte* out,
+                     std::size_t count) {
+  const int n = static_cast<int>(in.size());
+  for (std::size_t i = 0; i < count; ++i) {
+    double acc = load_float(t, in[0], i);
+    for (int r = 1; r < n; ++r) {
+      double x = load_float(t, in[r], i);
+      switch (op) {
+        case reduce_op::sum:
+        case reduce_op::average: acc += x; break;
+        case reduce_op::product: acc *= x; break;
+        case reduce_op::min: acc = std::min(acc, x); break;
+        case reduce_op::max: acc = std::max(acc, x); break;
+      }
+    }
+    if (op == reduce_op::average)  // the exact sum, divided once; 16-bit types divide in f32
+      acc = t == dtype::f64 ? acc / n : static_cast<double>(static_cast<float>(acc) / static_cast<float>(n));
+    store_float(t, out, i, acc);
+  }
+}
+
+void reference(dtype t, reduce_op op, const std::vector<const std::byte*>& in, std::byte* out, std::size_t count) {
+  switch (t) {
+    case dtype::i32: return integer_reference<int32_t>(op, in, out, count);
+    case dtype::i64: return integer_reference<int64_t>(op, in, out, count);
+    case dtype::u8: return integer_reference<uint8_t>(op, in, out, count);
+    default: return float_reference(t, op, in, out, count);
+  }
+}
+
+// ---- one collective on every rank -------------------------------------------------------------
+
+enum class algo { ring_allreduce, recursive_doubling, broadcast, ring_allgather };
+const algo all_algos[] = {algo::ring_allreduce, algo::recursive_doubling, algo::broadcast, algo::ring_allgather};
+
+const char* name_of(algo a) {
+  switch (a) {
+    case algo::ring_allreduce: return "ring_allreduce";
+    case algo::recursive_doubling: return "recursive_doubling";
+    case algo::broadcast: return "broadcast";
+    case algo::ring_allgather: return "ring_allgather";
+  }
+  return "?";
+}
+
+struct op_spec {
+  algo kind = algo::ring_allreduce;
+  dtype type = dtype::f32;
+  reduce_op op = reduce_op::sum;
+  std::size_t count = 0;          // elements (allgather: rank r contributes count + r % 3)
+  std::size_t segment_bytes = 4;
+  int root = 0;
+  uint64_t sequence = 0;
+  int stream = 0;
+};
+
+std::string describe(const op_spec& s, int n) {
+  return std::string(name_of(s.kind)) + " n=" + std::to_string(n) + " " + std::string(name_of(s.type)) + " " +
+         std::string(name_of(s.op)) + " count=" + std::to_string(s.count) + " segment=" +
+         std::to_string(s.segment_bytes) + " root=" + std::to_string(s.root) + " seq=" + std::to_string(s.sequence) +
+         " stream=" + std::to_string(s.stream);
+}
+
+// Every rank's buffer of one op, what it should hold afterwards, and what `done` reported.
+struct collective_case {
+  op_spec spec;
+  int n = 0;
+  std::vector<std::vector<std::byte>> buf, expected;
+  std::vector<std::vector<std::size_t>> counts;  // allgather: each rank's view of the counts
+  std::vector<int> calls;
+  std::vector<status> result;
+
+  collective_case(const op_spec& s, int size, std::mt19937_64& rng) : spec(s), n(size), calls(size, 0), result(size) {
+    const std::size_t e = size_of(s.type);
+    std::vector<std::size_t> c(n, s.count);
+    if (s.kind == algo::ring_allgather)
+      for (int r = 0; r < n; ++r) c[r] = s.count + r % 3;
+    counts.assign(n, c);
+    std::size_t total = s.count;
+    if (s.kind == algo::ring_allgather) total = std::accumulate(c.begin(), c.end(), std::size_t{0});
+    buf.assign(n, std::vector<std::byte>(total * e, std::byte{0xEE}));
+    expected.assign(n, std::vector<std::byte>(total * e));
+    std::vector<const std::byte*> in;
+    for (int r = 0; r < n; ++r) {
+      if (s.kind == algo::ring_allgather) {
+        std::size_t at = 0;
+        for (int b = 0; b < r; ++b) at += c[b];
+        fill_input(s.type, s.op, buf[r].data() + at * e, c[r], rng);
+        if (c[r]) std::memcpy(expected[0].data() + at * e, buf[r].data() + at * e, c[r] * e);
+      } else if (s.kind != algo::broadcast || r == s.root) {
+        fill_input(s.type, s.op, buf[r].data(), s.count, rng);
+      }
+      in.push_back(buf[r].data());
+    }
+    if (s.kind == algo::broadcast) expected[0] = buf[s.root];
+    if (s.kind == algo::ring_allreduce || s.kind == algo::recursive_doubling)
+      reference(s.type, s.op, in, expected[0].data(), s.count);
+    for (int r = 1; r < n; ++r) expected[r] = expected[0];
+  }
+
+  std::unique_ptr<chunk_op> make(int r) {
+    const auto& s = spec;
+    switch (s.kind) {
+      case algo::ring_allreduce:
+        return make_ring_allreduce(s.sequence, s.stream, r, n, buf[r].data(), s.count, s.type, s.op, s.segment_bytes);
+      case algo::recursive_doubling:
+        return std::make_unique<exchange_op>(s.sequence, s.stream, r, n, buf[r].data(), s.count, s.type, s.op);
+      case algo::broadcast:
+        return std::make_unique<broadcast_op>(s.sequence, s.stream, r, n, buf[r].data(), buf[r].size(), s.root,
+                                              s.segment_bytes);
+      case algo::ring_allgather:
+        return make_ring_allgather(s.sequence, s.stream, r, n, buf[r].data(), counts[r], s.type, s.segment_bytes);
+    }
+    return nullptr;
+  }
+
+  engine::done_fn done(int r) {
+    return [this, r](const status& st) {
+      ++calls[r];
+      result[r] = st;
+    };
+  }
+
+  // Each rank's done ran exactly once, successfully, and left the expected bytes.
+  void expect_success() const {
+    for (int r = 0; r < n; ++r) {
+      SCOPED_TRACE(describe(spec, n) + " rank=" + std::to_string(r));
+      EXPECT_EQ(calls[r], 1);
+      EXPECT_TRUE(result[r].ok()) << result[r].to_string();
+      if (buf[r] == expected[r]) continue;
+      std::size_t e = size_of(spec.type), i = 0;
+      while (std::memcmp(buf[r].data() + i * e, expected[r].data() + i * e, e) == 0) ++i;
+      ADD_FAILURE() << "element " << i << " differs"
+                    << (is_float(spec.type) ? ": got " + std::to_string(load_float(spec.type, buf[r].data(), i)) +
+                                                  ", expected " +
+                                                  std::to_string(load_float(spec.type, expected[r].data(), i))
+                                            : std::string());
+    }
+  }
+};
+
+// ---- ranks on one fabric ----------------------------------------------------------------------
+
+struct cluster {
+  cluster(int n, int streams, uint64_t seed, bool threaded = false)
+      : fabric(local::fabric_options{n, streams, 0xC0DE, 64u << 20, threaded, local::random_delay(seed, 1000ns)}) {
+    for (int r = 0; r < n; ++r) engines.push_back(std::make_unique<engine>(fabric.endpoint(r)));
+    for (int r = 0; r < n; ++r) fabric.endpoint(r).start(engines[r].get());
+  }
+  ~cluster() { fabric.stop(); }  // before the engines go: no task may reach them afterwards
+  int size() const { return fabric.size(); }
+  void start(collective_case& k, int r) { engines[r]->run(k.make(r), k.done(r)); }
+
+  local::local_fabric fabric;
+  std::vector<std::unique_ptr<engine>> engines;
+};
+
+// Starts every case on every rank, each rank in its own random order, with a random number of
+// executor steps between two starts (frames often reach a rank before its op exists, which
+// exercises the engine's early-frame replay), then runs the fabric dry.
+void run_cases(cluster& c, const std::vector<collective_case*>& cases, std::mt19937_64& rng) {
+  const int n = c.size();
+  std::vector<std::vector<collective_case*>> order(n, cases);
+  for (auto& o : order) std::shuffle(o.begin(), o.end(), rng);
+  std::vector<std::size_t> next(n, 0);
+  for (;;) {
+    std::vector<int> ready;
+    for (int r = 0; r < n; ++r)
+      if (next[r] < cases.size()) ready.push_back(r);
+    if (ready.empty()) break;
+    int r = ready[rng() % ready.size()];
+    c.start(*order[r][next[r]++], r);
+    c.fabric.run_until_idle(rng() % 16);
+  }
+  c.fabric.run_until_idle();
+  EXPECT_EQ(c.fabric.queued(), 0u);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(c.engines[r]->in_flight(), 0u) << "rank " << r;
+}
+
+std::size_t segment_for(std::size_t count, std::size_t elem, std::mt19937_64& rng) {
+  // Many segments per block, sometimes not a multiple of the element size (the op rounds down).
+  std::size_t elems = count >= 1000 ? 1 + rng() % 8 : 1 + rng() % 2;
+  return elems * elem + (rng() % 2 ? rng() % elem : 0);
+}
+
+// ---- every dtype x every reduce_op ------------------------------------------------------------
+
+class allreduce_exact : public ::testing::TestWithParam<std::tuple<dtype, reduce_op>> {};
+
+TEST_P(allreduce_exact, every_size_count_and_algorithm) {
+  auto [t, op] = GetParam();
+  std::mt19937_64 rng(seed_for(static_cast<uint64_t>(t) * 16 + static_cast<uint64_t>(op)));
+  for (int n = 1; n <= 9; ++n) {
+    cluster c(n, 2, rng());
+    std::deque<collective_case> cases;
+    uint64_t seq = 0;
+    for (std::size_t count : {0, 1, 7, 1000}) {
+      for (algo a : {algo::ring_allreduce, algo::recursive_doubling}) {
+        op_spec s{a, t, op, count, segment_for(count, size_of(t), rng), 0, seq, static_cast<int>(seq % 2)};
+        ++seq;
+        cases.emplace_back(s, n, rng);
+      }
+    }
+    std::vector<collective_case*> all;
+    for (auto& k : cases) all.push_back(&k);
+    run_cases(c, all, rng);
+    for (auto& k : cases) k.expect_success();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(dtypes_and_ops, allreduce_exact,
+                         ::testing::Combine(::testing::ValuesIn(all_dtypes), ::testing::ValuesIn(all_ops)),
+                         [](const auto& info) {
+                           return std::string(name_of(std::get<0>(info.param))) + "_" +
+                                  std::string(name_of(std::get<1>(info.param)));
+                         });
+
+class copy_collectives : public ::testing::TestWithParam<dtype> {};
+
+TEST_P(copy_collectives, broadcast_from_any_root_and_allgatherv) {
+  const dtype t = GetParam();
+  std::mt19937_64 rng(seed_for(100 + static_cast<uint64_t>(t)));
+  for (int n = 1; n <= 9; ++n) {
+    cluster c(n, 3, rng());
+    std::deque<collective_case> cases;
+    uint64_t seq = 1000;
+    for (std::size_t count : {0, 1, 7, 1000}) {
+      for (algo a : {algo::broadcast, algo::ring_allgather}) {
+        op_spec s{a, t, reduce_op::sum, count, segment_for(count, size_of(t), rng), static_cast<int>(rng() % n), seq,
+                  static_cast<int>(seq % 3)};
+        ++seq;
+        cases.emplace_back(s, n, rng);
+      }
+    }
+    std::vector<collective_case*> all;
+    for (auto& k : cases) all.push_back(&k);
+    run_cases(c, all, rng);
+    for (auto& k : cases) k.expect_success();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(dtypes, copy_collectives, ::testing::ValuesIn(all_dtypes),
+                         [](const auto& info) { return std::string(name_of(info.param)); });
+
+// ---- start order ------------------------------------------------------------------------------
+
+class late_rank : public ::testing::TestWithParam<algo> {};
+
+// One rank starts only after every frame the others could send has arrived: everything it
+// receives is replayed from the engine's early frames.
+TEST_P(late_rank, receives_everything_early_and_still_completes) {
+  std::mt19937_64 rng(seed_for(200 + static_cast<uint64_t>(GetParam())));
+  for (int n = 2; n <= 9; ++n) {
+    for (int late : {0, n / 2, n - 1}) {
+      SCOPED_TRACE("late rank " + std::to_string(late));
+      cluster c(n, 1, rng());
+      op_spec s{GetParam(), dtype::i32, reduce_op::sum, 100, 8, 1 % n, 7, 0};
+      collective_case k(s, n, rng);
+      for (int r = 0; r < n; ++r)
+        if (r != late) c.start(k, r);
+      c.fabric.run_until_idle();
+      EXPECT_EQ(k.calls[late], 0);
+      c.start(k, late);
+      c.fabric.run_until_idle();
+      k.expect_success();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(algos, late_rank, ::testing::ValuesIn(all_algos),
+                         [](const auto& info) { return std::string(name_of(info.param)); });
+
+class many_in_flight : public ::testing::TestWithParam<int> {};
+
+TEST_P(many_in_flight, mixed_ops_on_several_streams_in_random_orders) {
+  std::mt19937_64 rng(seed_for(300 + GetParam()));
+  const int n = 2 + static_cast<int>(rng() % 8);
+  cluster c(n, 3, rng());
+  std::deque<collective_case> cases;
+  for (uint64_t seq = 0; seq < 12; ++seq) {
+    op_spec s{all_algos[rng() % 4], all_dtypes[rng() % 7], all_ops[rng() % 5], rng() % 300, 0,
+              static_cast<int>(rng() % n), 1000 + seq * 7, static_cast<int>(rng() % 3)};
+    s.segment_bytes = segment_for(s.count, size_of(s.type), rng);
+    cases.emplace_back(s, n, rng);
+  }
+  std::vector<collective_case*> all;
+  for (auto& k : cases) all.push_back(&k);
+  run_cases(c, all, rng);
+  for (auto& k : cases) k.expect_success();
+}
+
+INSTANTIATE_TEST_SUITE_P(seeds, many_in_flight, ::testing::Range(0, 12));
+
+// ---- failures -----------------------------------------------------------------------------
+
+op_spec failure_spec(algo a, std::size_t count) {
+  return op_spec{a, dtype::f32, reduce_op::sum, count, a == algo::broadcast ? 8u : 12u, 0, 77, 0};
+}
+
+// One rank runs the op with one more element than the others. Ranks that receive a frame that
+// does not fit end with errc::protocol; a rank that expects bytes nobody sends stays pending
+// (see undetected_mismatch below). Either way the runtime then gives up on the stuck ranks
+// (fail_all, as at shutdown or from a stall inspector) or the failed ranks go away (kill).
+class mismatch : public ::testing::TestWithParam<std::tuple<algo, bool, bool>> {};
+
+TEST_P(mismatch, detected_as_protocol_and_nobody_hangs) {
+  auto [a, resolve_by_kill, odd_rank_starts_last] = GetParam();
+  std::mt19937_64 rng(seed_for(400 + static_cast<uint64_t>(a) * 4 + resolve_by_kill * 2 + odd_rank_starts_last));
+  int detected = 0;
+  for (int n = 2; n <= 6; ++n) {
+    for (int odd = 0; odd < n; ++odd) {
+      SCOPED_TRACE(std::string(name_of(a)) + " n=" + std::to_string(n) + " odd rank " + std::to_string(odd));
+      cluster c(n, 1, rng());
+      collective_case k(failure_spec(a, 7), n, rng);
+      collective_case wide(failure_spec(a, 8), n, rng);
+      auto start = [&](int r) { c.engines[r]->run((r == odd ? wide : k).make(r), k.done(r)); };
+      for (int r = 0; r < n; ++r)
+        if (r != odd || !odd_rank_starts_last) start(r);
+      c.fabric.run_until_idle();
+      if (odd_rank_starts_last) start(odd);
+      c.fabric.run_until_idle();
+
+      std::vector<int> failed_or_stuck;
+      for (int r = 0; r < n; ++r) {
+        if (k.calls[r] == 1 && k.result[r].ok()) continue;
+        failed_or_stuck.push_back(r);
+        if (k.calls[r] == 0) continue;
+        ++detected;
+        EXPECT_EQ(k.result[r].code(), errc::protocol) << k.result[r].to_string();
+        EXPECT_NE(k.result[r].message().find("does not fit chunk 77"), std::string::npos) << k.result[r].message();
+      }
+      ASSERT_FALSE(failed_or_stuck.empty()) << "every rank succeeded despite the mismatch";
+      for (int r : failed_or_stuck) {
+        if (resolve_by_kill) c.fabric.kill(r);
+        else if (k.calls[r] == 0) c.engines[r]->fail_all(status{errc::shutdown, "test gives up"});
+      }
+      c.fabric.run_until_idle();
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(k.calls[r], 1) << "rank " << r;
+        EXPECT_EQ(c.engines[r]->in_flight(), 0u) << "rank " << r;
+      }
+    }
+  }
+  EXPECT_GT(detected, 0) << "no configuration exercised detection";
+}
+
+INSTANTIATE_TEST_SUITE_P(algos, mismatch,
+                         ::testing::Combine(::testing::ValuesIn(all_algos), ::testing::Bool(), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(name_of(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_kill" : "_fail_all") +
+                                  (std::get<2>(info.param) ? "_odd_last" : "_odd_first");
+                         });
+
+class killed_rank : public ::testing::TestWithParam<algo> {};
+
+TEST_P(killed_rank, every_other_rank_ends_with_connection_lost_naming_it) {
+  const algo a = GetParam();
+  std::mt19937_64 rng(seed_for(500 + static_cast<uint64_t>(a)));
+  for (int n : {2, 3, 5, 8, 9}) {
+    const int victim = static_cast<int>(rng() % n);
+    SCOPED_TRACE(std::string(name_of(a)) + " n=" + std::to_string(n) + " victim " + std::to_string(victim));
+    cluster c(n, 2, rng());
+    collective_case k(failure_spec(a, 1000), n, rng);
+    for (int r = 0; r < n; ++r) c.start(k, r);
+    c.fabric.run_until_idle(rng() % (a == algo::recursive_doubling ? 2 : 200));
+    for (int r = 0; r < n; ++r) ASSERT_EQ(k.calls[r], 0) << "rank " << r << " finished before the kill";
+    c.fabric.kill(victim);
+    c.fabric.run_until_idle();
+    EXPECT_TRUE(c.fabric.killed(victim));
+    const std::string name = "rank " + std::to_string(victim) + " was killed";
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(k.calls[r], 1) << "rank " << r;
+      EXPECT_EQ(k.result[r].code(), errc::connection_lost) << "rank " << r << ": " << k.result[r].to_string();
+      EXPECT_NE(k.result[r].message().find(name), std::string::npos) << k.result[r].message();
+    }
+    // Later ops fail at once with the same reason.
+    const int live = (victim + 1) % n;
+    collective_case later(failure_spec(a, 10), n, rng);
+    later.spec.sequence = 78;
+    c.start(later, live);
+    EXPECT_EQ(later.calls[live], 1);
+    EXPECT_EQ(later.result[live].code(), errc::connection_lost);
+    c.fabric.run_until_idle();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(algos, killed_rank, ::testing::ValuesIn(all_algos),
+                         [](const auto& info) { return std::string(name_of(info.param)); });
+
+TEST(threaded_fabric, runs_the_same_ops_on_its_executor_thread) {
+  std::mt19937_64 rng(seed_for(600));
+  const int n = 5;
+  cluster c(n, 2, rng(), /*threaded=*/true);
+  std::deque<collective_case> cases;
+  for (uint64_t seq = 0; seq < 8; ++seq)
+    cases.emplace_back(op_spec{all_algos[seq % 4], dtype::i64, reduce_op::sum, 500, 24, 2, seq, static_cast<int>(seq % 2)},
+                       n, rng);
+  for (int r = 0; r < n; ++r)
+    c.fabric.endpoint(r).post([&, r] {
+      for (auto& k : cases) c.start(k, r);
+    });
+  ASSERT_TRUE(c.fabric.wait_idle(20s));
+  for (auto& k : cases) k.expect_success();
+}
+
+TEST(threaded_fabric, kill_from_another_thread_ends_every_op_once) {
+  std::mt19937_64 rng(seed_for(601));
+  const int n = 6;
+  cluster c(n, 2, rng(), /*threaded=*/true);
+  std::deque<collective_case> cases;
+  for (uint64_t seq = 0; seq < 4; ++seq)
+    cases.emplace_back(op_spec{all_algos[seq % 4], dtype::f32, reduce_op::sum, 2000, 8, 0, seq, 0}, n, rng);
+  for (int r = 0; r < n; ++r)
+    c.fabric.endpoint(r).post([&, r] {
+      for (auto& k : cases) c.start(k, r);
+    });
+  c.fabric.kill(3);  // races with the executor on purpose: ops may be anywhere
+  ASSERT_TRUE(c.fabric.wait_idle(20s));
+  for (auto& k : cases)
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(k.calls[r], 1) << describe(k.spec, n) << " rank " << r;
+      if (!k.result[r].ok()) EXPECT_EQ(k.result[r].code(), errc::connection_lost) << k.result[r].to_string();
+    }
+  for (int r = 0; r < n; ++r) c.fabric.endpoint(r).close(0ms);
+}
+
+// ---- problems found in existing code ----------------------------------------------------------
+
+// Regression test for a bug in runtime/collectives/engine.cpp, engine::run: `done` was moved
+// into the map entry's temporary before emplace() found the sequence taken, so the duplicate's
+// `done` was empty and calling it threw std::bad_function_call instead of reporting
+// errc::internal. (Fixed in the tree by checking active_.count(seq) before the move.)
+TEST(engine_contract, duplicate_sequence_ends_the_second_op_with_internal) {
+  std::mt19937_64 rng(seed_for(700));
+  cluster c(2, 1, rng());
+  collective_case first(failure_spec(algo::ring_allreduce, 10), 2, rng);
+  collective_case dup(failure_spec(algo::ring_allreduce, 10), 2, rng);
+  c.start(first, 0);
+  EXPECT_NO_THROW(c.start(dup, 0));
+  EXPECT_EQ(dup.calls[0], 1);
+  EXPECT_EQ(dup.result[0].code(), errc::internal) << dup.result[0].to_string();
+  c.start(first, 1);
+  c.fabric.run_until_idle();
+  first.expect_success();
+}
+
+// EXPOSES A BUG in runtime/collectives/exchange_op.cpp, exchange_op::apply: partners combine
+// as (mine op theirs), and min/max of -0 and +0 return the second operand, so the two partners
+// end with different bits, against the header's "all ranks end with identical bits".
+class signed_zero : public ::testing::TestWithParam<std::tuple<algo, reduce_op>> {};
+
+TEST_P(signed_zero, min_and_max_leave_identical_bits_on_every_rank) {
+  auto [a, op] = GetParam();
+  std::mt19937_64 rng(seed_for(800));
+  cluster c(2, 1, rng());
+  op_spec s{a, dtype::f32, op, 1, 4, 0, 5, 0};
+  collective_case k(s, 2, rng);
+  store<float>(k.buf[0].data(), 0, -0.0f);
+  store<float>(k.buf[1].data(), 0, +0.0f);
+  for (int r = 0; r < 2; ++r) c.start(k, r);
+  c.fabric.run_until_idle();
+  EXPECT_EQ(k.buf[0], k.buf[1]) << "rank 0 holds " << (std::signbit(load<float>(k.buf[0].data(), 0)) ? "-0" : "+0")
+                                << ", rank 1 holds " << (std::signbit(load<float>(k.buf[1].data(), 0)) ? "-0" : "+0");
+}
+
+INSTANTIATE_TEST_SUITE_P(algos, signed_zero,
+                         ::testing::Combine(::testing::Values(algo::ring_allreduce, algo::recursive_doubling),
+                                            ::testing::Values(reduce_op::min, reduce_op::max)),
+                         [](const auto& info) {
+                           return std::string(name_of(std::get<0>(info.param))) + "_" +
+                                  std::string(name_of(std::get<1>(info.param)));
+                         });
+
+// EXPOSES A LIMITATION of the ring ops (runtime/collectives/ring_op.cpp, chunk_op.hpp): frames
+// carry no chunk size, so when the rank with the larger count holds the extra bytes in a block
+// it only ever receives, every frame fits both views: its peer completes successfully and it
+// waits forever for 4 bytes nobody sends, with no error. (n=2, counts 8 and 7, 3-float segments.)
+TEST(undetected_mismatch, larger_count_on_a_receiving_rank_fails_instead_of_hanging) {
+  std::mt19937_64 rng(seed_for(1000));
+  cluster c(2, 1, rng());
+  collective_case k(failure_spec(algo::ring_allreduce, 7), 2, rng);
+  collective_case wide(failure_spec(algo::ring_allreduce, 8), 2, rng);
+  c.engines[0]->run(wide.make(0), k.done(0));
+  c.start(k, 1);
+  c.fabric.run_until_idle();
+  EXPECT_EQ(k.calls[0], 1) << "rank 0 (count 8) still waits for bytes nobody sends";
+  EXPECT_TRUE(k.result[0].code() == errc::protocol || k.result[1].code() == errc::protocol)
+      << "rank 0: " << (k.calls[0] ? k.result[0].to_string() : "pending")
+      << "; rank 1: " << (k.calls[1] ? k.result[1].to_string() : "pending");
+  for (int r = 0; r < 2; ++r)
+    if (k.calls[r] == 0) c.engines[r]->fail_all(status{errc::shutdown, "test gives up"});
+  c.fabric.run_until_idle();
+}
+
+// ---- the fabric's own contract ----------------------------------------------------------------
+
+// Records every sink call as text.
+struct recording_sink final : frame_sink {
+  std::vector<std::string> events;
+  std::vector<std::byte> landing = std::vector<std::byte>(64);
+  bool land_in_place = false;
+  std::byte* destination(int, const wire::frame_header&) override { return land_in_place ? landing.data() : nullptr; }
+  void delivered(int peer, const wire::frame_header& h, std::byte* data) override {
+    events.push_back("delivered from=" + std::to_string(peer) + " seq=" + std::to_string(h.sequence) +
+                     " step=" + std::to_string(h.step) + " first=" + std::to_string(h.length ? int(data[0]) : -1));
+  }
+  void sent(int peer, const wire::frame_header& h) override {
+    events.push_back("sent to=" + std::to_string(peer) + " seq=" + std::to_string(h.sequence) + " step=" +
+                     std::to_string(h.step));
+  }
+  void peer_failed(int peer, const status& why) override {
+    events.push_back("failed peer=" + std::to_string(peer) + " " + why.to_string());
+  }
+};
+
+wire::frame_header data_frame(uint64_t job, uint64_t seq, uint32_t step, uint32_t length) {
+  wire::frame_header h;
+  h.job_id = job;
+  h.sequence = seq;
+  h.step = step;
+  h.length = length;
+  return h;
+}
+
+struct sink_fabric {
+  explicit sink_fabric(int n, local::delay_fn delay = {}, bool start = true)
+      : fabric(local::fabric_options{n, 2, 9, 1024, false, std::move(delay)}), sinks(n) {
+    if (start)
+      for (int r = 0; r < n; ++r) fabric.endpoint(r).start(&sinks[r]);
+  }
+  void send(int from, int to, int stream, uint64_t seq, uint32_t step, const std::byte* p, uint32_t len = 1) {
+    fabric.endpoint(from).send(to, stream, data_frame(9, seq, step, len), p);
+  }
+  local::local_fabric fabric;
+  std::vector<recording_sink> sinks;
+};
+
+TEST(local_fabric, each_link_is_fifo_under_random_delays) {
+  const uint64_t seed = seed_for(900);
+  sink_fabric f(3, local::random_delay(seed, 10us));
+  std::byte payload[1] = {std::byte{1}};
+  for (uint32_t i = 0; i < 300; ++i) f.send(0, 1 + i % 2, (i / 2) % 2, i % 2 + 10 * ((i / 2) % 2), i, payload);
+  f.fabric.run_until_idle();
+  for (int dst : {1, 2}) {
+    std::vector<int> last(2, -1);
+    int n = 0;
+    for (auto& e : f.sinks[dst].events) {
+      unsigned seq = 0, step = 0;
+      ASSERT_EQ(std::sscanf(e.c_str(), "delivered from=0 seq=%u step=%u", &seq, &step), 2) << e;
+      int stream = seq >= 10 ? 1 : 0;
+      EXPECT_GT(static_cast<int>(step), last[stream]) << "rank " << dst << " stream " << stream;
+      last[stream] = static_cast<int>(step);
+      ++n;
+    }
+    EXPECT_EQ(n, 150);
+  }
+  EXPECT_EQ(f.sinks[0].events.size(), 300u);  // one sent() per frame
+  EXPECT_EQ(f.fabric.frames_delivered(), 300u);
+}
+
+TEST(local_fabric, delivery_then_sent_and_the_payload_is_read_at_delivery) {
+  sink_fabric f(2);
+  f.sinks[1].land_in_place = true;
+  std::byte payload[1] = {std::byte{5}};
+  f.send(0, 1, 0, 3, 0, payload);
+  payload[0] = std::byte{6};  // still referenced until sent()
+  f.fabric.run_until_idle();
+  EXPECT_EQ(f.sinks[1].events, std::vector<std::string>{"delivered from=0 seq=3 step=0 first=6"});
+  EXPECT_EQ(f.sinks[0].events, std::vector<std::string>{"sent to=1 seq=3 step=0"});
+  EXPECT_EQ(f.sinks[1].landing[0], std::byte{6});
+}
+
+TEST(local_fabric, cancel_releases_only_that_sequence_of_that_sender) {
+  sink_fabric f(3);
+  std::byte p[1] = {};
+  for (uint32_t i = 0; i < 3; ++i) {
+    f.send(0, 1, 0, 1, i, p);
+    f.send(0, 2, 1, 2, i, p);
+    f.send(2, 1, 0, 1, i, p);
+  }
+  f.fabric.endpoint(0).cancel(1);
+  EXPECT_EQ(f.sinks[0].events,
+            (std::vector<std::string>{"sent to=1 seq=1 step=0", "sent to=1 seq=1 step=1", "sent to=1 seq=1 step=2"}));
+  f.fabric.run_until_idle();
+  EXPECT_EQ(f.sinks[1].events.size(), 3u);  // rank 2's frames of sequence 1 still arrive
+  for (auto& e : f.sinks[1].events) EXPECT_EQ(e.rfind("delivered from=2 seq=1", 0), 0u) << e;
+  EXPECT_EQ(f.sinks[2].events.size(), 6u);  // 3 delivered (seq 2) + 3 sent
+}
+
+TEST(local_fabric, a_frame_the_codec_refuses_fails_the_peer_and_is_released) {
+  sink_fabric f(2);
+  std::byte p[1] = {};
+  f.fabric.endpoint(0).send(1, 0, data_frame(10, 1, 0, 1), p);  // another job
+  f.send(0, 1, 1, 2, 0, p, 2048);                                // over max_payload = 1024
+  f.fabric.run_until_idle();
+  ASSERT_EQ(f.sinks[1].events.size(), 2u);
+  EXPECT_EQ(f.sinks[1].events[0], "failed peer=0 protocol: rank 0 stream 0 sent a bad frame: frame of job 0xa, expected job 0x9");
+  EXPECT_EQ(f.sinks[1].events[1], "failed peer=0 protocol: rank 0 stream 1 sent a bad frame: payload length 2048 over the limit 1024");
+  EXPECT_EQ(f.sinks[0].events.size(), 2u);
+}
+
+TEST(local_fabric, kill_releases_the_victims_frames_and_tells_everyone) {
+  sink_fabric f(3);
+  std::byte p[1] = {};
+  f.send(1, 0, 0, 4, 0, p);  // from the victim: released, never delivered
+  f.send(0, 1, 0, 5, 0, p);  // to the victim: released, never delivered
+  f.send(0, 2, 0, 6, 0, p);  // unrelated: delivered
+  f.fabric.kill(1);
+  f.fabric.run_until_idle();
+  const std::string lost = "connection_lost: rank 1 was killed (local fabric): connection to rank ";
+  EXPECT_EQ(f.sinks[1].events, (std::vector<std::string>{"failed peer=0 " + lost + "0 lost",
+                                                          "failed peer=2 " + lost + "2 lost", "sent to=0 seq=4 step=0"}));
+  EXPECT_EQ(f.sinks[0].events,
+            (std::vector<std::string>{"failed peer=1 " + lost + "0 lost", "sent to=1 seq=5 step=0", "sent to=2 seq=6 step=0"}));
+  EXPECT_EQ(f.sinks[2].events,
+            (std::vector<std::string>{"failed peer=1 " + lost + "2 lost", "delivered from=0 seq=6 step=0 first=0"}));
+  f.fabric.kill(1);  // idempotent
+  EXPECT_EQ(f.fabric.run_until_idle(), 1u);
+  EXPECT_EQ(f.sinks[0].events.size(), 3u);
+}
+
+TEST(local_fabric, frames_before_start_wait_in_order_and_closed_endpoints_hear_nothing) {
+  sink_fabric f(3, {}, /*start=*/false);
+  f.fabric.endpoint(0).start(&f.sinks[0]);
+  f.fabric.endpoint(2).start(&f.sinks[2]);
+  std::byte p[1] = {};
+  for (uint32_t i = 0; i < 3; ++i) f.send(0, 1, 0, 1, i, p);
+  f.fabric.run_until_idle();
+  EXPECT_TRUE(f.sinks[1].events.empty());
+  f.fabric.endpoint(1).start(&f.sinks[1]);
+  f.fabric.run_until_idle();
+  EXPECT_EQ(f.sinks[1].events, (std::vector<std::string>{"delivered from=0 seq=1 step=0 first=0",
+                                                          "delivered from=0 seq=1 step=1 first=0",
+                                                          "delivered from=0 seq=1 step=2 first=0"}));
+  f.fabric.endpoint(2).close(0ms);
+  f.send(0, 2, 0, 9, 0, p);
+  f.fabric.run_until_idle();
+  EXPECT_TRUE(f.sinks[2].events.empty());
+  EXPECT_EQ(f.sinks[0].events.back(), "sent to=2 seq=9 step=0");
+}
+
+TEST(local_fabric, link_model_serialises_frames_in_virtual_time) {
+  sink_fabric f(2, local::link_model(1us, 1e9));  // 1 us latency, 1 GB/s: 1000 bytes take 1 us
+  f.fabric.run_until_idle();  // the start tasks
+  std::vector<std::byte> p(1000);
+  f.send(0, 1, 0, 1, 0, p.data(), 1000);
+  f.send(0, 1, 0, 1, 1, p.data(), 1000);
+  f.send(0, 1, 1, 1, 2, p.data(), 1000);  // another stream: a link of its own
+  std::vector<std::chrono::nanoseconds> at;
+  while (f.fabric.run_one()) at.push_back(f.fabric.now());
+  EXPECT_EQ(at, (std::vector<std::chrono::nanoseconds>{2us, 2us, 3us}));
+}
+
+}  // namespace
+}  // namespace chorus
