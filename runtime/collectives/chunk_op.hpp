@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 
 #include "runtime/core/status.hpp"
 #include "runtime/transport/transport.hpp"
@@ -21,6 +23,10 @@ class chunk_op {
 
   uint64_t sequence() const { return sequence_; }
   int stream() const { return stream_; }
+  /// 16 bits summarising the chunk's layout (collective, dtype, op, sizes, root). Frames carry
+  /// it in the top half of `step`; the engine refuses frames whose tag differs, so ranks that
+  /// run different collectives for one sequence fail at once instead of waiting.
+  uint16_t layout_tag() const { return layout_tag_; }
 
   /// Posts the first frames. Called once.
   virtual void start(transport& t) = 0;
@@ -30,6 +36,9 @@ class chunk_op {
   virtual status delivered(transport& t, int peer, const wire::frame_header& h, const std::byte* data) = 0;
   /// Runs once after the last frame when the op succeeded (e.g. the division of average).
   virtual void finish() {}
+  /// Whether the op still needs `peer` (to receive from it, or to send it frames it has not
+  /// been given yet). A peer that shut down cleanly fails only the ops that still need it.
+  virtual bool needs(int peer) const = 0;
 
   void on_sent() { --outstanding_sends_; }
   /// The op failed: expect no more frames.
@@ -43,7 +52,7 @@ class chunk_op {
     h.kind = wire::frame_kind::data;
     h.job_id = t.job_id();
     h.sequence = sequence_;
-    h.step = step;
+    h.step = (static_cast<uint32_t>(layout_tag_) << 16) | step;
     h.offset = offset;
     h.length = static_cast<uint32_t>(len);
     ++outstanding_sends_;
@@ -56,12 +65,21 @@ class chunk_op {
                                       "; do all ranks run the same collectives with the same sizes?"};
   }
 
+  /// Subclasses describe their layout once, in their constructor.
+  void set_layout(std::initializer_list<uint64_t> parts) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the parts' bytes
+    for (uint64_t p : parts)
+      for (int i = 0; i < 8; ++i) h = (h ^ ((p >> (8 * i)) & 0xff)) * 1099511628211ull;
+    layout_tag_ = static_cast<uint16_t>(h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48));
+  }
+
   bool started_ = false;
   uint64_t recv_left_ = 0;  ///< payload bytes still expected
 
  private:
   uint64_t sequence_;
   int stream_;
+  uint16_t layout_tag_ = 0;
   int outstanding_sends_ = 0;
   uint64_t bytes_sent_ = 0;
 };

@@ -70,7 +70,12 @@ communicator::~communicator() { close(); }
 void communicator::close() {
   if (closed_) return;
   closed_ = true;
-  t_->post([this] { engine_->fail_all(status{errc::shutdown, "rank " + std::to_string(rank()) + " shut down"}); });
+  t_->post([this] {
+    // Leaving because the job broke: tell the others why, so their errors name the cause.
+    const status& broken = engine_->broken();
+    if (!broken.ok() && broken.code() != errc::shutdown) t_->abort(broken);
+    engine_->fail_all(status{errc::shutdown, "rank " + std::to_string(rank()) + " shut down"});
+  });
   t_->close(std::chrono::seconds(5));
 }
 
@@ -153,6 +158,11 @@ void communicator::allgather_async(const void* in, void* out, std::vector<std::s
   std::vector<std::unique_ptr<chunk_op>> ops;
   ops.push_back(make_ring_allgather(seq, stream, rank(), size(), out, counts, t, opts_.segment_bytes));
   launch(std::move(ops), std::move(done));
+}
+
+void communicator::run_chunk(std::unique_ptr<chunk_op> op, callback done) {
+  auto shared = std::make_shared<std::unique_ptr<chunk_op>>(std::move(op));
+  t_->post([this, shared, done = std::move(done)]() mutable { engine_->run(std::move(*shared), std::move(done)); });
 }
 
 status communicator::wait(const std::function<void(callback)>& start) {

@@ -58,6 +58,14 @@ class communicator {
   status allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t);
   status barrier();
 
+  /// Runs one chunk op built elsewhere (the pipeline's senders). Its sequence number must not
+  /// collide with this communicator's own: callers use numbers from pipeline_sequence_base up.
+  /// `done` runs exactly once, on the I/O thread.
+  void run_chunk(std::unique_ptr<chunk_op> op, callback done);
+  static constexpr uint64_t pipeline_sequence_base = uint64_t{1} << 62;
+  /// The job's rendezvous store (rank 0 serves it for the job's lifetime).
+  rendezvous& store() { return *rdv_; }
+
   /// Fails what is pending with errc::shutdown, says goodbye to the peers, stops the I/O thread.
   void close();
 

@@ -2,10 +2,29 @@
 #include "runtime/collectives/engine.hpp"
 
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "runtime/core/log.hpp"
 
 namespace chorus {
+
+namespace {
+// The frame's step without the layout tag, or nothing when the tag is not the op's.
+std::optional<wire::frame_header> local_view(const chunk_op& op, const wire::frame_header& h) {
+  if ((h.step >> 16) != op.layout_tag()) return std::nullopt;
+  auto local = h;
+  local.step &= 0xffff;
+  return local;
+}
+
+status layout_mismatch(const chunk_op& op, int peer, const wire::frame_header& h) {
+  return status{errc::protocol, "rank " + std::to_string(peer) + " ran a different collective for chunk " +
+                                    std::to_string(op.sequence()) + " (layout tag " + std::to_string(h.step >> 16) +
+                                    ", here " + std::to_string(op.layout_tag()) +
+                                    "); do all ranks run the same collectives with the same sizes, dtypes and roots?"};
+}
+}  // namespace
 
 void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
   if (!broken_.ok()) {
@@ -17,6 +36,12 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
     done(status{errc::internal, "chunk sequence " + std::to_string(seq) + " is already in flight"});
     return;
   }
+  for (auto& [peer, why] : departed_) {
+    if (op->needs(peer)) {
+      done(why);
+      return;
+    }
+  }
   auto it = active_.emplace(seq, active{std::move(op), std::move(done), {}}).first;
   starting_ = seq;  // completions wait until start() and the replay below are over
   it->second.op->start(t_);
@@ -26,15 +51,23 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
     for (auto& f : frames) {
       auto a = active_.find(seq);
       if (a == active_.end() || !a->second.failure.ok()) break;
-      std::byte* dest = a->second.op->destination(f.peer, f.header);
-      const std::byte* data = f.payload.data();
-      if (dest) {
-        std::memcpy(dest, f.payload.data(), f.payload.size());
-        data = dest;
+      auto local = local_view(*a->second.op, f.header);
+      status st;
+      if (!local) {
+        st = layout_mismatch(*a->second.op, f.peer, f.header);
+      } else {
+        std::byte* dest = a->second.op->destination(f.peer, *local);
+        const std::byte* data = f.payload.data();
+        if (dest) {
+          std::memcpy(dest, f.payload.data(), f.payload.size());
+          data = dest;
+        }
+        st = a->second.op->delivered(t_, f.peer, *local, data);
       }
-      auto st = a->second.op->delivered(t_, f.peer, f.header, data);
       if (!st.ok()) {
+        CHORUS_LOG(error, "engine", st.message());
         starting_.reset();
+        t_.abort(st);
         fail_all(st);
         return;
       }
@@ -44,10 +77,12 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
   maybe_complete(seq);
 }
 
+
 std::byte* engine::destination(int peer, const wire::frame_header& h) {
   auto it = active_.find(h.sequence);
   if (it == active_.end() || !it->second.failure.ok()) return nullptr;
-  return it->second.op->destination(peer, h);
+  auto local = local_view(*it->second.op, h);
+  return local ? it->second.op->destination(peer, *local) : nullptr;
 }
 
 void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
@@ -58,9 +93,11 @@ void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
     return;
   }
   if (!it->second.failure.ok()) return;
-  auto st = it->second.op->delivered(t_, peer, h, data);
+  auto local = local_view(*it->second.op, h);
+  auto st = local ? it->second.op->delivered(t_, peer, *local, data) : layout_mismatch(*it->second.op, peer, h);
   if (!st.ok()) {
     CHORUS_LOG(error, "engine", st.message());
+    t_.abort(st);  // the ranks disagree: nobody may wait for frames that will never come
     fail_all(st);
     return;
   }
@@ -74,7 +111,22 @@ void engine::sent(int, const wire::frame_header& h) {
   maybe_complete(h.sequence);
 }
 
-void engine::peer_failed(int, const status& why) { fail_all(why); }
+void engine::peer_failed(int peer, const status& why) {
+  if (why.code() != errc::shutdown) {
+    fail_all(why);
+    return;
+  }
+  // A clean goodbye: the peer had everything it needed. Only ops that still need it fail.
+  departed_.emplace_back(peer, why);
+  std::vector<uint64_t> seqs;
+  for (auto& [seq, a] : active_)
+    if (a.op->needs(peer)) seqs.push_back(seq);
+  for (auto seq : seqs) {
+    auto it = active_.find(seq);
+    if (it != active_.end()) fail(seq, it->second, why);
+  }
+  for (auto seq : seqs) maybe_complete(seq);
+}
 
 void engine::fail(uint64_t sequence, active& a, const status& why) {
   if (!a.failure.ok()) return;

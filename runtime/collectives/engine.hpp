@@ -52,6 +52,7 @@ class engine final : public frame_sink {
   std::unordered_map<uint64_t, active> active_;
   std::unordered_map<uint64_t, std::vector<early_frame>> early_;
   status broken_;
+  std::vector<std::pair<int, status>> departed_;  // peers that shut down cleanly
   std::optional<uint64_t> starting_;
 };
 

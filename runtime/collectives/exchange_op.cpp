@@ -18,6 +18,7 @@ exchange_op::exchange_op(uint64_t sequence, int stream, int rank, int size, void
       dtype_(t),
       op_(op),
       steps_(recursive_doubling_steps(rank, size)) {
+  set_layout({2, static_cast<uint64_t>(t), static_cast<uint64_t>(op), bytes_, static_cast<uint64_t>(size)});
   send_posted_.assign(steps_.size(), false);
   sendbuf_.resize(steps_.size());
   early_.resize(steps_.size());
@@ -76,6 +77,15 @@ status exchange_op::delivered(transport& t, int peer, const wire::frame_header& 
   return {};
 }
 
+bool exchange_op::needs(int peer) const {
+  if (size_ == 1 || bytes_ == 0) return false;
+  for (std::size_t k = current_; k < steps_.size(); ++k) {
+    if (steps_[k].recv_from == peer) return true;
+    if (steps_[k].send_to == peer && !send_posted_[k]) return true;
+  }
+  return false;
+}
+
 void exchange_op::finish() {
   if (op_ == reduce_op::average && size_ > 1) divide_by(data_, count_, dtype_, size_);
 }
@@ -89,7 +99,9 @@ broadcast_op::broadcast_op(uint64_t sequence, int stream, int rank, int size, vo
       right_((rank + 1) % size),
       data_(static_cast<std::byte*>(data)),
       bytes_(bytes),
-      segment_bytes_(std::max<std::size_t>(1, segment_bytes)) {}
+      segment_bytes_(std::max<std::size_t>(1, segment_bytes)) {
+  set_layout({3, bytes, segment_bytes_, static_cast<uint64_t>(root), static_cast<uint64_t>(size)});
+}
 
 void broadcast_op::start(transport& t) {
   started_ = true;

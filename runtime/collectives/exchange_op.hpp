@@ -22,6 +22,7 @@ class exchange_op : public chunk_op {
   std::byte* destination(int peer, const wire::frame_header& h) override;
   status delivered(transport& t, int peer, const wire::frame_header& h, const std::byte* data) override;
   void finish() override;
+  bool needs(int peer) const override;
 
  private:
   void run(transport& t);
@@ -50,6 +51,10 @@ class broadcast_op : public chunk_op {
   void start(transport& t) override;
   std::byte* destination(int peer, const wire::frame_header& h) override;
   status delivered(transport& t, int peer, const wire::frame_header& h, const std::byte* data) override;
+  bool needs(int peer) const override {
+    if (size_ == 1 || (started_ && recv_left_ == 0)) return false;
+    return (pos_ != 0 && peer == left_) || (pos_ != size_ - 1 && peer == right_);
+  }
 
  private:
   status check(int peer, const wire::frame_header& h) const;

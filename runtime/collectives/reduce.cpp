@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -54,32 +55,35 @@ struct product_op {
   }
 };
 
-// Float min and max are commutative bit for bit, so that two ranks that combine the same pair
-// in opposite orders (recursive doubling: rank i computes op(a, b), its partner op(b, a)) end
-// with identical bits:
+// Float min and max are commutative bit for bit, so that two ranks combining the same pair in
+// opposite orders (recursive doubling: a rank computes op(mine, theirs), its partner
+// op(theirs, mine)) end with identical bits:
 // * neither operand NaN: the smaller (larger) value, with -0 below +0, so min(-0, +0) = -0 and
 //   max(-0, +0) = +0 whichever comes first (as IEEE 754-2019 minimum and maximum order them);
-// * one operand NaN: that NaN, payload and sign as they are;
-// * both NaN: their bitwise OR, which is again a NaN (all-ones exponent, nonzero mantissa).
-// Together the rules are associative as well, so any combination tree gives the same bits.
+// * either operand NaN: the default quiet NaN (positive, payload 0: f32 0x7fc00000, f64
+//   0x7ff8000000000000; f16 and bf16, combined in f32, store it as 0x7e00 and 0x7fc0).
+// The result depends only on the two values, never on their order, so min and max are also
+// associative: any combination tree gives the same bits.
 //
-// Branch-free and vectorisable: `x < y ? x : y` is one MINPS/MINPD (which returns its second
-// operand on ties and NaNs), and the same with the operands exchanged returns the first. When
-// neither is NaN the two agree except on a tie, where they are the two operands, which differ
-// only in the sign of a zero: OR-ing them picks -0 for min, AND-ing picks +0 for max. NaNs are
-// then patched in with masks from `x != x` (the NaN test).
+// Branch-free and vectorisable, about as cheap as a plain select. min(x, y) <= x, so when x's
+// sign bit is set (x negative or -0) the minimum's is set too: OR-ing x's sign bit into
+// `x < y ? x : y` changes nothing except where that select is wrong, the tie x = -0, y = +0
+// (it gives y). When x's sign bit is clear the select is right as it is. Max mirrors it: when
+// x's sign bit is clear, clearing the result's fixes the tie x = +0, y = -0. One unordered
+// compare then puts the canonical NaN wherever an operand is NaN.
 template <class T>
 using float_bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
 
 template <bool Max, class T>
 T float_min_max(T x, T y) {
   using U = float_bits<T>;
-  const U xy = std::bit_cast<U>(Max ? (x > y ? x : y) : (x < y ? x : y));  // y on a tie
-  const U yx = std::bit_cast<U>(Max ? (y > x ? y : x) : (y < x ? y : x));  // x on a tie
-  const U ordered = Max ? (xy & yx) : (xy | yx);
-  const U x_nan = U(0) - U(x != x), y_nan = U(0) - U(y != y);  // all ones where NaN
-  const U nans = (std::bit_cast<U>(x) & x_nan) | (std::bit_cast<U>(y) & y_nan);
-  return std::bit_cast<T>((ordered & ~(x_nan | y_nan)) | nans);
+  constexpr U sign = U(1) << (8 * sizeof(U) - 1);
+  constexpr U nan = sizeof(U) == 4 ? U(0x7fc00000u) : U(0x7ff8000000000000ull);
+  const U x_sign = std::bit_cast<U>(x) & sign;
+  const U pick = std::bit_cast<U>(Max ? (x > y ? x : y) : (x < y ? x : y));  // y on a tie
+  const U ordered = Max ? (pick & (x_sign | ~sign)) : (pick | x_sign);
+  const U unordered = U(0) - U(std::isunordered(x, y));  // all ones if x or y is NaN
+  return std::bit_cast<T>((ordered & ~unordered) | (nan & unordered));
 }
 
 struct min_op {

@@ -24,6 +24,10 @@ ring_op::ring_op(uint64_t sequence, int stream, int rank, int size, std::byte* b
       divisor_(divisor) {
   std::size_t e = size_of(t);
   segment_bytes_ = std::max(e, segment_bytes / e * e);
+  std::size_t total = 0;
+  for (auto& b : blocks_) total += b.length;
+  set_layout({1, static_cast<uint64_t>(t), static_cast<uint64_t>(op), total, segment_bytes_,
+              static_cast<uint64_t>(size), steps_.size(), blocks_.empty() ? 0 : blocks_.back().length});
 }
 
 void ring_op::start(transport& t) {

@@ -27,6 +27,9 @@ class ring_op : public chunk_op {
   std::byte* destination(int peer, const wire::frame_header& h) override;
   status delivered(transport& t, int peer, const wire::frame_header& h, const std::byte* data) override;
   void finish() override;
+  bool needs(int peer) const override {
+    return size_ > 1 && (peer == left_ || peer == right_) && !(started_ && recv_left_ == 0);
+  }
 
  private:
   void send_block(transport& t, uint32_t step, std::size_t offset, std::size_t length);

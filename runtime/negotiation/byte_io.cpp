@@ -81,7 +81,9 @@ bool byte_reader::str(std::string& s, const char* what, std::size_t max_len) {
 bool byte_reader::count(std::size_t& n, const char* what) {
   uint64_t v = 0;
   if (!varint(v, what)) return false;
-  if (v > remaining()) return fail(what, "count " + std::to_string(v) + " larger than the bytes left");
+  if (v > remaining()) {
+    return fail(what, "truncated: count " + std::to_string(v) + " but " + std::to_string(remaining()) + " bytes left");
+  }
   n = static_cast<std::size_t>(v);
   return true;
 }

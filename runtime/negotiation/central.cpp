@@ -90,7 +90,9 @@ void central_negotiator::worker_receive(const gossip_message& m, time_point now,
     } else if (m.cycle == current + 1 && running_) {
       poll_waiting_ = true;  // it overtook the answer to the cycle we are in
     } else {
-      ok = m.cycle == current && running_;  // we reported already: the expected race
+      // We reported this cycle on our own already (and may even have its answer): the race
+      // of step 4, nothing to do.
+      ok = m.cycle < current || (m.cycle == current && running_);
     }
   } else if (ok && m.kind == message_kind::answer && running_ && m.cycle == current) {
     ++stats_.messages_received;
@@ -110,7 +112,11 @@ void central_negotiator::worker_receive(const gossip_message& m, time_point now,
 
 void central_negotiator::advance(time_point now, actions& out) {
   for (;;) {
-    if (ledger_.failed() || running_) break;
+    if (ledger_.failed()) break;
+    if (running_) {
+      poll_silent_workers(now, out);
+      break;
+    }
     bool may_start = !last_start_ || now >= *last_start_ + ledger_.options().cycle_time;
     if (poll_waiting_ || (ledger_.has_new() && may_start)) {
       poll_waiting_ = false;
@@ -120,6 +126,7 @@ void central_negotiator::advance(time_point now, actions& out) {
     break;
   }
   out.wake_at = ledger_.next_deadline();
+  if (running_ && poll_at_ && (!out.wake_at || *poll_at_ < *out.wake_at)) out.wake_at = poll_at_;
   if (!running_ && ledger_.has_new() && last_start_) {
     auto start_at = *last_start_ + ledger_.options().cycle_time;
     if (!out.wake_at || start_at < *out.wake_at) out.wake_at = start_at;
@@ -144,17 +151,21 @@ void central_negotiator::start_cycle(time_point now, actions& out, const gossip_
   state_ = ledger_.contribution();
   reported_ = dynamic_bitmap(static_cast<std::size_t>(size_));
   reported_.set(0);
-  if (first_report) reported_.set(static_cast<std::size_t>(first_report->from));
-  for (int r = 1; r < size_; ++r) {
-    if (reported_.test(static_cast<std::size_t>(r))) continue;
-    out.send.push_back({r, header(message_kind::poll, cycle)});
-    ++stats_.messages_sent;
-  }
+  poll_at_ = now + ledger_.options().cycle_time;
   if (first_report) {
-    reported_.reset(static_cast<std::size_t>(first_report->from));
     root_merge(*first_report, now, out);
   } else if (size_ == 1) {
     finish_cycle(state_, now, out);
+  }
+}
+
+void central_negotiator::poll_silent_workers(time_point now, actions& out) {
+  if (rank_ != 0 || !running_ || !poll_at_ || now < *poll_at_) return;
+  poll_at_.reset();
+  for (int r = 1; r < size_; ++r) {
+    if (reported_.test(static_cast<std::size_t>(r))) continue;
+    out.send.push_back({r, header(message_kind::poll, last_cycle_ + 1)});
+    ++stats_.messages_sent;
   }
 }
 
@@ -176,6 +187,7 @@ void central_negotiator::root_merge(const gossip_message& report, time_point now
 
 void central_negotiator::finish_cycle(const gossip_message& merged, time_point now, actions& out) {
   running_ = false;
+  poll_at_.reset();
   last_cycle_ = last_cycle_ + 1;
   stats_.finished = now;
   out.cycles.push_back(stats_);

@@ -7,16 +7,20 @@
 //  2. A worker (rank != 0) with something new, cycle_time after its previous start, snapshots
 //     its contribution and sends it to rank 0 as a `report` for the next cycle.
 //  3. Rank 0 opens cycle c when it has something new itself (and cycle_time has passed) or
-//     when the first report of c arrives. Opening, it snapshots its own contribution and sends
-//     a `poll` to every worker whose report of c it does not hold yet.
+//     when the first report of c arrives. Opening, it snapshots its own contribution. Busy
+//     workers report within a cycle time (as Horovod's workers do on every tick); to the
+//     workers still silent one cycle_time after opening, rank 0 sends a `poll`.
 //  4. A worker polled for a cycle it has not reported joins it: it sends its (maybe empty)
-//     report at once. A poll for a cycle it already reported is the expected race with its
-//     own report and is ignored; a poll that overtakes the previous answer waits for it.
+//     report at once. A poll for a cycle it already reported (even one whose answer it has
+//     received) is the expected race with its own report and is ignored; a poll that
+//     overtakes the previous cycle's answer waits for that answer.
 //  5. When rank 0 holds all N contributions it merges them, sends the merged state to every
 //     worker as the `answer`, and every rank (rank 0 included) resolves the cycle with the
 //     ledger, exactly as gossip does: same merged state, same ids, batches and errors.
 //  6. Rank 0 handles N-1 reports and N-1 answers per cycle (2(N-1) messages), plus up to
 //     N-1 polls when workers had nothing to report; a worker sends one message per cycle.
+//     The poll delay is the price of an idle job costing nothing: a cycle with idle workers
+//     takes at least one cycle_time (Horovod's idle workers also answer on their next tick).
 #pragma once
 
 #include <optional>
@@ -46,6 +50,7 @@ class central_negotiator final : public negotiation_strategy {
   /// `first_report`: rank 0 opens the cycle because this report arrived.
   void start_cycle(time_point now, actions& out, const gossip_message* first_report = nullptr);
   void root_merge(const gossip_message& report, time_point now, actions& out);
+  void poll_silent_workers(time_point now, actions& out);
   void root_receive(const gossip_message& m, time_point now, actions& out);
   void worker_receive(const gossip_message& m, time_point now, actions& out);
   void finish_cycle(const gossip_message& merged, time_point now, actions& out);
@@ -59,6 +64,7 @@ class central_negotiator final : public negotiation_strategy {
   std::optional<time_point> last_start_;
   gossip_message state_;     // root: merged so far
   dynamic_bitmap reported_;  // root: ranks whose contribution to the open cycle it holds
+  std::optional<time_point> poll_at_;  // root: when to poll the workers still silent
   bool poll_waiting_ = false;  // worker: a poll for the next cycle overtook this cycle's answer
   cycle_stats stats_;
 };

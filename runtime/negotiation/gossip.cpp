@@ -63,6 +63,11 @@ actions gossip_negotiator::on_message(const gossip_message& m, time_point now) {
   } else if (m.from != recv_peer(m.round)) {
     problem = "round " + std::to_string(m.round) + " from rank " + std::to_string(m.from) + " instead of rank " +
               std::to_string(recv_peer(m.round));
+  } else if (m.cycle > current + (running_ ? 1 : 0)) {
+    // Finishing cycle c needs every rank's contribution to c, so no peer can be more than
+    // one cycle ahead of a running rank, or ahead at all of an idle one.
+    problem = "cycle " + std::to_string(m.cycle) + " from rank " + std::to_string(m.from) +
+              " while this rank finished cycle " + std::to_string(last_cycle_);
   } else if (m.cycle < current || (m.cycle == current && running_ && m.round < next_round_) ||
              early_.count({m.cycle, m.round})) {
     problem = "cycle " + std::to_string(m.cycle) + " round " + std::to_string(m.round) +

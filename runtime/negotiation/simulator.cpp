@@ -18,6 +18,8 @@ result<std::unique_ptr<simulator>> simulator::create(int size, const simulator_o
   if (sim->ranks_.empty()) return status{errc::config, "simulator: size must be at least 1"};
   sim->records_.resize(sim->ranks_.size());
   sim->wake_.resize(sim->ranks_.size());
+  sim->busy_until_.resize(sim->ranks_.size());
+  sim->inbox_.resize(sim->ranks_.size());
   return sim;
 }
 
@@ -29,8 +31,10 @@ void simulator::submit_score(int rank, double score) { apply(rank, strategy(rank
 
 void simulator::request_shutdown(int rank) { apply(rank, strategy(rank).request_shutdown(now_)); }
 
-void simulator::apply(int rank, actions a) {
+void simulator::apply(int rank, actions a, bool received) {
   auto& rec = records_[static_cast<std::size_t>(rank)];
+  auto& busy = busy_until_[static_cast<std::size_t>(rank)];
+  busy = std::max(busy, now_) + (received ? options_.processing_time : duration::zero());
   auto append = [](auto& into, auto& from) { into.insert(into.end(), from.begin(), from.end()); };
   append(rec.assigned, a.assigned);
   append(rec.batches, a.batches);
@@ -44,34 +48,72 @@ void simulator::apply(int rank, actions a) {
   for (auto& out : a.send) {
     auto span = options_.max_latency - options_.min_latency;
     auto jitter = span.count() > 0 ? std::uniform_int_distribution<duration::rep>(0, span.count())(rng_) : 0;
-    event e{now_ + options_.min_latency + duration(jitter), seq_++, out.to, std::move(out.message)};
+    busy += options_.processing_time;  // messages leave one after the other
+    auto message = std::make_unique<gossip_message>(std::move(out.message));
     if (options_.through_codec) {
-      auto decoded = decode_message(encode(*e.message));
+      auto decoded = decode_message(encode(*message));
       if (!decoded) {
         if (!rec.fatal) rec.fatal = decoded.error();
         continue;
       }
-      e.message = std::move(decoded.value());
+      *message = std::move(decoded.value());
     }
-    events_.push(std::move(e));
+    push(event{busy + options_.min_latency + duration(jitter), 0, out.to, event_kind::arrival, std::move(message)});
     ++in_flight_;
     ++total_sent_;
     ++rec.messages_sent;
   }
   wake_[static_cast<std::size_t>(rank)] = a.wake_at;
-  if (a.wake_at) events_.push(event{std::max(*a.wake_at, now_), seq_++, rank, std::nullopt});
+  if (a.wake_at) push(event{std::max(*a.wake_at, now_), 0, rank, event_kind::timer, nullptr});
+}
+
+void simulator::push(event e) {
+  e.seq = seq_++;
+  events_.push_back(std::move(e));
+  std::push_heap(events_.begin(), events_.end(), std::greater<>{});
+}
+
+simulator::event simulator::pop() {
+  std::pop_heap(events_.begin(), events_.end(), std::greater<>{});
+  event e = std::move(events_.back());
+  events_.pop_back();
+  return e;
+}
+
+void simulator::handle(int rank, std::unique_ptr<gossip_message> m) {
+  auto r = static_cast<std::size_t>(rank);
+  if (!m) {
+    // A timer; only the latest wake_at of a rank counts, older timer events are stale.
+    if (wake_[r] && *wake_[r] <= now_) apply(rank, ranks_[r]->on_timer(now_));
+    return;
+  }
+  --in_flight_;
+  ++records_[r].messages_received;
+  apply(rank, ranks_[r]->on_message(*m, now_), true);
 }
 
 void simulator::process(event e) {
   now_ = std::max(now_, e.at);
   auto r = static_cast<std::size_t>(e.rank);
-  if (e.message) {
-    --in_flight_;
-    ++records_[r].messages_received;
-    apply(e.rank, ranks_[r]->on_message(*e.message, now_));
-  } else if (wake_[r] && *wake_[r] <= now_) {
-    // Only the latest wake_at of a rank counts; older timer events are stale.
-    apply(e.rank, ranks_[r]->on_timer(now_));
+  auto& inbox = inbox_[r];
+  switch (e.kind) {
+    case event_kind::arrival:
+    case event_kind::timer:
+      // A timer is a message to self, as in an actor's mailbox: both wait while the rank is
+      // busy, in arrival order.
+      if (busy_until_[r] <= now_ && inbox.empty()) return handle(e.rank, std::move(e.message));
+      if (inbox.empty()) push(event{busy_until_[r], 0, e.rank, event_kind::drain, nullptr});
+      inbox.push_back(std::move(e.message));
+      return;
+    case event_kind::drain: {
+      if (inbox.empty()) return;
+      if (busy_until_[r] > now_) return push(event{busy_until_[r], 0, e.rank, event_kind::drain, nullptr});
+      auto m = std::move(inbox.front());
+      inbox.pop_front();
+      handle(e.rank, std::move(m));
+      if (!inbox.empty()) push(event{std::max(busy_until_[r], now_), 0, e.rank, event_kind::drain, nullptr});
+      return;
+    }
   }
 }
 
@@ -82,10 +124,8 @@ bool simulator::all_idle() const {
 bool simulator::run_until_idle(duration limit) {
   auto end = now_ + limit;
   while (in_flight_ > 0 || !all_idle()) {
-    if (events_.empty() || events_.top().at > end) return false;
-    auto e = events_.top();
-    events_.pop();
-    process(std::move(e));
+    if (events_.empty() || events_.front().at > end) return false;
+    process(pop());
   }
   return true;
 }
@@ -136,11 +176,7 @@ std::string simulator::divergence() const {
 
 void simulator::run_for(duration d) {
   auto end = now_ + d;
-  while (!events_.empty() && events_.top().at <= end) {
-    auto e = events_.top();
-    events_.pop();
-    process(std::move(e));
-  }
+  while (!events_.empty() && events_.front().at <= end) process(pop());
   now_ = end;
 }
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <queue>
+#include <deque>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,6 +24,9 @@ struct simulator_options {
   /// One-way latency of each message, uniform in [min_latency, max_latency].
   duration min_latency = std::chrono::microseconds(1);
   duration max_latency = std::chrono::microseconds(1);
+  /// Time a rank is busy per message it receives or sends (a serial queue per rank), so a
+  /// root that handles 2(N-1) messages per cycle pays for them. 0 = free.
+  duration processing_time = duration::zero();
   uint64_t seed = 1;
   /// Pass every message through encode()/decode_message(), as the control plane would.
   bool through_codec = false;
@@ -73,24 +76,33 @@ class simulator {
   std::string divergence() const;
 
  private:
+  enum class event_kind { arrival, drain, timer };
   struct event {
     time_point at;
     uint64_t seq = 0;
     int rank = -1;
-    std::optional<gossip_message> message;  // none: a timer
+    event_kind kind = event_kind::timer;
+    std::unique_ptr<gossip_message> message;  // arrivals only; null for timers
     bool operator>(const event& o) const { return at != o.at ? at > o.at : seq > o.seq; }
   };
 
   simulator(const simulator_options& options) : options_(options), rng_(options.seed) {}
-  void apply(int rank, actions a);
+  /// `received`: the call handled a message, which costs processing_time before any send.
+  void apply(int rank, actions a, bool received = false);
+  void push(event e);
+  event pop();
   void process(event e);
+  void handle(int rank, std::unique_ptr<gossip_message> m);
   bool all_idle() const;
 
   simulator_options options_;
   std::vector<std::unique_ptr<negotiation_strategy>> ranks_;
   std::vector<rank_record> records_;
   std::vector<std::optional<time_point>> wake_;
-  std::priority_queue<event, std::vector<event>, std::greater<>> events_;
+  std::vector<time_point> busy_until_;
+  // Messages (and, as null, timers) waiting while the rank is busy, in arrival order.
+  std::vector<std::deque<std::unique_ptr<gossip_message>>> inbox_;
+  std::vector<event> events_;  // a min-heap on (at, seq)
   std::mt19937_64 rng_;
   time_point now_{};
   uint64_t seq_ = 0;

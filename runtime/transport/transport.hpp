@@ -27,6 +27,9 @@ class transport {
   virtual void send(int peer, int stream, const wire::frame_header& h, const std::byte* payload) = 0;
   /// Drops queued, not yet written frames of `sequence` (sink->sent() for each).
   virtual void cancel(uint64_t sequence) = 0;
+  /// I/O thread only: tells every peer the job is broken (`why`), then closes. Peers end
+  /// their operations with an error that carries the reason.
+  virtual void abort(const status& why) { (void)why; }
   /// Ends the job's connections cleanly; blocks; idempotent.
   virtual void close(std::chrono::milliseconds grace) = 0;
 };

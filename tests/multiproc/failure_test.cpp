@@ -1,6 +1,7 @@
 // Failures across real processes: a rank killed in the middle of allreduces makes every other
-// rank fail with an error naming it within 10 s; a process that connects with the wrong job
-// secret is refused and the job goes on.
+// rank fail with an error naming it within 10 s; ranks that disagree on a collective's size all
+// fail with a protocol error; a process that connects with the wrong job secret is refused and
+// the job goes on.
 #include <gtest/gtest.h>
 
 #include "tests/multiproc/local_job.hpp"
@@ -35,6 +36,16 @@ INSTANTIATE_TEST_SUITE_P(sizes, killed_rank,
                            return "n" + std::to_string(std::get<0>(info.param)) + "_kill" +
                                   std::to_string(std::get<1>(info.param));
                          });
+
+TEST(mismatched_sizes, every_rank_fails_with_a_protocol_error_instead_of_hanging) {
+  local_job job(3, {CHORUS_TESTRANK_PATH, "mismatch"});
+  auto results = job.wait(std::chrono::seconds(20));
+  for (auto& r : results) {
+    EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung:\n" << r.output;
+    EXPECT_TRUE(r.exited && r.exit_code == 3) << "rank " << r.rank << ":\n" << r.output;
+    EXPECT_NE(r.output.find("testrank error: protocol"), std::string::npos) << r.output;
+  }
+}
 
 TEST(wrong_secret, intruder_is_refused_and_the_job_goes_on) {
   local_job job(2, {CHORUS_TESTRANK_PATH, "accept-intruder"});

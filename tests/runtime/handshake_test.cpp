@@ -259,7 +259,9 @@ TEST(handshake_mac, depends_on_secret_and_direction_and_nothing_else) {
   EXPECT_EQ(wire::server_mac("k", t), wire::server_mac("k", t));
   EXPECT_NE(wire::server_mac("k", t), wire::server_mac("K", t));
   EXPECT_NE(wire::server_mac("k", t), wire::server_mac("kk", t));
-  // (HMAC pads short keys with zeros, so "k" and "k\0" are one key; env secrets hold no NUL.)
+  // Raw HMAC pads short keys with zeros ("k" and "k\0" would be one key); the derived key keeps
+  // them apart.
+  EXPECT_NE(wire::server_mac("k", t), wire::server_mac(std::string("k\0", 2), t));
   EXPECT_NE(wire::server_mac("k", t), wire::client_mac("k", t));  // a server MAC is no client proof
   EXPECT_TRUE(wire::mac_equal(wire::client_mac("k", t), wire::client_mac("k", t)));
 }

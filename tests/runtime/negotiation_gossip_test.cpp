@@ -107,8 +107,11 @@ TEST(GossipNegotiator, EveryRankAgreesForOneToSeventeenRanks) {
           EXPECT_EQ(rec.cycles[c].messages_received, static_cast<uint32_t>(gossip_rounds(n)));
         }
       }
-      // Ids by name order among the names agreed in one cycle, and the same spec everywhere.
       for (const auto& a : ref.assigned) EXPECT_EQ(a.spec.name, a.name);
+      // Readiness was spread over several cycles per step, not one lucky cycle.
+      if (n >= 3) {
+        EXPECT_GT(ref.batches.size(), static_cast<std::size_t>(steps));
+      }
     }
   }
 }
@@ -351,6 +354,12 @@ TEST(GossipNegotiator, AMessageFromTheWrongPeerStopsNegotiation) {
   ASSERT_TRUE(a.fatal);
   EXPECT_EQ(a.fatal->code(), errc::protocol);
   EXPECT_EQ(a.fatal->message(), "gossip on rank 2: round 1 from rank 4 instead of rank 0");
+  gossip_negotiator idle(2, 5, negotiation_options{});
+  m.from = 0;
+  m.cycle = 2;  // an idle rank that finished no cycle cannot hear of cycle 2
+  auto b = idle.on_message(m, time_point{});
+  ASSERT_TRUE(b.fatal);
+  EXPECT_EQ(b.fatal->message(), "gossip on rank 2: cycle 2 from rank 0 while this rank finished cycle 0");
 }
 
 TEST(GossipNegotiator, TheCycleTimeIsALowerBoundOnSpacing) {

@@ -1,6 +1,7 @@
-// Tests of the reduction kernels (runtime/collectives/reduce.hpp) and of the 16-bit float
-// conversions (runtime/core/half.hpp), against a reference written independently here: values
-// are decoded from their bit fields and rounded with std::nearbyint in double.
+// Tests of the reduction kernels (runtime/collectives/reduce.hpp), against a reference written
+// independently here: values are decoded from their bit fields and rounded with std::nearbyint
+// in double. The 16-bit conversions themselves (runtime/core/half.hpp) are tested in
+// half_test.cpp; here only that the kernels' 16-bit paths agree with them.
 // Randomised tests print their seed once per process; CHORUS_TEST_SEED=<n> re-runs with it.
 //
 // Why the comparisons are exact (no tolerance): one IEEE operation is correctly rounded, and
@@ -19,7 +20,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <ostream>
 #include <random>
 #include <string>
@@ -27,12 +27,6 @@
 #include <vector>
 
 #include "runtime/collectives/reduce.hpp"
-#include "runtime/core/half.hpp"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#include <immintrin.h>
-#endif
 
 namespace chorus {
 
@@ -141,8 +135,13 @@ double ref_float(reduce_op op, double x, double y) {
     case reduce_op::sum:
     case reduce_op::average: return x + y;
     case reduce_op::product: return x * y;
-    case reduce_op::min: return std::isnan(x) ? x : std::isnan(y) ? y : (x < y ? x : y);
-    case reduce_op::max: return std::isnan(x) ? x : std::isnan(y) ? y : (x > y ? x : y);
+    // NaN if either is; -0 counts as below +0 (equal values differ at most in a zero's sign).
+    case reduce_op::min:
+      if (std::isnan(x) || std::isnan(y)) return NAN;
+      return x < y ? x : y < x ? y : std::signbit(x) ? x : y;
+    case reduce_op::max:
+      if (std::isnan(x) || std::isnan(y)) return NAN;
+      return x > y ? x : y > x ? y : std::signbit(x) ? y : x;
   }
   return NAN;
 }
@@ -437,143 +436,144 @@ TEST(ReduceDeathTest, BadArgumentsAbortWithTheirValues) {
   reduce_into(nullptr, nullptr, 0, dtype::f32, reduce_op::sum);  // nothing to do: fine
 }
 
-// ---- the 16-bit conversions ---------------------------------------------------------------
+// ---- float min and max commute bit for bit ---------------------------------------------------
+// Two ranks of a recursive-doubling exchange compute op(mine, theirs) and op(theirs, mine) and
+// must end with the same bits: min(-0, +0) = -0 and max(-0, +0) = +0 in either order, and any
+// NaN operand gives the canonical NaN.
 
-struct half_case {
-  const char* name;
-  float_format format;
-  float (*to_f32)(uint16_t);
-  uint16_t (*from_f32)(float);
-  uint16_t quiet_bit;  // what a NaN gains on the way through f32
-  uint16_t inf;
+uint64_t canonical_nan(dtype t) {
+  switch (t) {
+    case dtype::f16: return 0x7e00;
+    case dtype::bf16: return 0x7fc0;
+    case dtype::f32: return 0x7fc00000;
+    default: return 0x7ff8000000000000;
+  }
+}
+
+// min/max of two stored values, by value with -0 below +0: equal values have the same bits or
+// are zeros that differ in the sign, which OR (min) or AND (max) settles.
+uint64_t expected_min_max(const type_info& ti, reduce_op op, uint64_t xb, uint64_t yb) {
+  const double x = decode(ti.format, xb), y = decode(ti.format, yb);
+  if (std::isnan(x) || std::isnan(y)) return canonical_nan(ti.t);
+  const bool min = op == reduce_op::min;
+  if (x != y) return (x < y) == min ? xb : yb;
+  return min ? (xb | yb) : (xb & yb);
+}
+
+class MinMaxTest : public ::testing::TestWithParam<std::tuple<dtype, reduce_op>> {
+ protected:
+  type_info ti = info(std::get<0>(GetParam()));
+  reduce_op op = std::get<1>(GetParam());
+  std::mt19937_64 rng{test_seed() + 977 * int(ti.t) + int(op)};
+  uint64_t sign = uint64_t{1} << (ti.format.bits - 1);
+
+  uint64_t at(const std::vector<uint8_t>& v, std::size_t i) const {
+    return load_bits(&v[i * ti.width], ti.width);
+  }
+
+  // Both argument orders, each into a third buffer, into the first input and into the second
+  // (the kernels' three loops): all six must give the same bits, and the expected ones.
+  void expect_commutes(const std::vector<uint8_t>& x, const std::vector<uint8_t>& y) {
+    const std::size_t n = x.size() / ti.width;
+    std::vector<uint8_t> first;
+    for (int way = 0; way < 6; ++way) {
+      std::vector<uint8_t> a = way % 2 ? y : x, b = way % 2 ? x : y, out(x.size());
+      uint8_t* o = way < 2 ? out.data() : way < 4 ? a.data() : b.data();
+      reduce_to(o, a.data(), b.data(), n, ti.t, op);
+      const std::vector<uint8_t> got(o, o + x.size());
+      if (way == 0) first = got;
+      for (std::size_t i = 0; i < n; ++i) {
+        const uint64_t want =
+            way == 0 ? expected_min_max(ti, op, at(x, i), at(y, i)) : at(first, i);
+        if (at(got, i) == want) continue;
+        ADD_FAILURE() << name_of(ti.t) << " " << name_of(op) << " way " << way << " element "
+                      << i << std::hex << ": x=0x" << at(x, i) << " y=0x" << at(y, i)
+                      << " got=0x" << at(got, i) << " want=0x" << want;
+        break;
+      }
+    }
+  }
 };
-const half_case half_cases[] = {{"f16", f16_format, f16_to_f32, f32_to_f16, 0x0200, 0x7c00},
-                                {"bf16", bf16_format, bf16_to_f32, f32_to_bf16, 0x0040, 0x7f80}};
 
-void PrintTo(const half_case& c, std::ostream* os) { *os << c.name; }
-
-class HalfTest : public ::testing::TestWithParam<half_case> {};
-
-bool is_nan_bits(const half_case& c, uint16_t h) { return (h & 0x7fff) > c.inf; }
-
-TEST_P(HalfTest, EveryPatternWidensExactlyAndRoundTrips) {
-  const half_case& c = GetParam();
-  for (uint32_t h = 0; h < 65536; ++h) {
-    const float f = c.to_f32(uint16_t(h));
-    ASSERT_TRUE(same_value(decode(c.format, h), f)) << std::hex << "h=0x" << h;
-    ASSERT_EQ(std::signbit(f), bool(h & 0x8000)) << std::hex << "h=0x" << h;
-    const uint16_t back = c.from_f32(f);
-    ASSERT_EQ(back, is_nan_bits(c, h) ? (h | c.quiet_bit) : h) << std::hex << "h=0x" << h;
-  }
-}
-
-// Between every two neighbours (the one after the largest finite value being 2^(emax+1),
-// whose pattern is infinity), the midpoint rounds to the even pattern, and one f32 ulp to
-// either side rounds to the nearer neighbour. Covers subnormals, the subnormal/normal boundary
-// and overflow to infinity, for both signs.
-TEST_P(HalfTest, MidpointsRoundToEvenAndNeighboursToNearest) {
-  const half_case& c = GetParam();
-  for (uint16_t h = 0; h < c.inf; ++h) {
-    const double lo = decode(c.format, h);
-    const double hi = h + 1 == c.inf ? std::ldexp(1.0, c.format.bias() + 1)
-                                     : decode(c.format, uint16_t(h + 1));
-    const float mid = float((lo + hi) / 2);
-    ASSERT_EQ(double(mid), (lo + hi) / 2) << "midpoint not exact in f32";
-    const uint16_t even = (h & 1) ? uint16_t(h + 1) : h;
-    for (uint16_t sign : {uint16_t(0), uint16_t(0x8000)}) {
-      const float s = sign ? -1.0f : 1.0f;
-      ASSERT_EQ(c.from_f32(s * mid), even | sign) << std::hex << "h=0x" << h;
-      ASSERT_EQ(c.from_f32(s * std::nextafter(mid, 0.0f)), h | sign) << std::hex << "h=0x" << h;
-      ASSERT_EQ(c.from_f32(s * std::nextafter(mid, INFINITY)), (h + 1) | sign)
-          << std::hex << "h=0x" << h;
+// Every ordered pair of zeros, ones, infinities, NaNs of both signs with different payloads
+// (quiet and signalling), smallest subnormals and largest finite values: 225 pairs, so both
+// whole 16-bit blocks and a tail.
+TEST_P(MinMaxTest, SpecialPairsCommute) {
+  const int m = ti.format.mant_bits;
+  const uint64_t mant = (uint64_t{1} << m) - 1, quiet = uint64_t{1} << (m - 1);
+  const uint64_t inf = ((uint64_t{1} << ti.format.exp_bits) - 1) << m;
+  const uint64_t one = uint64_t(ti.format.bias()) << m, max_finite = (inf - mant - 1) | mant;
+  const uint64_t specials[] = {0,          sign,           one,        sign | one,
+                               inf,        sign | inf,     inf | 1,    inf | quiet,
+                               inf | quiet | 5,            sign | inf | quiet,
+                               sign | inf | mant,          1,          sign | 1,
+                               max_finite, sign | max_finite};
+  std::vector<uint8_t> x, y;
+  for (uint64_t a : specials) {
+    for (uint64_t b : specials) {
+      x.insert(x.end(), reinterpret_cast<const uint8_t*>(&a),
+               reinterpret_cast<const uint8_t*>(&a) + ti.width);
+      y.insert(y.end(), reinterpret_cast<const uint8_t*>(&b),
+               reinterpret_cast<const uint8_t*>(&b) + ti.width);
     }
   }
+  expect_commutes(x, y);
+  const uint64_t zero = op == reduce_op::min ? sign : 0;  // -0 for min, +0 for max
+  EXPECT_EQ(expected_min_max(ti, op, 0, sign), zero);
+  EXPECT_EQ(expected_min_max(ti, op, sign, 0), zero);
 }
 
-TEST_P(HalfTest, RandomFloatsRoundLikeTheReference) {
-  const half_case& c = GetParam();
-  std::mt19937_64 rng(test_seed() + c.format.mant_bits);
-  for (int i = 0; i < (1 << 20); ++i) {
-    const uint32_t bits = uint32_t(rng());
-    const float f = std::bit_cast<float>(bits);
-    const uint16_t h = c.from_f32(f);
-    ASSERT_TRUE(same_value(round_to(c.format, f), decode(c.format, h)))
-        << std::hex << "f=0x" << bits << " got=0x" << h;
+// Random values (specials among them); a quarter of the pairs equal and a quarter differing
+// only in the sign bit, so that ties of -0 and +0 and pairs of NaNs come up often.
+TEST_P(MinMaxTest, RandomPairsCommute) {
+  const std::size_t n = 4097;
+  std::vector<uint8_t> x(n * ti.width), y(n * ti.width);
+  fill_random(ti, x.data(), n, rng);
+  fill_random(ti, y.data(), n, rng);
+  for (std::size_t i = 0; i < n; ++i) {
+    const uint64_t r = rng() % 4, yb = r == 0 ? at(x, i) : at(x, i) ^ sign;
+    if (r < 2) std::memcpy(&y[i * ti.width], &yb, ti.width);
   }
+  expect_commutes(x, y);
 }
 
-TEST_P(HalfTest, SpecialValues) {
-  const half_case& c = GetParam();
-  EXPECT_EQ(c.from_f32(INFINITY), c.inf);
-  EXPECT_EQ(c.from_f32(-INFINITY), c.inf | 0x8000);
-  EXPECT_EQ(c.from_f32(-0.0f), 0x8000);
-  EXPECT_EQ(c.from_f32(std::numeric_limits<float>::max()), c.inf);  // rounds past the largest
-  EXPECT_EQ(c.from_f32(std::numeric_limits<float>::denorm_min()), 0);
-  EXPECT_EQ(c.from_f32(-std::numeric_limits<float>::denorm_min()), 0x8000);
-  // A NaN stays a NaN even when its payload lives only in the bits that are dropped.
-  for (uint32_t nan : {0x7f800001u, 0xff800001u, 0x7fc00000u, 0x7fffffffu}) {
-    const uint16_t h = c.from_f32(std::bit_cast<float>(nan));
-    EXPECT_TRUE(is_nan_bits(c, h)) << std::hex << "nan=0x" << nan << " got=0x" << h;
-    EXPECT_EQ(bool(h & 0x8000), bool(nan >> 31));
-  }
-  EXPECT_TRUE(std::isnan(c.to_f32(c.inf | 1)));
-  EXPECT_EQ(c.to_f32(c.inf), INFINITY);
-}
+const dtype float_dtypes[] = {dtype::f16, dtype::bf16, dtype::f32, dtype::f64};
+INSTANTIATE_TEST_SUITE_P(FloatTypes, MinMaxTest,
+                         ::testing::Combine(::testing::ValuesIn(float_dtypes),
+                                            ::testing::Values(reduce_op::min, reduce_op::max)),
+                         param_name);
 
-INSTANTIATE_TEST_SUITE_P(Formats, HalfTest, ::testing::ValuesIn(half_cases),
-                         [](const auto& p) { return std::string(p.param.name); });
+// ---- the kernels' 16-bit paths agree with the portable conversions -------------------------
 
-// Max of a value with itself passes it through the kernels' 16-bit paths unchanged (a NaN
-// comes out quiet), for every pattern: the widening and narrowing the kernels use, whichever
-// they are on this CPU, agree with the portable functions above.
+struct half_kind {
+  const char* name;
+  dtype t;
+  uint16_t inf;
+  uint16_t quiet_bit;  // what a NaN gains on the way through f32
+};
+const half_kind half_kinds[] = {{"f16", dtype::f16, 0x7c00, 0x0200},
+                                {"bf16", dtype::bf16, 0x7f80, 0x0040}};
+
+// Every 16-bit pattern through the kernels' widen-combine-narrow path, whichever it is on this
+// CPU. Adding -0 leaves every value as it is (+0 + -0 = +0), and a NaN keeps its sign and
+// payload and comes out quiet, as the portable conversions make it (half_test.cpp checks those
+// against F16C). Min and max of a value with itself give the value, and a NaN the canonical NaN.
 TEST(KernelPatterns, EveryHalfPatternSurvivesTheKernels) {
-  for (const half_case& c : half_cases) {
-    std::vector<uint16_t> all(65536), out(65536);
+  for (const half_kind& k : half_kinds) {
+    std::vector<uint16_t> all(65536), out(65536), minus_zero(65536, 0x8000);
     for (uint32_t h = 0; h < 65536; ++h) all[h] = uint16_t(h);
+    auto is_nan = [&](uint32_t h) { return (h & 0x7fff) > k.inf; };
+    reduce_to(out.data(), all.data(), minus_zero.data(), all.size(), k.t, reduce_op::sum);
+    for (uint32_t h = 0; h < 65536; ++h)
+      ASSERT_EQ(out[h], is_nan(h) ? (h | k.quiet_bit) : h) << k.name << std::hex << " h=0x" << h;
     for (reduce_op op : {reduce_op::max, reduce_op::min}) {
-      reduce_to(out.data(), all.data(), all.data(), all.size(),
-                c.inf == 0x7c00 ? dtype::f16 : dtype::bf16, op);
+      reduce_to(out.data(), all.data(), all.data(), all.size(), k.t, op);
       for (uint32_t h = 0; h < 65536; ++h)
-        ASSERT_EQ(out[h], is_nan_bits(c, uint16_t(h)) ? (h | c.quiet_bit) : h)
-            << c.name << " " << name_of(op) << std::hex << " h=0x" << h;
+        ASSERT_EQ(out[h], is_nan(h) ? canonical_nan(k.t) : h)
+            << k.name << " " << name_of(op) << std::hex << " h=0x" << h;
     }
   }
 }
-
-#if defined(__x86_64__) || defined(__i386__)
-[[gnu::target("avx2,f16c")]] void hardware_widen(const uint16_t* in, float* out) {
-  _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in))));
-}
-[[gnu::target("avx2,f16c")]] void hardware_narrow(const float* in, uint16_t* out) {
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
-                   _mm256_cvtps_ph(_mm256_loadu_ps(in), _MM_FROUND_TO_NEAREST_INT));
-}
-
-// The kernels use F16C where the CPU has it; the portable functions must give the same bits,
-// NaNs included. Every f16 pattern, and every 4099th f32 pattern (about a million).
-TEST(HalfConversion, PortableF16MatchesF16cBitForBit) {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx) ||
-      !(ecx & bit_F16C))
-    GTEST_SKIP() << "CPU without AVX2 and F16C";
-  uint16_t h[8];
-  float f[8];
-  for (uint32_t base = 0; base < 65536; base += 8) {
-    for (int k = 0; k < 8; ++k) h[k] = uint16_t(base + k);
-    hardware_widen(h, f);
-    for (int k = 0; k < 8; ++k)
-      ASSERT_EQ(std::bit_cast<uint32_t>(f16_to_f32(h[k])), std::bit_cast<uint32_t>(f[k]))
-          << std::hex << "h=0x" << h[k];
-  }
-  for (uint64_t base = 0; base < (uint64_t{1} << 32); base += 8 * 4099) {
-    for (int k = 0; k < 8; ++k) f[k] = std::bit_cast<float>(uint32_t(base + k * 4099));
-    hardware_narrow(f, h);
-    for (int k = 0; k < 8; ++k)
-      ASSERT_EQ(f32_to_f16(f[k]), h[k]) << std::hex << "f=0x" << std::bit_cast<uint32_t>(f[k]);
-  }
-}
-#endif
 
 // ---- both kernel builds -------------------------------------------------------------------
 
@@ -583,8 +583,8 @@ TEST(ReduceKernels, PortableBuildPassesTheSameTests) {
   if (std::getenv("CHORUS_REDUCE_KERNELS")) GTEST_SKIP() << "already the child run";
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::string cmd = "CHORUS_REDUCE_KERNELS=portable CHORUS_TEST_SEED=" +
-                          std::to_string(test_seed()) + " '" + self +
-                          "' --gtest_brief=1 --gtest_filter='AllTypes/*:KernelPatterns.*'";
+                          std::to_string(test_seed()) + " '" + self + "' --gtest_brief=1 " +
+                          "--gtest_filter='AllTypes/*:FloatTypes/*:KernelPatterns.*'";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 

@@ -133,6 +133,15 @@ class local_endpoint final : public transport {
     for (auto& f : dropped) release(f);
   }
 
+  // Like tcp: every peer learns why this rank gave up on the job.
+  void abort(const status& why) override {
+    status told{errc::protocol, "rank " + std::to_string(rank_) + " aborted the job: " + why.to_string()};
+    s_.enqueue_call([this, told] {
+      for (int p = 0; p < size(); ++p)
+        if (p != rank_ && !s_.endpoints[p]->dead_) s_.endpoints[p]->lost(rank_, told);
+    });
+  }
+
   void close(std::chrono::milliseconds) override {
     closed_ = true;
     // Threaded mode, called from outside: wait for a sink call in progress to return.

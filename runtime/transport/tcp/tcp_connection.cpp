@@ -55,6 +55,17 @@ void tcp_connection::send_goodbye() {
   send(h, nullptr);
 }
 
+void tcp_connection::send_abort(const std::string& reason) {
+  if (close_when_written_) return;
+  close_when_written_ = true;
+  abort_reason_ = reason;
+  wire::frame_header h;
+  h.kind = wire::frame_kind::abort;
+  h.job_id = owner_.limits().job_id;
+  h.length = static_cast<uint32_t>(abort_reason_.size());
+  send(h, reinterpret_cast<const std::byte*>(abort_reason_.data()));
+}
+
 void tcp_connection::start_write() {
   write_bufs_.clear();
   in_flight_ = std::min(queue_.size(), max_batch);
@@ -82,6 +93,7 @@ void tcp_connection::on_written(const asio::error_code& ec, std::size_t n) {
     return;
   }
   if (!queue_.empty()) start_write();
+  else if (close_when_written_) close();
   else if (goodbye_sent_) owner_.finish_close_if_done();
 }
 
@@ -108,6 +120,25 @@ void tcp_connection::on_header(const asio::error_code& ec) {
     goodbye_received_ = true;
     owner_.goodbye_from(*this);
     if (open_) read_header();  // the peer closes next; EOF after goodbye is expected
+    return;
+  }
+  if (current_.kind == wire::frame_kind::abort) {
+    if (scratch_.size() < current_.length) scratch_.resize(current_.length);
+    asio::async_read(socket_, asio::buffer(scratch_.data(), current_.length), [this](const asio::error_code& e, std::size_t) {
+      std::string reason = e ? "(reason lost: " + e.message() + ")"
+                             : std::string(reinterpret_cast<const char*>(scratch_.data()), current_.length);
+      // The reason is a status ("connection_lost: rank 1 ..."): keep its code, name the messenger.
+      errc code = errc::protocol;
+      for (int c = 1; c <= static_cast<int>(errc::internal); ++c) {
+        std::string name = std::string(to_string(static_cast<errc>(c))) + ": ";
+        if (reason.rfind(name, 0) == 0) {
+          code = static_cast<errc>(c);
+          reason = reason.substr(name.size());
+          break;
+        }
+      }
+      owner_.connection_failed(*this, status{code, reason + " (reported by rank " + std::to_string(peer_) + ")"});
+    });
     return;
   }
   if (current_.kind != wire::frame_kind::data) {

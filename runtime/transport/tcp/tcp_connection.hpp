@@ -28,6 +28,8 @@ class tcp_connection {
   /// Drops queued frames of `sequence` that are not being written yet (sink's sent() for each).
   void cancel(uint64_t sequence);
   void send_goodbye();
+  /// Sends the reason the job is broken and closes once it is written.
+  void send_abort(const std::string& reason);
   void close();
 
   int peer() const { return peer_; }
@@ -69,6 +71,8 @@ class tcp_connection {
   std::array<std::byte, wire::frame_header_size> read_head_{};
   wire::frame_header current_{};
   std::vector<std::byte> scratch_;
+  std::string abort_reason_;  // outgoing: kept alive until written
+  bool close_when_written_ = false;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
 };

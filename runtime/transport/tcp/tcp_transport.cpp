@@ -124,6 +124,12 @@ void tcp_transport::send(int peer, int stream, const wire::frame_header& h, cons
   c->send(h, payload);
 }
 
+void tcp_transport::abort(const status& why) {
+  for (auto& per_peer : conns_)
+    for (auto& c : per_peer)
+      if (c->open()) c->send_abort(why.to_string());
+}
+
 void tcp_transport::cancel(uint64_t sequence) {
   for (auto& per_peer : conns_)
     for (auto& c : per_peer) c->cancel(sequence);
@@ -145,7 +151,8 @@ uint64_t tcp_transport::bytes_received(int stream) const {
 
 void tcp_transport::connection_failed(tcp_connection& c, const status& why) {
   int p = c.peer();
-  for (auto& other : conns_[p]) other->close();
+  // Fail the ops first: closing releases queued frames (sent()), and an op whose last frames
+  // were queued to the dead peer must not look finished.
   if (!peer_down_[p]) {
     peer_down_[p] = true;
     if (!closing_) {
@@ -153,6 +160,7 @@ void tcp_transport::connection_failed(tcp_connection& c, const status& why) {
       sink_->peer_failed(p, why);
     }
   }
+  for (auto& other : conns_[p]) other->close();
   finish_close_if_done();
 }
 

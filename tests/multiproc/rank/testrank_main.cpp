@@ -4,6 +4,7 @@
 //                          prints "testrank error: <status>" and exits 3
 //   accept-intruder        rank 0 waits until its acceptor refused a connection, then all ranks
 //                          allreduce; prints "refused=N"
+//   mismatch               rank r allreduces 100000 + r floats: every rank must fail
 //   intruder               not a rank: connects to rank 0 with a wrong secret, expects refusal
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/env/process_env.hpp"
@@ -96,6 +98,13 @@ int main(int argc, char** argv) {
       std::printf("iteration %d\n", i);
       std::fflush(stdout);
     }
+    return 0;
+  }
+  if (mode == "mismatch") {
+    std::vector<float> buf(100000 + static_cast<std::size_t>(c.rank()), 1.0f);
+    auto st = c.allreduce(buf.data(), buf.size(), dtype::f32, reduce_op::sum, allreduce_algorithm::ring);
+    if (!st.ok()) return fail(st);
+    std::printf("mismatch went unnoticed\n");
     return 0;
   }
   if (mode == "accept-intruder") {

@@ -1,0 +1,90 @@
+// Building chunk ops from chunk work and handing them to the data plane; the completion gate.
+#include "actors/chunk_runner.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "runtime/collectives/communicator.hpp"
+#include "runtime/collectives/exchange_op.hpp"
+#include "runtime/collectives/ring_op.hpp"
+
+namespace chorus {
+
+void chunk_gate::wire(std::vector<caf::actor> senders) {
+  std::lock_guard lk(mu_);
+  senders_ = std::move(senders);
+}
+
+void chunk_gate::post(int stream, uint64_t sequence, const status& st) {
+  std::lock_guard lk(mu_);
+  if (stream < 0 || static_cast<std::size_t>(stream) >= senders_.size()) return;
+  caf::anon_send(senders_[static_cast<std::size_t>(stream)], chunk_ran{sequence, st});
+}
+
+void chunk_gate::close() {
+  std::lock_guard lk(mu_);
+  senders_.clear();
+}
+
+result<std::vector<std::size_t>> prepare_gather(bucket_job& job, int rank, int size) {
+  const auto& spec = job.ops.front().spec;
+  if (!job.local_error.ok()) return job.local_error;
+  if (static_cast<int>(job.first_dims.size()) != size)
+    return status{errc::internal, describe(spec) + ": " + std::to_string(job.first_dims.size()) +
+                                      " gathered dims for " + std::to_string(size) + " ranks"};
+  std::size_t elem = size_of(spec.type);
+  std::size_t row_elems = elem ? job.row_bytes / elem : 0;
+  std::vector<std::size_t> counts(static_cast<std::size_t>(size));
+  std::size_t before = 0, total = 0;
+  for (int r = 0; r < size; ++r) {
+    int64_t d = job.first_dims[static_cast<std::size_t>(r)];
+    if (d < 0)
+      return status{errc::protocol, describe(spec) + ": rank " + std::to_string(r) + " announced dim 0 = " +
+                                        std::to_string(d)};
+    counts[static_cast<std::size_t>(r)] = static_cast<std::size_t>(d) * row_elems;
+    if (r < rank) before += counts[static_cast<std::size_t>(r)];
+    total += counts[static_cast<std::size_t>(r)];
+  }
+  job.gathered.assign(total * elem, std::byte{0});
+  std::size_t mine = counts[static_cast<std::size_t>(rank)] * elem;
+  if (mine) std::memcpy(job.gathered.data() + before * elem, job.ops.front().input, mine);
+  return counts;
+}
+
+void comm_runner::run(const chunk_work& w, int stream) {
+  const int rank = comm_.rank(), size = comm_.size();
+  const std::size_t segment = comm_.options().segment_bytes;
+  const std::size_t elem = size_of(w.type);
+  std::unique_ptr<chunk_op> op;
+  switch (w.algo) {
+    case chunk_algo::ring_allreduce:
+      op = make_ring_allreduce(w.sequence, stream, rank, size, w.data, w.bytes / elem, w.type, w.op, segment);
+      break;
+    case chunk_algo::exchange_allreduce:
+      op = std::make_unique<exchange_op>(w.sequence, stream, rank, size, w.data, w.bytes / elem, w.type, w.op);
+      break;
+    case chunk_algo::broadcast:
+      op = std::make_unique<broadcast_op>(w.sequence, stream, rank, size, w.data, w.bytes, w.root, segment);
+      break;
+    case chunk_algo::allgather_counts:
+      op = make_ring_allgather(w.sequence, stream, rank, size, w.job->first_dims.data(),
+                               std::vector<std::size_t>(static_cast<std::size_t>(size), 1), dtype::i64, segment);
+      break;
+    case chunk_algo::allgather_data: {
+      auto counts = prepare_gather(*w.job, rank, size);
+      if (!counts) {
+        gate_->post(stream, w.sequence, counts.error());
+        return;
+      }
+      op = make_ring_allgather(w.sequence, stream, rank, size, w.job->gathered.data(), *counts, w.type, segment);
+      break;
+    }
+  }
+  // The callback keeps the bucket (and so the buffer the op writes) alive until the data
+  // plane lets go of the op, even if the pipeline has shut down by then.
+  comm_.run_chunk(std::move(op), [keep = w.job, gate = gate_, stream, seq = w.sequence](const status& st) {
+    gate->post(stream, seq, st);
+  });
+}
+
+}  // namespace chorus

@@ -1,0 +1,59 @@
+// How a sender actor runs one chunk: chunk_runner builds the chunk op a chunk_work asks for
+// (ring allreduce, recursive doubling, broadcast, ring allgather) on the sender's stream and
+// hands it to the data plane. Tests replace it with a runner that holds chunks until told.
+// comm_runner's done callbacks run on the data plane's I/O thread; they only ever post an
+// actor message (chunk_ran), through a gate that shutdown closes before the actors go away.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "actors/protocol.hpp"
+#include "runtime/core/status.hpp"
+
+namespace chorus {
+
+class communicator;
+
+class chunk_runner {
+ public:
+  virtual ~chunk_runner() = default;
+  /// Starts `w` on stream `stream`. Exactly one chunk_ran{w.sequence, result} reaches the
+  /// sender of `stream` later (from any thread), unless the pipeline shut down meanwhile.
+  virtual void run(const chunk_work& w, int stream) = 0;
+};
+
+/// Routes data-plane completions to the sender actors while the pipeline lives. The data
+/// plane may hold a callback past the actor system's end; it holds the gate, never an actor.
+/// Thread-safe: post() from the I/O thread, wire() and close() from the pipeline's owner.
+class chunk_gate {
+ public:
+  void wire(std::vector<caf::actor> senders);
+  /// Sends chunk_ran to the sender of `stream`, unless closed.
+  void post(int stream, uint64_t sequence, const status& st);
+  /// Drops the actor handles (call while the actor system still lives); later posts do nothing.
+  void close();
+
+ private:
+  std::mutex mu_;
+  std::vector<caf::actor> senders_;
+};
+
+/// The real runner over a communicator's data plane.
+class comm_runner final : public chunk_runner {
+ public:
+  comm_runner(communicator& comm, std::shared_ptr<chunk_gate> gate) : comm_(comm), gate_(std::move(gate)) {}
+  void run(const chunk_work& w, int stream) override;
+
+ private:
+  communicator& comm_;
+  std::shared_ptr<chunk_gate> gate_;
+};
+
+/// Prepares an allgather data chunk once its counts are known: sizes job.gathered, copies
+/// this rank's rows in, and returns the element count of every rank (or an error).
+result<std::vector<std::size_t>> prepare_gather(bucket_job& job, int rank, int size);
+
+}  // namespace chorus

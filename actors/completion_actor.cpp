@@ -1,0 +1,94 @@
+// The completion actor: counts chunks per bucket, unpacks, ends ops, moves the start window.
+#include "actors/completion_actor.hpp"
+
+#include <span>
+#include <string>
+
+#include "runtime/core/log.hpp"
+#include "runtime/fusion/pack.hpp"
+
+namespace chorus {
+
+namespace {
+
+using self_ptr = caf::stateful_actor<completion_state>*;
+
+void end_op(self_ptr self, const op_ref& op, const status& st, std::vector<std::byte> gathered = {},
+            std::vector<int64_t> dims = {}) {
+  auto& s = self->state;
+  if (st.ok()) {
+    ++s.ops_ok;
+    self->send(s.wired.producer, op_finished{op.handle, st, std::move(gathered), std::move(dims)});
+    return;
+  }
+  ++s.ops_failed;
+  status named{st.code(), describe(op.spec) + " on rank " + std::to_string(s.cfg.rank) + ": " + st.message()};
+  self->send(s.wired.producer, op_finished{op.handle, std::move(named), {}, {}});
+}
+
+void finish_bucket(self_ptr self, completion_state::entry& e) {
+  auto& job = *e.job;
+  status st = e.error.ok() ? job.local_error : e.error;
+  if (st.ok() && job.plan.kind == fusable_kind::allreduce && !job.plan.in_place) {
+    st = unpack(job.plan, std::span<const std::byte>(job.data, job.plan.bytes),
+                [&job](uint32_t id) { return job.ops[id].output; });
+    if (!st.ok()) st = {errc::internal, "unpacking the fusion buffer failed: " + st.message()};
+  }
+  if (st.ok() && job.plan.kind == fusable_kind::allgather) {
+    end_op(self, job.ops.front(), st, std::move(job.gathered), job.first_dims);
+  } else {
+    for (const auto& op : job.ops) end_op(self, op, st);
+  }
+  ++self->state.buckets_done;
+}
+
+void report_window(self_ptr self) {
+  auto& s = self->state;
+  uint64_t oldest = s.unfinished.empty() ? s.next_planned : *s.unfinished.begin();
+  if (oldest == s.reported_oldest) return;
+  s.reported_oldest = oldest;
+  self->send(s.wired.fusion, window_moved{oldest});
+}
+
+}  // namespace
+
+caf::behavior completion_actor(self_ptr self, completion_config cfg) {
+  self->state.cfg = cfg;
+  return {
+      [=](const pipeline_wired& w) { self->state.wired = w; },
+      [=](const bucket_planned& p) {
+        auto& s = self->state;
+        const auto& job = p.job;
+        s.buckets[job->id] = completion_state::entry{job, job->chunks, {}};
+        for (uint32_t i = 0; i < job->chunks; ++i) s.unfinished.insert(job->first_sequence + i);
+        s.next_planned = std::max(s.next_planned, job->first_sequence + job->chunks);
+      },
+      [=](const chunk_done& d) {
+        auto& s = self->state;
+        if (s.unfinished.erase(d.sequence) == 0) {
+          CHORUS_LOG(error, "completion", "sequence=" << d.sequence << " ended twice or was never planned");
+          return;
+        }
+        auto it = s.buckets.find(d.bucket);
+        if (it == s.buckets.end()) {
+          CHORUS_LOG(error, "completion", "sequence=" << d.sequence << " of unknown bucket=" << d.bucket);
+          report_window(self);
+          return;
+        }
+        auto& e = it->second;
+        if (!d.result.ok() && e.error.ok()) {
+          e.error = d.result;
+          // An allgather's row chunk reads the counts: tell it they are not there (the
+          // window_moved below orders this write before that chunk starts).
+          if (e.job->plan.kind == fusable_kind::allgather) e.job->local_error = d.result;
+        }
+        if (--e.left == 0) {
+          finish_bucket(self, e);
+          s.buckets.erase(it);
+        }
+        report_window(self);
+      },
+  };
+}
+
+}  // namespace chorus

@@ -1,0 +1,45 @@
+// The completion actor: one per rank. Receives bucket_planned from fusion and chunk_done from
+// the senders; sends op_finished to the producer (which calls the op's done) and window_moved
+// to fusion. When the last chunk of a bucket ends it unpacks a fused buffer into the ops'
+// outputs and ends every op of the bucket exactly once: ok, or the bucket's first error
+// naming the tensor and this rank. Averaging needs nothing here: the chunk ops divide by the
+// number of ranks, element by element, so a fused bucket is divided once as a whole.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <unordered_map>
+
+#include <caf/all.hpp>
+
+#include "actors/protocol.hpp"
+
+namespace chorus {
+
+struct completion_config {
+  int rank = 0;
+  int size = 1;
+};
+
+struct completion_state {
+  struct entry {
+    std::shared_ptr<bucket_job> job;
+    uint32_t left = 0;  ///< chunks not ended yet
+    status error;       ///< the first chunk error
+  };
+  completion_config cfg;
+  pipeline_wired wired;
+  std::unordered_map<uint64_t, entry> buckets;
+  std::set<uint64_t> unfinished;  ///< planned chunk sequences not ended yet
+  uint64_t next_planned = 0;      ///< one past the highest planned sequence
+  uint64_t reported_oldest = 0;   ///< last window_moved sent
+  uint64_t ops_ok = 0;
+  uint64_t ops_failed = 0;
+  uint64_t buckets_done = 0;
+  static inline const char* name = "chorus.completion";
+};
+
+caf::behavior completion_actor(caf::stateful_actor<completion_state>* self, completion_config cfg);
+
+}  // namespace chorus

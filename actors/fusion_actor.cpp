@@ -1,0 +1,166 @@
+// The fusion actor: agreed batch → buckets → chunks, packed and handed to the senders within
+// the start window.
+#include "actors/fusion_actor.hpp"
+
+#include <cstring>
+#include <span>
+
+#include "runtime/core/log.hpp"
+#include "runtime/fusion/fusion_plan.hpp"
+#include "runtime/fusion/pack.hpp"
+
+namespace chorus {
+
+namespace {
+
+using self_ptr = caf::stateful_actor<fusion_state>*;
+
+fusable_kind fusable_of(collective_kind k) {
+  switch (k) {
+    case collective_kind::broadcast: return fusable_kind::broadcast;
+    case collective_kind::allgather: return fusable_kind::allgather;
+    default: return fusable_kind::allreduce;
+  }
+}
+
+std::size_t row_bytes_of(const tensor_spec& s) {
+  std::size_t n = size_of(s.type);
+  for (std::size_t i = 1; i < s.shape.size(); ++i) n *= static_cast<std::size_t>(s.shape[i]);
+  return n;
+}
+
+/// Points job->data at the buffer the collective runs on, packing fused members into it.
+void prepare_buffer(fusion_state& s, bucket_job& job) {
+  const auto& b = job.plan;
+  if (b.in_place) {
+    auto& op = job.ops.front();
+    job.data = static_cast<std::byte*>(op.output);
+    if (op.input && op.input != op.output && b.bytes) std::memcpy(op.output, op.input, b.bytes);
+    return;
+  }
+  auto lease = s.pool->acquire(b.bytes);
+  if (lease) {
+    job.lease = std::move(*lease);
+    job.data = job.lease.data();
+  } else {
+    ++s.heap_fallbacks;
+    CHORUS_LOG(debug, "fusion", "pool full, heap buffer for bucket=" << job.id << " bytes=" << b.bytes << ": "
+                                                                     << lease.error().message());
+    job.heap.assign(b.bytes, std::byte{0});
+    job.data = job.heap.data();
+  }
+  s.fused_bytes += b.bytes;
+  auto st = pack(b, [&job](uint32_t id) { return job.ops[id].input; }, std::span(job.data, b.bytes));
+  if (!st.ok()) {
+    // Still run the chunks: every rank must start every sequence. Completion reports this.
+    CHORUS_LOG(error, "fusion", "bucket=" << job.id << " pack failed: " << st.message());
+    job.local_error = {errc::internal, "packing the fusion buffer failed: " + st.message()};
+  }
+}
+
+void dispatch(self_ptr self) {
+  auto& s = self->state;
+  if (s.wired.senders.empty()) return;
+  while (!s.waiting.empty()) {
+    const auto& w = s.waiting.front();
+    if (w.sequence >= s.oldest_unfinished + s.cfg.start_window) break;
+    if (w.algo == chunk_algo::allgather_data && s.oldest_unfinished < w.sequence) break;
+    auto n = s.wired.senders.size();
+    auto to = static_cast<std::size_t>((w.sequence - s.cfg.first_sequence) % n);
+    self->send(s.wired.senders[to], std::move(s.waiting.front()));
+    s.waiting.pop_front();
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> plan_batch(fusion_state& s,
+                                                                                         const batch_agreed& b) {
+  std::vector<fusion_item> items;
+  items.reserve(b.ops.size());
+  for (std::size_t i = 0; i < b.ops.size(); ++i) {
+    const auto& spec = b.ops[i].spec;
+    fusion_item it;
+    it.id = static_cast<uint32_t>(i);
+    it.kind = fusable_of(spec.kind);
+    it.type = spec.type;
+    it.op = spec.op;
+    it.root = spec.root;
+    it.device = -1;
+    it.process_set = spec.process_set;
+    it.bytes = spec.kind == collective_kind::allgather
+                   ? static_cast<std::size_t>(b.ops[i].first_dim) * row_bytes_of(spec)
+                   : static_cast<std::size_t>(spec.byte_size());
+    items.push_back(it);
+  }
+  std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> out;
+  for (auto& bk : plan_buckets(items, s.cfg.fusion_threshold)) {
+    auto job = std::make_shared<bucket_job>();
+    job->id = s.next_bucket++;
+    job->plan = bk;
+    for (uint32_t m = 0; m < job->plan.members.size(); ++m) {
+      job->ops.push_back(b.ops[job->plan.members[m].id]);
+      job->plan.members[m].id = m;  // from here on, ids index job->ops
+    }
+    const auto& spec = job->ops.front().spec;
+    std::vector<chunk_work> works;
+    job->first_sequence = s.next_sequence;
+    if (bk.kind == fusable_kind::allgather) {
+      job->row_bytes = row_bytes_of(spec);
+      job->first_dims.assign(static_cast<std::size_t>(s.cfg.size), 0);
+      job->first_dims[static_cast<std::size_t>(s.cfg.rank)] = job->ops.front().first_dim;
+      chunk_work counts{s.next_sequence++, chunk_algo::allgather_counts, nullptr,
+                        static_cast<std::size_t>(s.cfg.size) * sizeof(int64_t), dtype::i64, reduce_op::sum, 0, job};
+      chunk_work rows{s.next_sequence++, chunk_algo::allgather_data, nullptr, 0, spec.type, reduce_op::sum, 0, job};
+      works.push_back(std::move(counts));
+      works.push_back(std::move(rows));
+    } else {
+      prepare_buffer(s, *job);
+      for (const auto& c : plan_chunks({job->plan}, s.cfg.chunk_bytes, s.next_sequence)) {
+        chunk_algo algo = bk.kind == fusable_kind::broadcast ? chunk_algo::broadcast
+                          : c.bytes <= s.cfg.small_bytes      ? chunk_algo::exchange_allreduce
+                                                              : chunk_algo::ring_allreduce;
+        works.push_back(chunk_work{c.sequence, algo, job->data + c.offset, c.bytes, bk.type, bk.op, bk.root, job});
+      }
+      s.next_sequence += works.size();
+    }
+    job->chunks = static_cast<uint32_t>(works.size());
+    ++s.buckets;
+    out.emplace_back(std::move(job), std::move(works));
+  }
+  return out;
+}
+
+caf::behavior fusion_actor(self_ptr self, fusion_config cfg) {
+  auto& s = self->state;
+  s.cfg = cfg;
+  buffer_pool_options po;
+  po.max_bytes = cfg.pool_bytes;
+  po.fusion_threshold = cfg.fusion_threshold;
+  po.pre_touch = cfg.pre_touch;
+  s.pool = std::make_unique<buffer_pool>(po);
+  s.next_sequence = cfg.first_sequence;
+  s.oldest_unfinished = cfg.first_sequence;
+  return {
+      [=](const pipeline_wired& w) {
+        self->state.wired = w;
+        dispatch(self);
+      },
+      [=](const batch_agreed& b) {
+        auto& st = self->state;
+        for (auto& [job, works] : plan_batch(st, b)) {
+          // Completion learns the bucket before any of its chunks can end (mailbox order).
+          self->send(st.wired.completion, bucket_planned{job});
+          for (auto& w : works) st.waiting.push_back(std::move(w));
+        }
+        dispatch(self);
+      },
+      [=](const window_moved& w) {
+        auto& st = self->state;
+        if (w.oldest_unfinished > st.oldest_unfinished) st.oldest_unfinished = w.oldest_unfinished;
+        dispatch(self);
+      },
+  };
+}
+
+}  // namespace chorus

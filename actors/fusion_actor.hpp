@@ -1,0 +1,61 @@
+// The fusion actor: one per rank. Receives batch_agreed from the negotiator and window_moved
+// from completion; sends bucket_planned to completion and chunk_work to the senders.
+// It turns an agreed batch into buckets (plan_buckets) and chunks (plan_chunks) with global
+// sequence numbers from communicator::pipeline_sequence_base plus a running counter. Every
+// rank sees the same batches in the same order and plans alike, so the numbers match across
+// ranks without any exchange. Fused buckets are packed into pooled, pre-touched buffers; a
+// single tensor runs in place. An allgather takes two sequences: the per-rank dim 0 (counts)
+// first, then the rows.
+//
+// Start-order invariant (deadlock freedom, see sender_actor.hpp): chunks are handed to the
+// senders in increasing sequence order, and only while sequence < oldest unfinished chunk of
+// this rank + start_window. An allgather's row chunk is handed out only once every earlier
+// chunk (its counts among them) has ended here.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+
+#include <caf/all.hpp>
+
+#include "actors/protocol.hpp"
+#include "runtime/fusion/buffer_pool.hpp"
+
+namespace chorus {
+
+struct fusion_config {
+  int rank = 0;
+  int size = 1;
+  int streams = 1;
+  std::size_t fusion_threshold = 64u << 20;
+  std::size_t chunk_bytes = 4u << 20;
+  std::size_t small_bytes = 64u << 10;  ///< chunks up to this use recursive doubling
+  std::size_t start_window = 16;
+  std::size_t pool_bytes = 256u << 20;
+  bool pre_touch = true;
+  uint64_t first_sequence = uint64_t{1} << 62;
+};
+
+struct fusion_state {
+  fusion_config cfg;
+  pipeline_wired wired;
+  std::unique_ptr<buffer_pool> pool;
+  uint64_t next_sequence = 0;
+  uint64_t next_bucket = 1;
+  uint64_t oldest_unfinished = 0;
+  std::deque<chunk_work> waiting;  ///< planned, not yet handed to a sender (ascending)
+  uint64_t buckets = 0;
+  uint64_t fused_bytes = 0;
+  uint64_t heap_fallbacks = 0;     ///< fused buckets that did not fit the pool
+  static inline const char* name = "chorus.fusion";
+};
+
+/// The buckets and chunk work for one agreed batch; advances the state's counters.
+/// Exposed for tests; the actor calls it and then dispatches.
+std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> plan_batch(fusion_state& s,
+                                                                                         const batch_agreed& b);
+
+caf::behavior fusion_actor(caf::stateful_actor<fusion_state>* self, fusion_config cfg);
+
+}  // namespace chorus

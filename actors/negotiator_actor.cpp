@@ -1,0 +1,216 @@
+// The negotiator actor: events into the strategy, actions out as messages. Time comes from the
+// actor clock, so the deterministic tests drive it with the test coordinator's clock.
+#include "actors/negotiator_actor.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+
+#include "runtime/core/log.hpp"
+#include "runtime/negotiation/message.hpp"
+
+namespace chorus {
+
+namespace {
+
+using self_ptr = caf::stateful_actor<negotiator_state>*;
+
+negotiation::time_point now_of(self_ptr self) { return self->clock().now(); }
+
+void finish_op(self_ptr self, const op_ref& op, status st) {
+  self->send(self->state.wired.producer, op_finished{op.handle, std::move(st), {}, {}});
+}
+
+void send_gossip(self_ptr self, const negotiation::outgoing_message& m) {
+  auto& s = self->state;
+  if (m.to < 0 || m.to >= static_cast<int>(s.peers.size()) || !s.peers[static_cast<std::size_t>(m.to)]) {
+    CHORUS_LOG(error, "negotiator", "no control connection to rank=" << m.to << "; message dropped");
+    return;
+  }
+  auto bytes = negotiation::encode(m.message);
+  gossip_bytes g;
+  g.data.resize(bytes.size());
+  std::memcpy(g.data.data(), bytes.data(), bytes.size());
+  self->send(s.peers[static_cast<std::size_t>(m.to)], std::move(g));
+  ++s.stats.messages_sent;
+}
+
+/// Ends every op in negotiation with `why` (prefixed by the op's description) and stops.
+void fail_all(self_ptr self, const status& why, bool prefix_name) {
+  auto& s = self->state;
+  if (s.failed.ok()) s.failed = why;
+  for (auto& [name, op] : s.pending) {
+    std::string text = why.message();
+    if (prefix_name) text = describe(op.spec) + ": " + text;
+    finish_op(self, op, {why.code(), std::move(text)});
+  }
+  s.pending.clear();
+}
+
+void record_latency(negotiator_state& s, const op_ref& op, negotiation::time_point now) {
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(now - op.enqueued_at).count();
+  auto v = static_cast<uint32_t>(std::clamp<int64_t>(us, 0, UINT32_MAX));
+  if (s.samples_us.size() < s.cfg.max_samples) {
+    s.samples_us.push_back(v);
+  } else if (!s.samples_us.empty()) {
+    s.samples_us[s.next_sample] = v;
+    s.next_sample = (s.next_sample + 1) % s.samples_us.size();
+  }
+}
+
+void schedule_timer(self_ptr self, negotiation::time_point at) {
+  auto& s = self->state;
+  if (s.timer_at && *s.timer_at <= at) return;  // an earlier tick will call on_timer anyway
+  s.timer_at = at;
+  auto delay = at - now_of(self);
+  int64_t stamp = at.time_since_epoch().count();
+  if (delay <= negotiation::duration::zero())
+    self->send(self, tick_atom::value, stamp);
+  else
+    self->delayed_send(self, delay, tick_atom::value, stamp);
+}
+
+/// Carries out what the strategy asked for, in the order strategy.hpp prescribes.
+void apply(self_ptr self, negotiation::actions a) {
+  auto& s = self->state;
+  auto now = now_of(self);
+  for (auto& m : a.send) {
+    if (s.peers.empty())
+      s.unsent.push_back(std::move(m));
+    else
+      send_gossip(self, m);
+  }
+  for (auto& e : a.errors) {
+    if (auto it = s.pending.find(e.name); it != s.pending.end()) {
+      finish_op(self, it->second, {errc::mismatch, e.message});
+      s.pending.erase(it);
+    }
+  }
+  for (auto& b : a.batches) {
+    batch_agreed out{b.cycle, {}};
+    out.ops.reserve(b.ids.size());
+    for (auto id : b.ids) {
+      const auto& name = s.strategy->registry().spec(id).name;
+      auto it = s.pending.find(name);
+      if (it == s.pending.end()) {
+        CHORUS_LOG(error, "negotiator", "cycle=" << b.cycle << " agreed id=" << id << " name='" << name
+                                                 << "' that is not pending here");
+        continue;
+      }
+      record_latency(s, it->second, now);
+      out.ops.push_back(std::move(it->second));
+      s.pending.erase(it);
+    }
+    s.stats.agreed_ops += out.ops.size();
+    if (!out.ops.empty()) self->send(s.wired.fusion, std::move(out));
+  }
+  for (auto& w : a.warnings) CHORUS_LOG(warn, "negotiator", "stall: " << w.message);
+  for (auto& r : a.rejected) {
+    if (auto it = s.pending.find(r.name); it != s.pending.end()) {
+      finish_op(self, it->second, r.error);
+      s.pending.erase(it);
+    }
+  }
+  s.stats.cycles += a.cycles.size();
+  if (a.fatal) {
+    CHORUS_LOG(error, "negotiator", "negotiation stopped: " << a.fatal->message());
+    fail_all(self, *a.fatal, false);
+  }
+  if (a.wake_at) schedule_timer(self, *a.wake_at);
+}
+
+}  // namespace
+
+negotiation_stats summarize(const negotiator_state& s) {
+  negotiation_stats out = s.stats;
+  out.samples = s.samples_us.size();
+  if (s.samples_us.empty()) return out;
+  auto v = s.samples_us;
+  auto at = [&](double q) {
+    auto k = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1));
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+    return static_cast<double>(v[k]);
+  };
+  out.p50_us = at(0.50);
+  out.p99_us = at(0.99);
+  return out;
+}
+
+caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
+  auto& s = self->state;
+  s.cfg = cfg;
+  auto made = negotiation::make_strategy(cfg.strategy, cfg.rank, cfg.size, cfg.options);
+  if (!made) {
+    CHORUS_LOG(error, "negotiator", made.error().message());
+    s.failed = made.error();
+  } else {
+    s.strategy = std::move(*made);
+  }
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    for (std::size_t r = 0; r < st.peers.size(); ++r) {
+      if (st.peers[r] && st.peers[r].address() == dm.source) {
+        st.peers[r] = caf::actor{};
+        status why{errc::connection_lost, "rank " + std::to_string(r) + " left the job (its control connection closed: " +
+                                              self->system().render(dm.reason) + ")"};
+        if (!st.pending.empty() || st.failed.ok())
+          CHORUS_LOG(info, "negotiator", why.message());
+        fail_all(self, why, true);
+      }
+    }
+  });
+  return {
+      [=](const pipeline_wired& w) { self->state.wired = w; },
+      [=](const peers_connected& p) {
+        auto& st = self->state;
+        st.peers = p.peers;
+        for (int r = 0; r < static_cast<int>(st.peers.size()); ++r)
+          if (r != st.cfg.rank && st.peers[static_cast<std::size_t>(r)])
+            self->monitor(st.peers[static_cast<std::size_t>(r)]);
+        auto unsent = std::move(st.unsent);
+        st.unsent.clear();
+        for (auto& m : unsent) send_gossip(self, m);
+      },
+      [=](tensor_ready& t) {
+        auto& st = self->state;
+        if (!st.failed.ok() || !st.strategy) {
+          finish_op(self, t.op, {st.failed.code(), describe(t.op.spec) + ": " + st.failed.message()});
+          return;
+        }
+        if (st.pending.count(t.op.spec.name)) {
+          finish_op(self, t.op, {errc::invalid_argument, describe(t.op.spec) + ": already being negotiated"});
+          return;
+        }
+        auto spec = t.op.spec;
+        st.pending.emplace(spec.name, std::move(t.op));
+        apply(self, st.strategy->local_ready(std::move(spec), now_of(self)));
+      },
+      [=](const gossip_bytes& g) {
+        auto& st = self->state;
+        ++st.stats.messages_received;
+        if (!st.failed.ok() || !st.strategy) return;
+        auto m = negotiation::decode_message(std::as_bytes(std::span(g.data)));
+        if (!m) {
+          fail_all(self, {errc::protocol, "bad control message: " + m.error().message()}, true);
+          return;
+        }
+        apply(self, st.strategy->on_message(*m, now_of(self)));
+      },
+      [=](tick_atom, int64_t stamp) {
+        auto& st = self->state;
+        if (st.timer_at && st.timer_at->time_since_epoch().count() == stamp) st.timer_at.reset();
+        if (!st.failed.ok() || !st.strategy) return;
+        apply(self, st.strategy->on_timer(now_of(self)));
+      },
+      [=](stop_atom) {
+        auto& st = self->state;
+        for (auto& [name, op] : st.pending)
+          finish_op(self, op, {errc::shutdown, describe(op.spec) + ": shut down with '" + name + "' pending"});
+        st.pending.clear();
+        if (st.failed.ok()) st.failed = {errc::shutdown, "rank " + std::to_string(st.cfg.rank) + " shut down"};
+      },
+      [=](stats_atom) { return summarize(self->state); },
+  };
+}
+
+}  // namespace chorus

@@ -1,0 +1,53 @@
+// The negotiator: one per rank, a thin actor around a negotiation_strategy (gossip or central,
+// runtime/negotiation/). It feeds the strategy local tensor_ready events, gossip_bytes from
+// peer negotiators and timer ticks, and carries out the actions: gossip_bytes to peers (over
+// CAF remote actors), batch_agreed to fusion, op_finished (errors) to the producer, stall
+// warnings to the log. It owns the ops that are still being negotiated (by name).
+// Failure rules: a spec mismatch ends that op on every rank with the same text; a fatal
+// action (stall shutdown, protocol violation), a lost peer (down_msg) or stop_atom ends every
+// op in negotiation and every later one with that error.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/protocol.hpp"
+#include "runtime/negotiation/strategy.hpp"
+
+namespace chorus {
+
+struct negotiator_config {
+  int rank = 0;
+  int size = 1;
+  std::string strategy = "gossip";
+  negotiation::negotiation_options options;
+  std::size_t max_samples = 1u << 16;  ///< latency samples kept (the newest)
+};
+
+struct negotiator_state {
+  negotiator_config cfg;
+  std::unique_ptr<negotiation::negotiation_strategy> strategy;
+  pipeline_wired wired;
+  std::vector<caf::actor> peers;                       ///< by rank; empty until peers_connected
+  std::vector<negotiation::outgoing_message> unsent;   ///< produced before peers_connected
+  std::unordered_map<std::string, op_ref> pending;     ///< ops in negotiation, by name
+  std::optional<negotiation::time_point> timer_at;     ///< the earliest tick already scheduled
+  status failed;                                       ///< not ok: negotiation has stopped
+  std::vector<uint32_t> samples_us;                    ///< enqueue → agreed, ring buffer
+  std::size_t next_sample = 0;
+  negotiation_stats stats;
+  static inline const char* name = "chorus.negotiator";
+};
+
+caf::behavior negotiator_actor(caf::stateful_actor<negotiator_state>* self, negotiator_config cfg);
+
+/// p50/p99 of the latency samples, in µs (0 when there are none).
+negotiation_stats summarize(const negotiator_state& s);
+
+}  // namespace chorus

@@ -1,0 +1,190 @@
+// pipeline: boots the actor system of one rank, spawns and wires the actors, connects the
+// control plane; enqueue/stats/shutdown from any thread.
+#include "actors/pipeline.hpp"
+
+#include <exception>
+
+#include <caf/io/all.hpp>
+
+#include "actors/chunk_runner.hpp"
+#include "actors/completion_actor.hpp"
+#include "actors/control_plane.hpp"
+#include "actors/fusion_actor.hpp"
+#include "actors/negotiator_actor.hpp"
+#include "actors/producer_actor.hpp"
+#include "actors/sender_actor.hpp"
+#include "runtime/collectives/communicator.hpp"
+#include "runtime/core/log.hpp"
+
+namespace chorus {
+
+struct pipeline::impl {
+  explicit impl(communicator& c) : comm(c) {}
+  communicator& comm;
+  pipeline_options opts;
+  caf::actor_system_config cfg;  // outlives sys
+  std::unique_ptr<caf::actor_system> sys;
+  pipeline_wired actors;
+  std::shared_ptr<chunk_gate> gate = std::make_shared<chunk_gate>();
+
+  std::vector<caf::actor> all() const {
+    std::vector<caf::actor> v{actors.producer, actors.negotiator, actors.fusion, actors.completion};
+    v.insert(v.end(), actors.senders.begin(), actors.senders.end());
+    return v;
+  }
+  /// Closes the gate, stops every actor and the system (waits for the actors to end).
+  void stop_actors() {
+    gate->close();
+    for (auto& a : all())
+      if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    actors = {};
+    sys.reset();
+  }
+};
+
+namespace {
+
+negotiation::negotiation_options negotiation_options_of(const pipeline_options& o) {
+  negotiation::negotiation_options n;
+  n.cycle_time = o.cycle_time;
+  n.stall_warning_time = o.stall_check;
+  n.stall_shutdown_time = o.stall_shutdown;
+  return n;
+}
+
+/// Latency over throughput: workers sleep instead of spinning (TOOLCHAIN.md: remote round
+/// trips 320-530 µs with CAF's default polling, 89-101 µs with these on two cores).
+void tune(caf::actor_system_config& cfg, const pipeline_options& o) {
+  cfg.load<caf::io::middleman>();
+  register_types(cfg);
+  cfg.set("scheduler.max-threads", static_cast<std::size_t>(o.scheduler_threads));
+  cfg.set("work-stealing.aggressive-poll-attempts", std::size_t{0});
+  cfg.set("work-stealing.moderate-poll-attempts", std::size_t{0});
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  cfg.set("logger.console-verbosity", caf::atom("quiet"));
+}
+
+}  // namespace
+
+pipeline::pipeline(std::unique_ptr<impl> p) : impl_(std::move(p)) {
+  rank_ = impl_->comm.rank();
+  size_ = impl_->comm.size();
+}
+
+result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipeline_options& opts) {
+  const int rank = comm.rank(), size = comm.size(), streams = comm.num_streams();
+  auto nopts = negotiation_options_of(opts);
+  if (auto s = negotiation::make_strategy(opts.negotiation, rank, size, nopts); !s) return s.error();
+  if (opts.scheduler_threads < 1 || streams < 1 || opts.start_window < 1)
+    return status{errc::config, "pipeline: scheduler_threads=" + std::to_string(opts.scheduler_threads) +
+                                    " streams=" + std::to_string(streams) + " start_window=" +
+                                    std::to_string(opts.start_window) + "; each must be at least 1"};
+  auto p = std::make_unique<impl>(comm);
+  p->opts = opts;
+  tune(p->cfg, opts);
+  try {
+    p->sys = std::make_unique<caf::actor_system>(p->cfg);
+  } catch (const std::exception& e) {
+    return status{errc::internal, std::string("pipeline: the actor system did not start: ") + e.what()};
+  }
+  auto& sys = *p->sys;
+
+  // 1. Spawn; every actor learns the others from one pipeline_wired message.
+  auto& a = p->actors;
+  a.producer = sys.spawn(producer_actor, producer_config{rank, size});
+  negotiator_config nc;
+  nc.rank = rank;
+  nc.size = size;
+  nc.strategy = opts.negotiation;
+  nc.options = nopts;
+  a.negotiator = sys.spawn(negotiator_actor, nc);
+  fusion_config fc;
+  fc.rank = rank;
+  fc.size = size;
+  fc.streams = streams;
+  fc.fusion_threshold = opts.fusion_threshold;
+  fc.chunk_bytes = opts.chunk_bytes;
+  fc.small_bytes = comm.options().small_bytes;
+  fc.start_window = opts.start_window;
+  fc.pool_bytes = opts.pool_bytes;
+  fc.first_sequence = communicator::pipeline_sequence_base;
+  a.fusion = sys.spawn(fusion_actor, fc);
+  a.completion = sys.spawn(completion_actor, completion_config{rank, size});
+  auto runner = std::make_shared<comm_runner>(comm, p->gate);
+  for (int s = 0; s < streams; ++s) {
+    sender_config sc;
+    sc.stream = s;
+    sc.runner = runner;
+    a.senders.push_back(sys.spawn(sender_actor, sc));
+  }
+  p->gate->wire(a.senders);
+  for (auto& actor : p->all()) caf::anon_send(actor, a);
+
+  // 2. Control plane: publish, exchange, connect (bounded by connect_timeout).
+  auto peers = connect_control_plane(sys, comm, a.negotiator, opts.connect_timeout);
+  if (!peers) {
+    p->stop_actors();
+    return peers.error();
+  }
+  caf::anon_send(a.negotiator, peers_connected{std::move(*peers)});
+  CHORUS_LOG(info, "pipeline", "started negotiation=" << opts.negotiation << " streams=" << streams
+                                                      << " fusion_threshold=" << opts.fusion_threshold
+                                                      << " chunk_bytes=" << opts.chunk_bytes
+                                                      << " cycle_time_us=" << opts.cycle_time.count());
+  return std::unique_ptr<pipeline>(new pipeline(std::move(p)));
+}
+
+void pipeline::enqueue(op_request r) {
+  {
+    std::lock_guard lk(mu_);
+    if (!stopped_) {
+      caf::anon_send(impl_->actors.producer,
+                     op_enqueued{std::make_shared<op_request>(std::move(r)), std::chrono::steady_clock::now()});
+      return;
+    }
+  }
+  if (r.done)
+    r.done({errc::shutdown, describe(r.spec) + ": shut down with '" + r.spec.name + "' pending"}, {}, {});
+}
+
+pipeline_stats pipeline::stats() {
+  std::lock_guard lk(mu_);
+  pipeline_stats out;
+  if (stopped_) return out;
+  caf::scoped_actor self{*impl_->sys};
+  self->request(impl_->actors.negotiator, std::chrono::seconds(1), stats_atom::value)
+      .receive([&](negotiation_stats& n) { out.negotiation = n; }, [](caf::error&) {});
+  for (auto& s : impl_->actors.senders)
+    self->request(s, std::chrono::seconds(1), stats_atom::value)
+        .receive([&](stream_stats& st) { out.streams.push_back(st); }, [](caf::error&) {});
+  return out;
+}
+
+void pipeline::shutdown() {
+  {
+    std::lock_guard lk(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  auto& p = *impl_;
+  // 1. Nothing new is negotiated; what is in negotiation ends now with errc::shutdown.
+  caf::anon_send(p.actors.negotiator, stop_atom::value);
+  // 2. Chunks already agreed keep running (peers wait for them) until the grace ends.
+  {
+    caf::scoped_actor self{*p.sys};
+    auto grace = p.opts.shutdown_grace;
+    self->request(p.actors.producer, grace + std::chrono::seconds(5), drain_atom::value,
+                  static_cast<int64_t>(grace.count()))
+        .receive([](drain_atom) {},
+                 [&](caf::error& err) {
+                   CHORUS_LOG(warn, "pipeline", "shutdown: the producer did not drain: " << p.sys->render(err));
+                 });
+  }
+  // 3. The data plane may still call back (until communicator::close); the gate drops those.
+  p.stop_actors();
+  CHORUS_LOG(info, "pipeline", "shut down");
+}
+
+pipeline::~pipeline() { shutdown(); }
+
+}  // namespace chorus

@@ -1,0 +1,101 @@
+// The actor pipeline of one rank (shared/DESIGN.md §1): boots a CAF actor system, spawns the
+// producer, negotiator, fusion, one sender per stream and completion, connects this rank's
+// negotiator to every peer's over CAF's I/O layer (the control plane) and hands enqueued
+// operations to them. Bulk bytes go through the communicator's data plane, never through CAF.
+// Thread-safety: enqueue(), stats() and shutdown() may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/protocol.hpp"
+#include "runtime/core/status.hpp"
+#include "runtime/negotiation/tensor_spec.hpp"
+
+namespace chorus {
+
+class communicator;
+
+struct pipeline_options {
+  std::string negotiation = "gossip";          ///< CHORUS_NEGOTIATION=gossip|central
+  std::chrono::microseconds cycle_time{1000};  ///< CHORUS_CYCLE_TIME_MS (alias HOROVOD_CYCLE_TIME), lower bound on cycle spacing
+  std::size_t fusion_threshold = 64u << 20;    ///< CHORUS_FUSION_THRESHOLD (alias HOROVOD_FUSION_THRESHOLD)
+  std::size_t chunk_bytes = 4u << 20;          ///< CHORUS_CHUNK_BYTES
+  std::chrono::seconds stall_check{60};        ///< CHORUS_STALL_CHECK_TIME_SECONDS (alias HOROVOD_STALL_CHECK_TIME_SECONDS), 0 = off
+  std::chrono::seconds stall_shutdown{0};      ///< CHORUS_STALL_SHUTDOWN_TIME_SECONDS (alias HOROVOD_...), 0 = off
+  int scheduler_threads = 1;                   ///< CHORUS_SCHEDULER_THREADS: CAF worker threads
+  /// CHORUS_START_WINDOW: how far (in chunks) a rank may start ahead of its oldest unfinished chunk.
+  std::size_t start_window = 16;
+  /// CHORUS_CONNECT_TIMEOUT_SECONDS: control-plane rendezvous and connects at start().
+  std::chrono::milliseconds connect_timeout{60000};
+  /// How long shutdown() lets chunks already on the data plane finish before failing their ops.
+  std::chrono::milliseconds shutdown_grace{2000};
+  /// Upper bound on pooled fusion buffers (bytes); buckets beyond it use a heap buffer.
+  std::size_t pool_bytes = 256u << 20;
+  /// Defaults overridden by the variables above; errors are errc::config naming the variable.
+  static result<pipeline_options> from_env();
+  /// The same over a lookup (returns nullptr for an unset variable), for tests.
+  static result<pipeline_options> from_env(const std::function<const char*(const char*)>& get);
+};
+
+/// One collective operation handed to the pipeline. Buffers are caller-owned and untouched by
+/// the caller until `done`.
+struct op_request {
+  tensor_spec spec;                 ///< name, kind (allreduce/broadcast/allgather), dtype, shape, op, root, device
+  const void* input = nullptr;      ///< allreduce/broadcast: == output (in place); allgather: this rank's rows
+  void* output = nullptr;           ///< allreduce/broadcast: the tensor; allgather: nullptr (see below)
+  /// Called exactly once, from a pipeline thread: ok, or an error naming the tensor and rank(s).
+  /// For allgather, `gathered` holds the concatenation (rank order) and `first_dims` each
+  /// rank's dim 0; empty otherwise.
+  std::function<void(const status&, std::vector<std::byte> gathered, std::vector<int64_t> first_dims)> done;
+};
+
+/// Counters for benchmarks and metrics.
+struct pipeline_stats {
+  negotiation_stats negotiation;     ///< cycles, messages, enqueue → agreed p50/p99 (µs)
+  std::vector<stream_stats> streams; ///< one per sender
+};
+
+class pipeline {
+ public:
+  /// Boots the actor system (middleman loaded, scheduler tuned for latency, all types
+  /// registered), spawns the actors, publishes this rank's negotiator, exchanges ports
+  /// through comm.store() ("ctrl/<rank>") and connects to every peer within
+  /// opts.connect_timeout. `comm` must outlive the pipeline.
+  static result<std::unique_ptr<pipeline>> start(communicator& comm, const pipeline_options& opts);
+
+  /// Hands `r` to the producer; never blocks on the network. After shutdown() `r.done` runs
+  /// at once, on the calling thread, with errc::shutdown.
+  void enqueue(op_request r);
+
+  /// Ends every op still in negotiation with errc::shutdown ("shut down with 'name' pending"),
+  /// lets ops already on the data plane finish for up to opts.shutdown_grace, ends the rest
+  /// with errc::shutdown, stops the actors. Idempotent. Ops failed after the grace may still
+  /// be written by the data plane until communicator::close(): close it before freeing them.
+  void shutdown();
+  ~pipeline();
+
+  /// Asks the actors for their counters (waits at most one second; empty on timeout).
+  pipeline_stats stats();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  struct impl;
+
+ private:
+  explicit pipeline(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::mutex mu_;
+  bool stopped_ = false;
+};
+
+}  // namespace chorus

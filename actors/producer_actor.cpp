@@ -1,0 +1,144 @@
+// The producer actor: admits operations, forwards them to the negotiator, and ends each one
+// exactly once when op_finished arrives. On shutdown it drains: new ops fail at once, and what
+// is still pending after the grace ends with errc::shutdown.
+#include "actors/producer_actor.hpp"
+
+#include <exception>
+#include <string>
+
+#include "runtime/core/log.hpp"
+
+namespace chorus {
+
+namespace {
+
+void call_done(const std::shared_ptr<op_request>& r, const status& st, std::vector<std::byte> gathered,
+               std::vector<int64_t> dims) {
+  if (!r->done) return;
+  try {
+    r->done(st, std::move(gathered), std::move(dims));
+  } catch (const std::exception& e) {
+    CHORUS_LOG(error, "producer", "the done callback of " << describe(r->spec) << " threw: " << e.what());
+  } catch (...) {
+    CHORUS_LOG(error, "producer", "the done callback of " << describe(r->spec) << " threw");
+  }
+}
+
+void finish(caf::stateful_actor<producer_state>* self, uint64_t handle, const status& st,
+            std::vector<std::byte> gathered, std::vector<int64_t> dims) {
+  auto& s = self->state;
+  auto it = s.table.find(handle);
+  if (it == s.table.end()) {
+    CHORUS_LOG(warn, "producer", "op_finished for unknown handle=" << handle << " (already ended)");
+    return;
+  }
+  auto r = std::move(it->second);
+  s.table.erase(it);
+  s.names.erase(r->spec.name);
+  ++s.completed;
+  call_done(r, st, std::move(gathered), std::move(dims));
+  if (s.draining && s.table.empty() && s.drained) {
+    s.drained->deliver(drain_atom::value);
+    s.drained.reset();
+  }
+}
+
+/// Ends every op still in the table with errc::shutdown.
+void fail_remaining(caf::stateful_actor<producer_state>* self) {
+  auto& s = self->state;
+  std::vector<uint64_t> left;
+  for (auto& [h, r] : s.table) left.push_back(h);
+  for (auto h : left) {
+    const auto& spec = s.table.at(h)->spec;
+    finish(self, h,
+           {errc::shutdown, describe(spec) + ": shut down with '" + spec.name +
+                                "' pending (its transfer had not ended within the shutdown grace)"},
+           {}, {});
+  }
+}
+
+}  // namespace
+
+status check_request(const op_request& r, int rank, int size) {
+  const auto& s = r.spec;
+  auto bad = [&](const std::string& why) {
+    return status{errc::invalid_argument, describe(s) + " on rank " + std::to_string(rank) + ": " + why};
+  };
+  if (!r.done) return bad("no done callback");
+  if (s.kind != collective_kind::allreduce && s.kind != collective_kind::broadcast &&
+      s.kind != collective_kind::allgather)
+    return bad(std::string(name_of(s.kind)) + " is not supported by the pipeline (allreduce, broadcast, allgather)");
+  if (s.device != device_kind::cpu)
+    return bad("device " + std::string(name_of(s.device)) + " is not supported by the TCP data plane; pass a CPU buffer");
+  if (s.process_set != 0) return bad("process set " + std::to_string(s.process_set) + " is not supported (only 0)");
+  if (auto st = validate(s, size); !st.ok()) return {st.code(), st.message() + " (rank " + std::to_string(rank) + ")"};
+  if (s.byte_size() > 0) {
+    if (s.kind == collective_kind::allgather && !r.input) return bad("no input buffer");
+    if (s.kind != collective_kind::allgather && !r.output) return bad("no output buffer");
+  }
+  return {};
+}
+
+op_ref make_op_ref(uint64_t handle, const op_request& r, steady_time at) {
+  op_ref o;
+  o.handle = handle;
+  o.spec = r.spec;
+  o.input = r.input ? r.input : r.output;
+  o.output = r.output;
+  o.enqueued_at = at;
+  if (o.spec.kind == collective_kind::allgather) {
+    if (o.spec.shape.empty()) o.spec.shape.push_back(1);  // a scalar gathers as one row
+    o.first_dim = o.spec.shape[0];
+    o.spec.shape[0] = 0;
+  }
+  return o;
+}
+
+caf::behavior producer_actor(caf::stateful_actor<producer_state>* self, producer_config cfg) {
+  self->state.cfg = cfg;
+  // Stopped with ops still in the table (a drain that timed out): end them, never drop them.
+  self->set_exit_handler([=](caf::exit_msg& m) {
+    self->state.draining = true;
+    fail_remaining(self);
+    self->quit(m.reason);
+  });
+  return {
+      [=](const pipeline_wired& w) { self->state.peers = w; },
+      [=](const op_enqueued& e) {
+        auto& s = self->state;
+        const auto& r = *e.request;
+        status st = check_request(r, s.cfg.rank, s.cfg.size);
+        if (st.ok() && s.draining)
+          st = {errc::shutdown, describe(r.spec) + ": shut down with '" + r.spec.name + "' pending"};
+        if (st.ok() && s.names.count(r.spec.name))
+          st = {errc::invalid_argument, describe(r.spec) + ": an operation named '" + r.spec.name +
+                                            "' is already pending on rank " + std::to_string(s.cfg.rank)};
+        if (!st.ok()) {
+          call_done(e.request, st, {}, {});
+          return;
+        }
+        uint64_t h = s.next_handle++;
+        s.table.emplace(h, e.request);
+        s.names.insert(r.spec.name);
+        self->send(s.peers.negotiator, tensor_ready{make_op_ref(h, r, e.at)});
+      },
+      [=](op_finished& f) {
+        finish(self, f.handle, f.result, std::move(f.gathered), std::move(f.first_dims));
+      },
+      [=](drain_atom, int64_t grace_ms) -> caf::response_promise {
+        auto& s = self->state;
+        s.draining = true;
+        auto rp = self->make_response_promise();
+        if (s.table.empty()) {
+          rp.deliver(drain_atom::value);
+          return rp;
+        }
+        s.drained = rp;
+        self->delayed_send(self, std::chrono::milliseconds(grace_ms), deadline_atom::value);
+        return rp;
+      },
+      [=](deadline_atom) { fail_remaining(self); },
+  };
+}
+
+}  // namespace chorus

@@ -1,0 +1,49 @@
+// The producer: one per rank, owner of the table of enqueued operations (handle → request with
+// its callback). Receives op_enqueued from the API and op_finished from the negotiator and the
+// completion actor; sends tensor_ready to the negotiator. It is the only place that calls an
+// op's done callback, so "exactly once" is enforced here: a second op_finished for a handle
+// finds nothing and is logged.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <caf/all.hpp>
+
+#include "actors/pipeline.hpp"
+#include "actors/protocol.hpp"
+
+namespace chorus {
+
+struct producer_config {
+  int rank = 0;
+  int size = 1;
+};
+
+struct producer_state {
+  producer_config cfg;
+  pipeline_wired peers;
+  std::unordered_map<uint64_t, std::shared_ptr<op_request>> table;
+  std::unordered_set<std::string> names;  ///< names of the ops in `table`
+  uint64_t next_handle = 1;
+  bool draining = false;                  ///< shutdown in progress: new ops fail at once
+  std::optional<caf::response_promise> drained;
+  uint64_t completed = 0;                 ///< done callbacks called
+  static inline const char* name = "chorus.producer";
+};
+
+/// Checks what one rank can check about a request before negotiation (kind, device, buffers,
+/// spec); errc::invalid_argument naming the tensor and the rank.
+status check_request(const op_request& r, int rank, int size);
+
+/// The op as the negotiator sees it; for allgather shape[0] is replaced by 0 (ranks may
+/// contribute different numbers of rows) and the real dim 0 travels in first_dim.
+op_ref make_op_ref(uint64_t handle, const op_request& r, steady_time at);
+
+caf::behavior producer_actor(caf::stateful_actor<producer_state>* self, producer_config cfg);
+
+}  // namespace chorus

@@ -1,0 +1,28 @@
+// Registration of every message type of actors/protocol.hpp (remote sends of unregistered
+// types fail silently in CAF 0.17, so this runs in every process before the system starts).
+#include "actors/protocol.hpp"
+
+namespace chorus {
+
+void register_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<gossip_bytes>("chorus.gossip_bytes");
+  cfg.add_message_type<op_enqueued>("chorus.op_enqueued");
+  cfg.add_message_type<tensor_ready>("chorus.tensor_ready");
+  cfg.add_message_type<peers_connected>("chorus.peers_connected");
+  cfg.add_message_type<batch_agreed>("chorus.batch_agreed");
+  cfg.add_message_type<op_finished>("chorus.op_finished");
+  cfg.add_message_type<bucket_planned>("chorus.bucket_planned");
+  cfg.add_message_type<window_moved>("chorus.window_moved");
+  cfg.add_message_type<chunk_work>("chorus.chunk_work");
+  cfg.add_message_type<chunk_ran>("chorus.chunk_ran");
+  cfg.add_message_type<chunk_done>("chorus.chunk_done");
+  cfg.add_message_type<pipeline_wired>("chorus.pipeline_wired");
+  cfg.add_message_type<steal_request>("chorus.steal_request");
+  cfg.add_message_type<steal_offer>("chorus.steal_offer");
+  cfg.add_message_type<steal_take>("chorus.steal_take");
+  cfg.add_message_type<steal_reply>("chorus.steal_reply");
+  cfg.add_message_type<stream_stats>("chorus.stream_stats");
+  cfg.add_message_type<negotiation_stats>("chorus.negotiation_stats");
+}
+
+}  // namespace chorus

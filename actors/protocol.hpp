@@ -1,0 +1,204 @@
+// The whole message protocol of the actor pipeline, in one place (shared/DESIGN.md §1):
+//   API ─op_enqueued─▶ producer ─tensor_ready─▶ negotiator ◀─gossip_bytes─▶ peer negotiators
+//   negotiator ─batch_agreed─▶ fusion ─bucket_planned─▶ completion, ─chunk_work─▶ senders
+//   runner ─chunk_ran─▶ sender ─chunk_done─▶ completion ─window_moved─▶ fusion
+//   completion / negotiator ─op_finished─▶ producer ─▶ the op's done callback
+// Only gossip_bytes crosses processes. Plain-data messages have inspect(); messages that carry
+// pointers, buffers or callbacks stay inside one rank and are whitelisted with
+// CAF_ALLOW_UNSAFE_MESSAGE_TYPE (CAF never serializes them). All are registered by name.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "runtime/core/dtype.hpp"
+#include "runtime/core/status.hpp"
+#include "runtime/fusion/buffer_pool.hpp"
+#include "runtime/fusion/fusion_plan.hpp"
+#include "runtime/negotiation/tensor_spec.hpp"
+
+namespace chorus {
+
+struct op_request;  // actors/pipeline.hpp
+
+using steady_time = std::chrono::steady_clock::time_point;
+
+// ---- atoms (commands) ----
+using tick_atom = caf::atom_constant<caf::atom("tick")>;          ///< negotiator: the strategy's timer fired
+using stop_atom = caf::atom_constant<caf::atom("stop")>;          ///< negotiator: fail what is pending, accept nothing new
+using drain_atom = caf::atom_constant<caf::atom("drain")>;        ///< producer: reply once every op ended (or the grace passed)
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  ///< producer: the drain grace is over
+using stats_atom = caf::atom_constant<caf::atom("stats")>;        ///< negotiator, sender: reply with counters
+
+// ---- values carried by messages ----
+
+/// One enqueued operation as the actors see it (the callback stays with the producer).
+struct op_ref {
+  uint64_t handle = 0;       ///< the producer's key
+  tensor_spec spec;          ///< as negotiated: for allgather shape[0] is 0 (ranks may differ)
+  int64_t first_dim = 0;     ///< allgather: this rank's real dim 0
+  const void* input = nullptr;
+  void* output = nullptr;
+  steady_time enqueued_at{};
+};
+
+/// How a sender runs one chunk; fusion chooses it, identically on every rank.
+enum class chunk_algo : uint8_t {
+  ring_allreduce,    ///< make_ring_allreduce, chunks above the small-allreduce size
+  exchange_allreduce,///< exchange_op (recursive doubling), chunks up to the small-allreduce size
+  broadcast,         ///< broadcast_op
+  allgather_counts,  ///< ring allgather of one i64 per rank: every rank's dim 0
+  allgather_data,    ///< ring allgather of the rows; starts only after its counts chunk ended
+};
+
+/// One bucket in flight: the plan, its ops, the buffer the collective runs on. Shared by
+/// fusion (creates), the chunk work (keeps it alive while the data plane uses it) and
+/// completion (unpacks and reports). The data plane writes `data` / the allgather fields;
+/// the message chain chunk_ran → chunk_done orders those writes before any read.
+struct bucket_job {
+  uint64_t id = 0;
+  bucket plan;                      ///< member ids are indexes into `ops`
+  std::vector<op_ref> ops;          ///< members, in plan order
+  uint64_t first_sequence = 0;
+  uint32_t chunks = 0;              ///< sequences [first_sequence, first_sequence + chunks)
+  buffer_lease lease;               ///< fused buffer from the pool (empty when in place)
+  std::vector<std::byte> heap;      ///< fallback buffer when the pool is exhausted
+  std::byte* data = nullptr;        ///< where the collective runs
+  // allgather only
+  std::size_t row_bytes = 0;        ///< bytes of one row (product of dims 1.., times element size)
+  std::vector<int64_t> first_dims;  ///< one per rank, filled by the counts chunk
+  std::vector<std::byte> gathered;  ///< filled when the data chunk starts, then by the ring
+  status local_error;               ///< this rank could not prepare the bucket (pack, counts chunk failed)
+};
+
+/// One chunk of a bucket for a sender: what to run, where, and its global sequence number.
+struct chunk_work {
+  uint64_t sequence = 0;
+  chunk_algo algo = chunk_algo::ring_allreduce;
+  std::byte* data = nullptr;  ///< start of the chunk (unused for allgather_data)
+  std::size_t bytes = 0;
+  dtype type = dtype::f32;
+  reduce_op op = reduce_op::sum;
+  int root = 0;
+  std::shared_ptr<bucket_job> job;
+};
+
+/// Counters of one stream, for telemetry and the autotuner.
+struct stream_stats {
+  int stream = 0;
+  uint64_t chunks = 0;       ///< chunks this sender ran
+  uint64_t bytes = 0;        ///< payload bytes of those chunks
+  uint64_t busy_us = 0;      ///< time with at least one chunk in flight
+  uint64_t stolen = 0;       ///< chunks this sender took from others
+  uint64_t given = 0;        ///< chunks others took from this sender
+  std::size_t max_in_flight = 0;
+};
+
+/// Counters of the negotiator.
+struct negotiation_stats {
+  uint64_t cycles = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  uint64_t agreed_ops = 0;
+  double p50_us = 0;  ///< enqueue → agreed, over the kept samples
+  double p99_us = 0;
+  std::size_t samples = 0;
+};
+
+// ---- messages ----
+
+/// API → producer: a new operation (the request owns the callback).
+struct op_enqueued { std::shared_ptr<op_request> request; steady_time at{}; };
+/// producer → negotiator: a local operation is ready to be negotiated.
+struct tensor_ready { op_ref op; };
+/// negotiator ↔ peer negotiators: one encoded negotiation::gossip_message (the control plane).
+struct gossip_bytes { std::vector<uint8_t> data; };
+/// pipeline → negotiator: every rank's negotiator, by rank (own slot unused); monitored.
+struct peers_connected { std::vector<caf::actor> peers; };
+/// negotiator → fusion: ops agreed ready on every rank, in the agreed order.
+struct batch_agreed { uint64_t cycle = 0; std::vector<op_ref> ops; };
+/// negotiator, completion → producer: an op ended; the producer calls its done once.
+struct op_finished {
+  uint64_t handle = 0;
+  status result;
+  std::vector<std::byte> gathered;
+  std::vector<int64_t> first_dims;
+};
+/// fusion → completion: a bucket and its chunk sequences, before any of its chunks runs.
+struct bucket_planned { std::shared_ptr<bucket_job> job; };
+/// completion → fusion: every chunk below `oldest_unfinished` has ended on this rank.
+struct window_moved { uint64_t oldest_unfinished = 0; };
+/// data plane (I/O thread) → sender: a chunk op ended.
+struct chunk_ran { uint64_t sequence = 0; status result; };
+/// sender → completion: a chunk ended (on stream `stream`).
+struct chunk_done { uint64_t sequence = 0; uint64_t bucket = 0; int stream = 0; status result; };
+/// pipeline → every actor of the rank, right after spawning: who is who.
+struct pipeline_wired {
+  caf::actor producer;
+  caf::actor negotiator;
+  caf::actor fusion;
+  caf::actor completion;
+  std::vector<caf::actor> senders;  ///< by stream
+};
+/// idle sender → every sibling: how many chunks wait in your deque?
+struct steal_request { int thief = 0; uint64_t round = 0; };
+/// sibling → idle sender: the answer to steal_request.
+struct steal_offer { int victim = 0; uint64_t round = 0; std::size_t queued = 0; };
+/// idle sender → fullest sibling: give me the tail of your deque.
+struct steal_take { int thief = 0; uint64_t round = 0; };
+/// victim → thief: the stolen chunk, or none when the deque emptied meanwhile.
+struct steal_reply { int victim = 0; uint64_t round = 0; std::optional<chunk_work> chunk; };
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gossip_bytes& x) {
+  return f(caf::meta::type_name("gossip_bytes"), x.data);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, window_moved& x) {
+  return f(caf::meta::type_name("window_moved"), x.oldest_unfinished);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, steal_request& x) {
+  return f(caf::meta::type_name("steal_request"), x.thief, x.round);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, steal_offer& x) {
+  return f(caf::meta::type_name("steal_offer"), x.victim, x.round, x.queued);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, steal_take& x) {
+  return f(caf::meta::type_name("steal_take"), x.thief, x.round);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stream_stats& x) {
+  return f(caf::meta::type_name("stream_stats"), x.stream, x.chunks, x.bytes, x.busy_us, x.stolen, x.given,
+           x.max_in_flight);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, negotiation_stats& x) {
+  return f(caf::meta::type_name("negotiation_stats"), x.cycles, x.messages_sent, x.messages_received, x.agreed_ops,
+           x.p50_us, x.p99_us, x.samples);
+}
+
+/// Registers every type above with `cfg`; call in every process before the system starts.
+void register_types(caf::actor_system_config& cfg);
+
+}  // namespace chorus
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::op_enqueued)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::tensor_ready)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::peers_connected)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::batch_agreed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::op_finished)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::bucket_planned)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::chunk_work)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::chunk_ran)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::chunk_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::pipeline_wired)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::steal_reply)

@@ -1,0 +1,142 @@
+// The sender actor: a sorted deque per stream, bounded in-flight chunks, work stealing.
+#include "actors/sender_actor.hpp"
+
+#include <algorithm>
+
+#include "runtime/core/log.hpp"
+
+namespace chorus {
+
+namespace {
+
+using self_ptr = caf::stateful_actor<sender_state>*;
+
+void insert_sorted(std::deque<chunk_work>& q, chunk_work w) {
+  auto at = std::upper_bound(q.begin(), q.end(), w.sequence,
+                             [](uint64_t seq, const chunk_work& c) { return seq < c.sequence; });
+  q.insert(at, std::move(w));
+}
+
+void start(self_ptr self, chunk_work w) {
+  auto& s = self->state;
+  if (s.in_flight.empty()) s.busy_since = self->clock().now();
+  uint64_t seq = w.sequence;
+  if (s.cfg.record_starts) s.started.push_back(seq);
+  auto [it, fresh] = s.in_flight.emplace(seq, std::move(w));
+  if (!fresh) {
+    CHORUS_LOG(error, "sender", "stream=" << s.cfg.stream << " sequence=" << seq << " started twice");
+    return;
+  }
+  s.stats.max_in_flight = std::max(s.stats.max_in_flight, s.in_flight.size());
+  s.cfg.runner->run(it->second, s.cfg.stream);
+}
+
+/// Rule (2) of the invariant in sender_actor.hpp.
+void try_start(self_ptr self) {
+  auto& s = self->state;
+  while (!s.queue.empty()) {
+    bool slot = s.in_flight.size() < s.cfg.max_in_flight;
+    bool oldest = s.in_flight.empty() || s.queue.front().sequence < s.in_flight.begin()->first;
+    if (!slot && !oldest) break;
+    auto w = std::move(s.queue.front());
+    s.queue.pop_front();
+    start(self, std::move(w));
+  }
+}
+
+void maybe_steal(self_ptr self) {
+  auto& s = self->state;
+  auto n = s.wired.senders.size();
+  if (!s.cfg.steal || n < 2 || s.stealing || !s.queue.empty() || s.in_flight.size() >= s.cfg.max_in_flight) return;
+  s.stealing = true;
+  ++s.round;
+  s.offers_left = n - 1;
+  s.best_victim = -1;
+  s.best_queued = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (static_cast<int>(i) != s.cfg.stream) self->send(s.wired.senders[i], steal_request{s.cfg.stream, s.round});
+}
+
+void add_busy(self_ptr self) {
+  auto& s = self->state;
+  auto d = self->clock().now() - s.busy_since;
+  s.stats.busy_us += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+}
+
+}  // namespace
+
+caf::behavior sender_actor(self_ptr self, sender_config cfg) {
+  self->state.cfg = cfg;
+  self->state.stats.stream = cfg.stream;
+  return {
+      [=](const pipeline_wired& w) { self->state.wired = w; },
+      [=](chunk_work& w) {
+        insert_sorted(self->state.queue, std::move(w));
+        try_start(self);
+      },
+      [=](const chunk_ran& r) {
+        auto& s = self->state;
+        auto it = s.in_flight.find(r.sequence);
+        if (it == s.in_flight.end()) {
+          CHORUS_LOG(error, "sender", "stream=" << s.cfg.stream << " sequence=" << r.sequence << " ended but is not in flight");
+          return;
+        }
+        ++s.stats.chunks;
+        s.stats.bytes += it->second.bytes;
+        uint64_t bucket = it->second.job ? it->second.job->id : 0;
+        s.in_flight.erase(it);
+        if (s.in_flight.empty()) add_busy(self);
+        self->send(s.wired.completion, chunk_done{r.sequence, bucket, s.cfg.stream, r.result});
+        try_start(self);
+        maybe_steal(self);
+      },
+      [=](const steal_request& q) {
+        auto& s = self->state;
+        self->send(s.wired.senders[static_cast<std::size_t>(q.thief)], steal_offer{s.cfg.stream, q.round, s.queue.size()});
+      },
+      [=](const steal_offer& o) {
+        auto& s = self->state;
+        if (!s.stealing || o.round != s.round) return;
+        if (o.queued > s.best_queued) {
+          s.best_queued = o.queued;
+          s.best_victim = o.victim;
+        }
+        if (--s.offers_left > 0) return;
+        if (s.best_victim < 0) {
+          s.stealing = false;  // nothing anywhere; the next chunk_ran or chunk_work retries
+          return;
+        }
+        self->send(s.wired.senders[static_cast<std::size_t>(s.best_victim)], steal_take{s.cfg.stream, s.round});
+      },
+      [=](const steal_take& t) {
+        auto& s = self->state;
+        steal_reply r{s.cfg.stream, t.round, std::nullopt};
+        if (!s.queue.empty()) {
+          r.chunk = std::move(s.queue.back());
+          s.queue.pop_back();
+          ++s.stats.given;
+        }
+        self->send(s.wired.senders[static_cast<std::size_t>(t.thief)], std::move(r));
+      },
+      [=](steal_reply& r) {
+        auto& s = self->state;
+        if (r.round != s.round) return;
+        s.stealing = false;
+        if (!r.chunk) return;
+        ++s.stats.stolen;
+        insert_sorted(s.queue, std::move(*r.chunk));
+        try_start(self);
+        maybe_steal(self);
+      },
+      [=](stats_atom) {
+        auto& s = self->state;
+        stream_stats out = s.stats;
+        if (!s.in_flight.empty())
+          out.busy_us += static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now() - s.busy_since).count());
+        return out;
+      },
+  };
+}
+
+}  // namespace chorus

@@ -1,0 +1,66 @@
+// The sender: one actor per stream. Receives chunk_work (from fusion, or stolen from a
+// sibling), chunk_ran (from the data plane through chunk_gate) and the steal_* messages;
+// sends chunk_done to completion. It keeps a short deque of chunks, runs at most
+// max_in_flight of them at once on its stream, and counts bytes and busy time.
+//
+// Work stealing: a sender that has nothing queued and a free slot asks every sibling how many
+// chunks wait in its deque (steal_request / steal_offer), then takes the tail of the fullest
+// (steal_take / steal_reply). Frames are routed by sequence, so which stream runs a chunk is a
+// purely local choice.
+//
+// Deadlock freedom. A chunk ends only when every rank has started it, so the danger is a
+// chunk that some rank never starts. Invariant, on every rank:
+//   (1) fusion hands chunks out in increasing sequence order, within a window of the oldest
+//       unfinished chunk (fusion_actor.hpp);
+//   (2) every deque is kept sorted by sequence, and a sender starts the head of its deque when
+//       it has a free slot, or — even with no free slot — when the head is older than every
+//       chunk it has in flight.
+// Take s, the smallest sequence unfinished on any rank. On each rank every chunk below s has
+// ended, so s is the oldest unfinished chunk there: it is inside the window, and once handed
+// out it is the head of its deque and older than anything in flight, so (2) starts it at once.
+// Every rank starts s; the data plane keeps early frames, so s ends; by induction every chunk
+// ends. In-flight chunks per sender exceed max_in_flight only by such oldest-first starts.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <caf/all.hpp>
+
+#include "actors/chunk_runner.hpp"
+#include "actors/protocol.hpp"
+
+namespace chorus {
+
+struct sender_config {
+  int stream = 0;
+  std::shared_ptr<chunk_runner> runner;
+  std::size_t max_in_flight = 2;
+  bool steal = true;           ///< off: never ask siblings for work (benchmarks, tests)
+  bool record_starts = false;  ///< keep the start order in sender_state::started (tests)
+};
+
+struct sender_state {
+  sender_config cfg;
+  pipeline_wired wired;
+  std::deque<chunk_work> queue;             ///< not started, ascending by sequence
+  std::map<uint64_t, chunk_work> in_flight; ///< started, by sequence
+  // steal round in progress (as thief)
+  bool stealing = false;
+  uint64_t round = 0;
+  std::size_t offers_left = 0;
+  int best_victim = -1;
+  std::size_t best_queued = 0;
+  // counters
+  stream_stats stats;
+  steady_time busy_since{};
+  std::vector<uint64_t> started;            ///< start order (only with cfg.record_starts)
+  static inline const char* name = "chorus.sender";
+};
+
+caf::behavior sender_actor(caf::stateful_actor<sender_state>* self, sender_config cfg);
+
+}  // namespace chorus

@@ -1,0 +1,218 @@
+// The C API (chorus.h) over the C++ session: a table of registered names (id → name), a table
+// of handles (id → the operation's shared state) and a thread-local last-error text.
+#include "chorus.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bindings/cpp/chorus.hpp"
+#include "bindings/cpp/op_state.hpp"
+#include "bindings/cpp/session.hpp"
+
+namespace {
+
+using chorus::errc;
+using chorus::detail::op_state;
+
+static_assert(CHORUS_OK == static_cast<int>(errc::ok) && CHORUS_ERR_INTERNAL == static_cast<int>(errc::internal) &&
+              CHORUS_ERR_MISMATCH == static_cast<int>(errc::mismatch) &&
+              CHORUS_ERR_SHUTDOWN == static_cast<int>(errc::shutdown));
+static_assert(CHORUS_UINT8 == static_cast<int>(chorus::dtype::u8) && CHORUS_BFLOAT16 == static_cast<int>(chorus::dtype::bf16));
+static_assert(CHORUS_OP_PRODUCT == static_cast<int>(chorus::reduce_op::product) &&
+              CHORUS_OP_AVERAGE == static_cast<int>(chorus::reduce_op::average));
+
+struct tables {
+  std::mutex mu;
+  std::unordered_map<std::string, int64_t> ids;
+  std::vector<std::string> names;
+  std::unordered_map<int64_t, std::shared_ptr<op_state>> handles;
+  int64_t next_handle = 0;
+};
+
+tables& tab() {
+  static auto* t = new tables();  // leaked: callbacks may still run during static destruction
+  return *t;
+}
+
+thread_local std::string last_error;
+
+template <class T>
+T fail(T value, std::string text) {
+  last_error = std::move(text);
+  return value;
+}
+
+std::shared_ptr<op_state> find(int64_t h) {
+  std::lock_guard lk(tab().mu);
+  auto it = tab().handles.find(h);
+  return it == tab().handles.end() ? nullptr : it->second;
+}
+
+std::string unknown(const char* fn, int64_t h) {
+  return std::string(fn) + ": handle " + std::to_string(h) + " is unknown or was released";
+}
+
+int64_t enqueue(const char* fn, chorus::collective_kind kind, int64_t id, const void* data, const int64_t* shape,
+                int ndim, int dtype, int op, int root, chorus_callback cb, void* user_data) {
+  chorus::tensor_spec spec;
+  {
+    std::lock_guard lk(tab().mu);
+    if (id < 0 || id >= static_cast<int64_t>(tab().names.size()))
+      return fail<int64_t>(-1, std::string(fn) + ": tensor id " + std::to_string(id) +
+                                   " is not registered; get ids from chorus_register(name)");
+    spec.name = tab().names[static_cast<std::size_t>(id)];
+  }
+  spec.kind = kind;
+  std::string what = std::string(fn) + "('" + spec.name + "'): ";
+  if (ndim < 0) return fail<int64_t>(-1, what + "ndim " + std::to_string(ndim) + " is negative");
+  if (ndim > 0 && shape == nullptr)
+    return fail<int64_t>(-1, what + "shape is NULL but ndim is " + std::to_string(ndim));
+  if (dtype < 0 || dtype >= chorus::dtype_count)
+    return fail<int64_t>(-1, what + "dtype " + std::to_string(dtype) + " is not a chorus_dtype (0-" +
+                                 std::to_string(chorus::dtype_count - 1) + ")");
+  if (kind == chorus::collective_kind::allreduce && (op < 0 || op >= chorus::reduce_op_count))
+    return fail<int64_t>(-1, what + "op " + std::to_string(op) + " is not a chorus_op (0-" +
+                                 std::to_string(chorus::reduce_op_count - 1) + ")");
+  spec.type = static_cast<chorus::dtype>(dtype);
+  spec.shape.assign(shape, shape + ndim);
+  spec.op = kind == chorus::collective_kind::allreduce ? static_cast<chorus::reduce_op>(op) : chorus::reduce_op::sum;
+  spec.root = kind == chorus::collective_kind::broadcast ? root : -1;
+
+  int64_t h;
+  {
+    std::lock_guard lk(tab().mu);
+    h = tab().next_handle++;
+  }
+  op_state::callback on_done;
+  if (cb) {
+    on_done = [cb, user_data, h](const op_state& s) {
+      cb(h, static_cast<int>(s.result.code()), s.result.ok() ? nullptr : s.result.message().c_str(), user_data);
+    };
+  }
+  auto state = std::make_shared<op_state>(std::move(spec), std::move(on_done));
+  {
+    // In the table before submission: the callback may run (and release h) before we return.
+    std::lock_guard lk(tab().mu);
+    tab().handles.emplace(h, state);
+  }
+  auto st = chorus::detail::session::instance().submit(state, const_cast<void*>(data));
+  if (!st.ok()) {
+    std::lock_guard lk(tab().mu);
+    tab().handles.erase(h);
+    return fail<int64_t>(-1, st.message());
+  }
+  return h;
+}
+
+}  // namespace
+
+extern "C" {
+
+int chorus_init(void) {
+  auto st = chorus::init();
+  if (!st.ok()) return fail(static_cast<int>(st.code()), st.message());
+  return CHORUS_OK;
+}
+
+void chorus_shutdown(void) { chorus::shutdown(); }
+int chorus_is_initialized(void) { return chorus::is_initialized() ? 1 : 0; }
+int chorus_rank(void) { return chorus::rank(); }
+int chorus_size(void) { return chorus::size(); }
+int chorus_local_rank(void) { return chorus::local_rank(); }
+int chorus_local_size(void) { return chorus::local_size(); }
+
+int64_t chorus_register(const char* name) {
+  if (name == nullptr || *name == '\0')
+    return fail<int64_t>(-1, std::string("chorus_register: ") + (name ? "empty" : "NULL") +
+                                 " tensor name; every gradient needs a unique, non-empty name");
+  std::lock_guard lk(tab().mu);
+  auto [it, fresh] = tab().ids.emplace(name, static_cast<int64_t>(tab().names.size()));
+  if (fresh) tab().names.emplace_back(name);
+  return it->second;
+}
+
+int64_t chorus_enqueue_allreduce(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
+                                 chorus_op op, chorus_callback cb, void* user_data) {
+  return enqueue("chorus_enqueue_allreduce", chorus::collective_kind::allreduce, id, data, shape, ndim, dtype, op, -1,
+                 cb, user_data);
+}
+
+int64_t chorus_enqueue_broadcast(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
+                                 int root, chorus_callback cb, void* user_data) {
+  return enqueue("chorus_enqueue_broadcast", chorus::collective_kind::broadcast, id, data, shape, ndim, dtype, 0, root,
+                 cb, user_data);
+}
+
+int64_t chorus_enqueue_allgather(int64_t id, const void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
+                                 chorus_callback cb, void* user_data) {
+  return enqueue("chorus_enqueue_allgather", chorus::collective_kind::allgather, id, data, shape, ndim, dtype, 0, -1,
+                 cb, user_data);
+}
+
+int chorus_poll(int64_t handle) {
+  auto s = find(handle);
+  if (!s) return fail(-1, unknown("chorus_poll", handle));
+  return s->done() ? 1 : 0;
+}
+
+int chorus_wait(int64_t handle, int64_t timeout_ms) {
+  auto s = find(handle);
+  if (!s) return fail(static_cast<int>(CHORUS_ERR_INVALID_ARGUMENT), unknown("chorus_wait", handle));
+  auto timeout = timeout_ms < 0 ? chorus::forever : std::chrono::milliseconds(timeout_ms);
+  if (!s->wait_for(timeout))
+    return fail(static_cast<int>(CHORUS_ERR_TIMEOUT), chorus::describe(s->spec) + ": not done after " +
+                                                          std::to_string(timeout_ms) + " ms; the operation continues");
+  return static_cast<int>(s->result.code());
+}
+
+const char* chorus_error_string(int64_t handle) {
+  auto s = find(handle);
+  if (!s) {
+    last_error = unknown("chorus_error_string", handle);
+    return last_error.c_str();
+  }
+  // The state outlives this call: the table holds it until chorus_release().
+  return s->done() && !s->result.ok() ? s->result.message().c_str() : "";
+}
+
+const char* chorus_last_error(void) { return last_error.c_str(); }
+
+const void* chorus_gathered_data(int64_t handle) {
+  auto s = find(handle);
+  if (!s) return fail<const void*>(nullptr, unknown("chorus_gathered_data", handle));
+  return s->done() && s->result.ok() ? s->gathered.data() : nullptr;
+}
+
+int64_t chorus_gathered_bytes(int64_t handle) {
+  auto s = find(handle);
+  if (!s) return fail<int64_t>(-1, unknown("chorus_gathered_bytes", handle));
+  if (!s->done() || !s->result.ok() || s->spec.kind != chorus::collective_kind::allgather) return -1;
+  return static_cast<int64_t>(s->gathered.size());
+}
+
+int chorus_gathered_shape(int64_t handle, int64_t* shape, int max_ndim) {
+  auto s = find(handle);
+  if (!s) return fail(-1, unknown("chorus_gathered_shape", handle));
+  if (!s->done() || !s->result.ok() || s->spec.kind != chorus::collective_kind::allgather) return -1;
+  for (int i = 0; i < max_ndim && i < static_cast<int>(s->shape.size()); ++i) shape[i] = s->shape[i];
+  return static_cast<int>(s->shape.size());
+}
+
+void chorus_release(int64_t handle) {
+  std::shared_ptr<op_state> keep;  // destroyed outside the lock
+  std::lock_guard lk(tab().mu);
+  auto it = tab().handles.find(handle);
+  if (it == tab().handles.end()) return;
+  keep = std::move(it->second);
+  tab().handles.erase(it);
+}
+
+const char* chorus_status_name(int status) {
+  if (status < 0 || status > static_cast<int>(errc::internal)) return "unknown";
+  return chorus::to_string(static_cast<errc>(status));
+}
+
+}  // extern "C"

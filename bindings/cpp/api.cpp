@@ -1,0 +1,112 @@
+// The public C++ API (chorus.hpp): free functions over the session, the handle, and the
+// translation of a tensor_view into the tensor_spec every rank negotiates.
+#include "bindings/cpp/chorus.hpp"
+
+#include "bindings/cpp/op_state.hpp"
+#include "bindings/cpp/session.hpp"
+
+namespace chorus {
+namespace {
+
+using detail::op_state;
+using detail::session;
+
+tensor_spec spec_of(collective_kind kind, const std::string& name, const tensor_view& v, reduce_op op, int root) {
+  tensor_spec s;
+  s.name = name;
+  s.kind = kind;
+  s.type = v.type;
+  s.shape = v.shape;
+  s.op = kind == collective_kind::allreduce ? op : reduce_op::sum;
+  s.root = kind == collective_kind::broadcast ? root : -1;
+  s.device = v.device;
+  return s;
+}
+
+/// Submits; a rejected operation still ends exactly once: its state completes with the error
+/// (running `on_done` on this thread) and the handle reports it.
+handle submit(collective_kind kind, const std::string& name, const tensor_view& v, reduce_op op, int root,
+              op_state::callback on_done) {
+  auto state = std::make_shared<op_state>(spec_of(kind, name, v, op, root), std::move(on_done));
+  if (auto st = session::instance().submit(state, v.data); !st.ok()) state->complete(std::move(st));
+  return handle(std::move(state));
+}
+
+op_state::callback adapt(done_callback done) {
+  if (!done) return {};
+  return [done = std::move(done)](const op_state& s) { done(s.result); };
+}
+
+std::shared_ptr<op_state> empty_state() {
+  static const std::shared_ptr<op_state> empty = [] {
+    tensor_spec s;
+    auto st = std::make_shared<op_state>(s, nullptr);
+    st->complete({errc::invalid_argument, "empty handle: it was not returned by an operation"});
+    return st;
+  }();
+  return empty;
+}
+
+}  // namespace
+
+status init() { return session::instance().init(); }
+void shutdown() { session::instance().shutdown(); }
+bool is_initialized() { return session::instance().initialized(); }
+int rank() { return session::instance().rank(); }
+int size() { return session::instance().size(); }
+int local_rank() { return session::instance().local_rank(); }
+int local_size() { return session::instance().local_size(); }
+
+handle allreduce_async(const std::string& name, tensor_view v, reduce_op op) {
+  return submit(collective_kind::allreduce, name, v, op, -1, {});
+}
+
+handle broadcast_async(const std::string& name, tensor_view v, int root) {
+  return submit(collective_kind::broadcast, name, v, reduce_op::sum, root, {});
+}
+
+handle allgather_async(const std::string& name, tensor_view v) {
+  return submit(collective_kind::allgather, name, v, reduce_op::sum, -1, {});
+}
+
+void allreduce_async(const std::string& name, tensor_view v, reduce_op op, done_callback done) {
+  submit(collective_kind::allreduce, name, v, op, -1, adapt(std::move(done)));
+}
+
+void broadcast_async(const std::string& name, tensor_view v, int root, done_callback done) {
+  submit(collective_kind::broadcast, name, v, reduce_op::sum, root, adapt(std::move(done)));
+}
+
+void allgather_async(const std::string& name, tensor_view v, gather_callback done) {
+  op_state::callback cb;
+  if (done) cb = [done = std::move(done)](const op_state& s) { done(s.result, s.gathered, s.shape); };
+  submit(collective_kind::allgather, name, v, reduce_op::sum, -1, std::move(cb));
+}
+
+handle::handle() : s_(empty_state()) {}
+handle::handle(std::shared_ptr<detail::op_state> state) : s_(state ? std::move(state) : empty_state()) {}
+
+bool handle::poll() const { return s_->done(); }
+
+status handle::wait(std::chrono::milliseconds timeout) const {
+  if (s_->wait_for(timeout)) return s_->result;
+  return {errc::timeout, describe(s_->spec) + ": not done after " + std::to_string(timeout.count()) +
+                             " ms; the operation continues (wait again or poll)"};
+}
+
+const status& handle::result() const { return s_->done() ? s_->result : s_->pending_status; }
+const std::string& handle::name() const { return s_->spec.name; }
+
+const std::vector<std::byte>& handle::gathered() const {
+  static const std::vector<std::byte> none;
+  return s_->done() ? s_->gathered : none;
+}
+
+std::vector<int64_t> handle::shape() const { return s_->done() ? s_->shape : std::vector<int64_t>{}; }
+
+const std::vector<int64_t>& handle::first_dims() const {
+  static const std::vector<int64_t> none;
+  return s_->done() ? s_->first_dims : none;
+}
+
+}  // namespace chorus

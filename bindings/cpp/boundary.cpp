@@ -1,0 +1,54 @@
+// Boundary validation of submitted operations (see boundary.hpp).
+#include "bindings/cpp/boundary.hpp"
+
+#include <cstdint>
+#include <limits>
+
+namespace chorus::detail {
+namespace {
+
+status reject(const tensor_spec& s, const std::string& why) {
+  return {errc::invalid_argument, describe(s) + ": " + why};
+}
+
+}  // namespace
+
+status check_operation(const tensor_spec& s, const void* data) {
+  if (s.name.empty())
+    return reject(s, "empty tensor name; every operation needs a name, unique among the operations pending on this rank");
+  if (static_cast<int>(s.type) >= dtype_count)
+    return reject(s, "dtype " + std::to_string(static_cast<int>(s.type)) +
+                         " is not one of f16, bf16, f32, f64, i32, i64, u8");
+  if (s.kind == collective_kind::allreduce && static_cast<int>(s.op) >= reduce_op_count)
+    return reject(s, "reduce op " + std::to_string(static_cast<int>(s.op)) +
+                         " is not one of sum, average, min, max, product");
+  if (s.device != device_kind::cpu)
+    return reject(s, "device " + std::string(name_of(s.device)) +
+                         " is not supported by this build's pipeline; pass a CPU buffer (device cpu)");
+  if (s.kind == collective_kind::allgather && s.shape.empty())
+    return reject(s, "allgather needs a tensor with at least one dimension (the rows to concatenate), got a scalar");
+  int64_t elements = 1;
+  for (auto d : s.shape) {
+    if (d < 0) return reject(s, "shape " + format_shape(s.shape) + " has a negative dimension");
+    if (d != 0 && elements > std::numeric_limits<int64_t>::max() / d)
+      return reject(s, "shape " + format_shape(s.shape) + " has more elements than fit in 64 bits");
+    elements *= d;
+  }
+  if (elements > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(size_of(s.type)))
+    return reject(s, "shape " + format_shape(s.shape) + " of " + std::string(name_of(s.type)) +
+                         " is larger than 2^63 bytes");
+  if (data == nullptr && elements > 0)
+    return reject(s, "data is null but shape " + format_shape(s.shape) + " has " + std::to_string(elements) +
+                         " element" + (elements == 1 ? "" : "s"));
+  return {};
+}
+
+status check_root(const tensor_spec& s, int world_size) {
+  if (s.kind != collective_kind::broadcast) return {};
+  if (s.root < 0 || s.root >= world_size)
+    return reject(s, "root " + std::to_string(s.root) + " is not a rank of this job (size " +
+                         std::to_string(world_size) + ": roots 0-" + std::to_string(world_size - 1) + ")");
+  return {};
+}
+
+}  // namespace chorus::detail

@@ -1,0 +1,130 @@
+// The C++ embedding API: what a framework op calls to hand a gradient to Chorus. init() boots
+// the job (communicator, then the actor pipeline); the *_async calls describe a caller-owned
+// buffer and return at once with a handle, or call a callback once the operation ended.
+//
+// Thread-safety: every function here may be called from any thread at any time. Two rules:
+//  * names must be unique among this rank's pending operations (reuse a name once its
+//    operation ended, e.g. every training step);
+//  * init() and shutdown() must not be called from a completion callback (they would wait for
+//    the thread that runs it); such a call fails with errc::invalid_argument / does nothing.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/core/dtype.hpp"
+#include "runtime/core/status.hpp"
+#include "runtime/negotiation/tensor_spec.hpp"
+
+namespace chorus {
+
+namespace detail {
+struct op_state;
+}
+
+/// "Wait without a deadline", for handle::wait().
+inline constexpr std::chrono::milliseconds forever = std::chrono::milliseconds::max();
+
+/// Starts this process' part of the job: reads rank, size and the rendezvous address from the
+/// environment (CHORUS_*, torchrun, Open MPI, PMI, Slurm; none: a job of one rank), reads the
+/// pipeline settings (CHORUS_CYCLE_TIME_MS, CHORUS_FUSION_THRESHOLD, ... and their HOROVOD_*
+/// aliases), connects to the other ranks and starts the actor pipeline. Blocks until every
+/// rank arrived or the rendezvous timeout passed. Idempotent: a second call while initialized
+/// returns ok. After shutdown(), init() starts a new job.
+status init();
+
+/// Stops the pipeline and closes the connections. Every operation still pending ends with
+/// errc::shutdown (its callback runs, its handle completes) before shutdown() returns.
+/// Idempotent; a no-op when not initialized. Also runs at process exit.
+void shutdown();
+
+/// True between a successful init() and shutdown().
+bool is_initialized();
+
+/// This process' rank in [0, size()); -1 when not initialized.
+int rank();
+/// Number of ranks in the job; -1 when not initialized.
+int size();
+/// This process' rank among the ranks on its host; -1 when not initialized.
+int local_rank();
+/// Number of ranks of this job on this host; -1 when not initialized.
+int local_size();
+
+/// A caller-owned buffer: Chorus reads it (and, for allreduce and broadcast, writes the result
+/// into it) without copying it when none is needed. The buffer must stay alive and untouched
+/// until the operation ended.
+struct tensor_view {
+  void* data = nullptr;               ///< first element; may be null only when it has none
+  dtype type = dtype::f32;            ///< element type
+  std::vector<int64_t> shape;         ///< dimensions, outermost first; empty = one element
+  device_kind device = device_kind::cpu;  ///< where `data` lives (this build: cpu only)
+};
+
+/// The outcome of one submitted operation. Copies share the same state. An operation always
+/// ends exactly once: done, or done with an error.
+class handle {
+ public:
+  /// An empty handle: done, with errc::invalid_argument ("empty handle").
+  handle();
+  explicit handle(std::shared_ptr<detail::op_state> state);
+
+  /// True once the operation ended (successfully or not). Never blocks.
+  bool poll() const;
+
+  /// Waits until the operation ended, or `timeout` passed; returns result() in the first
+  /// case and errc::timeout in the second (the operation continues; wait again or poll).
+  /// A negative timeout polls.
+  status wait(std::chrono::milliseconds timeout = forever) const;
+
+  /// How the operation ended; before it ended, errc::timeout "... is still pending".
+  const status& result() const;
+
+  /// The name of the tensor, as given to *_async.
+  const std::string& name() const;
+
+  /// Allgather only, once done: the rows of every rank, in rank order (empty otherwise).
+  const std::vector<std::byte>& gathered() const;
+  /// Allgather only, once done: the shape of gathered(): the sum of the ranks' first
+  /// dimensions, then the remaining dimensions of the input (empty otherwise).
+  std::vector<int64_t> shape() const;
+  /// Allgather only, once done: each rank's first dimension, in rank order.
+  const std::vector<int64_t>& first_dims() const;
+
+ private:
+  std::shared_ptr<detail::op_state> s_;
+};
+
+/// Completion callback of allreduce and broadcast. Runs exactly once, on a Chorus thread (or,
+/// for an argument rejected at the call, on the calling thread before the call returns).
+/// Keep it short: it runs where other operations are completed.
+using done_callback = std::function<void(const status&)>;
+/// Completion callback of allgather: the status, the gathered rows and their shape.
+using gather_callback =
+    std::function<void(const status&, const std::vector<std::byte>& gathered, const std::vector<int64_t>& shape)>;
+
+/// Reduces `v` across all ranks, in place (the result replaces the input on every rank).
+/// average divides the sum by size(); integer types divide with truncation.
+/// Bad arguments (empty name, null data, negative dimension, not initialized, a name already
+/// pending) give a handle that already ended with errc::invalid_argument naming the tensor.
+handle allreduce_async(const std::string& name, tensor_view v, reduce_op op = reduce_op::average);
+
+/// Copies rank `root`'s `v` into `v` on every other rank, in place. `root` must be in
+/// [0, size()).
+handle broadcast_async(const std::string& name, tensor_view v, int root);
+
+/// Concatenates every rank's `v` along the first dimension (which may differ between ranks;
+/// the other dimensions must agree). `v` is only read; the result is handle::gathered().
+/// `v` needs at least one dimension.
+handle allgather_async(const std::string& name, tensor_view v);
+
+/// Callback forms: the same operations; `done` runs exactly once with the outcome.
+void allreduce_async(const std::string& name, tensor_view v, reduce_op op, done_callback done);
+void broadcast_async(const std::string& name, tensor_view v, int root, done_callback done);
+void allgather_async(const std::string& name, tensor_view v, gather_callback done);
+
+}  // namespace chorus

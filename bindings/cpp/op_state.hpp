@@ -1,0 +1,53 @@
+// The shared state of one submitted operation: every copy of its handle, the pipeline's done
+// callback and (for the C API) its handle table entry point at one op_state. complete() is
+// the only way it ends, and only its first call counts, so an operation ends exactly once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "runtime/core/status.hpp"
+#include "runtime/negotiation/tensor_spec.hpp"
+
+namespace chorus::detail {
+
+struct op_state {
+  /// Runs once, after the state is final, on the thread that completed the operation.
+  using callback = std::function<void(const op_state&)>;
+
+  op_state(tensor_spec s, callback on_done);
+
+  /// Ends the operation: records the outcome, wakes waiters, then runs the callback (an
+  /// exception it throws is logged and dropped: it must not unwind into a Chorus thread).
+  /// Returns false, and does nothing, when the operation had already ended.
+  bool complete(status st, std::vector<std::byte> gathered = {}, std::vector<int64_t> first_dims = {});
+
+  /// True once complete() ran. The fields below are final (and readable) from then on.
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  /// Waits until done() or `timeout` passed; `timeout` >= ~100 years waits without a deadline.
+  bool wait_for(std::chrono::milliseconds timeout);
+
+  const tensor_spec spec;       ///< what was submitted (name, kind, dtype, shape, ...)
+  const status pending_status;  ///< what result() says before the end
+  status result;
+  std::vector<std::byte> gathered;   ///< allgather: the rows of every rank, in rank order
+  std::vector<int64_t> first_dims;   ///< allgather: each rank's first dimension
+  std::vector<int64_t> shape;        ///< allgather: the shape of `gathered`
+
+ private:
+  callback on_done_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> done_{false};
+};
+
+/// True while this thread runs a completion callback (init/shutdown refuse to run there).
+bool in_callback();
+
+}  // namespace chorus::detail

@@ -1,0 +1,143 @@
+// Session lifetime: init (env → communicator → pipeline), submit (boundary checks, pending
+// table, enqueue), shutdown (pipeline first, then the data plane, then a sweep that ends any
+// operation the pipeline left without an outcome).
+#include "bindings/cpp/session.hpp"
+
+#include <cstdlib>
+#include <vector>
+
+#include "actors/pipeline.hpp"
+#include "bindings/cpp/boundary.hpp"
+#include "runtime/collectives/communicator.hpp"
+#include "runtime/core/log.hpp"
+#include "runtime/env/process_env.hpp"
+
+namespace chorus::detail {
+
+struct session::job {
+  process_env env;
+  std::unique_ptr<communicator> comm;
+  std::unique_ptr<pipeline> pipe;
+};
+
+namespace {
+
+status breadcrumb(const char* where, const status& st) { return {st.code(), std::string(where) + st.message()}; }
+
+}  // namespace
+
+session& session::instance() {
+  // Deliberately leaked: a static destructor would tear the job down after the libraries it
+  // uses; the atexit hook registered by init() shuts down in order instead.
+  static session* s = new session();
+  return *s;
+}
+
+status session::init() {
+  if (in_callback())
+    return {errc::invalid_argument, "chorus::init: called from a completion callback; call it from your own thread"};
+  std::lock_guard life(lifecycle_mu_);
+  {
+    std::shared_lock lk(job_mu_);
+    if (job_) return {};
+  }
+  auto env = read_process_env();
+  if (!env) return breadcrumb("chorus::init: ", env.error());
+  auto opts = pipeline_options::from_env();
+  if (!opts) return breadcrumb("chorus::init: ", opts.error());
+  auto comm = communicator::create(*env);
+  if (!comm) return breadcrumb("chorus::init: ", comm.error());
+  auto pipe = pipeline::start(**comm, *opts);
+  if (!pipe) {
+    (*comm)->close();
+    return breadcrumb("chorus::init: ", pipe.error());
+  }
+  auto j = std::make_unique<job>();
+  j->env = *env;
+  j->comm = std::move(*comm);
+  j->pipe = std::move(*pipe);
+  {
+    std::unique_lock lk(job_mu_);
+    job_ = std::move(j);
+    was_shut_down_ = false;
+    rank_ = job_->env.rank;
+    local_rank_ = job_->env.local_rank;
+    local_size_ = job_->env.local_size;
+    size_ = job_->env.size;  // last: initialized() reads it
+  }
+  static std::once_flag at_exit;
+  std::call_once(at_exit, [] { std::atexit([] { session::instance().shutdown(); }); });
+  CHORUS_LOG(info, "api", "initialized " << describe(*env));
+  return {};
+}
+
+void session::shutdown() {
+  if (in_callback()) {
+    CHORUS_LOG(error, "api", "chorus::shutdown called from a completion callback: ignored (it would wait for itself)");
+    return;
+  }
+  std::lock_guard life(lifecycle_mu_);
+  std::unique_ptr<job> j;
+  {
+    std::unique_lock lk(job_mu_);
+    if (!job_) return;
+    j = std::move(job_);
+    was_shut_down_ = true;
+    size_ = -1;
+    rank_ = local_rank_ = local_size_ = -1;
+  }
+  // 1. The pipeline ends what it holds with errc::shutdown and stops its actors.
+  j->pipe->shutdown();
+  j->pipe.reset();
+  // 2. Then the data plane it used.
+  j->comm->close();
+  j->comm.reset();
+  // 3. Every operation must have ended by now; end any that did not, and say so.
+  std::unordered_map<std::string, std::shared_ptr<op_state>> left;
+  {
+    std::lock_guard lk(pending_mu_);
+    left.swap(pending_);
+  }
+  int unended = 0;
+  for (auto& [name, op] : left)
+    unended += op->complete({errc::shutdown, describe(op->spec) + ": Chorus shut down with the operation pending"});
+  if (unended > 0)
+    CHORUS_LOG(warn, "api", "shutdown ended " << unended << " operation(s) the pipeline left without an outcome");
+  CHORUS_LOG(info, "api", "shut down");
+}
+
+status session::submit(const std::shared_ptr<op_state>& op, void* data) {
+  const tensor_spec& spec = op->spec;
+  if (auto st = check_operation(spec, data); !st.ok()) return st;
+  std::shared_lock lk(job_mu_);
+  if (!job_) {
+    if (was_shut_down_)
+      return {errc::shutdown, describe(spec) + ": Chorus was shut down; call chorus::init() to start again"};
+    return {errc::invalid_argument, describe(spec) + ": Chorus is not initialized; call chorus::init() first"};
+  }
+  if (auto st = check_root(spec, job_->env.size); !st.ok()) return st;
+  {
+    std::lock_guard plk(pending_mu_);
+    if (!pending_.emplace(spec.name, op).second)
+      return {errc::invalid_argument, describe(spec) + ": an operation named '" + spec.name +
+                                          "' is still pending on this rank; names must be unique among pending operations"};
+  }
+  op_request r;
+  r.spec = spec;
+  r.input = data;
+  r.output = spec.kind == collective_kind::allgather ? nullptr : data;
+  r.done = [this, op](const status& st, std::vector<std::byte> gathered, std::vector<int64_t> first_dims) {
+    forget(op);  // first: a waiter that wakes may reuse the name at once
+    op->complete(st, std::move(gathered), std::move(first_dims));
+  };
+  job_->pipe->enqueue(std::move(r));
+  return {};
+}
+
+void session::forget(const std::shared_ptr<op_state>& op) {
+  std::lock_guard lk(pending_mu_);
+  auto it = pending_.find(op->spec.name);
+  if (it != pending_.end() && it->second == op) pending_.erase(it);
+}
+
+}  // namespace chorus::detail

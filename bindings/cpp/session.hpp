@@ -1,0 +1,55 @@
+// The process-wide Chorus session behind the C++ and C APIs: the job (communicator and
+// pipeline) between init() and shutdown(), and the table of this rank's pending operations
+// (for the unique-name check and so that shutdown can vouch that each one ended).
+//
+// Locks, outermost first: lifecycle_mu_ (init and shutdown, held while they run), job_mu_
+// (shared by submit, exclusive only to install or remove the job; never held while the
+// pipeline shuts down, so callbacks may submit), pending_mu_ (the table only).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+#include "bindings/cpp/op_state.hpp"
+#include "runtime/core/status.hpp"
+#include "runtime/negotiation/tensor_spec.hpp"
+
+namespace chorus::detail {
+
+class session {
+ public:
+  /// The one session of this process (never destroyed; shutdown() runs at exit).
+  static session& instance();
+
+  status init();
+  void shutdown();
+  bool initialized() const { return size_.load() > 0; }
+  int rank() const { return rank_.load(); }
+  int size() const { return size_.load(); }
+  int local_rank() const { return local_rank_.load(); }
+  int local_size() const { return local_size_.load(); }
+
+  /// Checks `op->spec` at the boundary and hands the operation to the pipeline, in place on
+  /// `data` (allgather only reads it). On rejection returns the error and leaves `op` as it
+  /// was (not ended: the caller decides); otherwise `op` ends exactly once, later or already.
+  status submit(const std::shared_ptr<op_state>& op, void* data);
+
+ private:
+  struct job;
+  session() = default;
+  void forget(const std::shared_ptr<op_state>& op);
+
+  std::mutex lifecycle_mu_;
+  std::shared_mutex job_mu_;
+  std::unique_ptr<job> job_;
+  bool was_shut_down_ = false;  // guarded by job_mu_
+  std::mutex pending_mu_;
+  std::unordered_map<std::string, std::shared_ptr<op_state>> pending_;
+  std::atomic<int> rank_{-1}, size_{-1}, local_rank_{-1}, local_size_{-1};
+};
+
+}  // namespace chorus::detail
