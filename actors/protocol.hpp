@@ -3,9 +3,9 @@
 //   negotiator ─batch_agreed─▶ fusion ─bucket_planned─▶ completion, ─chunk_work─▶ senders
 //   runner ─chunk_ran─▶ sender ─chunk_done─▶ completion ─window_moved─▶ fusion
 //   completion / negotiator ─op_finished─▶ producer ─▶ the op's done callback
-// Only gossip_bytes crosses processes. Plain-data messages have inspect(); messages that carry
-// pointers, buffers or callbacks stay inside one rank and are whitelisted with
-// CAF_ALLOW_UNSAFE_MESSAGE_TYPE (CAF never serializes them). All are registered by name.
+// Only gossip_bytes crosses processes. Every type has an inspect() (so all can be registered
+// and printed); fields that are pointers, buffers or callbacks are left out of it, because the
+// messages holding them never leave the rank.
 #pragma once
 
 #include <chrono>
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -155,13 +156,86 @@ struct steal_take { int thief = 0; uint64_t round = 0; };
 /// victim → thief: the stolen chunk, or none when the deque emptied meanwhile.
 struct steal_reply { int victim = 0; uint64_t round = 0; std::optional<chunk_work> chunk; };
 
+// ---- inspect: what CAF may serialize. Pointers, buffers, callbacks and steady times are
+// left out on purpose: those messages never leave the rank (only gossip_bytes does), and the
+// rest is what a trace of the protocol would show.
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, status& x) {
+  auto code = static_cast<int32_t>(x.code());
+  std::string message = x.message();
+  return f(caf::meta::type_name("status"), code, message, caf::meta::load_callback([&]() -> caf::error {
+             x = status{static_cast<errc>(code), message};
+             return caf::none;
+           }));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor_spec& x) {
+  return f(caf::meta::type_name("tensor_spec"), x.name, x.kind, x.type, x.shape, x.op, x.root, x.device, x.process_set);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, op_ref& x) {
+  return f(caf::meta::type_name("op_ref"), x.handle, x.spec, x.first_dim);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chunk_work& x) {
+  return f(caf::meta::type_name("chunk_work"), x.sequence, x.algo, x.bytes, x.type, x.op, x.root);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stream_stats& x) {
+  return f(caf::meta::type_name("stream_stats"), x.stream, x.chunks, x.bytes, x.busy_us, x.stolen, x.given,
+           x.max_in_flight);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, negotiation_stats& x) {
+  return f(caf::meta::type_name("negotiation_stats"), x.cycles, x.messages_sent, x.messages_received, x.agreed_ops,
+           x.p50_us, x.p99_us, x.samples);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, op_enqueued& x) {
+  return f(caf::meta::type_name("op_enqueued"));  // the request and its callback stay local
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor_ready& x) {
+  return f(caf::meta::type_name("tensor_ready"), x.op);
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gossip_bytes& x) {
   return f(caf::meta::type_name("gossip_bytes"), x.data);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, peers_connected& x) {
+  return f(caf::meta::type_name("peers_connected"), x.peers);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, batch_agreed& x) {
+  return f(caf::meta::type_name("batch_agreed"), x.cycle, x.ops);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, op_finished& x) {
+  return f(caf::meta::type_name("op_finished"), x.handle, x.result, x.first_dims);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, bucket_planned& x) {
+  uint64_t id = x.job ? x.job->id : 0, first = x.job ? x.job->first_sequence : 0;
+  uint32_t chunks = x.job ? x.job->chunks : 0;
+  return f(caf::meta::type_name("bucket_planned"), id, first, chunks);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, window_moved& x) {
   return f(caf::meta::type_name("window_moved"), x.oldest_unfinished);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chunk_ran& x) {
+  return f(caf::meta::type_name("chunk_ran"), x.sequence, x.result);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chunk_done& x) {
+  return f(caf::meta::type_name("chunk_done"), x.sequence, x.bucket, x.stream, x.result);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pipeline_wired& x) {
+  return f(caf::meta::type_name("pipeline_wired"), x.producer, x.negotiator, x.fusion, x.completion, x.senders);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, steal_request& x) {
@@ -176,14 +250,9 @@ typename Inspector::result_type inspect(Inspector& f, steal_take& x) {
   return f(caf::meta::type_name("steal_take"), x.thief, x.round);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, stream_stats& x) {
-  return f(caf::meta::type_name("stream_stats"), x.stream, x.chunks, x.bytes, x.busy_us, x.stolen, x.given,
-           x.max_in_flight);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, negotiation_stats& x) {
-  return f(caf::meta::type_name("negotiation_stats"), x.cycles, x.messages_sent, x.messages_received, x.agreed_ops,
-           x.p50_us, x.p99_us, x.samples);
+typename Inspector::result_type inspect(Inspector& f, steal_reply& x) {
+  uint64_t sequence = x.chunk ? x.chunk->sequence : 0;
+  return f(caf::meta::type_name("steal_reply"), x.victim, x.round, sequence);
 }
 
 /// Registers every type above with `cfg`; call in every process before the system starts.
@@ -191,14 +260,3 @@ void register_types(caf::actor_system_config& cfg);
 
 }  // namespace chorus
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::op_enqueued)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::tensor_ready)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::peers_connected)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::batch_agreed)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::op_finished)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::bucket_planned)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::chunk_work)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::chunk_ran)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::chunk_done)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::pipeline_wired)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(chorus::steal_reply)

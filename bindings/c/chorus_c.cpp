@@ -1,6 +1,6 @@
 // The C API (chorus.h) over the C++ session: a table of registered names (id → name), a table
 // of handles (id → the operation's shared state) and a thread-local last-error text.
-#include "chorus.h"
+#include "bindings/c/chorus.h"
 
 #include <memory>
 #include <mutex>

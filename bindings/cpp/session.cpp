@@ -86,18 +86,27 @@ void session::shutdown() {
     size_ = -1;
     rank_ = local_rank_ = local_size_ = -1;
   }
+  {
+    std::lock_guard lk(pending_mu_);
+    deferring_ = true;
+  }
   // 1. The pipeline ends what it holds with errc::shutdown and stops its actors.
   j->pipe->shutdown();
   j->pipe.reset();
-  // 2. Then the data plane it used.
+  // 2. Then the data plane it used. Only now may callers free the buffers of failed ops, so
+  //    their outcomes were held back (deferred_) until here.
   j->comm->close();
   j->comm.reset();
-  // 3. Every operation must have ended by now; end any that did not, and say so.
+  std::vector<outcome> held;
   std::unordered_map<std::string, std::shared_ptr<op_state>> left;
   {
     std::lock_guard lk(pending_mu_);
+    deferring_ = false;
+    held.swap(deferred_);
     left.swap(pending_);
   }
+  for (auto& o : held) o.op->complete(std::move(o.st), std::move(o.gathered), std::move(o.first_dims));
+  // 3. Every operation must have ended by now; end any that did not, and say so.
   int unended = 0;
   for (auto& [name, op] : left)
     unended += op->complete({errc::shutdown, describe(op->spec) + ": Chorus shut down with the operation pending"});
@@ -127,17 +136,25 @@ status session::submit(const std::shared_ptr<op_state>& op, void* data) {
   r.input = data;
   r.output = spec.kind == collective_kind::allgather ? nullptr : data;
   r.done = [this, op](const status& st, std::vector<std::byte> gathered, std::vector<int64_t> first_dims) {
-    forget(op);  // first: a waiter that wakes may reuse the name at once
-    op->complete(st, std::move(gathered), std::move(first_dims));
+    finished(op, st, std::move(gathered), std::move(first_dims));
   };
   job_->pipe->enqueue(std::move(r));
   return {};
 }
 
-void session::forget(const std::shared_ptr<op_state>& op) {
-  std::lock_guard lk(pending_mu_);
-  auto it = pending_.find(op->spec.name);
-  if (it != pending_.end() && it->second == op) pending_.erase(it);
+void session::finished(const std::shared_ptr<op_state>& op, const status& st, std::vector<std::byte> gathered,
+                       std::vector<int64_t> first_dims) {
+  {
+    std::lock_guard lk(pending_mu_);
+    // First: a waiter that wakes may reuse the name at once.
+    auto it = pending_.find(op->spec.name);
+    if (it != pending_.end() && it->second == op) pending_.erase(it);
+    if (deferring_) {
+      deferred_.push_back({op, st, std::move(gathered), std::move(first_dims)});
+      return;
+    }
+  }
+  op->complete(st, std::move(gathered), std::move(first_dims));
 }
 
 }  // namespace chorus::detail

@@ -13,6 +13,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "bindings/cpp/op_state.hpp"
 #include "runtime/core/status.hpp"
@@ -41,7 +42,10 @@ class session {
  private:
   struct job;
   session() = default;
-  void forget(const std::shared_ptr<op_state>& op);
+  /// The pipeline's done: leaves the pending table, then ends `op` (or, during shutdown,
+  /// after the data plane closed: until then it may still write into the buffer).
+  void finished(const std::shared_ptr<op_state>& op, const status& st, std::vector<std::byte> gathered,
+                std::vector<int64_t> first_dims);
 
   std::mutex lifecycle_mu_;
   std::shared_mutex job_mu_;
@@ -49,6 +53,14 @@ class session {
   bool was_shut_down_ = false;  // guarded by job_mu_
   std::mutex pending_mu_;
   std::unordered_map<std::string, std::shared_ptr<op_state>> pending_;
+  struct outcome {
+    std::shared_ptr<op_state> op;
+    status st;
+    std::vector<std::byte> gathered;
+    std::vector<int64_t> first_dims;
+  };
+  bool deferring_ = false;        // guarded by pending_mu_: shutdown in progress
+  std::vector<outcome> deferred_; // guarded by pending_mu_
   std::atomic<int> rank_{-1}, size_{-1}, local_rank_{-1}, local_size_{-1};
 };
 

@@ -33,6 +33,9 @@ actions central_negotiator::request_shutdown(time_point now) {
 actions central_negotiator::on_timer(time_point now) {
   actions out;
   ledger_.on_timer(now);
+  // Polls go out from the timer only: messages that reached rank 0's mailbox before the
+  // timer are handled first, so a worker whose report is merely queued is not polled.
+  poll_silent_workers(now, out);
   advance(now, out);
   return out;
 }
@@ -97,6 +100,7 @@ void central_negotiator::worker_receive(const gossip_message& m, time_point now,
   } else if (ok && m.kind == message_kind::answer && running_ && m.cycle == current) {
     ++stats_.messages_received;
     finish_cycle(m, now, out);
+    if (m.open_next) poll_waiting_ = true;  // step 5: the answer doubles as the next poll
   } else {
     ok = false;
   }
@@ -113,10 +117,7 @@ void central_negotiator::worker_receive(const gossip_message& m, time_point now,
 void central_negotiator::advance(time_point now, actions& out) {
   for (;;) {
     if (ledger_.failed()) break;
-    if (running_) {
-      poll_silent_workers(now, out);
-      break;
-    }
+    if (running_) break;
     bool may_start = !last_start_ || now >= *last_start_ + ledger_.options().cycle_time;
     if (poll_waiting_ || (ledger_.has_new() && may_start)) {
       poll_waiting_ = false;
@@ -133,7 +134,8 @@ void central_negotiator::advance(time_point now, actions& out) {
   }
 }
 
-void central_negotiator::start_cycle(time_point now, actions& out, const gossip_message* first_report) {
+void central_negotiator::start_cycle(time_point now, actions& out, const gossip_message* first_report,
+                                     bool workers_told) {
   uint64_t cycle = last_cycle_ + 1;
   running_ = true;
   last_start_ = now;
@@ -151,11 +153,16 @@ void central_negotiator::start_cycle(time_point now, actions& out, const gossip_
   state_ = ledger_.contribution();
   reported_ = dynamic_bitmap(static_cast<std::size_t>(size_));
   reported_.set(0);
-  poll_at_ = now + ledger_.options().cycle_time;
+  if (first_report) reported_.set(static_cast<std::size_t>(first_report->from));  // not polled
+  poll_at_.reset();
+  if (!workers_told) {
+    poll_at_ = now + ledger_.options().cycle_time;
+    if (ledger_.options().cycle_time == duration::zero()) poll_silent_workers(now, out);
+  }
   if (first_report) {
     root_merge(*first_report, now, out);
   } else if (size_ == 1) {
-    finish_cycle(state_, now, out);
+    root_complete(now, out);
   }
 }
 
@@ -173,21 +180,34 @@ void central_negotiator::root_merge(const gossip_message& report, time_point now
   merge(state_, report);
   reported_.set(static_cast<std::size_t>(report.from));
   ++stats_.messages_received;
-  if (reported_.count() < static_cast<std::size_t>(size_)) return;
-  auto answer = state_;
+  if (reported_.count() == static_cast<std::size_t>(size_)) root_complete(now, out);
+}
+
+void central_negotiator::root_complete(time_point now, actions& out) {
+  auto answer = std::move(state_);
   answer.kind = message_kind::answer;
   answer.cycle = last_cycle_ + 1;
   answer.from = 0;
+  running_ = false;
+  poll_at_.reset();
+  last_cycle_ = answer.cycle;
+  ledger_.resolve(answer, last_cycle_, now, out);
+  // Resolving may leave rank 0 with something new; if it may open the next cycle now, the
+  // answer says so and every worker reports at once: no polls in a busy job.
+  bool may_start = now >= *last_start_ + ledger_.options().cycle_time;
+  answer.open_next = size_ > 1 && ledger_.has_new() && may_start;
   for (int r = 1; r < size_; ++r) {
     out.send.push_back({r, answer});
     ++stats_.messages_sent;
   }
-  finish_cycle(answer, now, out);
+  stats_.finished = now;
+  out.cycles.push_back(stats_);
+  stats_ = cycle_stats{};
+  if (answer.open_next) start_cycle(now, out, nullptr, /*workers_told=*/true);
 }
 
 void central_negotiator::finish_cycle(const gossip_message& merged, time_point now, actions& out) {
   running_ = false;
-  poll_at_.reset();
   last_cycle_ = last_cycle_ + 1;
   stats_.finished = now;
   out.cycles.push_back(stats_);

@@ -16,9 +16,12 @@
 //     overtakes the previous cycle's answer waits for that answer.
 //  5. When rank 0 holds all N contributions it merges them, sends the merged state to every
 //     worker as the `answer`, and every rank (rank 0 included) resolves the cycle with the
-//     ledger, exactly as gossip does: same merged state, same ids, batches and errors.
+//     ledger, exactly as gossip does: same merged state, same ids, batches and errors. If
+//     rank 0 then has something new and may start, it opens the next cycle at once and the
+//     answer says so (open_next): every worker reports to it at once, no poll needed.
 //  6. Rank 0 handles N-1 reports and N-1 answers per cycle (2(N-1) messages), plus up to
-//     N-1 polls when workers had nothing to report; a worker sends one message per cycle.
+//     N-1 polls when a cycle opened by a report finds workers with nothing to report; a
+//     worker sends one message per cycle.
 //     The poll delay is the price of an idle job costing nothing: a cycle with idle workers
 //     takes at least one cycle_time (Horovod's idle workers also answer on their next tick).
 #pragma once
@@ -47,12 +50,17 @@ class central_negotiator final : public negotiation_strategy {
 
  private:
   void advance(time_point now, actions& out);
-  /// `first_report`: rank 0 opens the cycle because this report arrived.
-  void start_cycle(time_point now, actions& out, const gossip_message* first_report = nullptr);
+  /// `first_report`: rank 0 opens the cycle because this report arrived. `workers_told`:
+  /// the answer that precedes it said open_next, so nobody needs a poll.
+  void start_cycle(time_point now, actions& out, const gossip_message* first_report = nullptr,
+                   bool workers_told = false);
   void root_merge(const gossip_message& report, time_point now, actions& out);
+  /// Rank 0 holds every contribution: resolve, answer, maybe open the next cycle.
+  void root_complete(time_point now, actions& out);
   void poll_silent_workers(time_point now, actions& out);
   void root_receive(const gossip_message& m, time_point now, actions& out);
   void worker_receive(const gossip_message& m, time_point now, actions& out);
+  /// A worker got the answer: resolve it.
   void finish_cycle(const gossip_message& merged, time_point now, actions& out);
   gossip_message header(message_kind kind, uint64_t cycle) const;
 

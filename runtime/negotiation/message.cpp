@@ -58,6 +58,7 @@ void clear_payload(gossip_message& m) {
   empty.cycle = m.cycle;
   empty.round = m.round;
   empty.from = m.from;
+  empty.open_next = m.open_next;
   m = std::move(empty);
 }
 
@@ -68,6 +69,7 @@ std::vector<std::byte> encode(const gossip_message& m) {
   w.varint(m.cycle);
   w.varint(m.round);
   w.svarint(m.from);
+  w.u8(m.open_next ? 1 : 0);
   write(w, m.ready_and);
   write(w, m.ready_or);
   w.varint(m.announced.size());
@@ -105,6 +107,9 @@ result<gossip_message> decode_message(std::span<const std::byte> in) {
   r.varint(m.cycle, "cycle");
   r.varint(round, "round");
   r.svarint(from, "sender");
+  uint8_t open_next = 0;
+  r.u8(open_next, "open-next flag");
+  m.open_next = open_next != 0;
   if (r.ok() && (round > UINT32_MAX || from < -1 || from > INT32_MAX)) r.fail("header", "round or sender out of range");
   m.round = static_cast<uint32_t>(round);
   m.from = static_cast<int>(from);

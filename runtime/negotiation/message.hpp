@@ -46,6 +46,7 @@ struct gossip_message {
   uint64_t cycle = 0;
   uint32_t round = 0;
   int from = -1;
+  bool open_next = false;  ///< central answer: rank 0 opened cycle+1 already, report to it at once
   dynamic_bitmap ready_and;                     ///< ids pending on every contributing rank (AND)
   dynamic_bitmap ready_or;                      ///< ids pending on some contributing rank (OR)
   std::vector<announcement> announced;          ///< new names, sorted by spec_less (union)
