@@ -192,7 +192,7 @@ typename Inspector::result_type inspect(Inspector& f, negotiation_stats& x) {
            x.p50_us, x.p99_us, x.samples);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, op_enqueued& x) {
+typename Inspector::result_type inspect(Inspector& f, op_enqueued&) {
   return f(caf::meta::type_name("op_enqueued"));  // the request and its callback stay local
 }
 template <class Inspector>

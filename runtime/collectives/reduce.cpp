@@ -79,9 +79,9 @@ T float_min_max(T x, T y) {
   using U = float_bits<T>;
   constexpr U sign = U(1) << (8 * sizeof(U) - 1);
   constexpr U nan = sizeof(U) == 4 ? U(0x7fc00000u) : U(0x7ff8000000000000ull);
-  const U x_sign = std::bit_cast<U>(x) & sign;
+  const U xb = std::bit_cast<U>(x);
   const U pick = std::bit_cast<U>(Max ? (x > y ? x : y) : (x < y ? x : y));  // y on a tie
-  const U ordered = Max ? (pick & (x_sign | ~sign)) : (pick | x_sign);
+  const U ordered = Max ? pick & (xb | ~sign) : pick | (xb & sign);
   const U unordered = U(0) - U(std::isunordered(x, y));  // all ones if x or y is NaN
   return std::bit_cast<T>((ordered & ~unordered) | (nan & unordered));
 }

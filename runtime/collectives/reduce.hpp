@@ -17,8 +17,10 @@ namespace chorus {
 //   per call, so a chain of calls rounds once per step, the same way on every rank.
 // * f32 and f64 follow IEEE arithmetic in the default rounding mode: one combination is one
 //   correctly rounded operation.
-// * Float min/max propagate NaN: if x or y is NaN the result is NaN (x's if both are). When x
-//   and y compare equal (which only -0 and +0 can tell apart) the result is y.
+// * Float min/max: -0 counts as below +0, so min(-0,+0) = -0 and max(-0,+0) = +0 in either
+//   order; if x or y is NaN the result is the canonical quiet NaN (f16 0x7e00, bf16 0x7fc0,
+//   f32 0x7fc00000, f64 0x7ff8000000000000). Both are commutative bit for bit, which keeps
+//   recursive-doubling partners identical.
 // * Integer sum and product wrap around modulo 2^bits (u8 sum is modulo 256; i32 and i64 are
 //   computed in two's complement, so signed overflow wraps instead of being undefined).
 // * Pointers need no alignment at all, not even to the element size.
