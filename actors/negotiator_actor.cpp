@@ -104,7 +104,7 @@ void apply(self_ptr self, negotiation::actions a) {
     s.stats.agreed_ops += out.ops.size();
     if (!out.ops.empty()) self->send(s.wired.fusion, std::move(out));
   }
-  for (auto& w : a.warnings) CHORUS_LOG(warn, "negotiator", "stall: " << w.message);
+  for (auto& w : a.warnings) CHORUS_LOG(warn, "negotiator", w.message);
   for (auto& r : a.rejected) {
     if (auto it = s.pending.find(r.name); it != s.pending.end()) {
       finish_op(self, it->second, r.error);

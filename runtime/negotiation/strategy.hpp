@@ -71,6 +71,8 @@ struct stall_warning {
 };
 /// A local enqueue refused at the boundary (only this rank): duplicate pending name,
 /// a registered name with another spec, an invalid spec, or the negotiation has stopped.
+/// It refers to the local_ready() call that returned it, never to an earlier operation
+/// still pending under the same name (that one goes on negotiating).
 struct rejected_enqueue {
   std::string name;
   status error;
@@ -104,7 +106,9 @@ struct actions {
   /// The job must stop (stall shutdown, protocol violation); same text on every rank for a
   /// stall. After a fatal action the strategy ignores messages and rejects enqueues.
   std::optional<status> fatal;
-  /// Call on_timer() at this time (cycle time lower bound, stall deadlines); none = no timer.
+  /// Call on_timer() at this time (cycle time lower bound, stall deadlines, central polls).
+  /// Every call returns the complete current answer: it replaces earlier ones, and none
+  /// means no timer is needed now.
   std::optional<time_point> wake_at;
 };
 

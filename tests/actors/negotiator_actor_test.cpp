@@ -95,11 +95,11 @@ struct ranks_fixture {
     o.enqueued_at = sched->clock().now();
     caf::anon_send(negotiators[rank], tensor_ready{o});
   }
-  /// Runs every message and every timer until nothing is left (bounded).
+  /// Runs every message and every timer, earliest first, until nothing is left (bounded).
   void settle() {
     for (int i = 0; i < 100000; ++i) {
       sched->run();
-      if (!sched->trigger_timeouts()) return;
+      if (!sched->trigger_timeout()) return;
     }
     FAIL() << "the negotiators never went idle";
   }

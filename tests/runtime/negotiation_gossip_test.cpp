@@ -300,6 +300,28 @@ TEST(GossipNegotiator, StallOfARegisteredIdIsReportedByTheRanks) {
   EXPECT_FALSE(sim->record(3).fatal);
 }
 
+TEST(GossipNegotiator, StallShutdownOfARegisteredIdWithWarningsOff) {
+  negotiation_options nego;
+  nego.stall_warning_time = duration::zero();
+  nego.stall_shutdown_time = 5s;
+  auto sim = make_sim(3, test_seed(37), nego);
+  for (int r = 0; r < 3; ++r) sim->enqueue(r, spec("k", {1}));
+  ASSERT_TRUE(sim->run_until_idle());
+  sim->enqueue(1, spec("k", {1}));
+  ASSERT_TRUE(sim->run_until_idle());
+  sim->run_for(4900ms);
+  EXPECT_FALSE(sim->record(0).fatal);
+  sim->run_for(200ms);
+  EXPECT_EQ(sim->divergence(), "");
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(sim->record(r).warnings.empty());
+    ASSERT_TRUE(sim->record(r).fatal);
+    EXPECT_EQ(sim->record(r).fatal->message(),
+              "stall: allreduce('k'): ready on rank 1 but not produced by ranks 0,2 after 5 s; "
+              "stopping the job (CHORUS_STALL_SHUTDOWN_TIME_SECONDS)");
+  }
+}
+
 TEST(GossipNegotiator, ScoresAndShutdownRequestsAreAgreed) {
   auto sim = make_sim(6, test_seed(41));
   sim->submit_score(1, 3.0);
