@@ -9,7 +9,8 @@
 //  3. Rank 0 opens cycle c when it has something new itself (and cycle_time has passed) or
 //     when the first report of c arrives. Opening, it snapshots its own contribution. Busy
 //     workers report within a cycle time (as Horovod's workers do on every tick); to the
-//     workers still silent one cycle_time after opening, rank 0 sends a `poll`.
+//     workers still silent one cycle_time after opening, rank 0 sends a `poll` (from
+//     on_timer only, so reports already queued in its mailbox are merged first).
 //  4. A worker polled for a cycle it has not reported joins it: it sends its (maybe empty)
 //     report at once. A poll for a cycle it already reported (even one whose answer it has
 //     received) is the expected race with its own report and is ignored; a poll that

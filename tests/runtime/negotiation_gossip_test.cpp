@@ -19,8 +19,7 @@ namespace {
 using namespace std::chrono_literals;
 
 uint64_t test_seed(uint64_t fallback) {
-  const char* env = std::getenv("CHORUS_TEST_SEED");
-  uint64_t seed = env ? std::strtoull(env, nullptr, 10) : fallback;
+  uint64_t seed = std::getenv("CHORUS_TEST_SEED") ? std::strtoull(std::getenv("CHORUS_TEST_SEED"), nullptr, 10) : fallback;
   std::cout << "seed=" << seed << " (CHORUS_TEST_SEED=" << seed << " re-runs it)\n";
   return seed;
 }
@@ -63,8 +62,8 @@ void run_step(simulator& sim, const std::vector<tensor_spec>& tensors, std::mt19
   for (auto& o : order) std::shuffle(o.begin(), o.end(), rng);
   std::vector<std::size_t> next(n, 0);
   for (std::size_t left = tensors.size() * n; left > 0; --left) {
-    int r;
-    do r = static_cast<int>(rng() % n); while (next[r] == tensors.size());
+    int r = static_cast<int>(rng() % n);
+    while (next[r] == tensors.size()) r = (r + 1) % n;
     sim.enqueue(r, order[r][next[r]++]);
     sim.run_for(std::chrono::microseconds(rng() % 150));
   }
@@ -174,7 +173,6 @@ struct mismatch_case {
   tensor_spec common, odd;
   std::string expected;
 };
-
 TEST(GossipNegotiator, MismatchedSpecsGiveTheSameErrorOnEveryRank) {
   auto base = spec("fc1.weight", {512, 128});
   auto other = [&](auto change) { auto s = base; change(s); return s; };
@@ -251,8 +249,7 @@ TEST(GossipNegotiator, StallWarningNamesMissingRanksThenShutdownStopsEveryRank) 
     EXPECT_FALSE(rec.fatal);
   }
   sim->run_for(1s);
-  EXPECT_EQ(sim->record(0).warnings.size(), 1u);
-  EXPECT_FALSE(sim->record(0).fatal);
+  EXPECT_TRUE(sim->record(0).warnings.size() == 1u && !sim->record(0).fatal);
   sim->run_for(1s);
   EXPECT_EQ(sim->divergence(), "");
   for (int r = 0; r < 6; ++r) {
@@ -280,7 +277,7 @@ TEST(GossipNegotiator, StallOfARegisteredIdIsReportedByTheRanks) {
   for (int r : {0, 2, 6}) sim->enqueue(r, spec("h", {3, 3}));
   ASSERT_TRUE(sim->run_until_idle());
   sim->run_for(1900ms);
-  EXPECT_TRUE(sim->record(1).warnings.empty());
+  EXPECT_TRUE(sim->record(1).warnings.empty());  // not yet
   sim->run_for(200ms);
   EXPECT_EQ(sim->divergence(), "");
   for (int r = 0; r < 7; ++r) {
@@ -310,7 +307,7 @@ TEST(GossipNegotiator, StallShutdownOfARegisteredIdWithWarningsOff) {
   sim->enqueue(1, spec("k", {1}));
   ASSERT_TRUE(sim->run_until_idle());
   sim->run_for(4900ms);
-  EXPECT_FALSE(sim->record(0).fatal);
+  EXPECT_FALSE(sim->record(0).fatal);  // not yet
   sim->run_for(200ms);
   EXPECT_EQ(sim->divergence(), "");
   for (int r = 0; r < 3; ++r) {
@@ -354,12 +351,12 @@ TEST(GossipNegotiator, RefusesDuplicatesAndChangedSpecsLocally) {
             "whole job)");
   gossip_negotiator h(0, 2, negotiation_options{});
   EXPECT_TRUE(h.local_ready(spec("v", {1}), t).rejected.empty());
-  auto again = h.local_ready(spec("v", {1}), t);
-  ASSERT_EQ(again.rejected.size(), 1u);
-  EXPECT_EQ(again.rejected[0].error.code(), errc::invalid_argument);
-  auto bad_root = h.local_ready(spec("b", {1}, dtype::f32, collective_kind::broadcast, reduce_op::sum, 2), t);
-  ASSERT_EQ(bad_root.rejected.size(), 1u);
-  EXPECT_EQ(bad_root.rejected[0].error.message(), "broadcast('b'): root 2 outside the job's ranks 0-1");
+  auto again = h.local_ready(spec("v", {1}), t).rejected;
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].error.code(), errc::invalid_argument);
+  auto bad = h.local_ready(spec("b", {1}, dtype::f32, collective_kind::broadcast, reduce_op::sum, 2), t).rejected;
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].error.message(), "broadcast('b'): root 2 outside the job's ranks 0-1");
 }
 
 TEST(GossipNegotiator, AMessageFromTheWrongPeerStopsNegotiation) {
