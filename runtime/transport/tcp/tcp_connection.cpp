@@ -7,7 +7,7 @@
 
 namespace chorus::tcp {
 namespace {
-constexpr std::size_t max_batch = 64;  // frames per gather-write
+constexpr std::size_t max_batch = 8;  // frames per gather-write: small enough that forwarded segments are not held behind a long batch
 }
 
 tcp_connection::tcp_connection(tcp_transport& owner, int fd, int peer, int stream, std::size_t scratch_bytes)
