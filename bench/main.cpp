@@ -2,6 +2,8 @@
 //   chorus-bench allreduce [--impl chorus|gloo|both] [--sizes 4K,64K,1M,16M,64M]
 //                          [--streams S] [--chunk-bytes B] [--segment-bytes B]
 //       one RESULT line per size and implementation (see bench/allreduce_protocol.hpp)
+//   chorus-bench pipeline [--steps K] [--compute-us U]
+//       ResNet-50 gradients through the actor pipeline vs the bare collectives
 //   chorus-bench demo      the README's demo: what two ranks did and how fast
 #include <sys/mman.h>
 
@@ -20,6 +22,9 @@
 #ifdef CHORUS_WITH_GLOO
 #include "bench/gloo/gloo_peer.hpp"
 #endif
+#ifdef CHORUS_WITH_PIPELINE
+#include "bench/pipeline/pipeline_bench.hpp"
+#endif
 
 using namespace chorus;
 
@@ -27,6 +32,8 @@ namespace {
 
 struct options {
   std::string mode;
+  int steps = 20;
+  long compute_us = 0;
   std::string impl = "both";
   std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20};
 };
@@ -36,6 +43,7 @@ struct options {
                "chorus-bench: %s\n"
                "usage: chorus-bench allreduce [--impl chorus|gloo|both] [--sizes 4K,64K,1M,16M,64M]\n"
                "                              [--streams S] [--chunk-bytes B] [--segment-bytes B]\n"
+               "       chorus-bench pipeline [--steps K] [--compute-us U]\n"
                "       chorus-bench demo\n"
                "Run under chorusrun, e.g. chorusrun -np 2 -- chorus-bench allreduce\n",
                why);
@@ -57,6 +65,8 @@ options parse(int argc, char** argv) {
     else if (a == "--streams") setenv("CHORUS_NUM_STREAMS", value().c_str(), 1);
     else if (a == "--chunk-bytes") setenv("CHORUS_CHUNK_BYTES", value().c_str(), 1);
     else if (a == "--segment-bytes") setenv("CHORUS_SEGMENT_BYTES", value().c_str(), 1);
+    else if (a == "--steps") o.steps = std::stoi(value());
+    else if (a == "--compute-us") o.compute_us = std::stol(value());
     else usage(("unknown option " + a).c_str());
   }
   if (o.impl != "chorus" && o.impl != "gloo" && o.impl != "both") usage("--impl must be chorus, gloo or both");
@@ -193,6 +203,15 @@ int main(int argc, char** argv) {
   try {
     if (o.mode == "allreduce") return run_allreduce(o, *env);
     if (o.mode == "demo") return run_demo(*env);
+    if (o.mode == "pipeline") {
+#ifdef CHORUS_WITH_PIPELINE
+      auto comm = communicator::create(*env);
+      if (!comm) throw std::runtime_error(comm.error().to_string());
+      return bench::run_pipeline_bench(**comm, o.steps, std::chrono::microseconds(o.compute_us));
+#else
+      throw std::runtime_error("chorus-bench was built without the actor pipeline (CHORUS_WITH_PIPELINE=OFF)");
+#endif
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "chorus-bench: rank %d: %s\n", env->rank, e.what());
     return 1;

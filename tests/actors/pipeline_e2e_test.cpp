@@ -1,0 +1,224 @@
+// The real pipeline over real communicators (TCP data plane, CAF control plane on 127.0.0.1),
+// with every rank of the job in this one process, one thread per rank. Every wait has a hard
+// bound. The multi-process tests of the APIs (tests/multiproc) complement these.
+#include "actors/pipeline.hpp"
+
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "runtime/collectives/communicator.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct rank_job {
+  std::unique_ptr<communicator> comm;
+  std::unique_ptr<pipeline> pipe;
+};
+
+/// Starts `n` ranks (communicator + pipeline each) in parallel threads.
+std::vector<rank_job> start_job(int n, pipeline_options opts = {}) {
+  uint16_t port = n > 1 ? free_port() : 0;
+  std::vector<rank_job> jobs(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      process_env env;
+      env.rank = r;
+      env.size = n;
+      env.local_rank = r;
+      env.local_size = n;
+      env.rendezvous_port = port;
+      env.rendezvous_timeout = 20s;
+      env.source = "chorus";
+      tcp::tcp_options t;
+      t.connect_timeout = 20s;
+      auto comm = communicator::create(env, t, collective_options{});
+      if (!comm) {
+        errors[r] = comm.error().to_string();
+        return;
+      }
+      auto o = opts;
+      o.connect_timeout = 20s;
+      auto pipe = pipeline::start(**comm, o);
+      if (!pipe) {
+        errors[r] = pipe.error().to_string();
+        (*comm)->close();
+        return;
+      }
+      jobs[r].comm = std::move(*comm);
+      jobs[r].pipe = std::move(*pipe);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  return jobs;
+}
+
+void stop_job(std::vector<rank_job>& jobs) {
+  std::vector<std::thread> threads;
+  for (auto& j : jobs)
+    threads.emplace_back([&j] {
+      if (j.pipe) j.pipe->shutdown();
+      j.pipe.reset();
+      if (j.comm) j.comm->close();
+      j.comm.reset();
+    });
+  for (auto& t : threads) t.join();
+}
+
+/// Collects one op's outcome; wait() is bounded.
+struct waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  status result;
+  std::vector<std::byte> gathered;
+  std::vector<int64_t> dims;
+  auto callback() {
+    return [this](const status& st, std::vector<std::byte> g, std::vector<int64_t> d) {
+      std::lock_guard lk(mu);
+      ++calls;
+      result = st;
+      gathered = std::move(g);
+      dims = std::move(d);
+      cv.notify_all();
+    };
+  }
+  bool wait(std::chrono::milliseconds t = 20s) {
+    std::unique_lock lk(mu);
+    return cv.wait_for(lk, t, [&] { return calls > 0; });
+  }
+};
+
+tensor_spec make(std::string name, collective_kind k, dtype t, std::vector<int64_t> shape, reduce_op op = reduce_op::sum,
+                 int root = -1) {
+  return tensor_spec{std::move(name), k, t, std::move(shape), op, root, device_kind::cpu, 0};
+}
+
+TEST(pipeline_e2e, one_rank_allreduce_is_the_identity) {
+  auto job = start_job(1);
+  ASSERT_TRUE(job[0].pipe);
+  std::vector<float> v{1, 2, 3};
+  waiter w;
+  job[0].pipe->enqueue({make("x", collective_kind::allreduce, dtype::f32, {3}), v.data(), v.data(), w.callback()});
+  ASSERT_TRUE(w.wait());
+  EXPECT_TRUE(w.result.ok()) << w.result.to_string();
+  EXPECT_EQ(v, (std::vector<float>{1, 2, 3}));
+  auto st = job[0].pipe->stats();
+  EXPECT_EQ(st.negotiation.agreed_ops, 1u);
+  stop_job(job);
+}
+
+TEST(pipeline_e2e, two_ranks_reduce_broadcast_and_gather_exactly) {
+  pipeline_options o;
+  o.fusion_threshold = 1 << 16;
+  o.chunk_bytes = 1 << 14;
+  auto job = start_job(2, o);
+  ASSERT_TRUE(job[0].pipe && job[1].pipe);
+  const int tensors = 40;
+  std::vector<std::vector<std::vector<float>>> data(2);
+  std::vector<std::vector<std::unique_ptr<waiter>>> waits(2);
+  std::vector<std::vector<float>> rows(2), bc(2);
+  std::vector<waiter> gw(2), bw(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    for (int t = 0; t < tensors; ++t) {
+      std::size_t n = static_cast<std::size_t>(1) << (t % 16);  // 1 element .. 128 KiB
+      data[r].emplace_back(n);
+      for (std::size_t k = 0; k < n; ++k) data[r][t][k] = static_cast<float>(r + 1) * static_cast<float>(k % 97);
+      waits[r].push_back(std::make_unique<waiter>());
+    }
+    rows[r].assign(static_cast<std::size_t>(r + 1) * 2, static_cast<float>(10 * r));
+    bc[r].assign(1000, static_cast<float>(r == 1 ? 7 : -1));
+  }
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      auto& p = *job[r].pipe;
+      for (int i = 0; i < tensors; ++i) {
+        int t = r == 0 ? i : tensors - 1 - i;  // opposite orders
+        auto& v = data[r][t];
+        p.enqueue({make("g" + std::to_string(t), collective_kind::allreduce, dtype::f32, {static_cast<int64_t>(v.size())}),
+                   v.data(), v.data(), waits[r][t]->callback()});
+      }
+      p.enqueue({make("rows", collective_kind::allgather, dtype::f32, {r + 1, 2}), rows[r].data(), nullptr, gw[r].callback()});
+      p.enqueue({make("bc", collective_kind::broadcast, dtype::f32, {1000}, reduce_op::sum, 1), bc[r].data(), bc[r].data(),
+                 bw[r].callback()});
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    for (int t = 0; t < tensors; ++t) {
+      ASSERT_TRUE(waits[r][t]->wait()) << "g" << t << " on rank " << r << " never ended";
+      ASSERT_TRUE(waits[r][t]->result.ok()) << waits[r][t]->result.to_string();
+      EXPECT_EQ(waits[r][t]->calls, 1);
+      for (std::size_t k = 0; k < data[r][t].size(); ++k)
+        ASSERT_EQ(data[r][t][k], 3.0f * static_cast<float>(k % 97)) << "g" << t << "[" << k << "] rank " << r;
+    }
+    ASSERT_TRUE(gw[r].wait());
+    ASSERT_TRUE(gw[r].result.ok()) << gw[r].result.to_string();
+    EXPECT_EQ(gw[r].dims, (std::vector<int64_t>{1, 2}));
+    std::vector<float> want{0, 0, 10, 10, 10, 10};
+    ASSERT_EQ(gw[r].gathered.size(), want.size() * sizeof(float));
+    EXPECT_EQ(std::memcmp(gw[r].gathered.data(), want.data(), gw[r].gathered.size()), 0);
+    ASSERT_TRUE(bw[r].wait());
+    ASSERT_TRUE(bw[r].result.ok()) << bw[r].result.to_string();
+    EXPECT_EQ(bc[r], std::vector<float>(1000, 7.0f));
+  }
+  auto st = job[0].pipe->stats();
+  EXPECT_EQ(st.negotiation.agreed_ops, static_cast<uint64_t>(tensors + 2));
+  EXPECT_EQ(st.streams.size(), static_cast<std::size_t>(job[0].comm->num_streams()));
+  std::cout << "negotiation p50=" << st.negotiation.p50_us << "us p99=" << st.negotiation.p99_us
+            << "us cycles=" << st.negotiation.cycles << " messages=" << st.negotiation.messages_sent << "\n";
+  stop_job(job);
+}
+
+TEST(pipeline_e2e, shutdown_ends_ops_still_in_negotiation) {
+  auto job = start_job(2);
+  ASSERT_TRUE(job[0].pipe && job[1].pipe);
+  std::vector<float> v(16, 1.0f);
+  waiter w;
+  job[0].pipe->enqueue({make("lonely", collective_kind::allreduce, dtype::f32, {16}), v.data(), v.data(), w.callback()});
+  job[0].pipe->shutdown();
+  ASSERT_TRUE(w.wait(1s));
+  EXPECT_EQ(w.calls, 1);
+  EXPECT_EQ(w.result.code(), errc::shutdown);
+  EXPECT_EQ(w.result.message(), "allreduce('lonely'): shut down with 'lonely' pending");
+  // Rank 1 learns that rank 0 left: its next op ends with an error naming rank 0, no hang.
+  waiter w1;
+  job[1].pipe->enqueue({make("after", collective_kind::allreduce, dtype::f32, {16}), v.data(), v.data(), w1.callback()});
+  ASSERT_TRUE(w1.wait(10s));
+  EXPECT_FALSE(w1.result.ok());
+  EXPECT_NE(w1.result.message().find("rank 0"), std::string::npos) << w1.result.to_string();
+  // After shutdown, enqueue ends the op at once.
+  waiter w2;
+  job[0].pipe->enqueue({make("late", collective_kind::allreduce, dtype::f32, {16}), v.data(), v.data(), w2.callback()});
+  EXPECT_TRUE(w2.wait(0ms));
+  EXPECT_EQ(w2.result.code(), errc::shutdown);
+  stop_job(job);
+}
+
+}  // namespace
+}  // namespace chorus
