@@ -1,11 +1,11 @@
 // The completion actor: counts chunks per bucket, unpacks, ends ops, moves the start window.
 #include "actors/completion_actor.hpp"
 
-#include <span>
+#include "actors/bucket_ranges.hpp"
+
 #include <string>
 
 #include "runtime/core/log.hpp"
-#include "runtime/fusion/pack.hpp"
 
 namespace chorus {
 
@@ -26,14 +26,23 @@ void end_op(self_ptr self, const op_ref& op, const status& st, std::vector<std::
   self->send(s.wired.producer, op_finished{op.handle, std::move(named), {}, {}});
 }
 
+/// Copies one ended chunk of a fused bucket out to the ops' tensors (overlapping the
+/// transfer of the bucket's other chunks).
+void unpack_chunk(completion_state::entry& e, uint64_t sequence) {
+  auto& job = *e.job;
+  auto index = sequence - job.first_sequence;
+  if (index >= job.chunk_ranges.size()) {
+    e.error = {errc::internal, "sequence " + std::to_string(sequence) + " is not a chunk of bucket " + std::to_string(job.id)};
+    return;
+  }
+  auto [offset, bytes] = job.chunk_ranges[index];
+  auto st = unpack_range(job, offset, offset + bytes);
+  if (!st.ok()) e.error = {errc::internal, "unpacking the fusion buffer failed: " + st.message()};
+}
+
 void finish_bucket(self_ptr self, completion_state::entry& e) {
   auto& job = *e.job;
   status st = e.error.ok() ? job.local_error : e.error;
-  if (st.ok() && job.plan.kind == fusable_kind::allreduce && !job.plan.in_place) {
-    st = unpack(job.plan, std::span<const std::byte>(job.data, job.plan.bytes),
-                [&job](uint32_t id) { return job.ops[id].output; });
-    if (!st.ok()) st = {errc::internal, "unpacking the fusion buffer failed: " + st.message()};
-  }
   if (st.ok() && job.plan.kind == fusable_kind::allgather) {
     end_op(self, job.ops.front(), st, std::move(job.gathered), job.first_dims);
   } else {
@@ -59,6 +68,7 @@ caf::behavior completion_actor(self_ptr self, completion_config cfg) {
       [=](const bucket_planned& p) {
         auto& s = self->state;
         const auto& job = p.job;
+        if (s.next_planned == 0) s.reported_oldest = job->first_sequence;  // fusion starts there
         s.buckets[job->id] = completion_state::entry{job, job->chunks, {}};
         for (uint32_t i = 0; i < job->chunks; ++i) s.unfinished.insert(job->first_sequence + i);
         s.next_planned = std::max(s.next_planned, job->first_sequence + job->chunks);
@@ -82,6 +92,7 @@ caf::behavior completion_actor(self_ptr self, completion_config cfg) {
           // window_moved below orders this write before that chunk starts).
           if (e.job->plan.kind == fusable_kind::allgather) e.job->local_error = d.result;
         }
+        if (d.result.ok() && e.error.ok() && e.job->fused()) unpack_chunk(e, d.sequence);
         if (--e.left == 0) {
           finish_bucket(self, e);
           s.buckets.erase(it);

@@ -1,9 +1,10 @@
 // The completion actor: one per rank. Receives bucket_planned from fusion and chunk_done from
 // the senders; sends op_finished to the producer (which calls the op's done) and window_moved
-// to fusion. When the last chunk of a bucket ends it unpacks a fused buffer into the ops'
-// outputs and ends every op of the bucket exactly once: ok, or the bucket's first error
-// naming the tensor and this rank. Averaging needs nothing here: the chunk ops divide by the
-// number of ranks, element by element, so a fused bucket is divided once as a whole.
+// to fusion. Each ended chunk of a fused bucket is unpacked into the ops' outputs at once
+// (overlapping the bucket's other chunks); when the last chunk ends every op of the bucket
+// ends exactly once: ok, or the bucket's first error naming the tensor and this rank (after
+// an error the outputs hold undefined data). Averaging needs nothing here: the chunk ops
+// divide by the number of ranks, element by element, so a fused bucket is divided once.
 #pragma once
 
 #include <cstdint>

@@ -2,12 +2,12 @@
 // the start window.
 #include "actors/fusion_actor.hpp"
 
+#include "actors/bucket_ranges.hpp"
+
 #include <cstring>
-#include <span>
 
 #include "runtime/core/log.hpp"
 #include "runtime/fusion/fusion_plan.hpp"
-#include "runtime/fusion/pack.hpp"
 
 namespace chorus {
 
@@ -29,7 +29,7 @@ std::size_t row_bytes_of(const tensor_spec& s) {
   return n;
 }
 
-/// Points job->data at the buffer the collective runs on, packing fused members into it.
+/// Points job->data at the buffer the collective runs on.
 void prepare_buffer(fusion_state& s, bucket_job& job) {
   const auto& b = job.plan;
   if (b.in_place) {
@@ -49,10 +49,16 @@ void prepare_buffer(fusion_state& s, bucket_job& job) {
     job.heap.assign(b.bytes, std::byte{0});
     job.data = job.heap.data();
   }
-  s.fused_bytes += b.bytes;
-  auto st = pack(b, [&job](uint32_t id) { return job.ops[id].input; }, std::span(job.data, b.bytes));
-  if (!st.ok()) {
-    // Still run the chunks: every rank must start every sequence. Completion reports this.
+  s.fused_bytes += b.bytes;  // packed chunk by chunk in dispatch()
+}
+
+/// Packs a fused bucket's chunk just before it is handed out. A failure still hands the
+/// chunk out (every rank must start every sequence); completion reports the error.
+void pack_chunk(chunk_work& w) {
+  auto& job = *w.job;
+  auto offset = static_cast<std::size_t>(w.data - job.data);
+  auto st = pack_range(job, offset, offset + w.bytes);
+  if (!st.ok() && job.local_error.ok()) {
     CHORUS_LOG(error, "fusion", "bucket=" << job.id << " pack failed: " << st.message());
     job.local_error = {errc::internal, "packing the fusion buffer failed: " + st.message()};
   }
@@ -65,6 +71,7 @@ void dispatch(self_ptr self) {
     const auto& w = s.waiting.front();
     if (w.sequence >= s.oldest_unfinished + s.cfg.start_window) break;
     if (w.algo == chunk_algo::allgather_data && s.oldest_unfinished < w.sequence) break;
+    if (w.job->fused()) pack_chunk(s.waiting.front());
     auto n = s.wired.senders.size();
     auto to = static_cast<std::size_t>((w.sequence - s.cfg.first_sequence) % n);
     self->send(s.wired.senders[to], std::move(s.waiting.front()));
@@ -121,6 +128,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
                           : c.bytes <= s.cfg.small_bytes      ? chunk_algo::exchange_allreduce
                                                               : chunk_algo::ring_allreduce;
         works.push_back(chunk_work{c.sequence, algo, job->data + c.offset, c.bytes, bk.type, bk.op, bk.root, job});
+        job->chunk_ranges.emplace_back(c.offset, c.bytes);
       }
       s.next_sequence += works.size();
     }

@@ -27,7 +27,6 @@ namespace chorus {
 struct fusion_config {
   int rank = 0;
   int size = 1;
-  int streams = 1;
   std::size_t fusion_threshold = 64u << 20;
   std::size_t chunk_bytes = 4u << 20;
   std::size_t small_bytes = 64u << 10;  ///< chunks up to this use recursive doubling

@@ -21,6 +21,10 @@ void finish_op(self_ptr self, const op_ref& op, status st) {
   self->send(self->state.wired.producer, op_finished{op.handle, std::move(st), {}, {}});
 }
 
+status shutdown_error(const tensor_spec& s) {
+  return {errc::shutdown, describe(s) + ": shut down with '" + s.name + "' pending"};
+}
+
 void send_gossip(self_ptr self, const negotiation::outgoing_message& m) {
   auto& s = self->state;
   if (m.to < 0 || m.to >= static_cast<int>(s.peers.size()) || !s.peers[static_cast<std::size_t>(m.to)]) {
@@ -173,6 +177,10 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
       },
       [=](tensor_ready& t) {
         auto& st = self->state;
+        if (st.stopped) {
+          finish_op(self, t.op, shutdown_error(t.op.spec));
+          return;
+        }
         if (!st.failed.ok() || !st.strategy) {
           finish_op(self, t.op, {st.failed.code(), describe(t.op.spec) + ": " + st.failed.message()});
           return;
@@ -204,8 +212,8 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
       },
       [=](stop_atom) {
         auto& st = self->state;
-        for (auto& [name, op] : st.pending)
-          finish_op(self, op, {errc::shutdown, describe(op.spec) + ": shut down with '" + name + "' pending"});
+        st.stopped = true;
+        for (auto& [name, op] : st.pending) finish_op(self, op, shutdown_error(op.spec));
         st.pending.clear();
         if (st.failed.ok()) st.failed = {errc::shutdown, "rank " + std::to_string(st.cfg.rank) + " shut down"};
       },

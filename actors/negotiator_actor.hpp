@@ -39,6 +39,7 @@ struct negotiator_state {
   std::unordered_map<std::string, op_ref> pending;     ///< ops in negotiation, by name
   std::optional<negotiation::time_point> timer_at;     ///< the earliest tick already scheduled
   status failed;                                       ///< not ok: negotiation has stopped
+  bool stopped = false;                                ///< stop_atom arrived (shutdown of this rank)
   std::vector<uint32_t> samples_us;                    ///< enqueue → agreed, ring buffer
   std::size_t next_sample = 0;
   negotiation_stats stats;

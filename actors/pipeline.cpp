@@ -64,6 +64,17 @@ void tune(caf::actor_system_config& cfg, const pipeline_options& o) {
   cfg.set("logger.console-verbosity", caf::atom("quiet"));
 }
 
+/// CAF 0.17 keeps a reference to the system's logger in a thread-local slot of every thread
+/// that boots a system or uses a scoped_actor, and ~actor_system waits until the logger is
+/// gone: a caller thread that keeps its slot would hang a shutdown run on another thread.
+/// Every public entry that touches CAF clears the slot when it returns.
+struct caf_thread_scope {
+  caf_thread_scope() = default;
+  caf_thread_scope(const caf_thread_scope&) = delete;
+  caf_thread_scope& operator=(const caf_thread_scope&) = delete;
+  ~caf_thread_scope() { caf::logger::set_current_actor_system(nullptr); }
+};
+
 }  // namespace
 
 pipeline::pipeline(std::unique_ptr<impl> p) : impl_(std::move(p)) {
@@ -72,6 +83,7 @@ pipeline::pipeline(std::unique_ptr<impl> p) : impl_(std::move(p)) {
 }
 
 result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipeline_options& opts) {
+  caf_thread_scope scope;
   const int rank = comm.rank(), size = comm.size(), streams = comm.num_streams();
   auto nopts = negotiation_options_of(opts);
   if (auto s = negotiation::make_strategy(opts.negotiation, rank, size, nopts); !s) return s.error();
@@ -101,7 +113,6 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   fusion_config fc;
   fc.rank = rank;
   fc.size = size;
-  fc.streams = streams;
   fc.fusion_threshold = opts.fusion_threshold;
   fc.chunk_bytes = opts.chunk_bytes;
   fc.small_bytes = comm.options().small_bytes;
@@ -148,6 +159,7 @@ void pipeline::enqueue(op_request r) {
 }
 
 pipeline_stats pipeline::stats() {
+  caf_thread_scope scope;
   std::lock_guard lk(mu_);
   pipeline_stats out;
   if (stopped_) return out;
@@ -166,6 +178,7 @@ void pipeline::shutdown() {
     if (stopped_) return;
     stopped_ = true;
   }
+  caf_thread_scope scope;
   auto& p = *impl_;
   // 1. Nothing new is negotiated; what is in negotiation ends now with errc::shutdown.
   caf::anon_send(p.actors.negotiator, stop_atom::value);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,10 @@ struct bucket_job {
   buffer_lease lease;               ///< fused buffer from the pool (empty when in place)
   std::vector<std::byte> heap;      ///< fallback buffer when the pool is exhausted
   std::byte* data = nullptr;        ///< where the collective runs
+  /// (offset, bytes) of every chunk, by sequence - first_sequence (fused buckets are packed
+  /// and unpacked chunk by chunk).
+  std::vector<std::pair<std::size_t, std::size_t>> chunk_ranges;
+  bool fused() const { return plan.kind == fusable_kind::allreduce && !plan.in_place; }
   // allgather only
   std::size_t row_bytes = 0;        ///< bytes of one row (product of dims 1.., times element size)
   std::vector<int64_t> first_dims;  ///< one per rank, filled by the counts chunk

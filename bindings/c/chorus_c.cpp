@@ -1,13 +1,12 @@
 // The C API (chorus.h) over the C++ session: a table of registered names (id → name), a table
 // of handles (id → the operation's shared state) and a thread-local last-error text.
-#include "bindings/c/chorus.h"
-
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "bindings/c/chorus.h"
 #include "bindings/cpp/chorus.hpp"
 #include "bindings/cpp/op_state.hpp"
 #include "bindings/cpp/session.hpp"
@@ -20,7 +19,8 @@ using chorus::detail::op_state;
 static_assert(CHORUS_OK == static_cast<int>(errc::ok) && CHORUS_ERR_INTERNAL == static_cast<int>(errc::internal) &&
               CHORUS_ERR_MISMATCH == static_cast<int>(errc::mismatch) &&
               CHORUS_ERR_SHUTDOWN == static_cast<int>(errc::shutdown));
-static_assert(CHORUS_UINT8 == static_cast<int>(chorus::dtype::u8) && CHORUS_BFLOAT16 == static_cast<int>(chorus::dtype::bf16));
+static_assert(CHORUS_UINT8 == static_cast<int>(chorus::dtype::u8) &&
+              CHORUS_BFLOAT16 == static_cast<int>(chorus::dtype::bf16));
 static_assert(CHORUS_OP_PRODUCT == static_cast<int>(chorus::reduce_op::product) &&
               CHORUS_OP_AVERAGE == static_cast<int>(chorus::reduce_op::average));
 
@@ -140,8 +140,8 @@ int64_t chorus_enqueue_allreduce(int64_t id, void* data, const int64_t* shape, i
                  cb, user_data);
 }
 
-int64_t chorus_enqueue_broadcast(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
-                                 int root, chorus_callback cb, void* user_data) {
+int64_t chorus_enqueue_broadcast(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype, int root,
+                                 chorus_callback cb, void* user_data) {
   return enqueue("chorus_enqueue_broadcast", chorus::collective_kind::broadcast, id, data, shape, ndim, dtype, 0, root,
                  cb, user_data);
 }
@@ -196,6 +196,7 @@ int64_t chorus_gathered_bytes(int64_t handle) {
 int chorus_gathered_shape(int64_t handle, int64_t* shape, int max_ndim) {
   auto s = find(handle);
   if (!s) return fail(-1, unknown("chorus_gathered_shape", handle));
+  if (shape == nullptr && max_ndim > 0) return fail(-1, std::string("chorus_gathered_shape: shape is NULL"));
   if (!s->done() || !s->result.ok() || s->spec.kind != chorus::collective_kind::allgather) return -1;
   for (int i = 0; i < max_ndim && i < static_cast<int>(s->shape.size()); ++i) shape[i] = s->shape[i];
   return static_cast<int>(s->shape.size());

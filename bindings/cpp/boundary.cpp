@@ -15,13 +15,14 @@ status reject(const tensor_spec& s, const std::string& why) {
 
 status check_operation(const tensor_spec& s, const void* data) {
   if (s.name.empty())
-    return reject(s, "empty tensor name; every operation needs a name, unique among the operations pending on this rank");
+    return reject(s,
+                  "empty tensor name; every operation needs a name, unique among the operations pending on this rank");
   if (static_cast<int>(s.type) >= dtype_count)
-    return reject(s, "dtype " + std::to_string(static_cast<int>(s.type)) +
-                         " is not one of f16, bf16, f32, f64, i32, i64, u8");
+    return reject(
+        s, "dtype " + std::to_string(static_cast<int>(s.type)) + " is not one of f16, bf16, f32, f64, i32, i64, u8");
   if (s.kind == collective_kind::allreduce && static_cast<int>(s.op) >= reduce_op_count)
-    return reject(s, "reduce op " + std::to_string(static_cast<int>(s.op)) +
-                         " is not one of sum, average, min, max, product");
+    return reject(
+        s, "reduce op " + std::to_string(static_cast<int>(s.op)) + " is not one of sum, average, min, max, product");
   if (s.device != device_kind::cpu)
     return reject(s, "device " + std::string(name_of(s.device)) +
                          " is not supported by this build's pipeline; pass a CPU buffer (device cpu)");
@@ -35,8 +36,8 @@ status check_operation(const tensor_spec& s, const void* data) {
     elements *= d;
   }
   if (elements > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(size_of(s.type)))
-    return reject(s, "shape " + format_shape(s.shape) + " of " + std::string(name_of(s.type)) +
-                         " is larger than 2^63 bytes");
+    return reject(
+        s, "shape " + format_shape(s.shape) + " of " + std::string(name_of(s.type)) + " is larger than 2^63 bytes");
   if (data == nullptr && elements > 0)
     return reject(s, "data is null but shape " + format_shape(s.shape) + " has " + std::to_string(elements) +
                          " element" + (elements == 1 ? "" : "s"));

@@ -59,9 +59,9 @@ int local_size();
 /// into it) without copying it when none is needed. The buffer must stay alive and untouched
 /// until the operation ended.
 struct tensor_view {
-  void* data = nullptr;               ///< first element; may be null only when it has none
-  dtype type = dtype::f32;            ///< element type
-  std::vector<int64_t> shape;         ///< dimensions, outermost first; empty = one element
+  void* data = nullptr;                   ///< first element; may be null only when it has none
+  dtype type = dtype::f32;                ///< element type
+  std::vector<int64_t> shape;             ///< dimensions, outermost first; empty = one element
   device_kind device = device_kind::cpu;  ///< where `data` lives (this build: cpu only)
 };
 

@@ -36,9 +36,9 @@ struct op_state {
   const tensor_spec spec;       ///< what was submitted (name, kind, dtype, shape, ...)
   const status pending_status;  ///< what result() says before the end
   status result;
-  std::vector<std::byte> gathered;   ///< allgather: the rows of every rank, in rank order
-  std::vector<int64_t> first_dims;   ///< allgather: each rank's first dimension
-  std::vector<int64_t> shape;        ///< allgather: the shape of `gathered`
+  std::vector<std::byte> gathered;  ///< allgather: the rows of every rank, in rank order
+  std::vector<int64_t> first_dims;  ///< allgather: each rank's first dimension
+  std::vector<int64_t> shape;       ///< allgather: the shape of `gathered`
 
  private:
   callback on_done_;

@@ -128,8 +128,9 @@ status session::submit(const std::shared_ptr<op_state>& op, void* data) {
   {
     std::lock_guard plk(pending_mu_);
     if (!pending_.emplace(spec.name, op).second)
-      return {errc::invalid_argument, describe(spec) + ": an operation named '" + spec.name +
-                                          "' is still pending on this rank; names must be unique among pending operations"};
+      return {errc::invalid_argument,
+              describe(spec) + ": an operation named '" + spec.name +
+                  "' is still pending on this rank; names must be unique among pending operations"};
   }
   op_request r;
   r.spec = spec;

@@ -59,8 +59,8 @@ class session {
     std::vector<std::byte> gathered;
     std::vector<int64_t> first_dims;
   };
-  bool deferring_ = false;        // guarded by pending_mu_: shutdown in progress
-  std::vector<outcome> deferred_; // guarded by pending_mu_
+  bool deferring_ = false;         // guarded by pending_mu_: shutdown in progress
+  std::vector<outcome> deferred_;  // guarded by pending_mu_
   std::atomic<int> rank_{-1}, size_{-1}, local_rank_{-1}, local_size_{-1};
 };
 

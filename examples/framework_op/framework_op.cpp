@@ -5,8 +5,8 @@
 // the communication time (first enqueue → last completion) and how much of it was hidden
 // behind the backward pass.
 //
-//   chorusrun -np 2 -- framework_op [--layers 40] [--steps 10] [--scale 0.25] [--us-per-mparam 4000]
-//                                   [--us-per-layer 200] [--busy] [--handles]
+//   chorusrun -np 2 -- build/examples/framework_op [--layers 40] [--steps 10] [--scale 0.25]
+//       [--us-per-mparam 4000] [--us-per-layer 200] [--busy] [--handles]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -46,14 +46,22 @@ bool parse(int argc, char** argv, settings& s) {
       return true;
     };
     double v = 0;
-    if (a == "--busy") s.busy = true;
-    else if (a == "--handles") s.handles = true;
-    else if (a == "--layers" && next(v)) s.layers = static_cast<int>(v);
-    else if (a == "--steps" && next(v)) s.steps = static_cast<int>(v);
-    else if (a == "--scale" && next(v)) s.scale = v;
-    else if (a == "--us-per-mparam" && next(v)) s.us_per_mparam = v;
-    else if (a == "--us-per-layer" && next(v)) s.us_per_layer = v;
-    else return false;
+    if (a == "--busy")
+      s.busy = true;
+    else if (a == "--handles")
+      s.handles = true;
+    else if (a == "--layers" && next(v))
+      s.layers = static_cast<int>(v);
+    else if (a == "--steps" && next(v))
+      s.steps = static_cast<int>(v);
+    else if (a == "--scale" && next(v))
+      s.scale = v;
+    else if (a == "--us-per-mparam" && next(v))
+      s.us_per_mparam = v;
+    else if (a == "--us-per-layer" && next(v))
+      s.us_per_layer = v;
+    else
+      return false;
   }
   return s.layers > 0 && s.steps > 0 && s.scale > 0;
 }
@@ -135,8 +143,8 @@ int main(int argc, char** argv) {
   std::size_t params = 0;
   for (auto& l : model) params += l.weight.size() + l.bias.size();
   if (rank == 0)
-    std::printf("framework_op: %d ranks, %d layers, %zu parameters (%.1f MiB of f32 gradients), %s compute, %s\n",
-                size, s.layers, params, static_cast<double>(params) * 4 / (1 << 20), s.busy ? "busy" : "sleeping",
+    std::printf("framework_op: %d ranks, %d layers, %zu parameters (%.1f MiB of f32 gradients), %s compute, %s\n", size,
+                s.layers, params, static_cast<double>(params) * 4 / (1 << 20), s.busy ? "busy" : "sleeping",
                 s.handles ? "handles" : "callbacks");
 
   double sum_step = 0, sum_comm = 0, sum_hidden = 0;
@@ -200,10 +208,11 @@ int main(int argc, char** argv) {
     hidden_ms = std::clamp(hidden_ms, 0.0, comm_ms);
     double exposed_ms = comm_ms - hidden_ms;
     if (rank == 0)
-      std::printf("step %2d: step %8.2f ms  backward %8.2f ms  communication %8.2f ms  hidden %8.2f ms (%5.1f%%)  "
-                  "exposed %7.2f ms\n",
-                  step, step_ms, ms(backward_end - start).count(), comm_ms, hidden_ms,
-                  comm_ms > 0 ? 100 * hidden_ms / comm_ms : 100.0, exposed_ms);
+      std::printf(
+          "step %2d: step %8.2f ms  backward %8.2f ms  communication %8.2f ms  hidden %8.2f ms (%5.1f%%)  "
+          "exposed %7.2f ms\n",
+          step, step_ms, ms(backward_end - start).count(), comm_ms, hidden_ms,
+          comm_ms > 0 ? 100 * hidden_ms / comm_ms : 100.0, exposed_ms);
     std::fflush(stdout);
     if (step > 0 || s.steps == 1) {  // step 0 pays for first announcements and warm-up
       sum_step += step_ms;
@@ -213,10 +222,11 @@ int main(int argc, char** argv) {
   }
   int counted = s.steps > 1 ? s.steps - 1 : 1;
   if (rank == 0)
-    std::printf("framework_op: mean over %d steps: step %.2f ms, communication %.2f ms, %.1f%% hidden behind "
-                "compute; %s\n",
-                counted, sum_step / counted, sum_comm / counted, sum_comm > 0 ? 100 * sum_hidden / sum_comm : 100.0,
-                wrong ? "WRONG gradients" : "gradients exact");
+    std::printf(
+        "framework_op: mean over %d steps: step %.2f ms, communication %.2f ms, %.1f%% hidden behind "
+        "compute; %s\n",
+        counted, sum_step / counted, sum_comm / counted, sum_comm > 0 ? 100 * sum_hidden / sum_comm : 100.0,
+        wrong ? "WRONG gradients" : "gradients exact");
   chorus::shutdown();
   return wrong ? 1 : 0;
 }

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "runtime/collectives/communicator.hpp"
+#include "runtime/fusion/resnet50_sizes.hpp"
 
 namespace chorus {
 namespace {
@@ -192,6 +193,78 @@ TEST(pipeline_e2e, two_ranks_reduce_broadcast_and_gather_exactly) {
   EXPECT_EQ(st.streams.size(), static_cast<std::size_t>(job[0].comm->num_streams()));
   std::cout << "negotiation p50=" << st.negotiation.p50_us << "us p99=" << st.negotiation.p99_us
             << "us cycles=" << st.negotiation.cycles << " messages=" << st.negotiation.messages_sent << "\n";
+  stop_job(job);
+}
+
+TEST(pipeline_e2e, back_to_back_small_allreduces_report_negotiation_latency) {
+  pipeline_options o;
+  o.cycle_time = std::chrono::microseconds(0);
+  auto job = start_job(2, o);
+  ASSERT_TRUE(job[0].pipe && job[1].pipe);
+  const int rounds = 200;
+  std::vector<std::thread> threads;
+  std::vector<int> bad(2, 0);
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<float> v(256);
+      for (int i = 0; i < rounds; ++i) {
+        std::fill(v.begin(), v.end(), 1.0f);
+        waiter w;
+        job[r].pipe->enqueue({make("step", collective_kind::allreduce, dtype::f32, {256}), v.data(), v.data(), w.callback()});
+        if (!w.wait() || !w.result.ok() || v[0] != 2.0f) ++bad[r];
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad, (std::vector<int>{0, 0}));
+  auto st = job[0].pipe->stats();
+  EXPECT_EQ(st.negotiation.agreed_ops, static_cast<uint64_t>(rounds));
+  std::cout << "enqueue->agreed over " << st.negotiation.samples << " ops: p50=" << st.negotiation.p50_us
+            << "us p99=" << st.negotiation.p99_us << "us cycles=" << st.negotiation.cycles << "\n";
+  stop_job(job);
+}
+
+TEST(pipeline_e2e, resnet50_step_is_exact_and_reports_time_against_bare_collectives) {
+  auto job = start_job(2);
+  ASSERT_TRUE(job[0].pipe && job[1].pipe);
+  using clock = std::chrono::steady_clock;
+  std::vector<std::vector<std::vector<float>>> grads(2);
+  for (int r = 0; r < 2; ++r)
+    for (auto n : resnet50_sizes) grads[r].emplace_back(n, static_cast<float>(r + 1));
+  std::vector<double> pipe_ms(2), bare_ms(2);
+  std::vector<int> wrong(2, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      for (int step = 0; step < 3; ++step) {  // the first step also fills the buffer pool
+        auto t0 = clock::now();
+        std::vector<std::unique_ptr<waiter>> ws;
+        for (std::size_t i = resnet50_sizes.size(); i-- > 0;) {  // backward order
+          auto& g = grads[r][i];
+          if (step > 0) std::fill(g.begin(), g.end(), static_cast<float>(r + 1));
+          ws.push_back(std::make_unique<waiter>());
+          job[r].pipe->enqueue({make("p" + std::to_string(i), collective_kind::allreduce, dtype::f32,
+                                     {static_cast<int64_t>(g.size())}, reduce_op::average),
+                                g.data(), g.data(), ws.back()->callback()});
+        }
+        for (auto& w : ws)
+          if (!w->wait(60s) || !w->result.ok()) ++wrong[r];
+        pipe_ms[r] = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+        if (r == 0) std::cout << "step " << step << ": " << pipe_ms[r] << " ms\n";
+      }
+      for (auto& g : grads[r])
+        for (float x : g)
+          if (x != 1.5f) {
+            ++wrong[r];
+            break;
+          }
+      std::vector<float> flat(resnet50_parameter_count, 1.0f);  // the same bytes, one bare allreduce
+      auto t1 = clock::now();
+      EXPECT_TRUE(job[r].comm->allreduce(flat.data(), flat.size(), dtype::f32, reduce_op::average).ok());
+      bare_ms[r] = std::chrono::duration<double, std::milli>(clock::now() - t1).count();
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong, (std::vector<int>{0, 0}));
+  std::cout << "resnet50 step: pipeline " << pipe_ms[0] << " ms, bare allreduce " << bare_ms[0] << " ms\n";
   stop_job(job);
 }
 

@@ -17,10 +17,10 @@ namespace {
 
 // A job of one rank: no launcher variables may leak in from the environment of the test run.
 void clear_launcher_env() {
-  for (const char* v : {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE", "CHORUS_RENDEZVOUS",
-                        "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
-                        "SLURM_NTASKS"})
+  for (const char* v :
+       {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE", "CHORUS_RENDEZVOUS", "RANK",
+        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
     ::unsetenv(v);
 }
 
@@ -169,26 +169,34 @@ TEST_F(api, rejected_arguments_name_the_tensor_and_the_value) {
   };
   std::vector<bad_case> cases;
   cases.push_back({allreduce_async("", {x, dtype::f32, {4}}), errc::invalid_argument, {"empty tensor name"}});
-  cases.push_back({allreduce_async("w.null", {nullptr, dtype::f32, {2, 2}}), errc::invalid_argument,
+  cases.push_back({allreduce_async("w.null", {nullptr, dtype::f32, {2, 2}}),
+                   errc::invalid_argument,
                    {"allreduce('w.null')", "data is null", "[2,2]", "4 elements"}});
-  cases.push_back({allreduce_async("w.neg", {x, dtype::f32, {2, -1}}), errc::invalid_argument,
+  cases.push_back({allreduce_async("w.neg", {x, dtype::f32, {2, -1}}),
+                   errc::invalid_argument,
                    {"allreduce('w.neg')", "[2,-1]", "negative"}});
-  cases.push_back({broadcast_async("w.root", {x, dtype::f32, {4}}, 1), errc::invalid_argument,
+  cases.push_back({broadcast_async("w.root", {x, dtype::f32, {4}}, 1),
+                   errc::invalid_argument,
                    {"broadcast('w.root')", "root 1", "size 1"}});
-  cases.push_back({broadcast_async("w.root2", {x, dtype::f32, {4}}, -1), errc::invalid_argument,
+  cases.push_back({broadcast_async("w.root2", {x, dtype::f32, {4}}, -1),
+                   errc::invalid_argument,
                    {"broadcast('w.root2')", "root -1"}});
-  cases.push_back({allgather_async("w.scalar", {x, dtype::f32, {}}), errc::invalid_argument,
-                   {"allgather('w.scalar')", "scalar"}});
-  cases.push_back({allreduce_async("w.dtype", {x, static_cast<dtype>(42), {4}}), errc::invalid_argument,
+  cases.push_back(
+      {allgather_async("w.scalar", {x, dtype::f32, {}}), errc::invalid_argument, {"allgather('w.scalar')", "scalar"}});
+  cases.push_back({allreduce_async("w.dtype", {x, static_cast<dtype>(42), {4}}),
+                   errc::invalid_argument,
                    {"allreduce('w.dtype')", "dtype 42"}});
-  cases.push_back({allreduce_async("w.op", {x, dtype::f32, {4}}, static_cast<reduce_op>(9)), errc::invalid_argument,
+  cases.push_back({allreduce_async("w.op", {x, dtype::f32, {4}}, static_cast<reduce_op>(9)),
+                   errc::invalid_argument,
                    {"allreduce('w.op')", "reduce op 9"}});
-  cases.push_back({allreduce_async("w.cuda", {x, dtype::f32, {4}, device_kind::cuda}), errc::invalid_argument,
+  cases.push_back({allreduce_async("w.cuda", {x, dtype::f32, {4}, device_kind::cuda}),
+                   errc::invalid_argument,
                    {"allreduce('w.cuda')", "device cuda"}});
   for (auto& c : cases) {
     ASSERT_TRUE(c.h.poll()) << c.h.name();
     EXPECT_EQ(c.h.result().code(), c.code) << c.h.result().to_string();
-    for (auto& w : c.words) EXPECT_TRUE(mentions(c.h.result(), w)) << "missing '" << w << "' in " << c.h.result().to_string();
+    for (auto& w : c.words)
+      EXPECT_TRUE(mentions(c.h.result(), w)) << "missing '" << w << "' in " << c.h.result().to_string();
   }
 }
 
@@ -246,7 +254,8 @@ TEST_F(api, init_and_shutdown_from_a_callback_are_refused_without_deadlock) {
     ++calls;
   });
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (calls == 0 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (calls == 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(init_code.load(), errc::invalid_argument);
   EXPECT_TRUE(is_initialized());

@@ -15,14 +15,16 @@
 namespace {
 
 void clear_launcher_env() {
-  for (const char* v : {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE", "CHORUS_RENDEZVOUS",
-                        "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
-                        "SLURM_NTASKS"})
+  for (const char* v :
+       {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE", "CHORUS_RENDEZVOUS", "RANK",
+        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
     ::unsetenv(v);
 }
 
-bool has(const char* text, const std::string& part) { return text && std::string(text).find(part) != std::string::npos; }
+bool has(const char* text, const std::string& part) {
+  return text && std::string(text).find(part) != std::string::npos;
+}
 
 class c_api : public ::testing::Test {
  protected:
@@ -124,7 +126,8 @@ TEST_F(c_api, callbacks_run_once_with_the_handle_and_user_data) {
   int64_t h = chorus_enqueue_allreduce(id, v, shape, 1, CHORUS_INT32, CHORUS_OP_SUM, record, &log);
   ASSERT_GE(h, 0) << chorus_last_error();
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (log.calls == 0 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (log.calls == 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   chorus_shutdown();
   EXPECT_EQ(log.calls.load(), 1);
   EXPECT_EQ(log.status.load(), CHORUS_OK);

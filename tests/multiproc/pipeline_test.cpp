@@ -22,7 +22,8 @@ std::string size_name(const ::testing::TestParamInfo<int>& info) { return "n" + 
 
 /// "rank 2" or "ranks 0-1": how Chorus' errors name a run of ranks.
 std::string rank_run(int first, int last) {
-  return first == last ? "rank " + std::to_string(first) : "ranks " + std::to_string(first) + "-" + std::to_string(last);
+  return first == last ? "rank " + std::to_string(first)
+                       : "ranks " + std::to_string(first) + "-" + std::to_string(last);
 }
 
 std::size_t count(const std::string& text, const std::string& part) {
@@ -77,8 +78,9 @@ TEST_P(pipeline_stall, warning_names_the_ranks_that_did_not_produce_the_tensor) 
                               c.missing + " after 1 s (CHORUS_STALL_CHECK_TIME_SECONDS)";
   for (auto& r : results) {
     // The same words on every rank, once per wait.
-    EXPECT_EQ(count(r.output, warning), 1u) << "rank " << r.rank << " should warn once with\n  " << warning
-                                            << "\noutput:\n" << r.output;
+    EXPECT_EQ(count(r.output, warning), 1u)
+        << "rank " << r.rank << " should warn once with\n  " << warning << "\noutput:\n"
+        << r.output;
     EXPECT_EQ(count(r.output, "stall.warmup"), 0u) << "no warning for a tensor that was never stalled:\n" << r.output;
   }
 }
@@ -104,10 +106,12 @@ TEST_P(pipeline_mismatch, every_rank_gets_the_same_error_naming_tensor_field_and
                 : "mismatch error: mismatch: allreduce('mismatch.dtype'): dtype f64 on rank 0 but f32 on " +
                       rank_run(1, size - 1);
   for (auto& r : results) {
-    EXPECT_NE(r.output.find(shape_error), std::string::npos) << "rank " << r.rank << " lacks\n  " << shape_error
-                                                             << "\noutput:\n" << r.output;
-    EXPECT_NE(r.output.find(dtype_error), std::string::npos) << "rank " << r.rank << " lacks\n  " << dtype_error
-                                                             << "\noutput:\n" << r.output;
+    EXPECT_NE(r.output.find(shape_error), std::string::npos)
+        << "rank " << r.rank << " lacks\n  " << shape_error << "\noutput:\n"
+        << r.output;
+    EXPECT_NE(r.output.find(dtype_error), std::string::npos)
+        << "rank " << r.rank << " lacks\n  " << dtype_error << "\noutput:\n"
+        << r.output;
   }
 }
 
@@ -148,7 +152,11 @@ class pipeline_killed_rank : public ::testing::TestWithParam<std::tuple<int, int
 TEST_P(pipeline_killed_rank, survivors_fail_naming_it_without_a_hang) {
   auto [size, victim] = GetParam();
   local_job job(size, {CHORUS_TESTRANK_PATH, "pipeline-loop", "90"});
-  ASSERT_TRUE(job.wait_for_output(victim, "iteration 3", std::chrono::seconds(40))) << job.output(victim);
+  if (!job.wait_for_output(victim, "iteration 3", std::chrono::seconds(40))) {
+    for (int r = 0; r < size; ++r)
+      ADD_FAILURE() << "no iteration 3 before the kill; rank " << r << ":\n" << job.output(r);
+    return;
+  }
   auto killed_at = std::chrono::steady_clock::now();
   job.kill(victim, SIGKILL);
   auto results = job.wait(std::chrono::seconds(15));

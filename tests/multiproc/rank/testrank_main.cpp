@@ -22,6 +22,13 @@
 
 using namespace chorus;
 
+#ifdef CHORUS_WITH_PIPELINE
+namespace chorus::testrank {
+// The actor pipeline's scenarios (tests/multiproc/rank/pipeline_modes.cpp): "pipeline-*".
+int run_pipeline_mode(const std::string& mode, int argc, char** argv);
+}  // namespace chorus::testrank
+#endif
+
 namespace {
 
 int fail(const status& st) {
@@ -79,6 +86,10 @@ int main(int argc, char** argv) {
   auto env = read_process_env();
   if (!env) return fail(env.error());
   if (mode == "intruder") return run_intruder(*env);
+#ifdef CHORUS_WITH_PIPELINE
+  // These modes call chorus::init(), which builds its own communicator.
+  if (mode.rfind("pipeline-", 0) == 0) return testrank::run_pipeline_mode(mode, argc, argv);
+#endif
 
   auto comm = communicator::create(*env);
   if (!comm) return fail(comm.error());

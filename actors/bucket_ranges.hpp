@@ -1,0 +1,23 @@
+// Copies between the ops' tensors and one byte range of a fused bucket's buffer, so fusion can
+// pack each chunk just before it is handed out and completion can unpack each chunk as soon
+// as it ends: copies overlap the transfer of other chunks instead of bracketing the bucket.
+// Same layout rules as runtime/fusion/pack.hpp (gaps zeroed on pack, skipped on unpack).
+// (Candidates for runtime/fusion/pack.hpp; they live here until its owner takes them.)
+#pragma once
+
+#include <cstddef>
+
+#include "actors/protocol.hpp"
+#include "runtime/core/status.hpp"
+
+namespace chorus {
+
+/// Copies the members' inputs that fall in [begin, end) of the bucket into job.data and
+/// zeroes the gaps there. errc::internal naming the tensor when a member has no input.
+status pack_range(bucket_job& job, std::size_t begin, std::size_t end);
+
+/// Copies [begin, end) of job.data into the members' outputs (skipping bytes that already
+/// are the output). errc::internal naming the tensor when a member has no output.
+status unpack_range(const bucket_job& job, std::size_t begin, std::size_t end);
+
+}  // namespace chorus

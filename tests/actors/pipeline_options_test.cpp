@@ -1,0 +1,88 @@
+// pipeline_options::from_env over a fake environment: defaults, CHORUS_* values, HOROVOD_*
+// aliases, contradictions and bad values (errors name the variable and the value).
+#include "actors/pipeline.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace chorus {
+namespace {
+
+using env_map = std::map<std::string, std::string>;
+
+result<pipeline_options> read(const env_map& env) {
+  return pipeline_options::from_env([&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(pipeline_options, defaults_without_variables) {
+  auto o = read({});
+  ASSERT_TRUE(o.ok()) << o.error().to_string();
+  EXPECT_EQ(o->negotiation, "gossip");
+  EXPECT_EQ(o->cycle_time, std::chrono::microseconds(1000));
+  EXPECT_EQ(o->fusion_threshold, 64u << 20);
+  EXPECT_EQ(o->chunk_bytes, 4u << 20);
+  EXPECT_EQ(o->stall_check, std::chrono::seconds(60));
+  EXPECT_EQ(o->stall_shutdown, std::chrono::seconds(0));
+  EXPECT_EQ(o->scheduler_threads, 1);
+}
+
+TEST(pipeline_options, chorus_variables) {
+  auto o = read({{"CHORUS_NEGOTIATION", "central"},
+                 {"CHORUS_CYCLE_TIME_MS", "0.25"},
+                 {"CHORUS_FUSION_THRESHOLD", "1048576"},
+                 {"CHORUS_CHUNK_BYTES", "65536"},
+                 {"CHORUS_STALL_CHECK_TIME_SECONDS", "5"},
+                 {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "30"},
+                 {"CHORUS_SCHEDULER_THREADS", "2"},
+                 {"CHORUS_START_WINDOW", "8"}});
+  ASSERT_TRUE(o.ok()) << o.error().to_string();
+  EXPECT_EQ(o->negotiation, "central");
+  EXPECT_EQ(o->cycle_time, std::chrono::microseconds(250));
+  EXPECT_EQ(o->fusion_threshold, 1048576u);
+  EXPECT_EQ(o->chunk_bytes, 65536u);
+  EXPECT_EQ(o->stall_check, std::chrono::seconds(5));
+  EXPECT_EQ(o->stall_shutdown, std::chrono::seconds(30));
+  EXPECT_EQ(o->scheduler_threads, 2);
+  EXPECT_EQ(o->start_window, 8u);
+}
+
+TEST(pipeline_options, horovod_aliases) {
+  auto o = read({{"HOROVOD_CYCLE_TIME", "5"},
+                 {"HOROVOD_FUSION_THRESHOLD", "0"},
+                 {"HOROVOD_STALL_CHECK_TIME_SECONDS", "10"},
+                 {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "20"}});
+  ASSERT_TRUE(o.ok()) << o.error().to_string();
+  EXPECT_EQ(o->cycle_time, std::chrono::microseconds(5000));
+  EXPECT_EQ(o->fusion_threshold, 0u);
+  EXPECT_EQ(o->stall_check, std::chrono::seconds(10));
+  EXPECT_EQ(o->stall_shutdown, std::chrono::seconds(20));
+  // The same value under both names is fine; different values are an error naming both.
+  EXPECT_TRUE(read({{"CHORUS_FUSION_THRESHOLD", "100"}, {"HOROVOD_FUSION_THRESHOLD", "100"}}).ok());
+  auto bad = read({{"CHORUS_FUSION_THRESHOLD", "100"}, {"HOROVOD_FUSION_THRESHOLD", "200"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), errc::config);
+  EXPECT_NE(bad.error().message().find("CHORUS_FUSION_THRESHOLD=100"), std::string::npos);
+  EXPECT_NE(bad.error().message().find("HOROVOD_FUSION_THRESHOLD=200"), std::string::npos);
+}
+
+TEST(pipeline_options, bad_values_name_the_variable) {
+  for (const auto& [name, value] : env_map{{"CHORUS_NEGOTIATION", "ring"},
+                                           {"CHORUS_CYCLE_TIME_MS", "-1"},
+                                           {"HOROVOD_CYCLE_TIME", "fast"},
+                                           {"CHORUS_FUSION_THRESHOLD", "64MB"},
+                                           {"CHORUS_CHUNK_BYTES", "10"},
+                                           {"CHORUS_STALL_CHECK_TIME_SECONDS", "1.5"},
+                                           {"CHORUS_SCHEDULER_THREADS", "0"}}) {
+    auto o = read({{name, value}});
+    ASSERT_FALSE(o.ok()) << name << "=" << value;
+    EXPECT_EQ(o.error().code(), errc::config);
+    EXPECT_NE(o.error().message().find(name + "=" + value), std::string::npos) << o.error().message();
+  }
+}
+
+}  // namespace
+}  // namespace chorus
