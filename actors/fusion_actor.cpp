@@ -2,10 +2,11 @@
 // the start window.
 #include "actors/fusion_actor.hpp"
 
-#include "actors/bucket_ranges.hpp"
-
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
+#include "actors/bucket_ranges.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/fusion/fusion_plan.hpp"
 
@@ -49,19 +50,42 @@ void prepare_buffer(fusion_state& s, bucket_job& job) {
     job.heap.assign(b.bytes, std::byte{0});
     job.data = job.heap.data();
   }
-  s.fused_bytes += b.bytes;  // packed chunk by chunk in dispatch()
+  s.fused_bytes += b.bytes;
 }
 
-/// Packs a fused bucket's chunk just before it is handed out. A failure still hands the
-/// chunk out (every rank must start every sequence); completion reports the error.
-void pack_chunk(chunk_work& w) {
+/// Readies an allreduce or broadcast chunk just before it is handed out: the bucket's buffer
+/// is taken when its first chunk goes (so pooled memory follows the start window, not the
+/// batch), and a fused chunk is packed. A pack failure still hands the chunk out (every
+/// rank must start every sequence); completion reports the error.
+void ready_chunk(fusion_state& s, chunk_work& w) {
   auto& job = *w.job;
-  auto offset = static_cast<std::size_t>(w.data - job.data);
-  auto st = pack_range(job, offset, offset + w.bytes);
+  auto index = w.sequence - job.first_sequence;
+  if (index == 0) prepare_buffer(s, job);
+  auto [offset, bytes] = job.chunk_ranges[index];
+  w.data = job.data ? job.data + offset : nullptr;
+  if (!job.fused()) return;
+  auto st = pack_range(job, offset, offset + bytes);
   if (!st.ok() && job.local_error.ok()) {
     CHORUS_LOG(error, "fusion", "bucket=" << job.id << " pack failed: " << st.message());
     job.local_error = {errc::internal, "packing the fusion buffer failed: " + st.message()};
   }
+}
+
+/// plan_buckets, except that allreduce tensors of at least `in_place_bytes` (0: none) become
+/// in-place buckets of their own: a copy in and out costs more than fusion saves for them.
+/// Buckets keep the order of their first member in the batch, on every rank alike.
+std::vector<bucket> plan_with_in_place(const std::vector<fusion_item>& items, std::size_t threshold,
+                                       std::size_t in_place_bytes) {
+  if (in_place_bytes == 0) return plan_buckets(items, threshold);
+  std::vector<fusion_item> small, large;
+  for (const auto& it : items)
+    (it.kind == fusable_kind::allreduce && it.bytes >= in_place_bytes ? large : small).push_back(it);
+  auto a = plan_buckets(small, threshold), b = plan_buckets(large, 0);
+  std::vector<bucket> out;
+  out.reserve(a.size() + b.size());
+  std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out),
+             [](const bucket& x, const bucket& y) { return x.members.front().id < y.members.front().id; });
+  return out;
 }
 
 void dispatch(self_ptr self) {
@@ -71,7 +95,7 @@ void dispatch(self_ptr self) {
     const auto& w = s.waiting.front();
     if (w.sequence >= s.oldest_unfinished + s.cfg.start_window) break;
     if (w.algo == chunk_algo::allgather_data && s.oldest_unfinished < w.sequence) break;
-    if (w.job->fused()) pack_chunk(s.waiting.front());
+    if (w.algo != chunk_algo::allgather_counts && w.algo != chunk_algo::allgather_data) ready_chunk(s, s.waiting.front());
     auto n = s.wired.senders.size();
     auto to = static_cast<std::size_t>((w.sequence - s.cfg.first_sequence) % n);
     self->send(s.wired.senders[to], std::move(s.waiting.front()));
@@ -101,7 +125,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
     items.push_back(it);
   }
   std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> out;
-  for (auto& bk : plan_buckets(items, s.cfg.fusion_threshold)) {
+  for (auto& bk : plan_with_in_place(items, s.cfg.fusion_threshold, s.cfg.in_place_bytes)) {
     auto job = std::make_shared<bucket_job>();
     job->id = s.next_bucket++;
     job->plan = bk;
@@ -122,12 +146,11 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       works.push_back(std::move(counts));
       works.push_back(std::move(rows));
     } else {
-      prepare_buffer(s, *job);
       for (const auto& c : plan_chunks({job->plan}, s.cfg.chunk_bytes, s.next_sequence)) {
         chunk_algo algo = bk.kind == fusable_kind::broadcast ? chunk_algo::broadcast
                           : c.bytes <= s.cfg.small_bytes      ? chunk_algo::exchange_allreduce
                                                               : chunk_algo::ring_allreduce;
-        works.push_back(chunk_work{c.sequence, algo, job->data + c.offset, c.bytes, bk.type, bk.op, bk.root, job});
+        works.push_back(chunk_work{c.sequence, algo, nullptr, c.bytes, bk.type, bk.op, bk.root, job});  // data: at dispatch
         job->chunk_ranges.emplace_back(c.offset, c.bytes);
       }
       s.next_sequence += works.size();

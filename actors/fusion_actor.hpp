@@ -3,9 +3,10 @@
 // It turns an agreed batch into buckets (plan_buckets) and chunks (plan_chunks) with global
 // sequence numbers from communicator::pipeline_sequence_base plus a running counter. Every
 // rank sees the same batches in the same order and plans alike, so the numbers match across
-// ranks without any exchange. Fused buckets are packed into pooled, pre-touched buffers; a
-// single tensor runs in place. An allgather takes two sequences: the per-rank dim 0 (counts)
-// first, then the rows.
+// ranks without any exchange. A fused bucket takes a pooled, pre-touched buffer when its first
+// chunk is handed out (so pooled memory follows the start window, not the batch), and each
+// chunk is packed just before it is handed out; a single tensor runs in place. An allgather
+// takes two sequences: the per-rank dim 0 (counts) first, then the rows.
 //
 // Start-order invariant (deadlock freedom, see sender_actor.hpp): chunks are handed to the
 // senders in increasing sequence order, and only while sequence < oldest unfinished chunk of
@@ -30,6 +31,7 @@ struct fusion_config {
   std::size_t fusion_threshold = 64u << 20;
   std::size_t chunk_bytes = 4u << 20;
   std::size_t small_bytes = 64u << 10;  ///< chunks up to this use recursive doubling
+  std::size_t in_place_bytes = 0;       ///< allreduce tensors this large skip fusion (0: none)
   std::size_t start_window = 16;
   std::size_t pool_bytes = 256u << 20;
   bool pre_touch = true;

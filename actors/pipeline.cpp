@@ -87,10 +87,11 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   const int rank = comm.rank(), size = comm.size(), streams = comm.num_streams();
   auto nopts = negotiation_options_of(opts);
   if (auto s = negotiation::make_strategy(opts.negotiation, rank, size, nopts); !s) return s.error();
-  if (opts.scheduler_threads < 1 || streams < 1 || opts.start_window < 1)
+  if (opts.scheduler_threads < 1 || streams < 1 || opts.start_window < 1 || opts.chunks_in_flight < 1)
     return status{errc::config, "pipeline: scheduler_threads=" + std::to_string(opts.scheduler_threads) +
                                     " streams=" + std::to_string(streams) + " start_window=" +
-                                    std::to_string(opts.start_window) + "; each must be at least 1"};
+                                    std::to_string(opts.start_window) + " chunks_in_flight=" +
+                                    std::to_string(opts.chunks_in_flight) + "; each must be at least 1"};
   auto p = std::make_unique<impl>(comm);
   p->opts = opts;
   tune(p->cfg, opts);
@@ -118,6 +119,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   fc.small_bytes = comm.options().small_bytes;
   fc.start_window = opts.start_window;
   fc.pool_bytes = opts.pool_bytes;
+  fc.in_place_bytes = opts.in_place_bytes;
   fc.first_sequence = communicator::pipeline_sequence_base;
   a.fusion = sys.spawn(fusion_actor, fc);
   a.completion = sys.spawn(completion_actor, completion_config{rank, size});
@@ -126,6 +128,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
     sender_config sc;
     sc.stream = s;
     sc.runner = runner;
+    sc.max_in_flight = opts.chunks_in_flight;
     a.senders.push_back(sys.spawn(sender_actor, sc));
   }
   p->gate->wire(a.senders);
@@ -147,7 +150,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
 
 void pipeline::enqueue(op_request r) {
   {
-    std::lock_guard lk(mu_);
+    std::shared_lock lk(mu_);
     if (!stopped_) {
       caf::anon_send(impl_->actors.producer,
                      op_enqueued{std::make_shared<op_request>(std::move(r)), std::chrono::steady_clock::now()});
@@ -160,7 +163,7 @@ void pipeline::enqueue(op_request r) {
 
 pipeline_stats pipeline::stats() {
   caf_thread_scope scope;
-  std::lock_guard lk(mu_);
+  std::shared_lock lk(mu_);
   pipeline_stats out;
   if (stopped_) return out;
   caf::scoped_actor self{*impl_->sys};
@@ -174,7 +177,7 @@ pipeline_stats pipeline::stats() {
 
 void pipeline::shutdown() {
   {
-    std::lock_guard lk(mu_);
+    std::unique_lock lk(mu_);
     if (stopped_) return;
     stopped_ = true;
   }

@@ -86,6 +86,10 @@ result<pipeline_options> pipeline_options::from_env(const std::function<const ch
   if (!chunk) return chunk.error();
   if (*chunk) o.chunk_bytes = static_cast<std::size_t>(**chunk);
 
+  auto in_place = with_alias<uint64_t>(get, "CHORUS_IN_PLACE_BYTES", nullptr, whole(0, 1ull << 34));
+  if (!in_place) return in_place.error();
+  if (*in_place) o.in_place_bytes = static_cast<std::size_t>(**in_place);
+
   auto stall = with_alias<uint64_t>(get, "CHORUS_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_CHECK_TIME_SECONDS",
                                     whole(0, 1u << 30));
   if (!stall) return stall.error();
@@ -103,6 +107,10 @@ result<pipeline_options> pipeline_options::from_env(const std::function<const ch
   auto window = with_alias<uint64_t>(get, "CHORUS_START_WINDOW", nullptr, whole(1, 1u << 20));
   if (!window) return window.error();
   if (*window) o.start_window = static_cast<std::size_t>(**window);
+
+  auto inflight = with_alias<uint64_t>(get, "CHORUS_CHUNKS_IN_FLIGHT", nullptr, whole(1, 1024));
+  if (!inflight) return inflight.error();
+  if (*inflight) o.chunks_in_flight = static_cast<std::size_t>(**inflight);
 
   auto connect = with_alias<double>(get, "CHORUS_CONNECT_TIMEOUT_SECONDS", nullptr, number(86400));
   if (!connect) return connect.error();

@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -87,7 +87,7 @@ struct bucket_job {
 struct chunk_work {
   uint64_t sequence = 0;
   chunk_algo algo = chunk_algo::ring_allreduce;
-  std::byte* data = nullptr;  ///< start of the chunk (unused for allgather_data)
+  std::byte* data = nullptr;  ///< start of the chunk, set when fusion hands it out (allgather: unused)
   std::size_t bytes = 0;
   dtype type = dtype::f32;
   reduce_op op = reduce_op::sum;

@@ -1,5 +1,5 @@
 // The completion actor under CAF's test coordinator: a bucket ends when its last chunk ends,
-// fused buckets are unpacked into the ops' outputs, every op ends exactly once (with the
+// fused buckets are unpacked into the ops' outputs chunk by chunk, every op ends exactly once (with the
 // bucket's first error, naming tensor and rank, when a chunk failed), and the start window
 // moves only when the oldest unfinished chunk ends.
 #include "actors/completion_actor.hpp"
@@ -74,10 +74,13 @@ std::shared_ptr<bucket_job> fused_job(uint64_t id, uint64_t first, uint32_t chun
   job->data = job->heap.data();
   job->first_sequence = first;
   job->chunks = chunks;
+  std::size_t cut = (job->plan.bytes / chunks + 3) / 4 * 4;
+  for (std::size_t at = 0; job->chunk_ranges.size() < chunks; at += cut)
+    job->chunk_ranges.emplace_back(at, std::min(cut, job->plan.bytes - std::min(at, job->plan.bytes)));
   return job;
 }
 
-TEST(completion_actor, unpacks_a_fused_bucket_after_its_last_chunk) {
+TEST(completion_actor, unpacks_each_chunk_and_ends_ops_after_the_last) {
   completion_fixture f;
   std::vector<float> a(10, 0.0f), b(5, 0.0f);
   auto job = fused_job(1, 100, 3, a, b);
@@ -85,7 +88,8 @@ TEST(completion_actor, unpacks_a_fused_bucket_after_its_last_chunk) {
   std::memcpy(job->data, result.data(), 40);
   std::memcpy(job->data + 64, result.data(), 20);
   caf::anon_send(f.completion, bucket_planned{job});
-  f.done(102, 1);
+  f.done(102, 1);  // bytes [56, 84): all of b, at once
+  EXPECT_EQ(b, std::vector<float>(result.begin(), result.begin() + 5));
   f.done(100, 1);
   EXPECT_TRUE(f.out().finished.empty());
   f.done(101, 1);
@@ -116,7 +120,7 @@ TEST(completion_actor, a_failed_chunk_ends_every_op_of_its_bucket_once_with_the_
   }
   EXPECT_TRUE(fin[2].result.ok());
   EXPECT_TRUE(fin[3].result.ok());
-  EXPECT_EQ(a, std::vector<float>(10, 0.0f)) << "a failed bucket is not unpacked";
+  EXPECT_EQ(b, std::vector<float>(5, 0.0f)) << "chunks after the first error are not unpacked";
 }
 
 TEST(completion_actor, a_duplicate_chunk_end_is_ignored) {

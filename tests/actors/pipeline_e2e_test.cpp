@@ -196,6 +196,53 @@ TEST(pipeline_e2e, two_ranks_reduce_broadcast_and_gather_exactly) {
   stop_job(job);
 }
 
+class pipeline_e2e_ranks : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(pipeline_e2e_ranks, every_rank_gets_exact_sums_in_its_own_enqueue_order) {
+  auto [n, strategy] = GetParam();
+  pipeline_options o;
+  o.negotiation = strategy;
+  o.fusion_threshold = 1 << 15;
+  o.chunk_bytes = 1 << 13;
+  auto job = start_job(n, o);
+  for (auto& j : job) ASSERT_TRUE(j.pipe);
+  const int tensors = 30;
+  std::vector<int> bad(static_cast<std::size_t>(n), 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<std::vector<double>> g(tensors);
+      std::vector<std::unique_ptr<waiter>> ws(tensors);
+      for (int i = 0; i < tensors; ++i) {
+        int t = (i * 7 + r * 11) % tensors;  // a different order on every rank
+        g[t].assign(static_cast<std::size_t>(t * 97 + 1), static_cast<double>(r + t));
+        ws[t] = std::make_unique<waiter>();
+        job[r].pipe->enqueue({make("t" + std::to_string(t), collective_kind::allreduce, dtype::f64,
+                                   {static_cast<int64_t>(g[t].size())}),
+                              g[t].data(), g[t].data(), ws[t]->callback()});
+      }
+      for (int t = 0; t < tensors; ++t) {
+        double want = n * t + n * (n - 1) / 2.0;
+        if (!ws[t]->wait() || !ws[t]->result.ok() || ws[t]->calls != 1) ++bad[r];
+        for (double x : g[t])
+          if (x != want) {
+            ++bad[r];
+            break;
+          }
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad, std::vector<int>(static_cast<std::size_t>(n), 0));
+  stop_job(job);
+}
+
+INSTANTIATE_TEST_SUITE_P(all, pipeline_e2e_ranks,
+                         ::testing::Values(std::tuple{3, std::string("gossip")}, std::tuple{4, std::string("gossip")},
+                                           std::tuple{3, std::string("central")}),
+                         [](const auto& info) {
+                           return std::get<1>(info.param) + "_" + std::to_string(std::get<0>(info.param));
+                         });
+
 TEST(pipeline_e2e, back_to_back_small_allreduces_report_negotiation_latency) {
   pipeline_options o;
   o.cycle_time = std::chrono::microseconds(0);

@@ -153,7 +153,7 @@ struct flow_fixture {
   std::vector<std::map<std::string, std::vector<std::byte>>> buffers;
   std::mt19937_64 rng;
 
-  flow_fixture(int r, int streams, uint64_t seed, std::size_t window = 4) : rng(seed) {
+  flow_fixture(int r, int streams, uint64_t seed, std::size_t window = 4, std::size_t in_place = 0) : rng(seed) {
     register_types(cfg);
     cfg.set("scheduler.policy", caf::atom("testing"));
     sys = std::make_unique<caf::actor_system>(cfg);
@@ -168,8 +168,8 @@ struct flow_fixture {
       w.negotiator = sys->spawn(negotiator_actor, negotiator_config{.rank = k, .size = r});
       w.fusion = sys->spawn(fusion_actor, fusion_config{.rank = k, .size = r, .fusion_threshold = 4096,
                                                         .chunk_bytes = 1024, .small_bytes = 512,
-                                                        .start_window = window, .pool_bytes = 16384,
-                                                        .pre_touch = false});
+                                                        .in_place_bytes = in_place, .start_window = window,
+                                                        .pool_bytes = 16384, .pre_touch = false});
       w.completion = sys->spawn(completion_actor, completion_config{k, r});
       auto runner = std::make_shared<plane_runner>(&plane, k);
       for (int s = 0; s < streams; ++s) {
@@ -254,10 +254,10 @@ tensor_spec make(std::string name, collective_kind k, dtype t, std::vector<int64
   return tensor_spec{std::move(name), k, t, std::move(shape), op, root, device_kind::cpu, 0};
 }
 
-/// Two steps of mixed ops on R = 3 ranks; `stolen` gets the chunks stolen on all ranks.
-void run_mixed_steps(int S, std::size_t window, uint64_t seed, uint64_t& stolen) {
+/// Two steps of mixed ops on R = 3 ranks (tensors from `in_place` bytes up skip fusion); `stolen` gets the chunks stolen on all ranks.
+void run_mixed_steps(int S, std::size_t window, std::size_t in_place, uint64_t seed, uint64_t& stolen) {
   const int R = 3;
-  flow_fixture f(R, S, seed, window);
+  flow_fixture f(R, S, seed, window, in_place);
   f.plane.slow = {{0, 1}, {2, 0}};  // a different slowed stream on two ranks
   const std::vector<int64_t> sizes{1, 7, 100, 300, 1000, 2000, 0};
   for (int step = 0; step < 2; ++step) {
@@ -351,12 +351,12 @@ void run_mixed_steps(int S, std::size_t window, uint64_t seed, uint64_t& stolen)
 
 TEST(pipeline_flow, every_op_ends_once_with_exact_results) {
   uint64_t stolen = 0;
-  run_mixed_steps(3, 4, test_seed(42), stolen);
+  run_mixed_steps(3, 4, 0, test_seed(42), stolen);
 }
 
 TEST(pipeline_flow, slowed_streams_lose_chunks_to_others_without_deadlock) {
   uint64_t stolen = 0;
-  run_mixed_steps(2, 16, test_seed(43), stolen);
+  run_mixed_steps(2, 16, 2048, test_seed(43), stolen);  // tensors of 2 KiB and more: in place
   EXPECT_GT(stolen, 0u);
 }
 

@@ -28,6 +28,8 @@ TEST(pipeline_options, defaults_without_variables) {
   EXPECT_EQ(o->stall_check, std::chrono::seconds(60));
   EXPECT_EQ(o->stall_shutdown, std::chrono::seconds(0));
   EXPECT_EQ(o->scheduler_threads, 1);
+  EXPECT_EQ(o->in_place_bytes, 1u << 20);
+  EXPECT_EQ(o->chunks_in_flight, 2u);
 }
 
 TEST(pipeline_options, chorus_variables) {
@@ -38,7 +40,9 @@ TEST(pipeline_options, chorus_variables) {
                  {"CHORUS_STALL_CHECK_TIME_SECONDS", "5"},
                  {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "30"},
                  {"CHORUS_SCHEDULER_THREADS", "2"},
-                 {"CHORUS_START_WINDOW", "8"}});
+                 {"CHORUS_START_WINDOW", "8"},
+                 {"CHORUS_IN_PLACE_BYTES", "0"},
+                 {"CHORUS_CHUNKS_IN_FLIGHT", "4"}});
   ASSERT_TRUE(o.ok()) << o.error().to_string();
   EXPECT_EQ(o->negotiation, "central");
   EXPECT_EQ(o->cycle_time, std::chrono::microseconds(250));
@@ -48,6 +52,8 @@ TEST(pipeline_options, chorus_variables) {
   EXPECT_EQ(o->stall_shutdown, std::chrono::seconds(30));
   EXPECT_EQ(o->scheduler_threads, 2);
   EXPECT_EQ(o->start_window, 8u);
+  EXPECT_EQ(o->in_place_bytes, 0u);
+  EXPECT_EQ(o->chunks_in_flight, 4u);
 }
 
 TEST(pipeline_options, horovod_aliases) {
