@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "actors/stats.hpp"
 #include "runtime/core/status.hpp"
 #include "runtime/negotiation/tensor_spec.hpp"
 

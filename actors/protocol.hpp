@@ -19,6 +19,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/stats.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/core/status.hpp"
 #include "runtime/fusion/buffer_pool.hpp"
@@ -95,27 +96,8 @@ struct chunk_work {
   std::shared_ptr<bucket_job> job;
 };
 
-/// Counters of one stream, for telemetry and the autotuner.
-struct stream_stats {
-  int stream = 0;
-  uint64_t chunks = 0;       ///< chunks this sender ran
-  uint64_t bytes = 0;        ///< payload bytes of those chunks
-  uint64_t busy_us = 0;      ///< time with at least one chunk in flight
-  uint64_t stolen = 0;       ///< chunks this sender took from others
-  uint64_t given = 0;        ///< chunks others took from this sender
-  std::size_t max_in_flight = 0;
-};
-
-/// Counters of the negotiator.
-struct negotiation_stats {
-  uint64_t cycles = 0;
-  uint64_t messages_sent = 0;
-  uint64_t messages_received = 0;
-  uint64_t agreed_ops = 0;
-  double p50_us = 0;  ///< enqueue → agreed, over the kept samples
-  double p99_us = 0;
-  std::size_t samples = 0;
-};
+// stream_stats and negotiation_stats (the replies to stats_atom) live in actors/stats.hpp,
+// so that the public pipeline.hpp needs no CAF header.
 
 // ---- messages ----
 

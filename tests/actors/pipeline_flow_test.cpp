@@ -33,6 +33,11 @@ uint64_t test_seed(uint64_t fallback) {
   return seed;
 }
 
+template <class State>
+State& state_of(const caf::actor& a) {
+  return dynamic_cast<caf::stateful_actor<State>&>(*caf::actor_cast<caf::abstract_actor*>(a)).state;
+}
+
 template <class T>
 void reduce_into(std::vector<std::byte*> bufs, std::size_t bytes, reduce_op op) {
   std::size_t n = bytes / sizeof(T);
@@ -60,7 +65,6 @@ struct fake_plane {
   std::set<std::pair<int, int>> slow;                 // (rank, stream) ended last
   std::set<uint64_t> failing;                         // sequences that fail everywhere
   uint64_t ended = 0;
-
   std::vector<uint64_t> ready() const {
     std::vector<uint64_t> out;
     for (auto& [seq, by_rank] : started)
@@ -75,13 +79,9 @@ struct fake_plane {
   void end(uint64_t seq) {
     auto by_rank = std::move(started.at(seq));
     started.erase(seq);
-    const auto& w0 = by_rank.at(0).work;
-    for (auto& [r, s] : by_rank) {
-      EXPECT_EQ(s.work.algo, w0.algo) << "ranks planned sequence " << seq << " differently";
-      EXPECT_EQ(s.work.bytes, w0.bytes) << "sequence " << seq;
-    }
-    status st;
-    if (failing.count(seq)) st = {errc::connection_lost, "rank 1 closed the connection (injected)"};
+    for (auto& [r, s] : by_rank)  // every rank planned the sequence alike
+      EXPECT_TRUE(s.work.algo == by_rank.at(0).work.algo && s.work.bytes == by_rank.at(0).work.bytes) << seq;
+    status st = failing.count(seq) ? status{errc::connection_lost, "rank 1 closed the connection (injected)"} : status{};
     if (st.ok()) compute(by_rank);
     for (auto& [r, s] : by_rank) caf::anon_send(senders[r][s.stream], chunk_ran{seq, st});
     ++ended;
@@ -125,9 +125,9 @@ struct fake_plane {
 };
 
 struct plane_runner final : chunk_runner {
+  plane_runner(fake_plane* p, int r) : plane(p), rank(r) {}
   fake_plane* plane;
   int rank;
-  plane_runner(fake_plane* p, int r) : plane(p), rank(r) {}
   void run(const chunk_work& w, int stream) override {
     auto& slot = plane->started[w.sequence];
     EXPECT_EQ(slot.count(rank), 0u) << "rank " << rank << " started sequence " << w.sequence << " twice";
@@ -159,9 +159,7 @@ struct flow_fixture {
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     plane.ranks = r;
-    plane.senders.resize(static_cast<std::size_t>(r));
-    outcomes.resize(static_cast<std::size_t>(r));
-    buffers.resize(static_cast<std::size_t>(r));
+    plane.senders.resize(r), outcomes.resize(r), buffers.resize(r);
     for (int k = 0; k < r; ++k) {
       pipeline_wired w;
       w.producer = sys->spawn(producer_actor, producer_config{k, r});
@@ -172,12 +170,7 @@ struct flow_fixture {
                                                         .pool_bytes = 16384, .pre_touch = false});
       w.completion = sys->spawn(completion_actor, completion_config{k, r});
       auto runner = std::make_shared<plane_runner>(&plane, k);
-      for (int s = 0; s < streams; ++s) {
-        sender_config sc;
-        sc.stream = s;
-        sc.runner = runner;
-        w.senders.push_back(sys->spawn(sender_actor, sc));
-      }
+      for (int s = 0; s < streams; ++s) w.senders.push_back(sys->spawn(sender_actor, sender_config{s, runner}));
       plane.senders[k] = w.senders;
       ranks.push_back(w);
     }
@@ -195,8 +188,8 @@ struct flow_fixture {
     sched->run();
   }
   static std::vector<caf::actor> actors_of(const pipeline_wired& w) {
-    std::vector<caf::actor> v{w.producer, w.negotiator, w.fusion, w.completion};
-    v.insert(v.end(), w.senders.begin(), w.senders.end());
+    auto v = w.senders;
+    v.insert(v.end(), {w.producer, w.negotiator, w.fusion, w.completion});
     return v;
   }
 
@@ -212,10 +205,7 @@ struct flow_fixture {
     r.output = s.kind == collective_kind::allgather ? nullptr : buf.data();
     auto* out = &outcomes[rank][s.name];
     r.done = [out](const status& st, std::vector<std::byte> g, std::vector<int64_t> d) {
-      ++out->calls;
-      out->result = st;
-      out->gathered = std::move(g);
-      out->dims = std::move(d);
+      *out = outcome{out->calls + 1, st, std::move(g), std::move(d)};
     };
     caf::anon_send(ranks[rank].producer, op_enqueued{std::make_shared<op_request>(std::move(r)), sched->clock().now()});
   }
@@ -337,16 +327,13 @@ void run_mixed_steps(int S, std::size_t window, std::size_t in_place, uint64_t s
       EXPECT_EQ(std::memcmp(ag.gathered.data(), want.data(), ag.gathered.size()), 0);
     }
   }
-  // The run covered fused and in-place buckets, multi-chunk buckets and the pool's limit.
-  auto& fs = dynamic_cast<caf::stateful_actor<fusion_state>&>(*caf::actor_cast<caf::abstract_actor*>(f.ranks[0].fusion)).state;
+  auto& fs = state_of<fusion_state>(f.ranks[0].fusion);  // fused and multi-chunk buckets ran
   EXPECT_GT(fs.fused_bytes, 0u);
   EXPECT_GT(f.plane.ended, fs.buckets);
   stolen = 0;
   for (auto& w : f.ranks)
-    for (auto& snd : w.senders)
-      stolen += dynamic_cast<caf::stateful_actor<sender_state>&>(*caf::actor_cast<caf::abstract_actor*>(snd)).state.stats.stolen;
-  std::cout << "stolen=" << stolen << " buckets=" << fs.buckets << " chunks=" << f.plane.ended << " fused_bytes=" << fs.fused_bytes
-            << " heap_fallbacks=" << fs.heap_fallbacks << "\n";
+    for (auto& snd : w.senders) stolen += state_of<sender_state>(snd).stats.stolen;
+  std::cout << "stolen=" << stolen << " buckets=" << fs.buckets << " chunks=" << f.plane.ended << "\n";
 }
 
 TEST(pipeline_flow, every_op_ends_once_with_exact_results) {
