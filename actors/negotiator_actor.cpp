@@ -155,11 +155,18 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
     for (std::size_t r = 0; r < st.peers.size(); ++r) {
       if (st.peers[r] && st.peers[r].address() == dm.source) {
         st.peers[r] = caf::actor{};
-        status why{errc::connection_lost, "rank " + std::to_string(r) + " left the job (its control connection closed: " +
-                                              self->system().render(dm.reason) + ")"};
+        std::string why = "rank " + std::to_string(r) + " left the job (its control connection closed: " +
+                          self->system().render(dm.reason) + ")";
+        // A peer that shut down cleanly may have sent the last gossip of a cycle just before
+        // leaving, and the down message can overtake it: give the mailbox a moment first.
+        if (dm.reason == caf::exit_reason::user_shutdown) {
+          self->delayed_send(self, std::chrono::milliseconds(500), gone_atom::value, std::move(why));
+          continue;
+        }
+        status st_why{errc::connection_lost, why};
         if (!st.pending.empty() || st.failed.ok())
-          CHORUS_LOG(info, "negotiator", why.message());
-        fail_all(self, why, true);
+          CHORUS_LOG(info, "negotiator", st_why.message());
+        fail_all(self, st_why, true);
       }
     }
   });
@@ -203,6 +210,12 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
           return;
         }
         apply(self, st.strategy->on_message(*m, now_of(self)));
+      },
+      [=](gone_atom, const std::string& why) {
+        // Whatever is still pending now needed the peer that left; nothing new can be agreed.
+        status st_why{errc::connection_lost, why};
+        if (!self->state.pending.empty()) CHORUS_LOG(info, "negotiator", why);
+        fail_all(self, st_why, true);
       },
       [=](tick_atom, int64_t stamp) {
         auto& st = self->state;

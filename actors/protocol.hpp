@@ -38,6 +38,7 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;          ///< negotiato
 using drain_atom = caf::atom_constant<caf::atom("drain")>;        ///< producer: reply once every op ended (or the grace passed)
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  ///< producer: the drain grace is over
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        ///< negotiator, sender: reply with counters
+using gone_atom = caf::atom_constant<caf::atom("peergone")>;      ///< negotiator: a peer that left cleanly is still missed
 
 // ---- values carried by messages ----
 
