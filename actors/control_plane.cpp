@@ -1,6 +1,8 @@
 // Publishing this rank's negotiator and connecting to every peer's.
 #include "actors/control_plane.hpp"
 
+#include "actors/protocol.hpp"
+
 #include <thread>
 
 #include "runtime/collectives/communicator.hpp"
@@ -45,10 +47,12 @@ result<std::vector<caf::actor>> connect_control_plane(caf::actor_system& sys, co
   auto eps = store.gather("ctrl/", timeout);
   if (!eps) return status{eps.error().code(), "control plane: " + eps.error().message()};
 
-  // 3. Connect to every peer, retrying until the deadline (a peer may still be publishing).
+  // 3. Connect to every lower rank, retrying until the deadline (a peer may still be
+  //    publishing), and introduce our negotiator over that one connection: two nodes that
+  //    connect to each other at the same time make CAF 0.17 drop one of the two links
+  //    (remote_link_unreachable). Higher ranks introduce themselves the same way.
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (int r = 0; r < size; ++r) {
-    if (r == rank) continue;
+  for (int r = 0; r < rank; ++r) {
     const auto& ep = (*eps)[static_cast<std::size_t>(r)];
     std::string h;
     uint16_t p = 0;
@@ -59,6 +63,7 @@ result<std::vector<caf::actor>> connect_control_plane(caf::actor_system& sys, co
       auto peer = sys.middleman().remote_actor(h, p);
       if (peer) {
         peers[static_cast<std::size_t>(r)] = *peer;
+        caf::anon_send(*peer, hello_atom::value, rank, negotiator);
         break;
       }
       if (std::chrono::steady_clock::now() >= deadline)

@@ -74,12 +74,25 @@ void schedule_timer(self_ptr self, negotiation::time_point at) {
     self->delayed_send(self, delay, tick_atom::value, stamp);
 }
 
+/// Sends what waited for a peer's handle; keeps what still waits.
+void flush_unsent(self_ptr self) {
+  auto& s = self->state;
+  auto unsent = std::move(s.unsent);
+  s.unsent.clear();
+  for (auto& m : unsent) {
+    bool known = m.to >= 0 && m.to < static_cast<int>(s.peers.size()) && s.peers[static_cast<std::size_t>(m.to)];
+    if (known || s.connected) send_gossip(self, m);
+    else s.unsent.push_back(std::move(m));
+  }
+}
+
 /// Carries out what the strategy asked for, in the order strategy.hpp prescribes.
 void apply(self_ptr self, negotiation::actions a) {
   auto& s = self->state;
   auto now = now_of(self);
   for (auto& m : a.send) {
-    if (s.peers.empty())
+    bool known = m.to >= 0 && m.to < static_cast<int>(s.peers.size()) && s.peers[static_cast<std::size_t>(m.to)];
+    if (!known && (s.peers.empty() || !s.connected))  // the peer's hello is still on its way
       s.unsent.push_back(std::move(m));
     else
       send_gossip(self, m);
@@ -173,14 +186,32 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
   return {
       [=](const pipeline_wired& w) { self->state.wired = w; },
       [=](const peers_connected& p) {
+        // Lower ranks' negotiators, connected by this rank; higher ranks arrive by hello.
         auto& st = self->state;
-        st.peers = p.peers;
-        for (int r = 0; r < static_cast<int>(st.peers.size()); ++r)
-          if (r != st.cfg.rank && st.peers[static_cast<std::size_t>(r)])
-            self->monitor(st.peers[static_cast<std::size_t>(r)]);
-        auto unsent = std::move(st.unsent);
-        st.unsent.clear();
-        for (auto& m : unsent) send_gossip(self, m);
+        if (st.peers.size() < p.peers.size()) st.peers.resize(p.peers.size());
+        for (std::size_t r = 0; r < p.peers.size(); ++r)
+          if (p.peers[r] && !st.peers[r]) {
+            st.peers[r] = p.peers[r];
+            if (static_cast<int>(r) != st.cfg.rank) self->monitor(st.peers[r]);
+          }
+        st.connected = true;
+        for (std::size_t r = 0; r < st.peers.size(); ++r)
+          if (!st.peers[r]) st.connected = false;
+        flush_unsent(self);
+      },
+      [=](hello_atom, int rank, const caf::actor& who) {
+        auto& st = self->state;
+        if (rank < 0 || rank >= st.cfg.size || !who) return;
+        if (st.peers.size() < static_cast<std::size_t>(st.cfg.size)) st.peers.resize(static_cast<std::size_t>(st.cfg.size));
+        auto& slot = st.peers[static_cast<std::size_t>(rank)];
+        if (!slot) {
+          slot = who;
+          self->monitor(who);
+        }
+        st.connected = true;
+        for (std::size_t r = 0; r < st.peers.size(); ++r)
+          if (!st.peers[r]) st.connected = false;
+        flush_unsent(self);
       },
       [=](tensor_ready& t) {
         auto& st = self->state;

@@ -35,7 +35,8 @@ struct negotiator_state {
   std::unique_ptr<negotiation::negotiation_strategy> strategy;
   pipeline_wired wired;
   std::vector<caf::actor> peers;                       ///< by rank; empty until peers_connected
-  std::vector<negotiation::outgoing_message> unsent;   ///< produced before peers_connected
+  std::vector<negotiation::outgoing_message> unsent;   ///< produced before the destination's handle was known
+  bool connected = false;                              ///< a handle for every peer (lower: connected, higher: hello)
   std::unordered_map<std::string, op_ref> pending;     ///< ops in negotiation, by name
   std::optional<negotiation::time_point> timer_at;     ///< the earliest tick already scheduled
   status failed;                                       ///< not ok: negotiation has stopped

@@ -39,6 +39,7 @@ using drain_atom = caf::atom_constant<caf::atom("drain")>;        ///< producer:
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  ///< producer: the drain grace is over
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        ///< negotiator, sender: reply with counters
 using gone_atom = caf::atom_constant<caf::atom("peergone")>;      ///< negotiator: a peer that left cleanly is still missed
+using hello_atom = caf::atom_constant<caf::atom("ctrlhello")>;    ///< negotiator ← higher rank: (rank, its negotiator) over the one connection
 
 // ---- values carried by messages ----
 

@@ -36,12 +36,6 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
     done(status{errc::internal, "chunk sequence " + std::to_string(seq) + " is already in flight"});
     return;
   }
-  for (auto& [peer, why] : departed_) {
-    if (op->needs(peer)) {
-      done(why);
-      return;
-    }
-  }
   auto it = active_.emplace(seq, active{std::move(op), std::move(done), {}}).first;
   starting_ = seq;  // completions wait until start() and the replay below are over
   it->second.op->start(t_);
@@ -74,6 +68,16 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
     }
   }
   starting_.reset();
+  // A peer that already left cleanly may have sent everything this op needs (it arrived as
+  // early frames and was replayed above); only an op that still needs it fails.
+  if (auto a = active_.find(seq); a != active_.end()) {
+    for (auto& [peer, why] : departed_) {
+      if (a->second.op->needs(peer)) {
+        fail(seq, a->second, why);
+        break;
+      }
+    }
+  }
   maybe_complete(seq);
 }
 

@@ -173,7 +173,7 @@ void tcp_connection::fail(const std::string& what, const asio::error_code& ec) {
   if (!open_) return;
   if (ec == asio::error::operation_aborted) return;
   std::string reason = (ec == asio::error::eof) ? "closed the connection" : what + " failed: " + ec.message();
-  if (goodbye_received_ && ec == asio::error::eof) {
+  if (goodbye_received_) {  // the peer said goodbye: its closing is expected, whatever the error
     close();
     owner_.finish_close_if_done();
     return;
