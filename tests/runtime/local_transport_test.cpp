@@ -12,20 +12,14 @@
 #include <vector>
 
 #include "runtime/transport/local/local_transport.hpp"
+#include "tests/support/test_seed.hpp"
 
 namespace chorus {
 namespace {
 
 using namespace std::chrono_literals;
 
-uint64_t seed_for(uint64_t salt) {
-  const char* s = std::getenv("CHORUS_TEST_SEED");
-  uint64_t base = s ? std::strtoull(s, nullptr, 0) : 0x5eed;
-  uint64_t seed = base * 0x9e3779b97f4a7c15ull + salt;
-  std::printf("seed=%llu (base %llu; CHORUS_TEST_SEED overrides the base)\n", static_cast<unsigned long long>(seed),
-              static_cast<unsigned long long>(base));
-  return seed;
-}
+uint64_t seed_for(uint64_t salt) { return testing::seed_for("local_transport_test", salt); }
 // ---- the fabric's own contract ----------------------------------------------------------------
 
 // Records every sink call as text.

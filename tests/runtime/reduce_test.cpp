@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "runtime/collectives/reduce.hpp"
+#include "tests/support/float_model.hpp"
+#include "tests/support/test_seed.hpp"
 
 namespace chorus {
 
@@ -38,54 +40,11 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "element access below assumes it");
 
-uint64_t test_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("CHORUS_TEST_SEED");
-    const uint64_t s = env ? std::strtoull(env, nullptr, 0) : 20240611;
-    std::printf("reduce_test seed=%llu (set CHORUS_TEST_SEED to repeat)\n",
-                static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
-}
+// ---- independent model of the element types (formats: tests/support/float_model.hpp) -------
 
-// ---- independent model of the element types -----------------------------------------------
+using namespace chorus::testing;
 
-struct float_format {
-  int bits, exp_bits, mant_bits;
-  int bias() const { return (1 << (exp_bits - 1)) - 1; }
-};
-constexpr float_format f16_format{16, 5, 10}, bf16_format{16, 8, 7}, f32_format{32, 8, 23},
-    f64_format{64, 11, 52};
-
-double decode(const float_format& f, uint64_t bits) {
-  const bool negative = (bits >> (f.bits - 1)) & 1;
-  const uint64_t e = (bits >> f.mant_bits) & ((uint64_t{1} << f.exp_bits) - 1);
-  const uint64_t m = bits & ((uint64_t{1} << f.mant_bits) - 1);
-  double v;
-  if (e == (uint64_t{1} << f.exp_bits) - 1)
-    v = m ? std::nan("") : INFINITY;
-  else if (e == 0)
-    v = std::ldexp(double(m), 1 - f.bias() - f.mant_bits);
-  else
-    v = std::ldexp(double(m | (uint64_t{1} << f.mant_bits)), int(e) - f.bias() - f.mant_bits);
-  return negative ? -v : v;
-}
-
-// Round to nearest even into format f, with its subnormals and overflow to infinity.
-double round_to(const float_format& f, double x) {
-  if (f.bits == 64 || !std::isfinite(x) || x == 0) return x;
-  const int p = f.mant_bits + 1;
-  const int e = std::max(std::ilogb(x), 1 - f.bias());
-  const double q = std::ldexp(std::nearbyint(std::ldexp(x, p - 1 - e)), e - (p - 1));
-  const double max_finite = std::ldexp(2.0 - std::ldexp(1.0, 1 - p), f.bias());
-  return std::fabs(q) > max_finite ? std::copysign(INFINITY, x) : q;
-}
-
-bool same_value(double want, double got) {
-  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
-  return want == got && std::signbit(want) == std::signbit(got);
-}
+uint64_t test_seed() { return base_seed("reduce_test", 20240611); }
 
 struct type_info {
   dtype t;
