@@ -5,6 +5,8 @@ CHORUS_DEB_PACKAGES=(
   libcaf-dev libasio-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev
+  prometheus-cpp-dev prometheus
+  python3 python3-torch libtorch-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
 )
 
 chorus_install_deps() {
