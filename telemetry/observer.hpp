@@ -1,0 +1,109 @@
+// What the actor pipeline tells telemetry: one interface, called by the actors at the moments
+// that matter (per op, per cycle, per bucket, per chunk; never per byte). The Prometheus
+// metrics (telemetry/metrics/) and the trace recorder (telemetry/trace/) implement it; a
+// fanout hands each event to both. Every method has an empty default, so an implementation
+// overrides only what it needs.
+//
+// Threading: each actor calls from its own CAF worker, so different methods (and the same
+// method for different streams) may run concurrently. Calls for one stream come from that
+// stream's sender only, in order. Implementations must be cheap and never block: no lock
+// shared between streams, no I/O on the calling thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/core/status.hpp"
+#include "runtime/negotiation/tensor_spec.hpp"
+
+namespace chorus::telemetry {
+
+using clock = std::chrono::steady_clock;
+using time_point = clock::time_point;
+
+/// The tunables in force (reported at start and whenever they change).
+struct tunables {
+  std::size_t fusion_threshold = 0;  ///< bytes
+  std::size_t chunk_bytes = 0;       ///< bytes
+  int streams = 0;
+  std::chrono::microseconds cycle_time{0};
+};
+
+/// One negotiation cycle of this rank, once it finished.
+struct cycle_event {
+  uint64_t cycle = 0;
+  uint32_t messages_sent = 0;
+  uint32_t messages_received = 0;
+  time_point started;
+  time_point finished;
+};
+
+/// One bucket as fusion planned it (identical on every rank but for allgather row counts).
+struct bucket_event {
+  uint64_t bucket = 0;
+  uint64_t cycle = 0;                 ///< the agreed batch it came from
+  uint64_t first_sequence = 0;
+  uint32_t chunks = 0;
+  std::size_t bytes = 0;              ///< payload bytes of the bucket on this rank
+  bool in_place = false;              ///< reduced in the op's own buffer (no fusion copy)
+  std::string kind;                   ///< "allreduce", "broadcast", "allgather", ...
+  std::vector<std::string> tensors;   ///< member names, in plan order
+};
+
+// The defaults ignore their arguments; the names document them.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+class observer {
+ public:
+  virtual ~observer() = default;
+
+  // ---- producer: the API boundary ----
+  /// An op reached the pipeline (handle = the producer's key, unique per rank and run).
+  virtual void on_enqueue(uint64_t handle, const tensor_spec& spec, time_point at) {}
+  /// Its callback ran: `result` ok or the error; `enqueued` is when on_enqueue saw it.
+  virtual void on_callback(uint64_t handle, const tensor_spec& spec, const status& result, time_point enqueued,
+                           time_point at) {}
+
+  // ---- negotiator ----
+  /// The op entered this rank's negotiation; `cycle` is the first cycle that can agree it
+  /// (this rank's finished cycles + 1).
+  virtual void on_ready(uint64_t handle, const tensor_spec& spec, uint64_t cycle, time_point at) {}
+  /// A control message to rank `to` / from a peer: the encoded negotiation::gossip_message.
+  virtual void on_gossip_sent(int to, std::span<const uint8_t> bytes, time_point at) {}
+  virtual void on_gossip_received(std::span<const uint8_t> bytes, time_point at) {}
+  /// A cycle of this rank finished.
+  virtual void on_cycle(const cycle_event& c) {}
+  /// Ops agreed in `cycle`, in agreed order, each with its enqueue → agreed latency.
+  virtual void on_agreed(uint64_t cycle, std::span<const std::string> names,
+                         std::span<const std::chrono::microseconds> latencies, time_point at) {}
+  /// A stall warning: `name` is pending on some ranks but not on `missing_ranks`.
+  virtual void on_stall(const std::string& name, std::span<const int> missing_ranks, time_point at) {}
+
+  // ---- fusion ----
+  virtual void on_bucket(const bucket_event& b, time_point at) {}
+
+  // ---- senders (one per stream) ----
+  virtual void on_chunk_start(int stream, uint64_t sequence, std::size_t bytes, time_point at) {}
+  virtual void on_chunk_end(int stream, uint64_t sequence, std::size_t bytes, const status& result,
+                            time_point started, time_point at) {}
+  /// Sender `thief` took a chunk from `victim`'s deque.
+  virtual void on_steal(int thief, int victim, uint64_t sequence, time_point at) {}
+
+  // ---- anywhere ----
+  /// An error ended ops; `kind` is errc's name ("mismatch", "connection_lost", ...).
+  virtual void on_error(std::string_view kind, const status& error, time_point at) {}
+  virtual void on_tunables(const tunables& t, time_point at) {}
+};
+#pragma GCC diagnostic pop
+
+/// An observer that hands every event to each of `parts` (null parts are skipped); returns
+/// null when none is left, and the single part when only one is.
+std::shared_ptr<observer> fan_out(std::vector<std::shared_ptr<observer>> parts);
+
+}  // namespace chorus::telemetry

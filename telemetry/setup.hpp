@@ -1,0 +1,38 @@
+// Which telemetry a rank runs, from its environment: the Prometheus exposer
+// (CHORUS_METRICS_PORT, CHORUS_METRICS_ADDR) and the trace recorder (CHORUS_TRACE,
+// CHORUS_TRACE_MAX_MB), fanned out into one observer for the actor pipeline.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "runtime/core/status.hpp"
+#include "telemetry/observer.hpp"
+
+namespace chorus::telemetry {
+
+/// Bytes a stream moved so far (all peers together); monotonic.
+struct stream_traffic {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+};
+
+/// What telemetry needs to know about the rank it observes.
+struct context {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int streams = 1;
+  /// Reads the data plane's byte counters of one stream (may be empty: counters stay 0).
+  std::function<stream_traffic(int stream)> traffic;
+};
+
+/// Reads a variable; nullptr when unset (std::getenv, or a map in tests).
+using env_lookup = std::function<const char*(const char*)>;
+
+/// The observer the environment asks for, or null when all telemetry is off. A bad value is
+/// errc::config naming the variable.
+result<std::shared_ptr<observer>> observer_from_env(const context& ctx, const env_lookup& get);
+
+}  // namespace chorus::telemetry
