@@ -46,6 +46,7 @@ class central_negotiator final : public negotiation_strategy {
 
   bool idle() const override { return !running_ && !ledger_.has_new(); }
   uint64_t cycles_done() const override { return last_cycle_; }
+  uint64_t contribution_cycle() const override { return last_cycle_ + (running_ ? 2 : 1); }
   const tensor_registry& registry() const override { return ledger_.registry(); }
   std::string_view strategy_name() const override { return "central"; }
 

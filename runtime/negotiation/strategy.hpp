@@ -130,6 +130,10 @@ class negotiation_strategy {
   virtual bool idle() const = 0;
   /// Cycles this rank has finished.
   virtual uint64_t cycles_done() const = 0;
+  /// The cycle whose contribution a tensor made ready now joins: cycles_done() + 1, or + 2
+  /// while this rank's contribution to cycle cycles_done() + 1 is already taken (it is in
+  /// that cycle). The first cycle that can agree the tensor; traces record it for replay.
+  virtual uint64_t contribution_cycle() const = 0;
   virtual const tensor_registry& registry() const = 0;
   virtual std::string_view strategy_name() const = 0;
 };

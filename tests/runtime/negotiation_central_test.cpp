@@ -112,6 +112,15 @@ TEST(CentralNegotiator, BusyWorkersCostRankZeroTwoMessagesEach) {
   EXPECT_EQ(sim->record(5).batches.size(), 1u);
 }
 
+TEST(CentralNegotiator, ContributionCycleIsTheCycleATensorReadyNowJoins) {
+  auto sim = make_sim("central", 3, test_seed(5));
+  sim->enqueue(1, spec("x", {8}));  // worker 1 reports for cycle 1 at once
+  EXPECT_EQ(sim->strategy(1).contribution_cycle(), 2u);
+  EXPECT_EQ(sim->strategy(2).contribution_cycle(), 1u);
+  ASSERT_TRUE(sim->run_until_idle());
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(sim->strategy(r).contribution_cycle(), 2u);
+}
+
 TEST(CentralNegotiator, AnIdleJobSendsNothingAndIdleWorkersArePolled) {
   negotiation_options nego;
   nego.stall_warning_time = duration::zero();

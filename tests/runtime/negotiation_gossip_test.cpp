@@ -169,6 +169,17 @@ TEST(GossipNegotiator, AnIdleJobSendsNothingAndAnIdleRankJoins) {
   EXPECT_EQ(sim->messages_total(), total);
 }
 
+TEST(GossipNegotiator, ContributionCycleIsTheCycleATensorReadyNowJoins) {
+  auto sim = make_sim(2, test_seed(5));
+  EXPECT_EQ(sim->strategy(0).contribution_cycle(), 1u);
+  sim->enqueue(0, spec("x", {8}));  // rank 0 starts cycle 1 with x at once
+  EXPECT_EQ(sim->strategy(0).cycles_done(), 0u);
+  EXPECT_EQ(sim->strategy(0).contribution_cycle(), 2u);  // its part of cycle 1 is taken
+  EXPECT_EQ(sim->strategy(1).contribution_cycle(), 1u);  // rank 1 has not joined yet
+  ASSERT_TRUE(sim->run_until_idle());
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(sim->strategy(r).contribution_cycle(), 2u);
+}
+
 struct mismatch_case {
   tensor_spec common, odd;
   std::string expected;
