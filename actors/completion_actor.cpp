@@ -43,6 +43,7 @@ void unpack_chunk(completion_state::entry& e, uint64_t sequence) {
 void finish_bucket(self_ptr self, completion_state::entry& e) {
   auto& job = *e.job;
   status st = e.error.ok() ? job.local_error : e.error;
+  if (!st.ok()) observer_of(self->state.wired).on_error(to_string(st.code()), st, std::chrono::steady_clock::now());
   if (st.ok() && job.plan.kind == fusable_kind::allgather) {
     end_op(self, job.ops.front(), st, std::move(job.gathered), job.first_dims);
   } else {

@@ -179,7 +179,14 @@ caf::behavior fusion_actor(self_ptr self, fusion_config cfg) {
       },
       [=](const batch_agreed& b) {
         auto& st = self->state;
+        auto& obs = observer_of(st.wired);
         for (auto& [job, works] : plan_batch(st, b)) {
+          if (st.wired.observer) {
+            telemetry::bucket_event e{job->id, b.cycle, job->first_sequence, job->chunks, job->plan.bytes,
+                                      job->plan.in_place, to_string(job->plan.kind), {}};
+            for (const auto& op : job->ops) e.tensors.push_back(op.spec.name);
+            obs.on_bucket(e, std::chrono::steady_clock::now());
+          }
           // Completion learns the bucket before any of its chunks can end (mailbox order).
           self->send(st.wired.completion, bucket_planned{job});
           for (auto& w : works) st.waiting.push_back(std::move(w));

@@ -35,14 +35,22 @@ void send_gossip(self_ptr self, const negotiation::outgoing_message& m) {
   gossip_bytes g;
   g.data.resize(bytes.size());
   std::memcpy(g.data.data(), bytes.data(), bytes.size());
-  self->send(s.peers[static_cast<std::size_t>(m.to)], std::move(g));
+  observer_of(s.wired).on_gossip_sent(m.to, g.data, now_of(self));
+  auto& peer = s.peers[static_cast<std::size_t>(m.to)];
+  if (s.cfg.link_latency.count() > 0)
+    self->delayed_send(peer, s.cfg.link_latency, std::move(g));
+  else
+    self->send(peer, std::move(g));
   ++s.stats.messages_sent;
 }
 
 /// Ends every op in negotiation with `why` (prefixed by the op's description) and stops.
 void fail_all(self_ptr self, const status& why, bool prefix_name) {
   auto& s = self->state;
-  if (s.failed.ok()) s.failed = why;
+  if (s.failed.ok()) {
+    s.failed = why;
+    observer_of(s.wired).on_error(to_string(why.code()), why, now_of(self));
+  }
   for (auto& [name, op] : s.pending) {
     std::string text = why.message();
     if (prefix_name) text = describe(op.spec) + ": " + text;
@@ -51,7 +59,8 @@ void fail_all(self_ptr self, const status& why, bool prefix_name) {
   s.pending.clear();
 }
 
-void record_latency(negotiator_state& s, const op_ref& op, negotiation::time_point now) {
+/// Keeps the enqueue → agreed latency of `op` (returned) among the samples.
+std::chrono::microseconds record_latency(negotiator_state& s, const op_ref& op, negotiation::time_point now) {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(now - op.enqueued_at).count();
   auto v = static_cast<uint32_t>(std::clamp<int64_t>(us, 0, UINT32_MAX));
   if (s.samples_us.size() < s.cfg.max_samples) {
@@ -60,6 +69,7 @@ void record_latency(negotiator_state& s, const op_ref& op, negotiation::time_poi
     s.samples_us[s.next_sample] = v;
     s.next_sample = (s.next_sample + 1) % s.samples_us.size();
   }
+  return std::chrono::microseconds(v);
 }
 
 void schedule_timer(self_ptr self, negotiation::time_point at) {
@@ -97,15 +107,25 @@ void apply(self_ptr self, negotiation::actions a) {
     else
       send_gossip(self, m);
   }
+  auto& obs = observer_of(s.wired);
   for (auto& e : a.errors) {
+    status err{errc::mismatch, e.message};
+    obs.on_error(to_string(err.code()), err, now);
     if (auto it = s.pending.find(e.name); it != s.pending.end()) {
-      finish_op(self, it->second, {errc::mismatch, e.message});
+      finish_op(self, it->second, std::move(err));
       s.pending.erase(it);
     }
   }
+  // Cycles first: a batch is agreed at the end of its cycle.
+  for (auto& c : a.cycles)
+    obs.on_cycle({c.cycle, c.messages_sent, c.messages_received, c.started, c.finished});
   for (auto& b : a.batches) {
     batch_agreed out{b.cycle, {}};
     out.ops.reserve(b.ids.size());
+    std::vector<std::string> names;
+    std::vector<std::chrono::microseconds> latencies;
+    names.reserve(b.ids.size());
+    latencies.reserve(b.ids.size());
     for (auto id : b.ids) {
       const auto& name = s.strategy->registry().spec(id).name;
       auto it = s.pending.find(name);
@@ -114,14 +134,19 @@ void apply(self_ptr self, negotiation::actions a) {
                                                  << "' that is not pending here");
         continue;
       }
-      record_latency(s, it->second, now);
+      latencies.push_back(record_latency(s, it->second, now));
+      names.push_back(name);
       out.ops.push_back(std::move(it->second));
       s.pending.erase(it);
     }
     s.stats.agreed_ops += out.ops.size();
+    if (!names.empty()) obs.on_agreed(b.cycle, names, latencies, now);
     if (!out.ops.empty()) self->send(s.wired.fusion, std::move(out));
   }
-  for (auto& w : a.warnings) CHORUS_LOG(warn, "negotiator", w.message);
+  for (auto& w : a.warnings) {
+    CHORUS_LOG(warn, "negotiator", w.message);
+    obs.on_stall(w.name, w.missing_ranks, now);
+  }
   for (auto& r : a.rejected) {
     if (auto it = s.pending.find(r.name); it != s.pending.end()) {
       finish_op(self, it->second, r.error);
@@ -228,12 +253,14 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
           return;
         }
         auto spec = t.op.spec;
+        observer_of(st.wired).on_ready(t.op.handle, spec, st.strategy->cycles_done() + 1, now_of(self));
         st.pending.emplace(spec.name, std::move(t.op));
         apply(self, st.strategy->local_ready(std::move(spec), now_of(self)));
       },
       [=](const gossip_bytes& g) {
         auto& st = self->state;
         ++st.stats.messages_received;
+        observer_of(st.wired).on_gossip_received(g.data, now_of(self));
         if (!st.failed.ok() || !st.strategy) return;
         auto m = negotiation::decode_message(std::as_bytes(std::span(g.data)));
         if (!m) {

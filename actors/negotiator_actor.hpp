@@ -28,6 +28,9 @@ struct negotiator_config {
   std::string strategy = "gossip";
   negotiation::negotiation_options options;
   std::size_t max_samples = 1u << 16;  ///< latency samples kept (the newest)
+  /// In-process transport only (actors/in_process_job.hpp): every gossip_bytes reaches its
+  /// peer this much later (a modelled one-way link); 0 = sent at once, as the pipeline does.
+  std::chrono::microseconds link_latency{0};
 };
 
 struct negotiator_state {

@@ -132,6 +132,11 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
     a.senders.push_back(sys.spawn(sender_actor, sc));
   }
   p->gate->wire(a.senders);
+  a.observer = opts.observer;
+  if (a.observer)
+    a.observer->on_tunables({opts.fusion_threshold, opts.chunk_bytes, streams,
+                             std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time)},
+                            std::chrono::steady_clock::now());
   for (auto& actor : p->all()) caf::anon_send(actor, a);
 
   // 2. Control plane: publish, exchange, connect (bounded by connect_timeout).

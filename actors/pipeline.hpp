@@ -17,6 +17,7 @@
 #include "actors/stats.hpp"
 #include "runtime/core/status.hpp"
 #include "runtime/negotiation/tensor_spec.hpp"
+#include "telemetry/observer.hpp"
 
 namespace chorus {
 
@@ -45,6 +46,9 @@ struct pipeline_options {
   std::size_t chunks_in_flight = 2;
   /// Upper bound on pooled fusion buffers (bytes); buckets beyond it use a heap buffer.
   std::size_t pool_bytes = 256u << 20;
+  /// Where the actors report (telemetry/setup.hpp builds it from CHORUS_METRICS_*,
+  /// CHORUS_TRACE); null: telemetry off. Not read from the environment by from_env().
+  std::shared_ptr<telemetry::observer> observer;
   /// Defaults overridden by the variables above; errors are errc::config naming the variable.
   static result<pipeline_options> from_env();
   /// The same over a lookup (returns nullptr for an unset variable), for tests.

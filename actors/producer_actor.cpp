@@ -36,7 +36,14 @@ void finish(caf::stateful_actor<producer_state>* self, uint64_t handle, const st
   s.table.erase(it);
   s.names.erase(r->spec.name);
   ++s.completed;
+  steady_time enqueued{};
+  if (auto e = s.enqueued_at.find(handle); e != s.enqueued_at.end()) {
+    enqueued = e->second;
+    s.enqueued_at.erase(e);
+  }
+  auto called_at = std::chrono::steady_clock::now();
   call_done(r, st, std::move(gathered), std::move(dims));
+  observer_of(s.peers).on_callback(handle, r->spec, st, enqueued, called_at);
   if (s.draining && s.table.empty() && s.drained) {
     s.drained->deliver(drain_atom::value);
     s.drained.reset();
@@ -120,6 +127,8 @@ caf::behavior producer_actor(caf::stateful_actor<producer_state>* self, producer
         uint64_t h = s.next_handle++;
         s.table.emplace(h, e.request);
         s.names.insert(r.spec.name);
+        s.enqueued_at.emplace(h, e.at);
+        observer_of(s.peers).on_enqueue(h, r.spec, e.at);
         self->send(s.peers.negotiator, tensor_ready{make_op_ref(h, r, e.at)});
       },
       [=](op_finished& f) {

@@ -29,6 +29,7 @@ struct producer_state {
   pipeline_wired peers;
   std::unordered_map<uint64_t, std::shared_ptr<op_request>> table;
   std::unordered_set<std::string> names;  ///< names of the ops in `table`
+  std::unordered_map<uint64_t, steady_time> enqueued_at;  ///< when each op in `table` arrived (telemetry)
   uint64_t next_handle = 1;
   bool draining = false;                  ///< shutdown in progress: new ops fail at once
   std::optional<caf::response_promise> drained;

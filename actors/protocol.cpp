@@ -4,6 +4,11 @@
 
 namespace chorus {
 
+telemetry::observer& observer_of(const pipeline_wired& w) {
+  static telemetry::observer ignore_all;
+  return w.observer ? *w.observer : ignore_all;
+}
+
 void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<gossip_bytes>("chorus.gossip_bytes");
   cfg.add_message_type<op_enqueued>("chorus.op_enqueued");

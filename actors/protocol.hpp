@@ -25,6 +25,7 @@
 #include "runtime/fusion/buffer_pool.hpp"
 #include "runtime/fusion/fusion_plan.hpp"
 #include "runtime/negotiation/tensor_spec.hpp"
+#include "telemetry/observer.hpp"
 
 namespace chorus {
 
@@ -96,6 +97,7 @@ struct chunk_work {
   reduce_op op = reduce_op::sum;
   int root = 0;
   std::shared_ptr<bucket_job> job;
+  steady_time started{};  ///< set by the sender that starts it (telemetry)
 };
 
 // stream_stats and negotiation_stats (the replies to stats_atom) live in actors/stats.hpp,
@@ -135,7 +137,11 @@ struct pipeline_wired {
   caf::actor fusion;
   caf::actor completion;
   std::vector<caf::actor> senders;  ///< by stream
+  std::shared_ptr<telemetry::observer> observer;  ///< the rank's telemetry; null when off
 };
+
+/// The wired observer, or one that ignores everything when telemetry is off.
+telemetry::observer& observer_of(const pipeline_wired& w);
 /// idle sender → every sibling: how many chunks wait in your deque?
 struct steal_request { int thief = 0; uint64_t round = 0; };
 /// sibling → idle sender: the answer to steal_request.

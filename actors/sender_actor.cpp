@@ -22,6 +22,8 @@ void start(self_ptr self, chunk_work w) {
   if (s.in_flight.empty()) s.busy_since = self->clock().now();
   uint64_t seq = w.sequence;
   if (s.cfg.record_starts) s.started.push_back(seq);
+  w.started = std::chrono::steady_clock::now();
+  observer_of(s.wired).on_chunk_start(s.cfg.stream, seq, w.bytes, w.started);
   auto [it, fresh] = s.in_flight.emplace(seq, std::move(w));
   if (!fresh) {
     CHORUS_LOG(error, "sender", "stream=" << s.cfg.stream << " sequence=" << seq << " started twice");
@@ -83,6 +85,8 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         }
         ++s.stats.chunks;
         s.stats.bytes += it->second.bytes;
+        observer_of(s.wired).on_chunk_end(s.cfg.stream, r.sequence, it->second.bytes, r.result, it->second.started,
+                                          std::chrono::steady_clock::now());
         uint64_t bucket = it->second.job ? it->second.job->id : 0;
         s.in_flight.erase(it);
         if (s.in_flight.empty()) add_busy(self);
@@ -124,6 +128,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         s.stealing = false;
         if (!r.chunk) return;
         ++s.stats.stolen;
+        observer_of(s.wired).on_steal(s.cfg.stream, r.victim, r.chunk->sequence, std::chrono::steady_clock::now());
         insert_sorted(s.queue, std::move(*r.chunk));
         try_start(self);
         maybe_steal(self);

@@ -11,6 +11,7 @@
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/env/process_env.hpp"
+#include "telemetry/setup.hpp"
 
 namespace chorus::detail {
 
@@ -47,6 +48,17 @@ status session::init() {
   if (!opts) return breadcrumb("chorus::init: ", opts.error());
   auto comm = communicator::create(*env);
   if (!comm) return breadcrumb("chorus::init: ", comm.error());
+  telemetry::context tctx;
+  tctx.rank = env->rank;
+  tctx.size = env->size;
+  tctx.local_rank = env->local_rank;
+  tctx.streams = (*comm)->num_streams();
+  auto obs = telemetry::observer_from_env(tctx, [](const char* name) { return std::getenv(name); });
+  if (!obs) {
+    (*comm)->close();
+    return breadcrumb("chorus::init: ", obs.error());
+  }
+  opts->observer = std::move(*obs);
   auto pipe = pipeline::start(**comm, *opts);
   if (!pipe) {
     (*comm)->close();

@@ -12,6 +12,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <future>
+#include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "runtime/collectives/communicator.hpp"
@@ -39,8 +42,10 @@ struct rank_job {
   std::unique_ptr<pipeline> pipe;
 };
 
-/// Starts `n` ranks (communicator + pipeline each) in parallel threads.
-std::vector<rank_job> start_job(int n, pipeline_options opts = {}) {
+/// Starts `n` ranks (communicator + pipeline each) in parallel threads; `observer_of_rank`
+/// (optional) gives each rank its own telemetry observer.
+std::vector<rank_job> start_job(int n, pipeline_options opts = {},
+                                std::function<std::shared_ptr<telemetry::observer>(int)> observer_of_rank = {}) {
   uint16_t port = n > 1 ? free_port() : 0;
   std::vector<rank_job> jobs(static_cast<std::size_t>(n));
   std::vector<std::thread> threads;
@@ -64,6 +69,7 @@ std::vector<rank_job> start_job(int n, pipeline_options opts = {}) {
       }
       auto o = opts;
       o.connect_timeout = 20s;
+      if (observer_of_rank) o.observer = observer_of_rank(r);
       auto pipe = pipeline::start(**comm, o);
       if (!pipe) {
         errors[r] = pipe.error().to_string();
@@ -313,6 +319,128 @@ TEST(pipeline_e2e, resnet50_step_is_exact_and_reports_time_against_bare_collecti
   EXPECT_EQ(wrong, (std::vector<int>{0, 0}));
   std::cout << "resnet50 step: pipeline " << pipe_ms[0] << " ms, bare allreduce " << bare_ms[0] << " ms\n";
   stop_job(job);
+}
+
+/// Counts what the actors report to telemetry (calls come from several actor threads).
+struct counting_observer : telemetry::observer {
+  std::mutex mu;
+  std::map<std::string, int> events;
+  std::set<uint64_t> enqueued, ready, called;
+  std::set<std::string> agreed, bucketed;
+  std::map<uint64_t, int> chunk_starts, chunk_ends;
+  int64_t max_agree_us = -1;
+  int64_t min_callback_us = -1;
+  void count(const char* what) { ++events[what]; }
+  void on_enqueue(uint64_t h, const tensor_spec&, telemetry::time_point) override {
+    std::lock_guard lk(mu);
+    count("enqueue");
+    enqueued.insert(h);
+  }
+  void on_callback(uint64_t h, const tensor_spec&, const status& r, telemetry::time_point e,
+                   telemetry::time_point at) override {
+    std::lock_guard lk(mu);
+    count(r.ok() ? "callback_ok" : "callback_error");
+    called.insert(h);
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(at - e).count();
+    if (min_callback_us < 0 || us < min_callback_us) min_callback_us = us;
+  }
+  void on_ready(uint64_t h, const tensor_spec&, uint64_t cycle, telemetry::time_point) override {
+    std::lock_guard lk(mu);
+    count(cycle >= 1 ? "ready" : "ready_bad_cycle");
+    ready.insert(h);
+  }
+  void on_gossip_sent(int to, std::span<const uint8_t> b, telemetry::time_point) override {
+    std::lock_guard lk(mu);
+    count(to >= 0 && !b.empty() ? "gossip_sent" : "gossip_sent_bad");
+  }
+  void on_gossip_received(std::span<const uint8_t> b, telemetry::time_point) override {
+    std::lock_guard lk(mu);
+    count(!b.empty() ? "gossip_received" : "gossip_received_bad");
+  }
+  void on_cycle(const telemetry::cycle_event& c) override {
+    std::lock_guard lk(mu);
+    count(c.finished >= c.started ? "cycle" : "cycle_bad");
+  }
+  void on_agreed(uint64_t, std::span<const std::string> names, std::span<const std::chrono::microseconds> lat,
+                 telemetry::time_point) override {
+    std::lock_guard lk(mu);
+    count(names.size() == lat.size() ? "agreed" : "agreed_bad");
+    for (auto& n : names) agreed.insert(n);
+    for (auto l : lat) max_agree_us = std::max<int64_t>(max_agree_us, l.count());
+  }
+  void on_bucket(const telemetry::bucket_event& b, telemetry::time_point) override {
+    std::lock_guard lk(mu);
+    count(b.chunks > 0 && !b.tensors.empty() ? "bucket" : "bucket_bad");
+    for (auto& n : b.tensors) bucketed.insert(n);
+  }
+  void on_chunk_start(int, uint64_t seq, std::size_t, telemetry::time_point) override {
+    std::lock_guard lk(mu);
+    ++chunk_starts[seq];
+  }
+  void on_chunk_end(int, uint64_t seq, std::size_t, const status& r, telemetry::time_point s,
+                    telemetry::time_point at) override {
+    std::lock_guard lk(mu);
+    if (r.ok() && at >= s) ++chunk_ends[seq];
+  }
+  void on_tunables(const telemetry::tunables& t, telemetry::time_point) override {
+    std::lock_guard lk(mu);
+    count(t.streams >= 1 && t.chunk_bytes > 0 ? "tunables" : "tunables_bad");
+  }
+};
+
+TEST(pipeline_e2e, the_actors_report_every_op_cycle_bucket_and_chunk_to_telemetry) {
+  pipeline_options o;
+  o.fusion_threshold = 1 << 16;
+  o.chunk_bytes = 1 << 14;
+  std::vector<std::shared_ptr<counting_observer>> obs{std::make_shared<counting_observer>(),
+                                                       std::make_shared<counting_observer>()};
+  auto job = start_job(2, o, [&](int r) { return obs[static_cast<std::size_t>(r)]; });
+  ASSERT_TRUE(job[0].pipe && job[1].pipe);
+  const int tensors = 12;
+  std::vector<std::thread> threads;
+  std::vector<int> bad(2, 0);
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<std::vector<float>> g(tensors);
+      std::vector<std::unique_ptr<waiter>> ws;
+      for (int t = 0; t < tensors; ++t) {
+        g[t].assign(static_cast<std::size_t>(1) << (t + 4), 1.0f);  // 64 B .. 128 KiB
+        ws.push_back(std::make_unique<waiter>());
+        job[r].pipe->enqueue({make("t" + std::to_string(t), collective_kind::allreduce, dtype::f32,
+                                   {static_cast<int64_t>(g[t].size())}),
+                              g[t].data(), g[t].data(), ws.back()->callback()});
+      }
+      for (auto& w : ws)
+        if (!w->wait() || !w->result.ok()) ++bad[r];
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad, (std::vector<int>{0, 0}));
+  stop_job(job);  // callbacks have run; the last on_callback follows its done callback
+  for (int r = 0; r < 2; ++r) {
+    auto& b = *obs[static_cast<std::size_t>(r)];
+    std::lock_guard lk(b.mu);
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(b.events["enqueue"], tensors);
+    EXPECT_EQ(b.events["ready"], tensors);
+    EXPECT_EQ(b.events["callback_ok"], tensors);
+    EXPECT_EQ(b.enqueued, b.ready);
+    EXPECT_EQ(b.enqueued, b.called);
+    EXPECT_EQ(b.agreed.size(), static_cast<std::size_t>(tensors));
+    EXPECT_EQ(b.agreed, b.bucketed);
+    EXPECT_GE(b.events["cycle"], 1);
+    EXPECT_GE(b.events["agreed"], 1);
+    EXPECT_GE(b.events["bucket"], 1);
+    EXPECT_GE(b.events["gossip_sent"], 1);
+    EXPECT_GE(b.events["gossip_received"], 1);
+    EXPECT_EQ(b.events["tunables"], 1);
+    for (const char* k : {"ready_bad_cycle", "gossip_sent_bad", "gossip_received_bad", "cycle_bad", "agreed_bad",
+                          "bucket_bad", "tunables_bad", "callback_error"})
+      EXPECT_EQ(b.events[k], 0) << k;
+    EXPECT_FALSE(b.chunk_starts.empty());
+    EXPECT_EQ(b.chunk_starts, b.chunk_ends);  // every chunk started once and ended once, ok
+    for (auto& [seq, n] : b.chunk_starts) EXPECT_EQ(n, 1) << "sequence " << seq;
+    EXPECT_GE(b.max_agree_us, 0);
+  }
 }
 
 TEST(pipeline_e2e, shutdown_ends_ops_still_in_negotiation) {
