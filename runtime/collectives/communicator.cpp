@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/collectives/alltoall_op.hpp"
 #include "runtime/collectives/exchange_op.hpp"
 #include "runtime/collectives/ring_op.hpp"
+#include "runtime/collectives/scatter_plan.hpp"
 #include "runtime/core/log.hpp"
 
 namespace chorus {
@@ -160,6 +162,43 @@ void communicator::allgather_async(const void* in, void* out, std::vector<std::s
   launch(std::move(ops), std::move(done));
 }
 
+void communicator::reducescatter_async(void* data, std::vector<std::size_t> counts, dtype t, reduce_op op,
+                                       callback done) {
+  if (static_cast<int>(counts.size()) != size()) {
+    done(status{errc::invalid_argument, "reducescatter: " + std::to_string(counts.size()) + " counts for " +
+                                            std::to_string(size()) + " ranks"});
+    return;
+  }
+  auto slices = slices_of(counts, size_of(t));
+  std::vector<std::unique_ptr<chunk_op>> ops;
+  for (const auto& w : scatter_windows(slices, size_of(t), opts_.chunk_bytes, size())) {
+    uint64_t seq = next_sequence_++;
+    int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
+    ops.push_back(make_ring_reducescatter(seq, stream, rank(), size(), data, window_of(slices, w), t, op,
+                                          opts_.segment_bytes));
+  }
+  launch(std::move(ops), std::move(done));
+}
+
+void communicator::alltoall_async(const void* in, std::vector<std::size_t> send_counts, void* out,
+                                  std::vector<std::size_t> recv_counts, dtype t, callback done) {
+  const auto me = static_cast<std::size_t>(rank());
+  if (static_cast<int>(send_counts.size()) != size() || static_cast<int>(recv_counts.size()) != size() ||
+      send_counts[me] != recv_counts[me]) {
+    done(status{errc::invalid_argument,
+                "alltoall: " + std::to_string(send_counts.size()) + " send counts and " +
+                    std::to_string(recv_counts.size()) + " receive counts for " + std::to_string(size()) +
+                    " ranks (the counts for this rank itself must agree)"});
+    return;
+  }
+  uint64_t seq = next_sequence_++;
+  int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
+  std::vector<std::unique_ptr<chunk_op>> ops;
+  ops.push_back(std::make_unique<alltoall_op>(seq, stream, rank(), size(), in, slices_of(send_counts, size_of(t)), out,
+                                              slices_of(recv_counts, size_of(t)), size_of(t), opts_.segment_bytes));
+  launch(std::move(ops), std::move(done));
+}
+
 void communicator::run_chunk(std::unique_ptr<chunk_op> op, callback done) {
   auto shared = std::make_shared<std::unique_ptr<chunk_op>>(std::move(op));
   t_->post([this, shared, done = std::move(done)]() mutable { engine_->run(std::move(*shared), std::move(done)); });
@@ -190,6 +229,17 @@ status communicator::broadcast(void* data, std::size_t count, dtype t, int root)
 
 status communicator::allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t) {
   return wait([&](callback cb) { allgather_async(in, out, std::move(counts), t, std::move(cb)); });
+}
+
+status communicator::reducescatter(void* data, std::vector<std::size_t> counts, dtype t, reduce_op op) {
+  return wait([&](callback cb) { reducescatter_async(data, std::move(counts), t, op, std::move(cb)); });
+}
+
+status communicator::alltoall(const void* in, std::vector<std::size_t> send_counts, void* out,
+                              std::vector<std::size_t> recv_counts, dtype t) {
+  return wait([&](callback cb) {
+    alltoall_async(in, std::move(send_counts), out, std::move(recv_counts), t, std::move(cb));
+  });
 }
 
 status communicator::barrier() {

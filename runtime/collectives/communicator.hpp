@@ -51,11 +51,25 @@ class communicator {
   void broadcast_async(void* data, std::size_t count, dtype t, int root, callback done);
   /// `out` receives counts[r] elements from each rank r, in rank order; `in` holds counts[rank()].
   void allgather_async(const void* in, void* out, std::vector<std::size_t> counts, dtype t, callback done);
+  /// Reduce-scatter in place: `data` holds counts[r] elements for each rank r, in rank order
+  /// (counts identical on every rank). Every slice serves as scratch; at the end ours (at
+  /// element sum(counts[0..rank()))) holds the reduction over all ranks (average: divided by
+  /// size()). Cut into chunks that each move a window of every slice, spread over the streams.
+  void reducescatter_async(void* data, std::vector<std::size_t> counts, dtype t, reduce_op op, callback done);
+  /// Sends send_counts[i] elements of `in` (consecutive, rank order) to rank i, and receives
+  /// recv_counts[j] elements from rank j into `out` (consecutive, rank order). recv_counts[j]
+  /// must be rank j's send_counts[rank()]; where it is not, the receiver fails with
+  /// errc::protocol. One chunk, pipelined by segments.
+  void alltoall_async(const void* in, std::vector<std::size_t> send_counts, void* out,
+                      std::vector<std::size_t> recv_counts, dtype t, callback done);
 
   status allreduce(void* data, std::size_t count, dtype t, reduce_op op,
                    allreduce_algorithm algo = allreduce_algorithm::automatic);
   status broadcast(void* data, std::size_t count, dtype t, int root);
   status allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t);
+  status reducescatter(void* data, std::vector<std::size_t> counts, dtype t, reduce_op op);
+  status alltoall(const void* in, std::vector<std::size_t> send_counts, void* out,
+                  std::vector<std::size_t> recv_counts, dtype t);
   status barrier();
 
   /// Runs one chunk op built elsewhere (the pipeline's senders). Its sequence number must not

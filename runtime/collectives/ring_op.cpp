@@ -10,7 +10,8 @@
 namespace chorus {
 
 ring_op::ring_op(uint64_t sequence, int stream, int rank, int size, std::byte* base, std::vector<byte_range> blocks,
-                 std::vector<ring_step> steps, dtype t, reduce_op op, std::size_t segment_bytes, int divisor)
+                 std::vector<ring_step> steps, dtype t, reduce_op op, std::size_t segment_bytes, int divisor,
+                 int divide_block)
     : chunk_op(sequence, stream),
       rank_(rank),
       size_(size),
@@ -21,7 +22,8 @@ ring_op::ring_op(uint64_t sequence, int stream, int rank, int size, std::byte* b
       steps_(std::move(steps)),
       dtype_(t),
       op_(op),
-      divisor_(divisor) {
+      divisor_(divisor),
+      divide_block_(divide_block) {
   std::size_t e = size_of(t);
   segment_bytes_ = std::max(e, segment_bytes / e * e);
   std::size_t total = 0;
@@ -74,11 +76,15 @@ status ring_op::delivered(transport& t, int peer, const wire::frame_header& h, c
 }
 
 void ring_op::finish() {
-  if (divisor_ > 1) {
-    std::size_t total = 0;
-    for (auto& b : blocks_) total += b.length;
-    divide_by(base_, total / size_of(dtype_), dtype_, divisor_);
+  if (divisor_ <= 1) return;
+  if (divide_block_ >= 0) {
+    const auto& b = blocks_[static_cast<std::size_t>(divide_block_)];
+    divide_by(base_ + b.offset, b.length / size_of(dtype_), dtype_, divisor_);
+    return;
   }
+  std::size_t total = 0;
+  for (auto& b : blocks_) total += b.length;
+  divide_by(base_, total / size_of(dtype_), dtype_, divisor_);
 }
 
 std::unique_ptr<chunk_op> make_ring_allreduce(uint64_t sequence, int stream, int rank, int size, void* data,
@@ -92,6 +98,20 @@ std::unique_ptr<chunk_op> make_ring_allreduce(uint64_t sequence, int stream, int
   int divisor = op == reduce_op::average ? size : 1;
   return std::make_unique<ring_op>(sequence, stream, rank, size, static_cast<std::byte*>(data), std::move(blocks),
                                    ring_allreduce_steps(rank, size), t, op, segment_bytes, divisor);
+}
+
+std::unique_ptr<chunk_op> make_ring_reducescatter(uint64_t sequence, int stream, int rank, int size, void* data,
+                                                  const std::vector<byte_range>& slices, dtype t, reduce_op op,
+                                                  std::size_t segment_bytes) {
+  // After the reduce-scatter steps rank r owns block (r + 1) mod size: block b is the slice of
+  // rank b - 1.
+  std::vector<byte_range> blocks(static_cast<std::size_t>(size));
+  for (int b = 0; b < size; ++b)
+    blocks[static_cast<std::size_t>(b)] = slices[static_cast<std::size_t>((b + size - 1) % size)];
+  int divisor = op == reduce_op::average ? size : 1;
+  return std::make_unique<ring_op>(sequence, stream, rank, size, static_cast<std::byte*>(data), std::move(blocks),
+                                   ring_reducescatter_steps(rank, size), t, op, segment_bytes, divisor,
+                                   (rank + 1) % size);
 }
 
 std::unique_ptr<chunk_op> make_ring_allgather(uint64_t sequence, int stream, int rank, int size, void* out,

@@ -1,4 +1,5 @@
-// Pipelined ring over blocks of one buffer: ring allreduce and ring allgather(v).
+// Pipelined ring over blocks of one buffer: ring allreduce, ring reduce-scatter (the first half
+// of ring allreduce) and ring allgather(v).
 // Each block is cut into segments; a segment received in step g is forwarded in step g+1 as
 // soon as it has been reduced, so every step overlaps the next.
 #pragma once
@@ -19,9 +20,12 @@ struct byte_range {
 
 class ring_op : public chunk_op {
  public:
-  /// `blocks[b]` is where block b lies in `base`; `divisor` > 1 divides the result at the end.
+  /// `blocks[b]` is where block b lies in `base`; `divisor` > 1 divides the result at the end:
+  /// every block, or only block `divide_block` when it is >= 0 (reduce-scatter: the one block
+  /// this rank ends up owning).
   ring_op(uint64_t sequence, int stream, int rank, int size, std::byte* base, std::vector<byte_range> blocks,
-          std::vector<ring_step> steps, dtype t, reduce_op op, std::size_t segment_bytes, int divisor);
+          std::vector<ring_step> steps, dtype t, reduce_op op, std::size_t segment_bytes, int divisor,
+          int divide_block = -1);
 
   void start(transport& t) override;
   std::byte* destination(int peer, const wire::frame_header& h) override;
@@ -43,11 +47,21 @@ class ring_op : public chunk_op {
   reduce_op op_;
   std::size_t segment_bytes_;
   int divisor_;
+  int divide_block_;
 };
 
 /// Ring allreduce of one chunk (in place).
 std::unique_ptr<chunk_op> make_ring_allreduce(uint64_t sequence, int stream, int rank, int size, void* data,
                                               std::size_t count, dtype t, reduce_op op, std::size_t segment_bytes);
+/// Ring reduce-scatter of one chunk, in place: `slices[r]` is rank r's part of `data` (byte
+/// ranges of whole elements, identical on every rank; any may be empty, they need not be
+/// adjacent). Every slice serves as scratch; when the op ends, slices[rank] holds the
+/// reduction over all ranks of their slices[rank] (average: divided by size). It runs the
+/// reduce-scatter steps of ring allreduce, with the blocks numbered so that each rank ends
+/// owning its own slice.
+std::unique_ptr<chunk_op> make_ring_reducescatter(uint64_t sequence, int stream, int rank, int size, void* data,
+                                                  const std::vector<byte_range>& slices, dtype t, reduce_op op,
+                                                  std::size_t segment_bytes);
 /// Ring allgather: `out` holds counts[r] elements of rank r, in rank order; our part is
 /// already in place.
 std::unique_ptr<chunk_op> make_ring_allgather(uint64_t sequence, int stream, int rank, int size, void* out,

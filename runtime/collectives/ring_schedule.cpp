@@ -6,9 +6,14 @@ namespace {
 int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace
 
-std::vector<ring_step> ring_allreduce_steps(int rank, int size) {
+std::vector<ring_step> ring_reducescatter_steps(int rank, int size) {
   std::vector<ring_step> steps;
   for (int g = 0; g < size - 1; ++g) steps.push_back({mod(rank - g, size), mod(rank - g - 1, size), true});
+  return steps;
+}
+
+std::vector<ring_step> ring_allreduce_steps(int rank, int size) {
+  std::vector<ring_step> steps = ring_reducescatter_steps(rank, size);
   for (int k = 0; k < size - 1; ++k) steps.push_back({mod(rank + 1 - k, size), mod(rank - k, size), false});
   return steps;
 }

@@ -17,6 +17,9 @@ struct ring_step {
 /// Reduce-scatter (size-1 steps, reduce) then allgather (size-1 steps, copy). After the
 /// reduce-scatter rank r owns the fully reduced block (r+1) mod size.
 std::vector<ring_step> ring_allreduce_steps(int rank, int size);
+/// The first half of ring_allreduce_steps: size-1 reduce steps, after which rank r owns the
+/// fully reduced block (r+1) mod size.
+std::vector<ring_step> ring_reducescatter_steps(int rank, int size);
 /// size-1 copy steps; rank r starts by sending its own block r.
 std::vector<ring_step> ring_allgather_steps(int rank, int size);
 

@@ -47,6 +47,8 @@ const char* to_string(fusable_kind kind) {
     case fusable_kind::allreduce: return "allreduce";
     case fusable_kind::broadcast: return "broadcast";
     case fusable_kind::allgather: return "allgather";
+    case fusable_kind::reducescatter: return "reducescatter";
+    case fusable_kind::alltoall: return "alltoall";
   }
   return "unknown";
 }
@@ -98,7 +100,9 @@ std::vector<chunk> plan_chunks(const std::vector<bucket>& buckets, std::size_t c
     check_whole_elements(b.bytes, b.type, "bucket", bi, b.members.empty() ? 0 : b.members.front().id);
     std::size_t cut = chunk_bytes / element * element;
     if (cut == 0) cut = element;
-    if (chunk_bytes == 0 || b.kind == fusable_kind::allgather || b.bytes == 0) {
+    const bool uncut = b.kind == fusable_kind::allgather || b.kind == fusable_kind::alltoall ||
+                       b.kind == fusable_kind::reducescatter;
+    if (chunk_bytes == 0 || uncut || b.bytes == 0) {
       chunks.push_back({sequence++, index, 0, b.bytes});
       continue;
     }

@@ -14,9 +14,9 @@
 namespace chorus {
 
 /// Which collective a tensor of the agreed batch asks for. Only allreduce is fused.
-enum class fusable_kind : uint8_t { allreduce = 0, broadcast = 1, allgather = 2 };
+enum class fusable_kind : uint8_t { allreduce = 0, broadcast = 1, allgather = 2, reducescatter = 3, alltoall = 4 };
 
-/// "allreduce", "broadcast", "allgather".
+/// "allreduce", "broadcast", "allgather", "reducescatter", "alltoall".
 const char* to_string(fusable_kind kind);
 
 /// Byte alignment of every member's offset inside a fused buffer. A multiple of every
@@ -34,8 +34,8 @@ struct fusion_item {
   int device = -1;                           ///< device index; -1 for host memory
   int process_set = 0;                       ///< process set id; 0 is the global set
   std::size_t bytes = 0;                     ///< payload bytes, identical on every rank*
-  // * for allgather: this rank's contribution, which may differ between ranks; it never
-  //   influences the plan's shape (an allgather is always one bucket and one chunk).
+  // * for allgather and alltoall: this rank's contribution, which may differ between ranks;
+  //   it never influences the plan's shape (such a tensor is always one bucket and one chunk).
 };
 
 /// Where one tensor lies inside its bucket's (fused) buffer.
@@ -69,7 +69,7 @@ struct bucket {
 ///    the tensor opens a new one. Tensors of other keys in between do not close a bucket,
 ///    so interleaved dtypes still fuse.
 /// 2. A tensor larger than the threshold is a bucket of its own.
-/// 3. Broadcast and allgather tensors are buckets of their own.
+/// 3. Broadcast, allgather, reducescatter and alltoall tensors are buckets of their own.
 /// 4. Every bucket with exactly one member is in_place (offset 0, no copy).
 /// 5. `fusion_threshold == 0` disables fusion: one in-place bucket per tensor.
 ///
@@ -95,7 +95,9 @@ struct chunk {
 /// 2. Chunks of one bucket are contiguous and ascending by offset; all but the last have
 ///    the cut size, and together they cover [0, bucket.bytes) exactly once.
 /// 3. A zero-byte bucket gets one zero-length chunk, so its completion still fires.
-/// 4. An allgather bucket is never cut: its size may differ between ranks.
+/// 4. Allgather and alltoall buckets are never cut: their size may differ between ranks. A
+///    reducescatter bucket is one chunk here too: it is cut along every rank's slice instead
+///    (runtime/collectives/scatter_plan.hpp), which only its planner knows how to do.
 /// 5. Sequence numbers are consecutive from `first_sequence`, in output order.
 std::vector<chunk> plan_chunks(const std::vector<bucket>& buckets, std::size_t chunk_bytes,
                                uint64_t first_sequence);

@@ -38,6 +38,10 @@ fusion_item allreduce(uint32_t id, std::size_t bytes, dtype t = dtype::f32) {
 
 // A batch mixing kinds, dtypes, ops, devices and process sets, with sizes from zero to a few
 // times the threshold (so some tensors are exactly at it, some above).
+bool uncut_kind(fusable_kind k) {
+  return k == fusable_kind::allgather || k == fusable_kind::alltoall || k == fusable_kind::reducescatter;
+}
+
 std::vector<fusion_item> random_batch(std::mt19937_64& rng, std::size_t threshold) {
   std::uniform_int_distribution<int> count(0, 60), pick(0, 99), small(0, 3);
   std::vector<fusion_item> batch;
@@ -46,7 +50,11 @@ std::vector<fusion_item> random_batch(std::mt19937_64& rng, std::size_t threshol
     fusion_item it;
     it.id = static_cast<uint32_t>(1000 + 7 * i);  // unique, not equal to the position
     const int k = pick(rng);
-    it.kind = k < 80 ? fusable_kind::allreduce : k < 90 ? fusable_kind::broadcast : fusable_kind::allgather;
+    it.kind = k < 80   ? fusable_kind::allreduce
+              : k < 88 ? fusable_kind::broadcast
+              : k < 92 ? fusable_kind::allgather
+              : k < 96 ? fusable_kind::reducescatter
+                       : fusable_kind::alltoall;
     it.type = static_cast<dtype>(small(rng) == 0 ? pick(rng) % dtype_count : 2);
     it.op = static_cast<reduce_op>(small(rng) == 0 ? pick(rng) % reduce_op_count : 0);
     it.root = small(rng);
@@ -120,7 +128,8 @@ void check_chunks(const std::vector<bucket>& buckets, std::size_t chunk_bytes, u
     EXPECT_EQ(c.offset, covered[c.bucket]);  // contiguous, ascending, no gap or overlap
     EXPECT_EQ(c.offset % element, 0u);
     EXPECT_EQ(c.bytes % element, 0u);
-    if (b.kind != fusable_kind::allgather && chunk_bytes > 0) EXPECT_LE(c.bytes, std::max(chunk_bytes, element));
+    if (b.kind != fusable_kind::allgather && !uncut_kind(b.kind) && chunk_bytes > 0)
+      EXPECT_LE(c.bytes, std::max(chunk_bytes, element));
     if (b.bytes > 0) EXPECT_GT(c.bytes, 0u);
     covered[c.bucket] += c.bytes;
     ++pieces[c.bucket];
@@ -128,7 +137,7 @@ void check_chunks(const std::vector<bucket>& buckets, std::size_t chunk_bytes, u
   for (std::size_t bi = 0; bi < buckets.size(); ++bi) {
     EXPECT_EQ(covered[bi], buckets[bi].bytes) << "bucket " << bi;
     EXPECT_GE(pieces[bi], 1) << "bucket " << bi << " has no chunk";
-    if (buckets[bi].kind == fusable_kind::allgather || chunk_bytes == 0) EXPECT_EQ(pieces[bi], 1);
+    if (uncut_kind(buckets[bi].kind) || chunk_bytes == 0) EXPECT_EQ(pieces[bi], 1);
   }
 }
 
@@ -221,11 +230,16 @@ TEST(fusion_plan, chunks_are_element_aligned) {
   EXPECT_EQ(plan_chunks(buckets, 5, 0).size(), 25u);
 }
 
-TEST(fusion_plan, allgather_is_never_cut) {
-  fusion_item gather = allreduce(1, 4096);
-  gather.kind = fusable_kind::allgather;
-  const auto chunks = plan_chunks(plan_buckets({gather}, 1 << 20), 1024, 7);
-  EXPECT_EQ(chunks, (std::vector<chunk>{{7, 0, 0, 4096}}));
+TEST(fusion_plan, allgather_alltoall_and_reducescatter_are_never_cut_or_fused) {
+  for (auto kind : {fusable_kind::allgather, fusable_kind::alltoall, fusable_kind::reducescatter}) {
+    SCOPED_TRACE(to_string(kind));
+    fusion_item a = allreduce(1, 4096), b = allreduce(2, 64);
+    a.kind = b.kind = kind;
+    const auto buckets = plan_buckets({a, b}, 1 << 20);
+    ASSERT_EQ(buckets.size(), 2u);
+    const auto chunks = plan_chunks(buckets, 1024, 7);
+    EXPECT_EQ(chunks, (std::vector<chunk>{{7, 0, 0, 4096}, {8, 1, 0, 64}}));
+  }
 }
 
 TEST(fusion_plan, resnet50_sizes_are_torchvision_resnet50) {
