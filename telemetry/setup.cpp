@@ -3,12 +3,15 @@
 
 #include <vector>
 
+#include "telemetry/metrics/metrics_observer.hpp"
+
 namespace chorus::telemetry {
 
 result<std::shared_ptr<observer>> observer_from_env(const context& ctx, const env_lookup& get) {
   std::vector<std::shared_ptr<observer>> parts;
-  (void)ctx;
-  (void)get;
+  auto metrics = metrics_from_env(ctx, get);
+  if (!metrics) return metrics.error();
+  parts.push_back(std::move(*metrics));
   return fan_out(std::move(parts));
 }
 

@@ -43,6 +43,8 @@ class communicator {
   int num_streams() const { return t_->num_streams(); }
   const collective_options& options() const { return opts_; }
   tcp::tcp_transport& data_plane() { return *t_; }
+  /// Bytes the data plane moved on `stream` so far (for metrics); any thread.
+  stream_traffic traffic(int stream) const { return t_->traffic(stream); }
 
   /// In place. `done` runs exactly once, on the I/O thread; buffers stay untouched by the
   /// caller until then.

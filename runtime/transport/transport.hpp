@@ -1,7 +1,7 @@
 // What the collective engine needs from a data plane. Implemented by tcp_transport (real
 // processes) and, for tests and the simulator, by in-process transports.
 // Threading: send() and cancel() only on the transport's I/O thread (where the sink is called);
-// post() from anywhere.
+// post() and traffic() from anywhere.
 #pragma once
 
 #include <chrono>
@@ -12,6 +12,12 @@
 #include "runtime/wire/frame.hpp"
 
 namespace chorus {
+
+/// Bytes one stream moved so far over all its connections (frame headers included); monotonic.
+struct stream_traffic {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+};
 
 class transport {
  public:
@@ -30,6 +36,12 @@ class transport {
   /// I/O thread only: tells every peer the job is broken (`why`), then closes. Peers end
   /// their operations with an error that carries the reason.
   virtual void abort(const status& why) { (void)why; }
+  /// Bytes moved on `stream` so far, for metrics; any thread, relaxed reads (a concurrent
+  /// frame may or may not be counted yet). Transports that do not count report zeros.
+  virtual stream_traffic traffic(int stream) const {
+    (void)stream;
+    return {};
+  }
   /// Ends the job's connections cleanly; blocks; idempotent.
   virtual void close(std::chrono::milliseconds grace) = 0;
 };

@@ -79,7 +79,7 @@ void tcp_connection::start_write() {
 }
 
 void tcp_connection::on_written(const asio::error_code& ec, std::size_t n) {
-  bytes_sent_ += n;
+  count(bytes_sent_, n);
   auto* sink = owner_.sink();
   std::size_t done = in_flight_;
   in_flight_ = 0;
@@ -115,7 +115,7 @@ void tcp_connection::on_header(const asio::error_code& ec) {
     return;
   }
   current_ = *h;
-  bytes_received_ += wire::frame_header_size;
+  count(bytes_received_, wire::frame_header_size);
   if (current_.kind == wire::frame_kind::goodbye) {
     goodbye_received_ = true;
     owner_.goodbye_from(*this);
@@ -164,7 +164,7 @@ void tcp_connection::on_payload(const asio::error_code& ec, std::byte* where) {
     fail("read", ec);
     return;
   }
-  bytes_received_ += current_.length;
+  count(bytes_received_, current_.length);
   owner_.sink()->delivered(peer_, current_, where);
   if (open_) read_header();
 }

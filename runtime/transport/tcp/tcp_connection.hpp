@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <deque>
 #include <vector>
 
@@ -38,8 +39,9 @@ class tcp_connection {
   bool goodbye_sent() const { return goodbye_sent_; }
   bool goodbye_received() const { return goodbye_received_; }
   std::size_t queued_frames() const { return queue_.size(); }
-  uint64_t bytes_sent() const { return bytes_sent_; }
-  uint64_t bytes_received() const { return bytes_received_; }
+  /// Bytes written / read so far; any thread (relaxed: for metrics, not for synchronisation).
+  uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
+  uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
 
  private:
   struct outgoing {
@@ -73,8 +75,12 @@ class tcp_connection {
   std::vector<std::byte> scratch_;
   std::string abort_reason_;  // outgoing: kept alive until written
   bool close_when_written_ = false;
-  uint64_t bytes_sent_ = 0;
-  uint64_t bytes_received_ = 0;
+  // Written by the I/O thread only (a plain load + store, no locked add), read by metrics.
+  std::atomic<uint64_t> bytes_sent_{0};
+  std::atomic<uint64_t> bytes_received_{0};
+  void count(std::atomic<uint64_t>& c, std::size_t n) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
 };
 
 }  // namespace chorus::tcp

@@ -135,18 +135,14 @@ void tcp_transport::cancel(uint64_t sequence) {
     for (auto& c : per_peer) c->cancel(sequence);
 }
 
-uint64_t tcp_transport::bytes_sent(int stream) const {
-  uint64_t n = 0;
+stream_traffic tcp_transport::traffic(int stream) const {
+  stream_traffic t;
   for (auto& per_peer : conns_)
-    if (stream < static_cast<int>(per_peer.size())) n += per_peer[stream]->bytes_sent();
-  return n;
-}
-
-uint64_t tcp_transport::bytes_received(int stream) const {
-  uint64_t n = 0;
-  for (auto& per_peer : conns_)
-    if (stream < static_cast<int>(per_peer.size())) n += per_peer[stream]->bytes_received();
-  return n;
+    if (stream >= 0 && stream < static_cast<int>(per_peer.size())) {
+      t.sent += per_peer[stream]->bytes_sent();
+      t.received += per_peer[stream]->bytes_received();
+    }
+  return t;
 }
 
 void tcp_transport::connection_failed(tcp_connection& c, const status& why) {

@@ -59,8 +59,9 @@ class tcp_transport final : public transport {
   void send(int peer, int stream, const wire::frame_header& h, const std::byte* payload) override;
   void cancel(uint64_t sequence) override;
   void abort(const status& why) override;
-  uint64_t bytes_sent(int stream) const;
-  uint64_t bytes_received(int stream) const;
+
+  /// Any thread (the connections' counters are relaxed atomics; the mesh is fixed after connect).
+  stream_traffic traffic(int stream) const override;
 
   /// Says goodbye to every peer, waits up to `grace` for theirs, closes, joins the I/O thread.
   /// Call from outside the I/O thread; idempotent.

@@ -1,0 +1,59 @@
+// Every Prometheus metric Chorus exposes, in one place (shared/DESIGN.md §2). Names follow
+// chorus_<subsystem>_<quantity>_<unit>; counters end in _total; times are in seconds, sizes
+// in bytes. Every series carries `rank`; stream series also carry `stream` (0 .. streams-1).
+// The Grafana dashboard (telemetry/grafana/chorus.json) queries these names, and a test checks
+// that every name it uses is exposed.
+#pragma once
+
+namespace chorus::telemetry::metric_names {
+
+// ---- data plane, per stream (labels rank, stream) ----
+/// Counter: bytes this rank wrote on the stream's connections (all peers, frame headers included).
+inline constexpr const char* stream_sent_bytes = "chorus_stream_sent_bytes_total";
+/// Counter: bytes this rank read from the stream's connections.
+inline constexpr const char* stream_received_bytes = "chorus_stream_received_bytes_total";
+/// Gauge: bytes per second over the most recent window of at least 1 s, as of the scrape
+/// (label direction="sent"|"received").
+inline constexpr const char* stream_throughput = "chorus_stream_throughput_bytes_per_second";
+/// Counter: chunks the stream's sender finished (successfully or not).
+inline constexpr const char* stream_chunks = "chorus_stream_chunks_total";
+/// Counter: chunks the stream's sender stole from another stream's deque.
+inline constexpr const char* stream_steals = "chorus_stream_steals_total";
+
+// ---- negotiation (label rank) ----
+/// Histogram: seconds from an op's enqueue to the cycle that agreed it, per op.
+inline constexpr const char* negotiation_latency = "chorus_negotiation_latency_seconds";
+/// Histogram: seconds one negotiation cycle of this rank took.
+inline constexpr const char* cycle_duration = "chorus_negotiation_cycle_duration_seconds";
+/// Counter: gossip (control) messages this rank sent to peers.
+inline constexpr const char* gossip_sent = "chorus_gossip_messages_sent_total";
+/// Counter: gossip messages this rank received.
+inline constexpr const char* gossip_received = "chorus_gossip_messages_received_total";
+/// Gauge: tensors named in a stall warning and neither agreed nor ended since.
+inline constexpr const char* stalled_tensors = "chorus_negotiation_stalled_tensors";
+/// Counter: stall warnings (one per tensor and warning).
+inline constexpr const char* stall_warnings = "chorus_negotiation_stall_warnings_total";
+
+// ---- fusion (label rank) ----
+/// Histogram: payload bytes per fusion bucket (an in-place tensor is a bucket of its own).
+inline constexpr const char* bucket_bytes = "chorus_fusion_bucket_bytes";
+
+// ---- operations (labels rank, op = "allreduce", "broadcast", ...) ----
+/// Counter: operations handed to the pipeline.
+inline constexpr const char* ops_enqueued = "chorus_ops_enqueued_total";
+/// Histogram: seconds from enqueue to the op's callback (ok or error).
+inline constexpr const char* op_latency = "chorus_op_latency_seconds";
+/// Counter: errors that ended ops, by kind (label kind = errc's name: "mismatch", ...).
+inline constexpr const char* errors = "chorus_errors_total";
+
+// ---- tunables in force (label rank) ----
+/// Gauge: the fusion threshold (bytes).
+inline constexpr const char* tunable_fusion_threshold = "chorus_tunable_fusion_threshold_bytes";
+/// Gauge: the chunk size (bytes).
+inline constexpr const char* tunable_chunk_bytes = "chorus_tunable_chunk_bytes";
+/// Gauge: the number of streams.
+inline constexpr const char* tunable_streams = "chorus_tunable_streams";
+/// Gauge: the cycle time, the lower bound on cycle spacing (seconds).
+inline constexpr const char* tunable_cycle_time = "chorus_tunable_cycle_time_seconds";
+
+}  // namespace chorus::telemetry::metric_names

@@ -1,0 +1,50 @@
+// The data plane's byte counters as Prometheus series, read at scrape time: bytes sent and
+// received per stream (counters) and each stream's throughput over a recent window (gauge).
+// Reading at scrape time costs the data plane nothing beyond its relaxed per-connection counters.
+// Thread-safety: Collect() may run on several scrape threads at once (one mutex, scrapes only).
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+#include "telemetry/setup.hpp"
+
+namespace chorus::telemetry {
+
+class traffic_collector final : public prometheus::Collectable {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  /// `read(stream)` for stream in [0, streams) must stay callable while this object lives; an
+  /// empty `read` reports zeros. The throughput gauge covers the span since the newest earlier
+  /// scrape at least `window` old (or since construction).
+  traffic_collector(int rank, int streams, std::function<stream_traffic(int)> read,
+                    std::chrono::milliseconds window);
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+  /// The same at a given time (tests drive the clock).
+  std::vector<prometheus::MetricFamily> collect_at(clock::time_point now) const;
+
+ private:
+  struct sample {
+    clock::time_point at;
+    std::vector<stream_traffic> per_stream;
+  };
+  sample read_all(clock::time_point now) const;
+
+  std::string rank_;
+  int streams_;
+  std::function<stream_traffic(int)> read_;
+  std::chrono::milliseconds window_;
+  mutable std::mutex mu_;
+  mutable std::deque<sample> history_;  // oldest first; front is the reference of the next rate
+};
+
+}  // namespace chorus::telemetry
