@@ -4,6 +4,11 @@
 //       one RESULT line per size and implementation (see bench/allreduce_protocol.hpp)
 //   chorus-bench pipeline [--steps K] [--compute-us U]
 //       ResNet-50 gradients through the actor pipeline vs the bare collectives
+//   chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]
+//                            [--tensors T] [--threads X] [--busy-poll]
+//       N negotiator actors in this one process (no chorusrun), only the wire modelled
+//   chorus-bench negotiation --processes [--strategy S] [--cycles K] [--gap-us G] [--cycle-time-us C]
+//       per-cycle negotiation across the processes of a chorusrun job
 //   chorus-bench demo      the README's demo: what two ranks did and how fast
 #include <sys/mman.h>
 
@@ -23,6 +28,7 @@
 #include "bench/gloo/gloo_peer.hpp"
 #endif
 #ifdef CHORUS_WITH_PIPELINE
+#include "bench/negotiation/negotiation_bench.hpp"
 #include "bench/pipeline/pipeline_bench.hpp"
 #endif
 
@@ -36,6 +42,10 @@ struct options {
   long compute_us = 0;
   std::string impl = "both";
   std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20};
+#ifdef CHORUS_WITH_PIPELINE
+  bench::negotiation_bench_options negotiation;
+  bool processes = false;
+#endif
 };
 
 [[noreturn]] void usage(const char* why) {
@@ -44,6 +54,9 @@ struct options {
                "usage: chorus-bench allreduce [--impl chorus|gloo|both] [--sizes 4K,64K,1M,16M,64M]\n"
                "                              [--streams S] [--chunk-bytes B] [--segment-bytes B]\n"
                "       chorus-bench pipeline [--steps K] [--compute-us U]\n"
+               "       chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]\n"
+               "                                [--tensors T] [--threads X] [--busy-poll]   (one process)\n"
+               "       chorus-bench negotiation --processes [--strategy S] [--cycles K] [--gap-us G] [--cycle-time-us C]\n"
                "       chorus-bench demo\n"
                "Run under chorusrun, e.g. chorusrun -np 2 -- chorus-bench allreduce\n",
                why);
@@ -67,6 +80,18 @@ options parse(int argc, char** argv) {
     else if (a == "--segment-bytes") setenv("CHORUS_SEGMENT_BYTES", value().c_str(), 1);
     else if (a == "--steps") o.steps = std::stoi(value());
     else if (a == "--compute-us") o.compute_us = std::stol(value());
+#ifdef CHORUS_WITH_PIPELINE
+    else if (a == "--ranks") o.negotiation.ranks = std::stoi(value());
+    else if (a == "--strategy") o.negotiation.strategy = value();
+    else if (a == "--link-latency-us") o.negotiation.link_latency_us = std::stol(value());
+    else if (a == "--cycles") o.negotiation.cycles = std::stoi(value());
+    else if (a == "--tensors") o.negotiation.tensors = std::stoi(value());
+    else if (a == "--threads") o.negotiation.threads = std::stoi(value());
+    else if (a == "--busy-poll") o.negotiation.busy_poll = true;
+    else if (a == "--gap-us") o.negotiation.gap_us = std::stol(value());
+    else if (a == "--cycle-time-us") o.negotiation.cycle_time_us = std::stol(value());
+    else if (a == "--processes") o.processes = true;
+#endif
     else usage(("unknown option " + a).c_str());
   }
   if (o.impl != "chorus" && o.impl != "gloo" && o.impl != "both") usage("--impl must be chorus, gloo or both");
@@ -195,6 +220,16 @@ int run_demo(const process_env& env) {
 
 int main(int argc, char** argv) {
   auto o = parse(argc, argv);
+#ifdef CHORUS_WITH_PIPELINE
+  if (o.mode == "negotiation" && !o.processes) {  // one process, no job environment
+    try {
+      return bench::run_negotiation_bench(o.negotiation);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "chorus-bench: %s\n", e.what());
+      return 1;
+    }
+  }
+#endif
   auto env = read_process_env();
   if (!env) {
     std::fprintf(stderr, "chorus-bench: %s\n", env.error().to_string().c_str());
@@ -208,6 +243,15 @@ int main(int argc, char** argv) {
       auto comm = communicator::create(*env);
       if (!comm) throw std::runtime_error(comm.error().to_string());
       return bench::run_pipeline_bench(**comm, o.steps, std::chrono::microseconds(o.compute_us));
+#else
+      throw std::runtime_error("chorus-bench was built without the actor pipeline (CHORUS_WITH_PIPELINE=OFF)");
+#endif
+    }
+    if (o.mode == "negotiation") {
+#ifdef CHORUS_WITH_PIPELINE
+      auto comm = communicator::create(*env);
+      if (!comm) throw std::runtime_error(comm.error().to_string());
+      return bench::run_negotiation_processes_bench(**comm, o.negotiation);
 #else
       throw std::runtime_error("chorus-bench was built without the actor pipeline (CHORUS_WITH_PIPELINE=OFF)");
 #endif

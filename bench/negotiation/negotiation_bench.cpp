@@ -1,0 +1,227 @@
+// chorus-bench negotiation (see negotiation_bench.hpp). A measured cycle: every rank enqueues
+// `tensors` tensors (names reused from cycle to cycle, so after the warm-up they travel as
+// bits, as a training loop's gradients do), then we wait until every rank agreed them.
+// Its duration runs from the first rank's cycle start to the last rank's cycle end (the
+// strategies' own cycle records, steady_clock, comparable across processes of one host).
+// Messages per rank and cycle are the control messages the rank's negotiator actor sent and
+// received during the measured cycle(s), divided by the cycles it took part in.
+#include "bench/negotiation/negotiation_bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/in_process_job.hpp"
+#include "actors/pipeline.hpp"
+#include "runtime/collectives/communicator.hpp"
+
+namespace chorus::bench {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using std::chrono::microseconds;
+
+constexpr int warmup_cycles = 3;
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
+}
+
+double us_between(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+tensor_spec gradient(int i, int64_t elements) {
+  return tensor_spec{"grad." + std::to_string(i), collective_kind::allreduce, dtype::f32, {elements},
+                     reduce_op::average, -1, device_kind::cpu, 0};
+}
+
+}  // namespace
+
+int run_negotiation_bench(const negotiation_bench_options& o) {
+  in_process_job_options jo;
+  jo.ranks = o.ranks;
+  jo.strategy = o.strategy;
+  jo.negotiation.cycle_time = microseconds(0);  // no lower bound: measure the cycle itself
+  jo.negotiation.stall_warning_time = std::chrono::seconds(0);
+  jo.link_latency = microseconds(o.link_latency_us);
+  jo.scheduler_threads = o.threads;
+  jo.busy_poll = o.busy_poll;
+  auto started = clock_type::now();
+  auto job = in_process_job::start(jo);
+  if (!job) throw std::runtime_error(job.error().to_string());
+  auto& j = **job;
+  const auto n = static_cast<std::size_t>(o.ranks);
+  double start_ms = std::chrono::duration<double, std::milli>(clock_type::now() - started).count();
+
+  std::vector<tensor_spec> specs;
+  for (int i = 0; i < o.tensors; ++i) specs.push_back(gradient(i, 256));
+  std::vector<std::size_t> cycles_seen(n, 0);
+  std::vector<uint64_t> messages_seen(n, 0);
+  std::vector<double> cycle_us, step_us;
+  double max_messages = 0, cycles_taken = 0;
+  auto timeout = std::chrono::milliseconds(30000 + 50 * static_cast<long>(n));
+  for (int s = 0; s < warmup_cycles + o.cycles; ++s) {
+    auto t0 = clock_type::now();
+    for (std::size_t r = 0; r < n; ++r)
+      for (const auto& sp : specs) j.enqueue(static_cast<int>(r), sp);
+    if (auto st = j.wait(timeout); !st.ok()) throw std::runtime_error("cycle " + std::to_string(s) + ": " + st.to_string());
+    auto t1 = clock_type::now();
+    auto first = clock_type::time_point::max(), last = clock_type::time_point::min();
+    double step_max_messages = 0, step_cycles = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      auto cycles = j.cycles(static_cast<int>(r));
+      for (std::size_t k = cycles_seen[r]; k < cycles.size(); ++k) {
+        first = std::min(first, cycles[k].started);
+        last = std::max(last, cycles[k].finished);
+      }
+      auto taken = cycles.size() - cycles_seen[r];
+      cycles_seen[r] = cycles.size();
+      auto m = j.messages(static_cast<int>(r));
+      uint64_t handled = m.sent + m.received;
+      if (taken > 0)
+        step_max_messages = std::max(step_max_messages, std::ceil(static_cast<double>(handled - messages_seen[r]) /
+                                                                  static_cast<double>(taken)));
+      messages_seen[r] = handled;
+      step_cycles = std::max(step_cycles, static_cast<double>(taken));
+    }
+    if (s < warmup_cycles) continue;
+    cycle_us.push_back(first <= last ? us_between(first, last) : 0);
+    step_us.push_back(us_between(t0, t1));
+    max_messages = std::max(max_messages, step_max_messages);
+    cycles_taken += step_cycles;
+  }
+  if (auto d = j.divergence(); !d.empty()) throw std::runtime_error("ranks disagree: " + d);
+  j.stop();
+  std::printf("# negotiation in one process: strategy=%s N=%d link_latency_us=%ld tensors=%d threads=%d%s "
+              "start_ms=%.0f cycles=%d cycles_per_step=%.2f step_p50_us=%.0f step_p99_us=%.0f (enqueue of all "
+              "ranks -> every rank agreed)\n",
+              o.strategy.c_str(), o.ranks, o.link_latency_us, o.tensors, o.threads, o.busy_poll ? " busy_poll" : "",
+              start_ms, o.cycles, cycles_taken / std::max(1, o.cycles), percentile(step_us, 0.5),
+              percentile(step_us, 0.99));
+  std::printf("RESULT negotiation %s %d %ld %.0f %.0f %.0f\n", o.strategy.c_str(), o.ranks, o.link_latency_us,
+              percentile(cycle_us, 0.5), percentile(cycle_us, 0.99), max_messages);
+  std::fflush(stdout);
+  return 0;
+}
+
+namespace {
+
+/// Keeps this rank's cycles and the latest agreement (the pipeline's negotiator calls it).
+class cycle_recorder final : public telemetry::observer {
+ public:
+  void on_cycle(const telemetry::cycle_event& c) override {
+    std::lock_guard lk(mu_);
+    cycles_.push_back(c);
+  }
+  void on_agreed(uint64_t cycle, std::span<const std::string>, std::span<const microseconds> latencies,
+                 telemetry::time_point) override {
+    std::lock_guard lk(mu_);
+    agreed_cycle_ = cycle;
+    agreed_latency_ = latencies.empty() ? microseconds(0) : latencies.front();
+  }
+  /// The cycle that agreed the newest batch and that batch's enqueue → agreed latency.
+  bool last(telemetry::cycle_event& c, microseconds& latency) {
+    std::lock_guard lk(mu_);
+    for (auto it = cycles_.rbegin(); it != cycles_.rend(); ++it)
+      if (it->cycle == agreed_cycle_) {
+        c = *it;
+        latency = agreed_latency_;
+        return true;
+      }
+    return false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<telemetry::cycle_event> cycles_;
+  uint64_t agreed_cycle_ = 0;
+  microseconds agreed_latency_{0};
+};
+
+void check(const status& st, const char* what) {
+  if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());
+}
+
+}  // namespace
+
+int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_options& o) {
+  auto opts = pipeline_options::from_env();
+  if (!opts) throw std::runtime_error(opts.error().to_string());
+  opts->negotiation = o.strategy;
+  if (o.cycle_time_us >= 0) opts->cycle_time = microseconds(o.cycle_time_us);
+  auto recorder = std::make_shared<cycle_recorder>();
+  opts->observer = recorder;
+  auto pipe = pipeline::start(comm, *opts);
+  if (!pipe) throw std::runtime_error(pipe.error().to_string());
+
+  const int n = comm.size();
+  std::vector<double> cycle_us, agreed_us;
+  float data[4] = {1, 2, 3, 4};
+  for (int s = 0; s < warmup_cycles + o.cycles; ++s) {
+    check(comm.barrier(), "barrier");
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    status result;
+    op_request r;
+    r.spec = gradient(0, 4);
+    r.spec.name = "negotiation.probe";
+    r.input = r.output = data;
+    r.done = [&](const status& st, std::vector<std::byte>, std::vector<int64_t>) {
+      std::lock_guard lk(mu);
+      result = st;
+      done = true;
+      cv.notify_all();
+    };
+    (*pipe)->enqueue(std::move(r));
+    {
+      std::unique_lock lk(mu);
+      if (!cv.wait_for(lk, std::chrono::seconds(30), [&] { return done; }))
+        throw std::runtime_error("cycle " + std::to_string(s) + ": no callback within 30 s");
+    }
+    check(result, "probe allreduce");
+    telemetry::cycle_event c;
+    microseconds latency{0};
+    if (!recorder->last(c, latency)) throw std::runtime_error("no cycle record for the probe's agreement");
+    int64_t mine[3] = {c.started.time_since_epoch().count(), c.finished.time_since_epoch().count(), latency.count()};
+    std::vector<int64_t> all(static_cast<std::size_t>(3 * n));
+    check(comm.allgather(mine, all.data(), std::vector<std::size_t>(static_cast<std::size_t>(n), 3), dtype::i64),
+          "allgather of cycle times");
+    if (s >= warmup_cycles) {
+      int64_t first = all[0], last = all[1], slowest = all[2];
+      for (int k = 1; k < n; ++k) {
+        first = std::min(first, all[3 * k]);
+        last = std::max(last, all[3 * k + 1]);
+        slowest = std::max(slowest, all[3 * k + 2]);
+      }
+      cycle_us.push_back(std::chrono::duration<double, std::micro>(clock_type::duration(last - first)).count());
+      agreed_us.push_back(static_cast<double>(slowest));
+    }
+    if (o.gap_us > 0) std::this_thread::sleep_for(microseconds(o.gap_us));
+  }
+  check(comm.barrier(), "final barrier");
+  if (comm.rank() == 0) {
+    std::printf("# negotiation across %d processes: strategy=%s cycles=%d gap_us=%ld cycle_time_us=%lld; cycle = "
+                "first rank's cycle start -> last rank's cycle end, agreed = enqueue -> agreed (max over ranks)\n",
+                n, o.strategy.c_str(), o.cycles, o.gap_us, static_cast<long long>(opts->cycle_time.count()));
+    std::printf("RESULT negotiation_processes %s %d %.0f %.0f %.0f %.0f\n", o.strategy.c_str(), n,
+                percentile(cycle_us, 0.5), percentile(cycle_us, 0.99), percentile(agreed_us, 0.5),
+                percentile(agreed_us, 0.99));
+    std::fflush(stdout);
+  }
+  (*pipe)->shutdown();
+  return 0;
+}
+
+}  // namespace chorus::bench
