@@ -33,6 +33,7 @@ struct tunables {
   std::size_t chunk_bytes = 0;       ///< bytes
   int streams = 0;
   std::chrono::microseconds cycle_time{0};
+  std::size_t in_place_bytes = 0;    ///< allreduce tensors this large skip fusion (0: none)
 };
 
 /// One negotiation cycle of this rank, once it finished.

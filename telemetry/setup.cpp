@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "telemetry/metrics/metrics_observer.hpp"
+#include "telemetry/trace/recorder.hpp"
 
 namespace chorus::telemetry {
 
@@ -12,6 +13,9 @@ result<std::shared_ptr<observer>> observer_from_env(const context& ctx, const en
   auto metrics = metrics_from_env(ctx, get);
   if (!metrics) return metrics.error();
   parts.push_back(std::move(*metrics));
+  auto trace = trace::trace_from_env(ctx, get);
+  if (!trace) return trace.error();
+  parts.push_back(std::move(*trace));
   return fan_out(std::move(parts));
 }
 

@@ -1,0 +1,77 @@
+// Reads a trace file (format.hpp) into records. The only parser of the format: dump, timeline,
+// stragglers and replay all read through it. Damage (a truncated file, a block whose checksum
+// fails, a record that does not parse) ends the records at the last good one and is reported
+// as an error naming the file and the byte offset: nothing after the damage is trusted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/core/status.hpp"
+#include "runtime/negotiation/tensor_spec.hpp"
+#include "telemetry/observer.hpp"
+#include "telemetry/trace/format.hpp"
+
+namespace chorus::telemetry::trace {
+
+struct trace_header {
+  uint16_t version = 0;
+  int rank = 0;
+  int size = 0;
+  int64_t steady_ns = 0;  ///< steady clock when the file was opened
+  int64_t wall_ns = 0;    ///< system clock at the same moment
+};
+
+/// One record, decoded. Which fields hold values depends on `kind` (see format.hpp); names
+/// are resolved, times are steady-clock nanoseconds relative to trace_header::steady_ns.
+struct trace_record {
+  record_kind kind = record_kind::end;
+  uint64_t offset = 0;             ///< byte offset of the record in the file
+  int64_t t_ns = 0;
+  uint64_t handle = 0;             ///< enqueue, callback, ready
+  uint64_t cycle = 0;              ///< ready, cycle, agreed, bucket
+  uint64_t sequence = 0;           ///< chunk_start, chunk_end, steal; bucket: first sequence
+  uint64_t bytes = 0;              ///< chunks, bucket
+  uint64_t bucket = 0;
+  uint64_t count = 0;              ///< bucket: chunks; cycle: messages sent; lost; limit; end
+  uint64_t count2 = 0;             ///< cycle: messages received
+  int peer = -1;                   ///< gossip_sent: to; chunks: stream; steal: thief
+  int victim = -1;                 ///< steal
+  int64_t started_ns = 0;          ///< callback: enqueued; chunk_end, cycle: started
+  tensor_spec spec;                ///< enqueue, callback, ready
+  status result;                   ///< callback, chunk_end, error
+  std::vector<std::string> names;  ///< agreed, bucket: tensors; stall: the name
+  std::vector<int64_t> values;     ///< agreed: latency µs per name; stall: missing ranks
+  std::string text;                ///< bucket: collective kind; error: its kind
+  bool in_place = false;           ///< bucket
+  std::vector<uint8_t> payload;    ///< gossip_sent, gossip_received: the encoded message
+  tunables tuning;                 ///< tunables
+};
+
+struct trace_file {
+  std::string path;
+  trace_header header;
+  std::vector<trace_record> records;  ///< in file order; no `string` records
+  /// Not ok: the file is damaged at the offset it names; `records` stop before the damage.
+  status damage;
+  bool ended = false;    ///< the recorder closed the file cleanly (an `end` record)
+  bool limited = false;  ///< recording stopped at CHORUS_TRACE_MAX_MB
+  uint64_t lost = 0;     ///< records the recorder dropped (a full buffer)
+
+  /// Wall-clock nanoseconds of a record time: lines the ranks up on one timeline.
+  int64_t wall_ns(int64_t t_ns) const { return header.wall_ns + t_ns; }
+};
+
+/// Reads the whole file. An error when it cannot be opened or its header is not a supported
+/// trace header; later damage goes to trace_file::damage.
+result<trace_file> read_trace(const std::string& path);
+
+/// read_trace, with damage turned into the error.
+result<trace_file> read_trace_strict(const std::string& path);
+
+/// The traces of a directory: rank-<r>.trace for r = 0..size-1, each checked strictly. An
+/// error names a missing rank, a size that differs between files, or the first damage.
+result<std::vector<trace_file>> read_trace_dir(const std::string& dir);
+
+}  // namespace chorus::telemetry::trace

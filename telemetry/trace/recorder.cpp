@@ -1,0 +1,440 @@
+// The recorder: per-thread record buffers on the hot path, one writer thread that frames them
+// into checksummed blocks (format.hpp) and enforces the size bound.
+#include "telemetry/trace/recorder.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "runtime/core/log.hpp"
+
+namespace chorus::telemetry::trace {
+
+namespace {
+
+struct string_hash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+std::atomic<uint64_t> next_recorder_id{1};
+
+void write_status(byte_writer& w, const status& s) {
+  w.u8(static_cast<uint8_t>(s.code()));
+  if (!s.ok()) w.str(s.message());
+}
+
+void write_bytes(byte_writer& w, std::span<const uint8_t> b) {
+  w.varint(b.size());
+  for (auto v : b) w.u8(v);
+}
+
+/// Walks the records of a body: calls f(offset, size) for each whole record.
+template <class F>
+void for_each_record(std::span<const std::byte> body, F&& f) {
+  std::size_t at = 0;
+  while (at < body.size()) {
+    byte_reader r(body.subspan(at));
+    uint64_t len = 0;
+    if (!r.varint(len, "record length") || len > r.remaining()) return;
+    std::size_t size = r.position() + static_cast<std::size_t>(len);
+    if (!f(at, size)) return;
+    at += size;
+  }
+}
+
+}  // namespace
+
+struct recorder::thread_buffer {
+  std::mutex mu;
+  std::vector<std::byte> data;  // records, under mu
+  uint64_t dropped = 0;         // under mu
+  // The owning thread only:
+  std::vector<std::byte> scratch;
+  std::unordered_map<std::string, uint32_t, string_hash, std::equal_to<>> strings;
+  // The writer thread only:
+  std::vector<std::byte> spare;
+};
+
+result<std::shared_ptr<recorder>> recorder::open(const recorder_options& options) {
+  std::error_code ec;
+  std::filesystem::create_directories(options.dir, ec);
+  if (ec)
+    return status{errc::config, "CHORUS_TRACE=" + options.dir + ": cannot create the directory: " + ec.message()};
+  std::string path = (std::filesystem::path(options.dir) / ("rank-" + std::to_string(options.rank) + ".trace")).string();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return status{errc::config, "CHORUS_TRACE=" + options.dir + ": cannot create " + path + ": " + std::strerror(errno)};
+  return std::shared_ptr<recorder>(new recorder(options, f, std::move(path)));
+}
+
+recorder::recorder(const recorder_options& options, std::FILE* file, std::string path)
+    : opts_(options), id_(next_recorder_id++), file_(file), path_(std::move(path)), steady_base_(clock::now()) {
+  std::byte h[header_bytes]{};
+  std::memcpy(h, file_magic.data(), file_magic.size());
+  put_u16(h + 8, format_version);
+  put_u16(h + 10, header_bytes);
+  put_u32(h + 12, static_cast<uint32_t>(opts_.rank));
+  put_u32(h + 16, static_cast<uint32_t>(opts_.size));
+  auto ns_of = [](auto d) { return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()); };
+  put_u64(h + 20, ns_of(steady_base_.time_since_epoch()));
+  put_u64(h + 28, ns_of(std::chrono::system_clock::now().time_since_epoch()));
+  if (std::fwrite(h, 1, sizeof h, file_) != sizeof h || std::fflush(file_) != 0) {
+    CHORUS_LOG(warn, "trace", "writing " << path_ << " failed: " << std::strerror(errno) << "; not recording");
+    stopped_ = true;
+  }
+  written_ = sizeof h;
+  writer_ = std::thread([this] { writer_loop(); });
+}
+
+recorder::~recorder() {
+  {
+    std::lock_guard lk(wake_mu_);
+    closing_ = true;
+  }
+  wake_cv_.notify_all();
+  writer_.join();
+}
+
+void recorder::flush() {
+  std::unique_lock lk(wake_mu_);
+  uint64_t gen = ++flush_asked_;
+  wake_cv_.notify_all();
+  done_cv_.wait(lk, [&] { return flush_done_ >= gen || closing_; });
+}
+
+// ---- hot path ----------------------------------------------------------------------------
+
+recorder::thread_buffer& recorder::local() {
+  struct entry {
+    uint64_t id;
+    thread_buffer* buffer;
+  };
+  // Recorder ids are never reused, so an entry of a recorder that is gone never matches.
+  thread_local entry last{0, nullptr};
+  thread_local std::vector<entry> mine;
+  if (last.id == id_) return *last.buffer;
+  for (auto& e : mine)
+    if (e.id == id_) {
+      last = e;
+      return *e.buffer;
+    }
+  auto tb = std::make_unique<thread_buffer>();
+  auto* p = tb.get();
+  {
+    std::lock_guard lk(buffers_mu_);
+    buffers_.push_back(std::move(tb));
+  }
+  mine.push_back({id_, p});
+  last = {id_, p};
+  return *p;
+}
+
+uint32_t recorder::intern(thread_buffer& tb, std::string_view s) {
+  if (auto it = tb.strings.find(s); it != tb.strings.end()) return it->second;
+  uint32_t id = 0;
+  {
+    std::lock_guard lk(strings_mu_);
+    auto [it, fresh] = strings_.try_emplace(std::string(s), static_cast<uint32_t>(strings_.size()));
+    id = it->second;
+    if (fresh) {
+      // Defined before any record that uses it can reach the writer (it swaps the thread
+      // buffers first, then takes the definitions).
+      std::vector<std::byte> rec;
+      byte_writer w(rec);
+      w.u8(static_cast<uint8_t>(record_kind::string));
+      w.svarint(0);
+      w.varint(id);
+      w.str(s);
+      byte_writer d(defs_);
+      d.varint(rec.size());
+      defs_.insert(defs_.end(), rec.begin(), rec.end());
+    }
+  }
+  tb.strings.emplace(std::string(s), id);
+  return id;
+}
+
+void recorder::write_spec(byte_writer& w, thread_buffer& tb, const tensor_spec& s) {
+  w.u8(static_cast<uint8_t>(s.kind));
+  w.u8(static_cast<uint8_t>(s.type));
+  w.u8(static_cast<uint8_t>(s.op));
+  w.u8(static_cast<uint8_t>(s.device));
+  w.svarint(s.root);
+  w.varint(static_cast<uint64_t>(s.process_set));
+  w.varint(intern(tb, s.name));
+  w.varint(s.shape.size());
+  for (auto d : s.shape) w.svarint(d);
+}
+
+int64_t recorder::ns(time_point at) const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(at - steady_base_).count();
+}
+
+template <class Payload>
+void recorder::emit(record_kind kind, time_point at, Payload&& payload) {
+  if (stopped_.load(std::memory_order_relaxed)) return;
+  auto& tb = local();
+  tb.scratch.clear();
+  byte_writer w(tb.scratch);
+  w.u8(static_cast<uint8_t>(kind));
+  w.svarint(ns(at));
+  payload(w, tb);
+  std::lock_guard lk(tb.mu);
+  if (tb.data.size() + tb.scratch.size() + 10 > opts_.thread_buffer_bytes) {
+    ++tb.dropped;
+    return;
+  }
+  byte_writer out(tb.data);
+  out.varint(tb.scratch.size());
+  tb.data.insert(tb.data.end(), tb.scratch.begin(), tb.scratch.end());
+}
+
+void recorder::on_enqueue(uint64_t handle, const tensor_spec& spec, time_point at) {
+  emit(record_kind::enqueue, at, [&](byte_writer& w, thread_buffer& tb) {
+    w.varint(handle);
+    write_spec(w, tb, spec);
+  });
+}
+
+void recorder::on_callback(uint64_t handle, const tensor_spec& spec, const status& result, time_point enqueued,
+                           time_point at) {
+  emit(record_kind::callback, at, [&](byte_writer& w, thread_buffer& tb) {
+    w.varint(handle);
+    write_spec(w, tb, spec);
+    write_status(w, result);
+    w.svarint(ns(enqueued));
+  });
+}
+
+void recorder::on_ready(uint64_t handle, const tensor_spec& spec, uint64_t cycle, time_point at) {
+  emit(record_kind::ready, at, [&](byte_writer& w, thread_buffer& tb) {
+    w.varint(handle);
+    write_spec(w, tb, spec);
+    w.varint(cycle);
+  });
+}
+
+void recorder::on_gossip_sent(int to, std::span<const uint8_t> bytes, time_point at) {
+  emit(record_kind::gossip_sent, at, [&](byte_writer& w, thread_buffer&) {
+    w.svarint(to);
+    write_bytes(w, bytes);
+  });
+}
+
+void recorder::on_gossip_received(std::span<const uint8_t> bytes, time_point at) {
+  emit(record_kind::gossip_received, at, [&](byte_writer& w, thread_buffer&) { write_bytes(w, bytes); });
+}
+
+void recorder::on_cycle(const cycle_event& c) {
+  emit(record_kind::cycle, c.finished, [&](byte_writer& w, thread_buffer&) {
+    w.varint(c.cycle);
+    w.varint(c.messages_sent);
+    w.varint(c.messages_received);
+    w.svarint(ns(c.started));
+  });
+}
+
+void recorder::on_agreed(uint64_t cycle, std::span<const std::string> names,
+                         std::span<const std::chrono::microseconds> latencies, time_point at) {
+  emit(record_kind::agreed, at, [&](byte_writer& w, thread_buffer& tb) {
+    w.varint(cycle);
+    w.varint(names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      w.varint(intern(tb, names[i]));
+      w.varint(i < latencies.size() ? static_cast<uint64_t>(std::max<int64_t>(0, latencies[i].count())) : 0);
+    }
+  });
+}
+
+void recorder::on_stall(const std::string& name, std::span<const int> missing_ranks, time_point at) {
+  emit(record_kind::stall, at, [&](byte_writer& w, thread_buffer& tb) {
+    w.varint(intern(tb, name));
+    w.varint(missing_ranks.size());
+    for (int r : missing_ranks) w.svarint(r);
+  });
+}
+
+void recorder::on_bucket(const bucket_event& b, time_point at) {
+  emit(record_kind::bucket, at, [&](byte_writer& w, thread_buffer& tb) {
+    w.varint(b.bucket);
+    w.varint(b.cycle);
+    w.varint(b.first_sequence);
+    w.varint(b.chunks);
+    w.varint(b.bytes);
+    w.u8(b.in_place ? 1 : 0);
+    w.varint(intern(tb, b.kind));
+    w.varint(b.tensors.size());
+    for (const auto& t : b.tensors) w.varint(intern(tb, t));
+  });
+}
+
+void recorder::on_chunk_start(int stream, uint64_t sequence, std::size_t bytes, time_point at) {
+  emit(record_kind::chunk_start, at, [&](byte_writer& w, thread_buffer&) {
+    w.svarint(stream);
+    w.varint(sequence);
+    w.varint(bytes);
+  });
+}
+
+void recorder::on_chunk_end(int stream, uint64_t sequence, std::size_t bytes, const status& result,
+                            time_point started, time_point at) {
+  emit(record_kind::chunk_end, at, [&](byte_writer& w, thread_buffer&) {
+    w.svarint(stream);
+    w.varint(sequence);
+    w.varint(bytes);
+    write_status(w, result);
+    w.svarint(ns(started));
+  });
+}
+
+void recorder::on_steal(int thief, int victim, uint64_t sequence, time_point at) {
+  emit(record_kind::steal, at, [&](byte_writer& w, thread_buffer&) {
+    w.svarint(thief);
+    w.svarint(victim);
+    w.varint(sequence);
+  });
+}
+
+void recorder::on_error(std::string_view kind, const status& error, time_point at) {
+  emit(record_kind::error, at, [&](byte_writer& w, thread_buffer& tb) {
+    w.varint(intern(tb, kind));
+    write_status(w, error);
+  });
+}
+
+void recorder::on_tunables(const tunables& t, time_point at) {
+  emit(record_kind::tunables, at, [&](byte_writer& w, thread_buffer&) {
+    w.varint(t.fusion_threshold);
+    w.varint(t.chunk_bytes);
+    w.svarint(t.streams);
+    w.varint(static_cast<uint64_t>(std::max<int64_t>(0, t.cycle_time.count())));
+    w.varint(t.in_place_bytes);
+  });
+}
+
+// ---- writer thread -----------------------------------------------------------------------
+
+void recorder::writer_loop() {
+  std::unique_lock lk(wake_mu_);
+  for (;;) {
+    wake_cv_.wait_for(lk, opts_.flush_interval, [&] { return closing_ || flush_asked_ > flush_done_; });
+    bool closing = closing_;
+    uint64_t asked = flush_asked_;
+    lk.unlock();
+    write_pending();
+    if (closing) {
+      if (!stopped()) {
+        std::vector<std::byte> rec, body;
+        byte_writer w(rec);
+        w.u8(static_cast<uint8_t>(record_kind::end));
+        w.svarint(ns(clock::now()));
+        w.varint(records_);
+        byte_writer(body).varint(rec.size());
+        body.insert(body.end(), rec.begin(), rec.end());
+        write_block(body);
+      }
+      std::fclose(file_);
+      file_ = nullptr;
+    }
+    lk.lock();
+    flush_done_ = asked;
+    done_cv_.notify_all();
+    if (closing) return;
+  }
+}
+
+void recorder::write_pending() {
+  body_.clear();
+  uint64_t dropped = 0;
+  {
+    std::lock_guard lk(buffers_mu_);
+    for (auto& tb : buffers_) {
+      {
+        std::lock_guard tl(tb->mu);
+        std::swap(tb->data, tb->spare);
+        dropped += tb->dropped;
+        tb->dropped = 0;
+      }
+      body_.insert(body_.end(), tb->spare.begin(), tb->spare.end());
+      tb->spare.clear();
+    }
+  }
+  std::vector<std::byte> defs;
+  {
+    std::lock_guard lk(strings_mu_);
+    defs.swap(defs_);
+  }
+  if (!defs.empty()) body_.insert(body_.begin(), defs.begin(), defs.end());
+  if (dropped) {
+    std::vector<std::byte> rec;
+    byte_writer w(rec);
+    w.u8(static_cast<uint8_t>(record_kind::lost));
+    w.svarint(ns(clock::now()));
+    w.varint(dropped);
+    byte_writer(body_).varint(rec.size());
+    body_.insert(body_.end(), rec.begin(), rec.end());
+  }
+  if (!body_.empty()) write_body(body_);
+}
+
+void recorder::write_body(std::vector<std::byte>& body) {
+  if (stopped()) return;
+  constexpr std::size_t block_target = 8u << 20;          // well under max_block_bytes
+  constexpr uint64_t reserve = block_header_bytes + 24;   // the limit record's own block
+  auto over = [&](std::size_t bytes) {
+    return opts_.max_bytes && written_ + block_header_bytes + bytes + reserve > opts_.max_bytes;
+  };
+  std::size_t start = 0, end = 0;
+  bool limited = false;
+  for_each_record(body, [&](std::size_t at, std::size_t size) {
+    if (at > start && at + size - start > block_target) {
+      write_block(std::span(body).subspan(start, at - start));
+      start = at;
+    }
+    if (over(at + size - start)) {
+      limited = true;
+      return false;
+    }
+    end = at + size;
+    return true;
+  });
+  if (end > start) write_block(std::span(body).subspan(start, end - start));
+  if (!limited) return;
+  std::vector<std::byte> rec, limit;
+  byte_writer w(rec);
+  w.u8(static_cast<uint8_t>(record_kind::limit));
+  w.svarint(ns(clock::now()));
+  w.varint(opts_.max_bytes);
+  byte_writer(limit).varint(rec.size());
+  limit.insert(limit.end(), rec.begin(), rec.end());
+  write_block(limit);
+  CHORUS_LOG(warn, "trace", path_ << " reached CHORUS_TRACE_MAX_MB (" << opts_.max_bytes
+                                  << " bytes); recording stopped, training goes on");
+  stop_recording();
+}
+
+bool recorder::write_block(std::span<const std::byte> body) {
+  if (stopped() || !file_) return false;
+  std::byte h[block_header_bytes];
+  put_u32(h, static_cast<uint32_t>(body.size()));
+  put_u32(h + 4, crc32(body));
+  bool ok = std::fwrite(h, 1, sizeof h, file_) == sizeof h &&
+            std::fwrite(body.data(), 1, body.size(), file_) == body.size() && std::fflush(file_) == 0;
+  if (!ok) {
+    CHORUS_LOG(warn, "trace", "writing " << path_ << " failed: " << std::strerror(errno)
+                                         << "; recording stopped, training goes on");
+    stop_recording();
+    return false;
+  }
+  written_ += sizeof h + body.size();
+  for_each_record(body, [&](std::size_t, std::size_t) {
+    ++records_;
+    return true;
+  });
+  return true;
+}
+
+void recorder::stop_recording() { stopped_.store(true, std::memory_order_relaxed); }
+
+}  // namespace chorus::telemetry::trace

@@ -1,0 +1,147 @@
+// Replay input extraction and the decision comparison (replay.hpp).
+#include "telemetry/trace/replay.hpp"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace chorus::telemetry::trace {
+
+result<replay_input> replay_input_from(const std::vector<trace_file>& files) {
+  replay_input in;
+  in.size = static_cast<int>(files.size());
+  in.cycles = UINT64_MAX;
+  for (const auto& f : files) {
+    replay_rank rr;
+    rr.rank = f.header.rank;
+    if (f.lost)
+      return status{errc::invalid_argument, "trace " + f.path + ": the recorder lost " + std::to_string(f.lost) +
+                                                " records (its buffer was full); this trace cannot be replayed"};
+    bool tuned = false;
+    std::unordered_map<uint64_t, int64_t> rows;  // allgather handle → first dim
+    uint64_t last = 0;
+    for (const auto& r : f.records) {
+      switch (r.kind) {
+        case record_kind::tunables:
+          if (!tuned) rr.tuning = r.tuning;
+          tuned = true;
+          break;
+        case record_kind::enqueue:
+          if (r.spec.kind == collective_kind::allgather) rows[r.handle] = r.spec.shape.empty() ? 1 : r.spec.shape[0];
+          break;
+        case record_kind::ready: {
+          replay_op op{r.cycle, r.handle, r.spec, 0};
+          if (op.spec.kind == collective_kind::allgather) {
+            auto it = rows.find(r.handle);
+            op.first_dim = it == rows.end() ? 0 : it->second;
+          }
+          rr.ops.push_back(std::move(op));
+          break;
+        }
+        case record_kind::cycle:
+          rr.recorded.cycles.push_back(r.cycle);
+          last = std::max(last, r.cycle);
+          break;
+        case record_kind::agreed: {
+          auto& names = rr.recorded.agreed[r.cycle];
+          names.insert(names.end(), r.names.begin(), r.names.end());
+          break;
+        }
+        case record_kind::bucket:
+          rr.recorded.buckets.push_back({r.bucket, r.cycle, r.sequence, static_cast<uint32_t>(r.count),
+                                         static_cast<std::size_t>(r.bytes), r.in_place, r.text, r.names});
+          break;
+        default: break;
+      }
+    }
+    if (!tuned)
+      return status{errc::invalid_argument, "trace " + f.path + ": no tunables record (fusion threshold, chunk "
+                                                                  "size), so fusion cannot be replayed"};
+    in.cycles = std::min(in.cycles, last);
+    in.ranks.push_back(std::move(rr));
+  }
+  if (in.ranks.empty()) in.cycles = 0;
+  return in;
+}
+
+namespace {
+
+std::string list(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+  return out + "]";
+}
+
+std::string describe_bucket(const bucket_event& b) {
+  std::ostringstream os;
+  os << "{" << b.kind << " " << list(b.tensors) << ", " << b.bytes << " bytes, " << b.chunks << " chunks, first sequence "
+     << b.first_sequence << (b.in_place ? ", in place" : "") << "}";
+  return os.str();
+}
+
+bool same_bucket(const bucket_event& a, const bucket_event& b) {
+  return a.first_sequence == b.first_sequence && a.chunks == b.chunks && a.bytes == b.bytes &&
+         a.in_place == b.in_place && a.kind == b.kind && a.tensors == b.tensors;
+}
+
+std::vector<bucket_event> buckets_of(const rank_decisions& d, uint64_t cycle) {
+  std::vector<bucket_event> out;
+  for (const auto& b : d.buckets)
+    if (b.cycle == cycle) out.push_back(b);
+  return out;
+}
+
+}  // namespace
+
+std::string replay_verdict::text() const {
+  if (match) return "replay matches: " + std::to_string(cycles) + " cycles, " + std::to_string(tensors) + " tensors";
+  return "replay differs at " + difference;
+}
+
+replay_verdict compare(const replay_input& in, const std::vector<rank_decisions>& replayed) {
+  replay_verdict v;
+  auto differ = [&](uint64_t cycle, int rank, const std::string& what, const std::string& expected,
+                    const std::string& got) {
+    v.difference = "cycle " + std::to_string(cycle) + ", rank " + std::to_string(rank) + ": " + what + ": expected " +
+                   expected + ", got " + got;
+    return v;
+  };
+  if (replayed.size() != in.ranks.size()) {
+    v.difference = "cycle 0: " + std::to_string(replayed.size()) + " ranks replayed, " +
+                   std::to_string(in.ranks.size()) + " recorded";
+    return v;
+  }
+  static const std::vector<std::string> none;
+  for (uint64_t c = 1; c <= in.cycles; ++c) {
+    for (std::size_t r = 0; r < in.ranks.size(); ++r) {
+      const auto& want = in.ranks[r].recorded;
+      const auto& got = replayed[r];
+      int rank = in.ranks[r].rank;
+      bool ran_want = std::find(want.cycles.begin(), want.cycles.end(), c) != want.cycles.end();
+      bool ran_got = std::find(got.cycles.begin(), got.cycles.end(), c) != got.cycles.end();
+      if (ran_want != ran_got)
+        return differ(c, rank, "the cycle", ran_want ? "to run" : "no cycle",
+                      ran_got ? "it ran" : "no cycle (no rank had anything new for it)");
+      auto wa = want.agreed.find(c);
+      auto ga = got.agreed.find(c);
+      const auto& we = wa == want.agreed.end() ? none : wa->second;
+      const auto& ge = ga == got.agreed.end() ? none : ga->second;
+      if (we != ge) return differ(c, rank, "agreed batch", list(we), list(ge));
+      auto wb = buckets_of(want, c), gb = buckets_of(got, c);
+      for (std::size_t i = 0; i < std::max(wb.size(), gb.size()); ++i) {
+        std::string what = "bucket " + std::to_string(i + 1) + " of the cycle";
+        if (i >= wb.size()) return differ(c, rank, what, "none", describe_bucket(gb[i]));
+        if (i >= gb.size()) return differ(c, rank, what, describe_bucket(wb[i]), "none");
+        if (!same_bucket(wb[i], gb[i])) return differ(c, rank, what, describe_bucket(wb[i]), describe_bucket(gb[i]));
+      }
+    }
+    if (auto it = in.ranks.front().recorded.agreed.find(c); it != in.ranks.front().recorded.agreed.end())
+      v.tensors += it->second.size();
+  }
+  v.match = true;
+  v.cycles = in.cycles;
+  return v;
+}
+
+}  // namespace chorus::telemetry::trace
