@@ -1,0 +1,127 @@
+// replay_trace: N negotiators and fusion actors under the test coordinator, driven cycle by
+// cycle from a trace (trace_replay.hpp).
+#include "actors/trace_replay.hpp"
+
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "actors/fusion_actor.hpp"
+#include "actors/negotiator_actor.hpp"
+#include "actors/protocol.hpp"
+#include "runtime/collectives/communicator.hpp"
+
+namespace chorus {
+
+namespace {
+
+using telemetry::trace::rank_decisions;
+
+/// Records one rank's decisions; called from that rank's actors (one thread here).
+class capture final : public telemetry::observer {
+ public:
+  void on_cycle(const telemetry::cycle_event& c) override { d.cycles.push_back(c.cycle); }
+  void on_agreed(uint64_t cycle, std::span<const std::string> names, std::span<const std::chrono::microseconds>,
+                 telemetry::time_point) override {
+    auto& v = d.agreed[cycle];
+    v.insert(v.end(), names.begin(), names.end());
+  }
+  void on_bucket(const telemetry::bucket_event& b, telemetry::time_point) override { d.buckets.push_back(b); }
+  rank_decisions d;
+};
+
+/// Stands in for a rank's producer and completion: ignores what they would get. (Not a
+/// default handler: CAF's `drop` answers the sender with an error that would end it.)
+caf::behavior sink_actor() {
+  return {
+      [](const op_finished&) {},
+      [](const bucket_planned&) {},
+  };
+}
+
+}  // namespace
+
+result<std::vector<rank_decisions>> replay_trace(const telemetry::trace::replay_input& in, const std::string& strategy) {
+  const int n = in.size;
+  negotiation::negotiation_options nopts;
+  nopts.cycle_time = std::chrono::milliseconds(1);  // virtual time: see the header, step 2
+  nopts.stall_warning_time = negotiation::duration::zero();
+  nopts.stall_shutdown_time = negotiation::duration::zero();
+  for (int r = 0; r < n; ++r)
+    if (auto s = negotiation::make_strategy(strategy, r, n, nopts); !s) return s.error();
+
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  cfg.set("scheduler.policy", caf::atom("testing"));
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+
+  std::vector<std::shared_ptr<capture>> captures;
+  std::vector<caf::actor> negotiators, fusions, sinks;
+  for (int r = 0; r < n; ++r) {
+    const auto& rr = in.ranks[static_cast<std::size_t>(r)];
+    negotiator_config nc;
+    nc.rank = r;
+    nc.size = n;
+    nc.strategy = strategy;
+    nc.options = nopts;
+    negotiators.push_back(sys.spawn(negotiator_actor, nc));
+    fusion_config fc;
+    fc.rank = r;
+    fc.size = n;
+    fc.fusion_threshold = rr.tuning.fusion_threshold;
+    fc.chunk_bytes = rr.tuning.chunk_bytes;
+    fc.in_place_bytes = rr.tuning.in_place_bytes;
+    fc.pool_bytes = 1u << 20;  // never used: without senders no chunk is packed
+    fc.pre_touch = false;
+    fc.first_sequence = communicator::pipeline_sequence_base;
+    fusions.push_back(sys.spawn(fusion_actor, fc));
+    sinks.push_back(sys.spawn(sink_actor));
+    captures.push_back(std::make_shared<capture>());
+  }
+  for (int r = 0; r < n; ++r) {
+    auto i = static_cast<std::size_t>(r);
+    pipeline_wired w;
+    w.producer = sinks[i];
+    w.negotiator = negotiators[i];
+    w.fusion = fusions[i];
+    w.completion = sinks[i];
+    w.observer = captures[i];
+    caf::anon_send(negotiators[i], w);
+    caf::anon_send(fusions[i], w);
+    caf::anon_send(negotiators[i], peers_connected{negotiators});
+  }
+  sched.run();
+
+  auto settle = [&] {
+    sched.run();
+    while (sched.trigger_timeout()) sched.run();
+  };
+  for (uint64_t c = 1; c <= in.cycles; ++c) {
+    for (int r = 0; r < n; ++r)
+      for (const auto& op : in.ranks[static_cast<std::size_t>(r)].ops) {
+        if (op.cycle != c) continue;
+        op_ref o;
+        o.handle = op.handle;
+        o.spec = op.spec;
+        o.first_dim = op.first_dim;
+        o.enqueued_at = sched.clock().now();
+        caf::anon_send(negotiators[static_cast<std::size_t>(r)], tensor_ready{std::move(o)});
+      }
+    settle();
+    // A cycle that did not run (nothing new on any rank) would shift every later cycle's
+    // number: stop here, so the comparison reports this cycle.
+    bool ran = true;
+    for (auto& cap : captures) ran &= !cap->d.cycles.empty() && cap->d.cycles.back() == c;
+    if (!ran) break;
+  }
+
+  for (auto* group : {&negotiators, &fusions, &sinks})
+    for (auto& a : *group) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  sched.run();
+  std::vector<rank_decisions> out;
+  for (auto& c : captures) out.push_back(std::move(c->d));
+  return out;
+}
+
+}  // namespace chorus
