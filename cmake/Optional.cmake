@@ -29,6 +29,13 @@ message(STATUS "Chorus: NCCL=${CHORUS_WITH_NCCL} Gloo=${CHORUS_WITH_GLOO}")
 
 # Python bindings: pybind11 + Debian's torch for /usr/bin/python3 (never a pyenv shim).
 set(PYTHON_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "Python used for the chorus module")
+# A build dir configured before the packages were installed cached Torch_DIR-NOTFOUND and an
+# auto-detected OFF; re-decide then instead of keeping that OFF (an explicit -D choice on a
+# fresh configure never sees Torch_DIR-NOTFOUND, so it is kept).
+set(_python_was_missing OFF)
+if(DEFINED CACHE{Torch_DIR} AND "$CACHE{Torch_DIR}" MATCHES "NOTFOUND$")
+  set(_python_was_missing ON)
+endif()
 find_package(pybind11 CONFIG QUIET)
 find_package(Torch QUIET PATHS /usr/lib/x86_64-linux-gnu/cmake /usr/share/cmake)
 set(_python_default OFF)
@@ -36,4 +43,7 @@ if(pybind11_FOUND AND Torch_FOUND)
   set(_python_default ON)
 endif()
 option(CHORUS_WITH_PYTHON "Build the chorus Python module (chorus.torch)" ${_python_default})
+if(_python_was_missing AND _python_default AND NOT CHORUS_WITH_PYTHON)
+  set(CHORUS_WITH_PYTHON ON CACHE BOOL "Build the chorus Python module (chorus.torch)" FORCE)
+endif()
 message(STATUS "Chorus: Python=${CHORUS_WITH_PYTHON}")

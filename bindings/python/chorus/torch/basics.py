@@ -1,0 +1,208 @@
+"""Setup and queries of chorus.torch (horovod.torch's names): init, shutdown, rank, size, ...,
+the build queries, and the reduction op constants."""
+
+import atexit
+import threading
+
+from chorus import _chorus_torch as _lib
+from chorus.common import process_sets as _process_sets
+from chorus.common.process_sets import global_process_set
+
+# Reduction ops, with Horovod's values.
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+
+_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max", Product: "Product"}
+# Horovod op -> the op code of chorus._chorus_torch (sum 0, average 1, min 2, max 3, product 4).
+_CHORUS_OP = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
+
+_NOT_INITIALIZED = "Chorus has not been initialized; use hvd.init()."
+
+_state_lock = threading.Lock()
+_topology = None  # (cross_rank, cross_size, is_homogeneous), measured by init()
+_generation = 0   # bumped by init() and shutdown(): handles of an older job are stale
+
+
+# Called by init() and shutdown(): the op layer forgets its handles and name counters.
+_reset_hooks = []
+
+
+def init(comm=None, process_sets=None):
+    """Starts this process' part of the job: reads rank, size and the rendezvous address from
+    the environment (chorusrun, torchrun, Open MPI, PMI, Slurm; none: one rank), connects to
+    the other ranks. Blocks until every rank arrived. A second call is a no-op.
+
+    `comm` (an MPI communicator or a list of ranks) and `process_sets` other than the global
+    set are not supported: Chorus runs every collective over all ranks of the job."""
+    global _topology, _generation
+    if comm is not None and not (isinstance(comm, (list, tuple)) and len(comm) == 0):
+        raise NotImplementedError("hvd.init(comm=...): Chorus does not run on an MPI communicator or a "
+                                  "subset of ranks; call hvd.init() and launch the ranks with chorusrun, "
+                                  "torchrun or mpirun")
+    if process_sets is not None and process_sets != [] and process_sets != [global_process_set]:
+        _process_sets.add_process_set(process_sets)  # raises: not supported yet
+    if _lib.is_initialized():
+        return
+    _lib.init()
+    with _state_lock:
+        _generation += 1
+        _topology = None
+    for hook in _reset_hooks:
+        hook()
+    _process_sets._setup(_Queries)
+    _topology = _measure_topology()
+
+
+def _measure_topology():
+    """Every rank's (local_rank, local_size), gathered once: cross_rank, cross_size and
+    is_homogeneous follow from them exactly."""
+    n, me = _lib.size(), _lib.rank()
+    if n == 1:
+        return 0, 1, True
+    import torch
+    mine = torch.tensor([[_lib.local_rank(), _lib.local_size()]], dtype=torch.int64)
+    op = _lib.allgather_async(mine, "chorus.init.topology")
+    op.wait()
+    table = op.result().tolist()
+    my_local = table[me][0]
+    same_local = [r for r in range(n) if table[r][0] == my_local]
+    homogeneous = len({row[1] for row in table}) == 1
+    return same_local.index(me), len(same_local), homogeneous
+
+
+def shutdown():
+    """Stops the job: every pending operation ends with HorovodInternalError. A no-op when not
+    initialized; init() may be called again afterwards."""
+    global _topology, _generation
+    _lib.shutdown()
+    with _state_lock:
+        _generation += 1
+        _topology = None
+    for hook in _reset_hooks:
+        hook()
+
+
+@atexit.register
+def _shutdown_at_exit():
+    # Before the interpreter frees the tensors of pending operations (Chorus' own exit hook
+    # runs later, after Python's teardown).
+    try:
+        _lib.shutdown()
+    except Exception:  # noqa: BLE001 - nothing to report to at exit
+        pass
+
+
+def is_initialized():
+    """True between init() and shutdown()."""
+    return _lib.is_initialized()
+
+
+def _checked(value):
+    if value < 0 or not _lib.is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    return value
+
+
+def size():
+    """Number of ranks in the job."""
+    return _checked(_lib.size())
+
+
+def rank():
+    """This process' rank, in [0, size())."""
+    return _checked(_lib.rank())
+
+
+def local_size():
+    """Number of ranks of this job on this host."""
+    return _checked(_lib.local_size())
+
+
+def local_rank():
+    """This process' rank among the ranks on its host."""
+    return _checked(_lib.local_rank())
+
+
+def _topo():
+    _checked(_lib.size())
+    if _topology is None:
+        raise ValueError(_NOT_INITIALIZED)
+    return _topology
+
+
+def cross_rank():
+    """This process' rank among the ranks that share its local rank (one per host)."""
+    return _topo()[0]
+
+
+def cross_size():
+    """Number of ranks that share this process' local rank (the number of hosts, when every
+    host runs the same number of ranks)."""
+    return _topo()[1]
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks."""
+    return _topo()[2]
+
+
+# Build queries: what this Chorus build uses. It moves tensors over its own TCP data plane;
+# it is neither MPI nor Gloo, and its pipeline takes CPU tensors only.
+def mpi_built():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_threads_supported():
+    raise ValueError("Chorus does not use MPI; mpi_threads_supported() has no answer")
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def nccl_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Horovod's timeline; it will map onto Chorus' trace recorder once telemetry lands."""
+    raise NotImplementedError("hvd.start_timeline: Chorus' timeline (telemetry) has not landed yet; "
+                              "no timeline can be recorded with this build")
+
+
+def stop_timeline():
+    raise NotImplementedError("hvd.stop_timeline: Chorus' timeline (telemetry) has not landed yet")
+
+
+class _Queries:
+    """What the global process set asks for its size and rank."""
+    size = staticmethod(size)
+    rank = staticmethod(rank)

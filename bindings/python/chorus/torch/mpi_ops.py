@@ -1,0 +1,501 @@
+"""The collectives of chorus.torch, with horovod.torch's names, arguments, defaults and return
+values: allreduce, allgather, broadcast (each in place or not, sync or async, grouped),
+sparse_allreduce_async, poll, synchronize, barrier.
+
+Every async call returns an integer handle; poll(handle) tells whether it ended and
+synchronize(handle) waits (without the GIL) and returns the output. Contiguous CPU tensors go
+to Chorus without a copy (in-place ops complete in the caller's tensor); a non-contiguous one
+goes through one staging copy.
+
+Names. Operations are named "<collective>.<name>", or "<collective>.noname.<handle>" when no
+name is given (handles count up from 0 after init(), so ranks that issue the same calls agree
+on the names, as in Horovod). Chorus keeps a name's spec (dtype, shape, op, root) for the whole
+job, while Horovod lets a name come back with another spec; so a name used again with a spec
+it has not had before gets a version suffix ("<collective>.<name>#1", ...), the same on every
+rank that makes the same calls. A name's first use is compared across ranks as in Horovod (a
+mismatch raises on every rank)."""
+
+import threading
+import warnings
+
+import torch
+
+from chorus import _chorus_torch as _lib
+from chorus.common.exceptions import ChorusArgumentError, HorovodInternalError  # noqa: F401
+from chorus.common.process_sets import _check as _check_process_set
+from chorus.common.process_sets import global_process_set
+from chorus.torch import basics as _basics
+from chorus.torch.basics import _CHORUS_OP, Adasum, Average, Sum, size, rank
+from chorus.torch.compression import Compression
+
+_lock = threading.Lock()
+_handle_map = {}      # handle -> _Pending
+_next_handle = 0
+_versions = {}        # "<collective>.<name>" -> {spec signature: version}
+
+
+class _Pending:
+    """What synchronize() needs for one handle: the submitted ops (one, or one per tensor of a
+    group) and how to turn their results into the returned value."""
+    __slots__ = ("ops", "finish")
+
+    def __init__(self, ops, finish):
+        self.ops = ops
+        self.finish = finish
+
+
+def _reset():
+    global _next_handle
+    with _lock:
+        _handle_map.clear()
+        _versions.clear()
+        _next_handle = 0
+
+
+_basics._reset_hooks.append(_reset)
+
+
+def _new_handle():
+    global _next_handle
+    with _lock:
+        h = _next_handle
+        _next_handle += 1
+    return h
+
+
+def _signature(tensor, op=None, root=None, gather=False):
+    """What Chorus compares for a name: dtype, shape (an allgather's first dimension may vary),
+    op and root."""
+    shape = tuple(tensor.shape)
+    return str(tensor.dtype), (len(shape),) + shape[1:] if gather else shape, op, root
+
+
+def _op_name(prefix, name, handle, signature=None):
+    if name is None or name == "":
+        return "%s.noname.%d" % (prefix, handle)
+    base = "%s.%s" % (prefix, name)
+    if name.startswith("grouped.noname."):
+        return base  # generated from a fresh handle: never used before
+    with _lock:
+        seen = _versions.setdefault(base, {})
+        version = seen.setdefault(signature, len(seen))
+    return base if version == 0 else "%s#%d" % (base, version)
+
+
+def _grad_name(name):
+    """The backward op of a named op is named after it (unnamed ones stay unnamed)."""
+    return None if name is None or name == "" else "%s.grad" % name
+
+
+def _register(handle, ops, finish):
+    with _lock:
+        _handle_map[handle] = _Pending(ops, finish)
+    return handle
+
+
+def handle_average_backwards_compatibility(op, average):
+    """Horovod's deprecated `average=` flag, mapped onto `op=` (default Average)."""
+    if op is not None:
+        if average is not None:
+            raise ValueError("The op parameter supersedes average. Please provide only one of them.")
+        return op
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
+                      DeprecationWarning)
+        return Average if average else Sum
+    return Average
+
+
+def _chorus_op(op):
+    if op == Adasum:
+        raise NotImplementedError("op=hvd.Adasum is not supported by Chorus; use hvd.Average or hvd.Sum")
+    if op not in _CHORUS_OP:
+        raise ValueError("unknown reduction op %r; use hvd.Average, hvd.Sum, hvd.Min, hvd.Max or hvd.Product"
+                         % (op,))
+    return _CHORUS_OP[op]
+
+
+def _scale_(tensor, factor):
+    """Multiplies in place (integer tensors through float64, truncating)."""
+    if factor == 1.0:
+        return
+    with torch.no_grad():
+        t = tensor.detach()
+        if t.dtype.is_floating_point:
+            t.mul_(factor)
+        else:
+            t.copy_(t.double().mul_(factor))
+
+
+def _fresh_copy(tensor):
+    """A contiguous copy for out-of-place ops (Chorus then reduces it in place)."""
+    return tensor.detach().clone(memory_format=torch.contiguous_format)
+
+
+# ---------------------------------------------------------------------------------- allreduce
+
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+    _check_process_set(process_set)
+    code = _chorus_op(op)
+    handle = _new_handle()
+    _scale_(output, prescale_factor)
+    sub = _lib.allreduce_async(output.detach(), _op_name("allreduce", name, handle, _signature(output, code)),
+                               code)
+
+    def finish(results):
+        _scale_(output, postscale_factor)
+        return output
+
+    return _register(handle, [sub], finish)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=global_process_set):
+    """Starts averaging (or summing, ...) `tensor` over all ranks; `tensor` is not modified.
+    Returns a handle for poll() and synchronize(), which returns the result."""
+    op = handle_average_backwards_compatibility(op, average)
+    return _allreduce_async(tensor, _fresh_copy(tensor), name, op, prescale_factor, postscale_factor,
+                            process_set)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=global_process_set):
+    """Starts reducing `tensor` over all ranks in place. Returns a handle."""
+    op = handle_average_backwards_compatibility(op, average)
+    return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor, process_set)
+
+
+class HorovodAllreduce(torch.autograd.Function):
+    """allreduce as an autograd function: the gradient is allreduced the same way."""
+
+    @staticmethod
+    def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.average, ctx.op, ctx.process_set, ctx.name = average, op, process_set, name
+        ctx.prescale_factor, ctx.postscale_factor = prescale_factor, postscale_factor
+        return synchronize(allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor,
+                                           process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, average=ctx.average, name=_grad_name(ctx.name), op=ctx.op,
+                         prescale_factor=ctx.prescale_factor,
+                         postscale_factor=ctx.postscale_factor, process_set=ctx.process_set)
+        return grad, None, None, None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=global_process_set):
+    """Returns `tensor` averaged (op=Average, the default), summed, min'd, max'd or multiplied
+    over all ranks; `tensor` is not modified. Differentiable."""
+    compressed, ctx = compression.compress(tensor)
+    reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor, postscale_factor,
+                                     process_set)
+    return compression.decompress(reduced, ctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+               process_set=global_process_set):
+    """Reduces `tensor` over all ranks in place and returns it."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor,
+                                        process_set))
+
+
+# -------------------------------------------------------------------------- grouped allreduce
+
+def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor, process_set):
+    _check_process_set(process_set)
+    code = _chorus_op(op)
+    tensors, outputs = list(tensors), list(outputs)
+    if not tensors:
+        raise ValueError("grouped_allreduce: the list of tensors is empty")
+    handle = _new_handle()
+    subs = []
+    try:
+        for i, out in enumerate(outputs):
+            _scale_(out, prescale_factor)
+            member = "%s.%d" % (name, i) if name else "grouped.noname.%d.%d" % (handle, i)
+            subs.append(_lib.allreduce_async(out.detach(), _op_name("allreduce", member, handle,
+                                                                    _signature(out, code)), code))
+    except BaseException:
+        _wait_all(subs)
+        raise
+
+    def finish(results):
+        for out in outputs:
+            _scale_(out, postscale_factor)
+        return outputs
+
+    return _register(handle, subs, finish)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing each tensor of the list (not modified); one handle for the group."""
+    op = handle_average_backwards_compatibility(op, average)
+    return _grouped_allreduce_async(tensors, [_fresh_copy(t) for t in tensors], name, op, prescale_factor,
+                                    postscale_factor, process_set)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing each tensor of the list in place; one handle for the group."""
+    op = handle_average_backwards_compatibility(op, average)
+    return _grouped_allreduce_async(tensors, tensors, name, op, prescale_factor, postscale_factor, process_set)
+
+
+class HorovodGroupedAllreduce(torch.autograd.Function):
+    """grouped_allreduce as an autograd function."""
+
+    @staticmethod
+    def forward(ctx, average, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+        ctx.average, ctx.op, ctx.process_set = average, op, process_set
+        ctx.prescale_factor, ctx.postscale_factor = prescale_factor, postscale_factor
+        return tuple(synchronize(grouped_allreduce_async(list(tensors), average, name, op, prescale_factor,
+                                                         postscale_factor, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_output):
+        grads = grouped_allreduce(list(grad_output), average=ctx.average, op=ctx.op,
+                                  prescale_factor=ctx.prescale_factor, postscale_factor=ctx.postscale_factor,
+                                  process_set=ctx.process_set)
+        return (None, None, None, None, None, None, *grads)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Returns the list of `tensors`, each reduced over all ranks. Differentiable."""
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+    reduced = HorovodGroupedAllreduce.apply(average, name, op, prescale_factor, postscale_factor, process_set,
+                                            *compressed)
+    return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                       process_set=global_process_set):
+    """Reduces each tensor of the list in place; returns the list."""
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor,
+                                                process_set))
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Reduces a sparse COO tensor by gathering every rank's indices and values (summing
+    duplicates is left to torch, as in Horovod). Returns a callable that synchronize() (or a
+    plain call) turns into the reduced sparse tensor."""
+    _check_process_set(process_set)
+    t = tensor.coalesce() if not tensor.is_coalesced() else tensor
+    indices = allgather_async(t._indices().transpose(0, 1).contiguous(), name="%s.indices" % name)
+    values = allgather_async(t._values(), name="%s.values" % name)
+
+    def handle():
+        v = synchronize(values)
+        i = synchronize(indices)
+        if op == Average:
+            v = v / size()
+        if i.dim() == 0 or v.dim() == 0 or i.numel() == 0:
+            return torch.sparse_coo_tensor(t._indices()[:, :0], t._values()[:0], t.size())
+        return torch.sparse_coo_tensor(i.transpose(0, 1), v, t.size())
+
+    return handle
+
+
+# ---------------------------------------------------------------------------------- allgather
+
+def _allgather_submit(tensor, name, handle):
+    return _lib.allgather_async(tensor.detach(),
+                                _op_name("allgather", name, handle, _signature(tensor, gather=True)))
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts concatenating every rank's `tensor` along the first dimension (which may differ
+    between ranks). Returns a handle; synchronize() returns the concatenation."""
+    _check_process_set(process_set)
+    handle = _new_handle()
+    sub = _allgather_submit(tensor, name, handle)
+    return _register(handle, [sub], lambda results: results[0])
+
+
+class HorovodAllgather(torch.autograd.Function):
+    """allgather as an autograd function: the gradient of this rank's rows, averaged."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.process_set = process_set
+        handle = allgather_async(tensor, name, process_set)
+        ops = _handle_map[handle].ops
+        out = synchronize(handle)
+        ctx.first_dims = ops[0].first_dims()
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        me = rank()
+        offset = sum(ctx.first_dims[:me])
+        return grad.narrow(0, offset, ctx.first_dims[me]), None, None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Returns every rank's `tensor` concatenated along the first dimension, in rank order.
+    Differentiable."""
+    return HorovodAllgather.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Starts an allgather of each tensor of the list; one handle for the group."""
+    _check_process_set(process_set)
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped_allgather: the list of tensors is empty")
+    handle = _new_handle()
+    base = name if name else "grouped.noname.%d" % handle
+    subs = []
+    try:
+        for i, t in enumerate(tensors):
+            subs.append(_allgather_submit(t, "%s.%d" % (base, i), handle))
+    except BaseException:
+        _wait_all(subs)
+        raise
+    return _register(handle, subs, lambda results: list(results))
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Returns, for each tensor of the list, every rank's rows concatenated."""
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+# ---------------------------------------------------------------------------------- broadcast
+
+def _broadcast_async(tensor, output, root_rank, name, process_set):
+    _check_process_set(process_set)
+    handle = _new_handle()
+    root = int(root_rank)
+    sub = _lib.broadcast_async(output.detach(), _op_name("broadcast", name, handle, _signature(output, root=root)),
+                               root)
+    return _register(handle, [sub], lambda results: output)
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts copying rank `root_rank`'s `tensor` to every rank; `tensor` is not modified.
+    Returns a handle; synchronize() returns the broadcast value."""
+    return _broadcast_async(tensor, _fresh_copy(tensor), root_rank, name, process_set)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts copying rank `root_rank`'s `tensor` into `tensor` on every rank. Returns a handle."""
+    return _broadcast_async(tensor, tensor, root_rank, name, process_set)
+
+
+class HorovodBroadcast(torch.autograd.Function):
+    """broadcast as an autograd function: the root receives the averaged gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        if rank() != ctx.root_rank:
+            grad = grad * 0
+        return grad, None, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """Returns rank `root_rank`'s `tensor` on every rank; `tensor` is not modified."""
+    return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Copies rank `root_rank`'s `tensor` into `tensor` on every rank; returns it."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# ------------------------------------------------------------- not in the Chorus runtime yet
+
+_RUNTIME_MISSING = ("hvd.%s is not supported yet: Chorus' runtime has no %s (it is being added to the runtime and the "
+                    "pipeline); %s")
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    raise NotImplementedError(_RUNTIME_MISSING % ("alltoall", "alltoall", "allgather the rows and select yours"))
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Not available yet: raises NotImplementedError."""
+    return alltoall_async(tensor, splits, name, process_set)
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    raise NotImplementedError(_RUNTIME_MISSING % ("reducescatter", "reduce-scatter",
+                                                  "allreduce and keep your slice of the first dimension"))
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=global_process_set,
+                  prescale_factor=1.0, postscale_factor=1.0):
+    """Not available yet: raises NotImplementedError."""
+    return reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    raise NotImplementedError(_RUNTIME_MISSING % ("grouped_reducescatter", "reduce-scatter",
+                                                  "allreduce and keep your slice of the first dimension"))
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Not available yet: raises NotImplementedError."""
+    return grouped_reducescatter_async(tensors, name, op, process_set, prescale_factor, postscale_factor)
+
+
+def join(device=-1):
+    """Not available yet: raises NotImplementedError (uneven inputs need runtime support)."""
+    raise NotImplementedError("hvd.join: Chorus' runtime cannot yet let a joined rank contribute to the "
+                              "others' collectives; give every rank the same number of batches")
+
+
+# ------------------------------------------------------------------ handles and barrier
+
+def _wait_all(subs):
+    for s in subs:
+        s.wait()
+
+
+def poll(handle):
+    """True once the operation behind `handle` ended; synchronize() then returns at once."""
+    with _lock:
+        p = _handle_map.get(handle)
+    if p is None:
+        raise ValueError("Handle %r was not created or has been cleared." % (handle,))
+    return all(s.poll() for s in p.ops)
+
+
+def synchronize(handle):
+    """Waits for the operation behind `handle` and returns its output (a tensor, or a list for
+    grouped ops). Raises HorovodInternalError when the job failed, ChorusArgumentError (a
+    ValueError and RuntimeError) when the ranks' tensors disagree. Unknown handles: None."""
+    if callable(handle):
+        return handle()
+    with _lock:
+        p = _handle_map.get(handle)
+    if p is None:
+        return None
+    try:
+        # Every op of a group must end before any tensor may be released.
+        _wait_all(p.ops)
+        results = [s.result() for s in p.ops]
+    finally:
+        with _lock:
+            _handle_map.pop(handle, None)
+    return p.finish(results)
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank called barrier()."""
+    _check_process_set(process_set)
+    # One name for every barrier: it is synchronous, so never pending twice on a rank.
+    sub = _lib.allreduce_async(torch.zeros(1, dtype=torch.uint8), "barrier", _CHORUS_OP[Sum])
+    sub.wait()
+    sub.result()

@@ -1,0 +1,273 @@
+"""DistributedOptimizer: wraps a torch optimizer so that every gradient is averaged over all
+ranks before the step. A hook on each parameter's gradient accumulator hands the gradient to
+Chorus the moment backward produced it (so communication overlaps the rest of backward);
+step() waits only for what is still in flight."""
+
+import warnings
+from contextlib import contextmanager
+
+import torch
+
+from chorus.common.process_sets import _check as _check_process_set
+from chorus.common.process_sets import global_process_set
+from chorus.torch.compression import Compression
+from chorus.torch.mpi_ops import Adasum, Average
+from chorus.torch.mpi_ops import allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async
+from chorus.torch.mpi_ops import size, synchronize
+
+
+def _split(items, n):
+    """`items` cut into `n` contiguous groups of near-equal length."""
+    q, r = divmod(len(items), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + q + (1 if i < r else 0)
+        if end > start:
+            out.append(items[start:end])
+        start = end
+    return out
+
+
+# DistributedOptimizers made in this process. A Chorus tensor name keeps its spec (dtype,
+# shape, op) for the whole job, so a second optimizer (another model with the same parameter
+# names, another compression or op) prefixes its names with "opt<k>.". Every rank builds its
+# optimizers in the same order, so the names agree.
+_instances = [0]
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    _chorus_distributed = True
+
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1, op=Average,
+                 gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        all_params = [p for g in self.param_groups for p in g["params"]]
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+        else:
+            named_parameters = [("allreduce.noname.%s" % i, p) for i, p in enumerate(all_params)]
+        if any(not isinstance(p, tuple) for p in named_parameters):
+            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), usually "
+                             "produced by model.named_parameters().")
+        names = [n for n, _ in named_parameters]
+        dups = sorted({n for n in names if names.count(n) > 1})
+        if dups:
+            raise ValueError("Parameter names in named_parameters must be unique. Found duplicates: %s"
+                             % ", ".join(dups))
+        named_ids = {id(p) for _, p in named_parameters}
+        unnamed = [id(p) for p in all_params if id(p) not in named_ids]
+        if unnamed:
+            raise ValueError("named_parameters was specified, but one or more model parameters were not "
+                             "named. Python object ids: %s" % ", ".join(str(i) for i in unnamed))
+
+        prefix = "opt%d." % _instances[0] if _instances[0] else ""
+        _instances[0] += 1
+        self._parameter_names = {p: prefix + n for n, p in sorted(named_parameters, key=lambda x: x[0])}
+        self.backward_passes_per_step = backward_passes_per_step
+        self._allreduce_delay = {p: backward_passes_per_step for p in all_params}
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self._handles = {}          # parameter or tuple of parameters -> (handle, ctx)
+        self._grad_accs = []
+        self._requires_update = set()
+        self._synchronized = False
+        self._should_synchronize = True
+        self._p_to_group = {}
+        self._group_counts = {}
+        if groups:
+            for group in groups:
+                group = tuple(group)
+                for p in group:
+                    self._p_to_group[p] = group
+                self._group_counts[group] = 0
+        if size() > 1:
+            self._register_hooks()
+
+    # -- hooks ------------------------------------------------------------------------------
+
+    def _register_hooks(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.requires_grad:
+                    self._requires_update.add(p)
+                    # The AccumulateGrad node of p: its hook runs right after p.grad was written.
+                    acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                    acc.register_hook(self._make_hook(p))
+                    self._grad_accs.append(acc)
+
+    def _make_hook(self, p):
+        def hook(*ignore):
+            if p in self._handles and self._handles[p][0] is not None and self._allreduce_delay[p] <= 0:
+                raise AssertionError("Gradients were computed more than backward_passes_per_step times "
+                                     "before call to step(). Increase backward_passes_per_step to "
+                                     "accumulate gradients locally.")
+            assert not p.grad.requires_grad
+            self._allreduce_delay[p] -= 1
+            handle, ctx = None, None
+            if self._allreduce_delay[p] == 0:
+                group = self._p_to_group.get(p)
+                if group is not None:
+                    self._group_counts[group] += 1
+                    if self._group_counts[group] == len(group):
+                        self._handles[group] = self._grouped_allreduce_grad_async(group)
+                        for gp in group:
+                            self._handles.pop(gp, None)
+                        self._group_counts[group] = 0
+                        return
+                else:
+                    handle, ctx = self._allreduce_grad_async(p)
+            self._handles[p] = (handle, ctx)
+        return hook
+
+    def _scale_factors(self):
+        if self.op == Average:
+            # Chorus divides by size() for Average; predivide splits that around the sum.
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _allreduce_grad_async(self, p):
+        name = self._parameter_names.get(p)
+        if p.grad.is_sparse:
+            if self.sparse_as_dense:
+                p.grad = p.grad.to_dense()
+            else:
+                return sparse_allreduce_async(p.grad, name=name, op=self.op), None
+        compressed, ctx = self._compression.compress(p.grad)
+        pre, post = self._scale_factors()
+        handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre, postscale_factor=post)
+        return handle, ctx
+
+    def _grouped_allreduce_grad_async(self, group):
+        for p in group:
+            if p.grad.is_sparse:
+                p.grad = p.grad.to_dense()
+        compressed, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
+        pre, post = self._scale_factors()
+        handle = grouped_allreduce_async_(list(compressed), name=self._parameter_names.get(group[0]),
+                                          op=self.op, prescale_factor=pre, postscale_factor=post)
+        return handle, ctxs
+
+    # -- synchronize and step -----------------------------------------------------------------
+
+    def _apply(self, p, output, ctx):
+        result = self._compression.decompress(output, ctx)
+        if result is not p.grad:
+            if p.grad.is_sparse:
+                p.grad = result
+            else:
+                p.grad.copy_(result)
+
+    def synchronize(self):
+        """Waits until every gradient was averaged over all ranks (enqueueing those backward did
+        not produce: parameters without a gradient this step still take part)."""
+        done = set()
+        for key in self._handles:
+            done.update(key) if isinstance(key, tuple) else done.add(key)
+        for p in self._requires_update - done:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            self._handles[p] = self._allreduce_grad_async(p)
+        for key, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                self._handles[key] = self._allreduce_grad_async(key)
+        for key, (handle, ctx) in self._handles.items():
+            if isinstance(key, tuple):
+                outputs = synchronize(handle)
+                for gp, out, gctx in zip(key, outputs, ctx):
+                    self._allreduce_delay[gp] = self.backward_passes_per_step
+                    self._apply(gp, out, gctx)
+            else:
+                output = handle() if callable(handle) else synchronize(handle)
+                self._allreduce_delay[key] = self.backward_passes_per_step
+                self._apply(key, output, ctx)
+        self._handles.clear()
+        self._synchronized = True
+
+    @contextmanager
+    def skip_synchronize(self):
+        """Inside this context step() does not synchronize: call synchronize() yourself first
+        (e.g. to clip the averaged gradients)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() context after "
+                              "optimizer.synchronize(). This can cause training slowdown. You may want to "
+                              "consider using optimizer.skip_synchronize() context if you use "
+                              "optimizer.synchronize() in your code.")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
+                                 "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
+                                 "cause a race condition.")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        self._handles = {}
+        self._synchronized = False
+        self._should_synchronize = True
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        super(self.__class__, self).load_state_dict(*args, **kwargs)
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=global_process_set):
+    """Wraps `optimizer` (any torch.optim.Optimizer) so that gradients are averaged (op=Average)
+    or summed (op=Sum) over all ranks before each step.
+
+    named_parameters: ``model.named_parameters()``, naming each gradient's allreduce (without
+        it, gradients are named by position, as in Horovod);
+    compression: Compression.none, .fp16 or .bf16 on the wire;
+    backward_passes_per_step: backward passes accumulated locally between steps;
+    gradient_predivide_factor: with op=Average, divide by this before the sum and by
+        size()/factor after it;
+    num_groups / groups: reduce gradients in groups (num_groups contiguous groups of the
+        parameters, or explicit lists of parameters); each group is enqueued once all of its
+        gradients are ready;
+    sparse_as_dense: reduce sparse gradients as dense tensors;
+    process_set: only the global process set is supported."""
+    _check_process_set(process_set)
+    if op == Adasum:
+        raise NotImplementedError("DistributedOptimizer(op=hvd.Adasum) is not supported by Chorus; use "
+                                  "hvd.Average or hvd.Sum")
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if num_groups != 0 and groups is not None:
+        raise ValueError("Parameter num_groups and groups cannot be set at the same time")
+    if num_groups != 0:
+        if not isinstance(num_groups, int) or num_groups < 0:
+            raise ValueError("num_groups should be a non-negative integer, got %r" % (num_groups,))
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+        groups = _split(params, min(num_groups, max(len(params), 1)))
+    elif groups is not None:
+        if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
+            raise ValueError("groups should be a list of lists of parameters")
+        seen = set()
+        for g in groups:
+            for p in g:
+                if not isinstance(p, torch.Tensor):
+                    raise ValueError("groups must consist of torch.Tensor (parameters)")
+                if id(p) in seen:
+                    raise ValueError("a parameter appears in more than one group")
+                seen.add(id(p))
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
+               gradient_predivide_factor, groups, sparse_as_dense)

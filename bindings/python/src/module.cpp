@@ -1,0 +1,155 @@
+// chorus._chorus_torch: the C++ API (bindings/cpp/chorus.hpp) for torch CPU tensors. The
+// Python package chorus.torch builds Horovod's API on top of it; this module only submits,
+// waits (without the GIL) and turns a failed status into the Python exception that
+// chorus.common.exceptions names for its code.
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <chrono>
+
+#include "torch_op.hpp"
+
+namespace py = pybind11;
+using namespace chorus;
+using chorus::python::torch_op;
+
+namespace {
+
+// Exception classes from chorus.common.exceptions, looked up once at import.
+struct exception_types {
+  py::object internal;  // HorovodInternalError: the job failed (peer lost, shutdown, ...)
+  py::object argument;  // ChorusArgumentError (ValueError and RuntimeError): bad arguments
+};
+
+exception_types& types() {
+  static auto* t = new exception_types();  // leaked: outlives the interpreter's teardown order
+  return *t;
+}
+
+[[noreturn]] void raise(const status& st) {
+  PyObject* cls = nullptr;
+  switch (st.code()) {
+    case errc::invalid_argument:
+    case errc::mismatch: cls = types().argument.ptr(); break;
+    case errc::config:
+    case errc::rendezvous: cls = PyExc_RuntimeError; break;
+    default: cls = types().internal.ptr(); break;
+  }
+  PyErr_SetString(cls, st.to_string().c_str());
+  throw py::error_already_set();
+}
+
+[[noreturn]] void raise_argument(const std::string& what) {
+  PyErr_SetString(types().argument.ptr(), what.c_str());
+  throw py::error_already_set();
+}
+
+/// Submits with the GIL held (enqueueing is quick); an operation rejected at the call raises
+/// here, as Horovod raises at enqueue.
+template <class Submit>
+std::unique_ptr<torch_op> submit(Submit&& f) {
+  try {
+    std::unique_ptr<torch_op> op = f();
+    if (op->poll()) {
+      const status& st = op->finish();
+      if (!st.ok()) raise(st);
+    }
+    return op;
+  } catch (const chorus::python::argument_error& e) {
+    raise_argument(e.what());
+  }
+}
+
+/// Waits until `op` ended or `timeout_s` passed (None: no deadline), without the GIL; checks
+/// for signals (Ctrl-C) every 100 ms. Returns whether it ended.
+bool wait(torch_op& op, std::optional<double> timeout_s) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  for (;;) {
+    auto slice = std::chrono::milliseconds(100);
+    if (timeout_s) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::duration<double>(*timeout_s) - (clock::now() - start));
+      if (left.count() <= 0) return op.poll();
+      slice = std::min(slice, left);
+    }
+    bool ended = false;
+    {
+      py::gil_scoped_release nogil;
+      ended = op.wait_for(slice);
+    }
+    if (ended) return true;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+}
+
+reduce_op to_reduce_op(int op) {
+  if (op < 0 || op >= reduce_op_count)
+    raise_argument("reduce op " + std::to_string(op) + " is not one of sum (0), average (1), min (2), max (3), "
+                   "product (4)");
+  return static_cast<reduce_op>(op);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_chorus_torch, m) {
+  m.doc() = "Chorus' C++ API for torch CPU tensors (use chorus.torch instead)";
+  auto exc = py::module_::import("chorus.common.exceptions");
+  types().internal = exc.attr("HorovodInternalError");
+  types().argument = exc.attr("ChorusArgumentError");
+
+  m.def(
+      "init",
+      [] {
+        status st;
+        {
+          py::gil_scoped_release nogil;
+          st = chorus::init();
+        }
+        if (!st.ok()) raise(st);
+      },
+      "Starts this rank's part of the job (blocks until every rank arrived).");
+  m.def(
+      "shutdown", [] { chorus::shutdown(); }, py::call_guard<py::gil_scoped_release>(),
+      "Stops the job; every pending operation ends with a shutdown error.");
+  m.def("is_initialized", &chorus::is_initialized);
+  m.def("rank", &chorus::rank);
+  m.def("size", &chorus::size);
+  m.def("local_rank", &chorus::local_rank);
+  m.def("local_size", &chorus::local_size);
+
+  py::class_<torch_op, std::unique_ptr<torch_op>>(m, "Op", "A submitted operation on torch tensors.")
+      .def("poll", &torch_op::poll, "True once the operation ended. Never blocks.")
+      .def("wait", &wait, py::arg("timeout") = py::none(),
+           "Waits (without the GIL) until the operation ended or `timeout` seconds passed; "
+           "returns whether it ended.")
+      .def(
+          "result",
+          [](torch_op& op) {
+            if (!op.poll()) throw py::value_error("operation '" + op.name() + "' is still pending; wait() first");
+            const status& st = op.finish();
+            if (!st.ok()) raise(st);
+            return op.output();
+          },
+          "Once ended: the output tensor, or raises the operation's error.")
+      .def("first_dims", &torch_op::first_dims)
+      .def_property_readonly("name", &torch_op::name);
+
+  m.def(
+      "allreduce_async",
+      [](at::Tensor t, const std::string& name, int op) {
+        auto rop = to_reduce_op(op);
+        return submit([&] { return torch_op::allreduce(name, t, rop); });
+      },
+      py::arg("tensor"), py::arg("name"), py::arg("op"), "Reduces `tensor` in place across all ranks.");
+  m.def(
+      "broadcast_async",
+      [](at::Tensor t, const std::string& name, int root) {
+        return submit([&] { return torch_op::broadcast(name, t, root); });
+      },
+      py::arg("tensor"), py::arg("name"), py::arg("root"), "Copies rank `root`'s `tensor` into every rank's.");
+  m.def(
+      "allgather_async",
+      [](at::Tensor t, const std::string& name) { return submit([&] { return torch_op::allgather(name, t); }); },
+      py::arg("tensor"), py::arg("name"), "Concatenates every rank's `tensor` along the first dimension.");
+}

@@ -1,0 +1,135 @@
+"""DistributedOptimizer: N ranks on shards of a batch reach the parameters one process
+reaches on the whole batch."""
+
+import pytest
+import torch
+
+import chorus.torch as hvd
+
+BATCH = 12  # divisible by 2 and 3
+STEPS = 5
+
+
+def make_model():
+    torch.manual_seed(3)
+    return torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16),
+                               torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+
+def batches():
+    g = torch.Generator().manual_seed(11)
+    return [(torch.randn(BATCH, 10, generator=g), torch.randint(0, 4, (BATCH,), generator=g))
+            for _ in range(STEPS)]
+
+
+def reference_params(make_opt, lr_scale=1.0):
+    model = make_model()
+    opt = make_opt(model.parameters(), lr_scale)
+    for x, y in batches():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return [p.detach() for p in model.parameters()]
+
+
+def my_shard(t):
+    per = BATCH // hvd.size()
+    return t[hvd.rank() * per:(hvd.rank() + 1) * per]
+
+
+def distributed_params(make_opt, passes=1, **kwargs):
+    model = make_model()
+    opt = hvd.DistributedOptimizer(make_opt(model.parameters(), 1.0), named_parameters=model.named_parameters(),
+                                   backward_passes_per_step=passes, **kwargs)
+    for x, y in batches():
+        opt.zero_grad()
+        xs, ys = my_shard(x), my_shard(y)
+        for chunk in range(passes):  # micro-batches accumulated locally
+            sl = slice(chunk * len(xs) // passes, (chunk + 1) * len(xs) // passes)
+            torch.nn.functional.cross_entropy(model(xs[sl]), ys[sl]).backward()
+        opt.step()
+    return [p.detach() for p in model.parameters()]
+
+
+def sgd(params, scale):
+    return torch.optim.SGD(params, lr=0.1 * scale, momentum=0.9)
+
+
+def adam(params, scale):
+    return torch.optim.Adam(params, lr=0.01 * scale)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num_groups": 2}, {"gradient_predivide_factor": 2.0},
+                                    {"op": hvd.Average, "compression": hvd.Compression.none}],
+                         ids=["default", "num_groups", "predivide", "explicit"])
+def test_matches_one_process_on_the_full_batch(kwargs):
+    if hvd.size() == 3 and BATCH % 3:
+        pytest.skip("batch not divisible")
+    for make_opt in (sgd, adam):
+        got = distributed_params(make_opt, **kwargs)
+        want = reference_params(make_opt)
+        for a, b in zip(got, want):
+            assert torch.allclose(a, b, atol=1e-5), (kwargs, (a - b).abs().max())
+
+
+def test_explicit_groups_and_fp16_compression():
+    model = make_model()
+    params = list(model.parameters())
+    opt = hvd.DistributedOptimizer(sgd(params, 1.0), named_parameters=model.named_parameters(),
+                                   groups=[params[:2], params[2:4]], compression=hvd.Compression.fp16)
+    for x, y in batches():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(my_shard(x)), my_shard(y)).backward()
+        opt.step()
+    for a, b in zip(model.parameters(), reference_params(sgd)):
+        assert torch.allclose(a, b, atol=5e-3), (a - b).abs().max()
+
+
+def test_backward_passes_per_step_accumulates_locally():
+    # Two micro-batches of half size, summed: twice the mean gradient of the shard.
+    got = distributed_params(sgd, passes=2)
+    want = reference_params(sgd, lr_scale=2.0)
+    for a, b in zip(got, want):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
+def test_op_sum_and_unnamed_parameters():
+    model = make_model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1 / hvd.size()), op=hvd.Sum)
+    for x, y in batches():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(my_shard(x)), my_shard(y)).backward()
+        opt.step()
+    want = reference_params(lambda p, s: torch.optim.SGD(p, lr=0.1))
+    for a, b in zip(model.parameters(), want):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_synchronize_then_skip_synchronize_and_zero_grad_guard():
+    model = make_model()
+    opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
+    x, y = batches()[0]
+    torch.nn.functional.cross_entropy(model(my_shard(x)), my_shard(y)).backward()
+    with pytest.raises(AssertionError, match="zero_grad"):
+        opt.zero_grad()
+    opt.synchronize()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    with opt.skip_synchronize():
+        opt.step()
+    opt.zero_grad()
+    assert all(torch.allclose(a, b) for a, b in zip(model.parameters(), model.parameters()))
+
+
+def test_bad_arguments():
+    model = make_model()
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), op=hvd.Adasum)
+    with pytest.raises(ValueError, match="predivide"):
+        hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), op=hvd.Sum, gradient_predivide_factor=2.0)
+    with pytest.raises(ValueError, match="duplicates"):
+        p = list(model.parameters())
+        hvd.DistributedOptimizer(sgd(p, 1.0), named_parameters=[("a", p[0]), ("a", p[1])])
+    with pytest.raises(ValueError, match="not named"):
+        hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=[("a", next(model.parameters()))])
+    with pytest.raises(NotImplementedError, match="process sets"):
+        hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), process_set=hvd.ProcessSet([0]))
