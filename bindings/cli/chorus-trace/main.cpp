@@ -2,9 +2,11 @@
 //   chorus-trace dump FILE...                 every record as a JSON line
 //   chorus-trace timeline DIR -o OUT.json     one Chrome/Perfetto trace of all ranks
 //   chorus-trace stragglers DIR               which rank was last, per tensor and per cycle
-//   chorus-trace replay DIR [--negotiation gossip|central]
-//                                             re-runs the recorded job's negotiation and fusion
+//   chorus-trace replay DIR                   re-runs the recorded job's negotiation and fusion
 //                                             on the real actors and compares every decision
+//                                             (on the gossip strategy; a cycle's decisions depend
+//                                             only on the ranks' contributions, so a job recorded
+//                                             with the central one should replay alike: untested)
 // Exit status: 0 success (replay: a match), 1 a damaged trace or a replay that differs,
 // 2 bad usage or unreadable input.
 #include <cstdio>
@@ -29,7 +31,7 @@ int usage(const std::string& why) {
             << "usage: chorus-trace dump FILE...\n"
             << "       chorus-trace timeline DIR -o OUT.json\n"
             << "       chorus-trace stragglers DIR\n"
-            << "       chorus-trace replay DIR [--negotiation gossip|central]\n";
+            << "       chorus-trace replay DIR\n";
   return 2;
 }
 
@@ -82,18 +84,13 @@ int run_stragglers(const std::vector<std::string>& args) {
 }
 
 int run_replay(const std::vector<std::string>& args) {
-  std::string dir, negotiation = "gossip";
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--negotiation" && i + 1 < args.size()) negotiation = args[++i];
-    else if (dir.empty()) dir = args[i];
-    else return usage("replay: unexpected argument '" + args[i] + "'");
-  }
-  if (dir.empty()) return usage("replay needs DIR");
+  if (args.size() != 1) return usage("replay needs DIR");
+  const auto& dir = args[0];
   auto ranks = read_trace_dir(dir);
   if (!ranks) return error(ranks.error());
   auto in = replay_input_from(*ranks);
   if (!in) return error(in.error());
-  auto got = chorus::replay_trace(*in, negotiation);
+  auto got = chorus::replay_trace(*in);
   if (!got) return error(got.error());
   auto verdict = compare(*in, *got);
   std::cout << verdict.text() << "\n";
