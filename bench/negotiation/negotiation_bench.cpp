@@ -7,6 +7,8 @@
 // received during the measured cycle(s), divided by the cycles it took part in.
 #include "bench/negotiation/negotiation_bench.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +23,7 @@
 #include "actors/in_process_job.hpp"
 #include "actors/pipeline.hpp"
 #include "runtime/collectives/communicator.hpp"
+#include "runtime/negotiation/simulator.hpp"
 
 namespace chorus::bench {
 namespace {
@@ -46,13 +49,57 @@ tensor_spec gradient(int i, int64_t elements) {
                      reduce_op::average, -1, device_kind::cpu, 0};
 }
 
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+/// The same cycles in the scale simulator (runtime/negotiation/simulator.hpp): the same
+/// strategies and links, but one core per rank, each busy `per_message` for every message it
+/// sends or receives. Returns the cycle p50 and p99 in µs (same definition as above).
+std::pair<double, double> one_core_per_rank(const negotiation_bench_options& o, const std::vector<tensor_spec>& specs,
+                                            microseconds cycle_time, std::chrono::nanoseconds per_message) {
+  negotiation::simulator_options so;
+  so.strategy = o.strategy;
+  so.negotiation.cycle_time = cycle_time;
+  so.negotiation.stall_warning_time = std::chrono::seconds(0);
+  so.min_latency = so.max_latency = microseconds(o.link_latency_us);
+  so.processing_time = per_message;
+  auto sim = negotiation::simulator::create(o.ranks, so);
+  if (!sim) throw std::runtime_error(sim.error().to_string());
+  auto& m = **sim;
+  const auto n = static_cast<std::size_t>(o.ranks);
+  std::vector<std::size_t> seen(n, 0);
+  std::vector<double> cycle_us;
+  for (int s = 0; s < warmup_cycles + o.cycles; ++s) {
+    for (int r = 0; r < o.ranks; ++r)
+      for (const auto& sp : specs) m.enqueue(r, sp);
+    if (!m.run_until_idle(std::chrono::seconds(100))) throw std::runtime_error("the simulator did not settle");
+    auto first = negotiation::time_point::max(), last = negotiation::time_point::min();
+    for (std::size_t r = 0; r < n; ++r) {
+      const auto& cycles = m.record(static_cast<int>(r)).cycles;
+      for (std::size_t k = seen[r]; k < cycles.size(); ++k) {
+        first = std::min(first, cycles[k].started);
+        last = std::max(last, cycles[k].finished);
+      }
+      seen[r] = cycles.size();
+    }
+    if (s >= warmup_cycles && first <= last) cycle_us.push_back(us_between(first, last));
+    m.run_for(std::chrono::milliseconds(10));  // the next step starts later, as in the real run
+  }
+  return {percentile(cycle_us, 0.5), percentile(cycle_us, 0.99)};
+}
+
 }  // namespace
 
 int run_negotiation_bench(const negotiation_bench_options& o) {
   in_process_job_options jo;
   jo.ranks = o.ranks;
   jo.strategy = o.strategy;
-  jo.negotiation.cycle_time = microseconds(0);  // no lower bound: measure the cycle itself
+  // No lower bound by default: measure the cycle itself.
+  jo.negotiation.cycle_time = microseconds(std::max(0L, o.cycle_time_us));
   jo.negotiation.stall_warning_time = std::chrono::seconds(0);
   jo.link_latency = microseconds(o.link_latency_us);
   jo.scheduler_threads = o.threads;
@@ -71,7 +118,18 @@ int run_negotiation_bench(const negotiation_bench_options& o) {
   std::vector<double> cycle_us, step_us;
   double max_messages = 0, cycles_taken = 0;
   auto timeout = std::chrono::milliseconds(30000 + 50 * static_cast<long>(n));
+  double cpu_at_start = 0;
+  uint64_t handled_at_start = 0;
+  auto handled_now = [&] {
+    uint64_t total = 0;
+    for (std::size_t r = 0; r < n; ++r) total += j.messages(static_cast<int>(r)).sent + j.messages(static_cast<int>(r)).received;
+    return total;
+  };
   for (int s = 0; s < warmup_cycles + o.cycles; ++s) {
+    if (s == warmup_cycles) {
+      cpu_at_start = cpu_seconds();
+      handled_at_start = handled_now();
+    }
     auto t0 = clock_type::now();
     for (std::size_t r = 0; r < n; ++r)
       for (const auto& sp : specs) j.enqueue(static_cast<int>(r), sp);
@@ -101,14 +159,25 @@ int run_negotiation_bench(const negotiation_bench_options& o) {
     max_messages = std::max(max_messages, step_max_messages);
     cycles_taken += step_cycles;
   }
+  double cpu_us = (cpu_seconds() - cpu_at_start) * 1e6;
+  auto handled = handled_now() - handled_at_start;
   if (auto d = j.divergence(); !d.empty()) throw std::runtime_error("ranks disagree: " + d);
   j.stop();
-  std::printf("# negotiation in one process: strategy=%s N=%d link_latency_us=%ld tensors=%d threads=%d%s "
-              "start_ms=%.0f cycles=%d cycles_per_step=%.2f step_p50_us=%.0f step_p99_us=%.0f (enqueue of all "
+  // What the same actors would do with a core each: the CPU this process spent per message
+  // handled (everything: CAF, codec, strategy, observer), charged per message in the simulator.
+  auto per_message = std::chrono::nanoseconds(handled ? static_cast<int64_t>(cpu_us * 1e3 / static_cast<double>(handled)) : 0);
+  auto [model_p50, model_p99] =
+      one_core_per_rank(o, specs, std::chrono::duration_cast<microseconds>(jo.negotiation.cycle_time), per_message);
+  std::printf("# negotiation in one process: strategy=%s N=%d link_latency_us=%ld cycle_time_us=%lld tensors=%d "
+              "threads=%d%s start_ms=%.0f cycles=%d cycles_per_step=%.2f step_p50_us=%.0f step_p99_us=%.0f (enqueue of all "
               "ranks -> every rank agreed)\n",
-              o.strategy.c_str(), o.ranks, o.link_latency_us, o.tensors, o.threads, o.busy_poll ? " busy_poll" : "",
+              o.strategy.c_str(), o.ranks, o.link_latency_us, static_cast<long long>(jo.negotiation.cycle_time.count() / 1000),
+              o.tensors, o.threads, o.busy_poll ? " busy_poll" : "",
               start_ms, o.cycles, cycles_taken / std::max(1, o.cycles), percentile(step_us, 0.5),
               percentile(step_us, 0.99));
+  std::printf("# one core per rank (scale simulator, same strategy and links, %.2f us of CPU per message handled as "
+              "measured here): cycle_p50_us=%.0f cycle_p99_us=%.0f\n",
+              static_cast<double>(per_message.count()) / 1e3, model_p50, model_p99);
   std::printf("RESULT negotiation %s %d %ld %.0f %.0f %.0f\n", o.strategy.c_str(), o.ranks, o.link_latency_us,
               percentile(cycle_us, 0.5), percentile(cycle_us, 0.99), max_messages);
   std::fflush(stdout);
@@ -166,7 +235,7 @@ int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_
   if (!pipe) throw std::runtime_error(pipe.error().to_string());
 
   const int n = comm.size();
-  std::vector<double> cycle_us, agreed_us;
+  std::vector<double> cycle_us, agreed_us, exchange_us;
   float data[4] = {1, 2, 3, 4};
   for (int s = 0; s < warmup_cycles + o.cycles; ++s) {
     check(comm.barrier(), "barrier");
@@ -209,12 +278,24 @@ int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_
       agreed_us.push_back(static_cast<double>(slowest));
     }
     if (o.gap_us > 0) std::this_thread::sleep_for(microseconds(o.gap_us));
+    // The same shape of exchange over the Asio data plane, for comparison: after the same idle
+    // gap, a 16-byte allreduce (at N=2 one message each way, as one gossip cycle).
+    check(comm.barrier(), "barrier");
+    auto x0 = clock_type::now();
+    check(comm.allreduce(data, 4, dtype::f32, reduce_op::sum), "16-byte allreduce");
+    double x = us_between(x0, clock_type::now());
+    check(comm.allreduce(&x, 1, dtype::f64, reduce_op::max), "max of exchange times");
+    if (s >= warmup_cycles) exchange_us.push_back(x);
+    if (o.gap_us > 0) std::this_thread::sleep_for(microseconds(o.gap_us));
   }
   check(comm.barrier(), "final barrier");
   if (comm.rank() == 0) {
     std::printf("# negotiation across %d processes: strategy=%s cycles=%d gap_us=%ld cycle_time_us=%lld; cycle = "
                 "first rank's cycle start -> last rank's cycle end, agreed = enqueue -> agreed (max over ranks)\n",
                 n, o.strategy.c_str(), o.cycles, o.gap_us, static_cast<long long>(opts->cycle_time.count()));
+    std::printf("# for comparison, a 16-byte allreduce over the Asio data plane after the same gap (barrier -> done, "
+                "max over ranks): p50 %.0f us, p99 %.0f us\n",
+                percentile(exchange_us, 0.5), percentile(exchange_us, 0.99));
     std::printf("RESULT negotiation_processes %s %d %.0f %.0f %.0f %.0f\n", o.strategy.c_str(), n,
                 percentile(cycle_us, 0.5), percentile(cycle_us, 0.99), percentile(agreed_us, 0.5),
                 percentile(agreed_us, 0.99));

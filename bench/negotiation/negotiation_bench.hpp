@@ -24,7 +24,9 @@ struct negotiation_bench_options {
   int threads = 2;             ///< CAF scheduler threads (in-process)
   bool busy_poll = false;      ///< CAF's default polling instead of sleeping workers (in-process)
   long gap_us = 2000;          ///< processes: idle time between cycles (a training step's compute)
-  long cycle_time_us = -1;     ///< processes: overrides CHORUS_CYCLE_TIME_MS when >= 0
+  /// in one process: the cycle time (default 0, no lower bound); processes: overrides
+  /// CHORUS_CYCLE_TIME_MS when >= 0
+  long cycle_time_us = -1;
 };
 
 /// In one process; prints the RESULT line. Throws on failure (a timeout names the ranks).
