@@ -14,6 +14,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -224,7 +225,10 @@ void check(const status& st, const char* what) {
 
 }  // namespace
 
-int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_options& o) {
+int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_options& options) {
+  auto o = options;
+  if (const char* c = std::getenv("CHORUS_BENCH_COMPARE_DATA_PLANE"); c && std::string(c) == "1")
+    o.compare_data_plane = true;
   auto opts = pipeline_options::from_env();
   if (!opts) throw std::runtime_error(opts.error().to_string());
   opts->negotiation = o.strategy;
@@ -278,6 +282,7 @@ int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_
       agreed_us.push_back(static_cast<double>(slowest));
     }
     if (o.gap_us > 0) std::this_thread::sleep_for(microseconds(o.gap_us));
+    if (!o.compare_data_plane) continue;
     // The same shape of exchange over the Asio data plane, for comparison: after the same idle
     // gap, a 16-byte allreduce (at N=2 one message each way, as one gossip cycle).
     check(comm.barrier(), "barrier");
@@ -293,7 +298,8 @@ int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_
     std::printf("# negotiation across %d processes: strategy=%s cycles=%d gap_us=%ld cycle_time_us=%lld; cycle = "
                 "first rank's cycle start -> last rank's cycle end, agreed = enqueue -> agreed (max over ranks)\n",
                 n, o.strategy.c_str(), o.cycles, o.gap_us, static_cast<long long>(opts->cycle_time.count()));
-    std::printf("# for comparison, a 16-byte allreduce over the Asio data plane after the same gap (barrier -> done, "
+    if (o.compare_data_plane)
+      std::printf("# for comparison, a 16-byte allreduce over the Asio data plane after the same gap (barrier -> done, "
                 "max over ranks): p50 %.0f us, p99 %.0f us\n",
                 percentile(exchange_us, 0.5), percentile(exchange_us, 0.99));
     std::printf("RESULT negotiation_processes %s %d %.0f %.0f %.0f %.0f\n", o.strategy.c_str(), n,

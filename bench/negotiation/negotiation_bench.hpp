@@ -24,6 +24,9 @@ struct negotiation_bench_options {
   int threads = 2;             ///< CAF scheduler threads (in-process)
   bool busy_poll = false;      ///< CAF's default polling instead of sleeping workers (in-process)
   long gap_us = 2000;          ///< processes: idle time between cycles (a training step's compute)
+  /// processes: after each cycle (and another gap) also time a 16-byte allreduce over the Asio
+  /// data plane, the same exchange shape without CAF (CHORUS_BENCH_COMPARE_DATA_PLANE=1)
+  bool compare_data_plane = false;
   /// in one process: the cycle time (default 0, no lower bound); processes: overrides
   /// CHORUS_CYCLE_TIME_MS when >= 0
   long cycle_time_us = -1;
