@@ -133,3 +133,17 @@ def test_bad_arguments():
         hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=[("a", next(model.parameters()))])
     with pytest.raises(NotImplementedError, match="process sets"):
         hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), process_set=hvd.ProcessSet([0]))
+
+
+def test_hooks_enqueue_every_gradient_during_backward():
+    # Each gradient is handed to Chorus by its accumulator hook while backward runs, so after
+    # backward every parameter has an allreduce in flight (or done) before step() is called.
+    model = make_model()
+    opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
+    x, y = batches()[0]
+    torch.nn.functional.cross_entropy(model(my_shard(x)), my_shard(y)).backward()
+    params = set(model.parameters())
+    assert set(opt._handles) == params
+    assert all(handle is not None for handle, _ in opt._handles.values())
+    opt.step()
+    assert not opt._handles
