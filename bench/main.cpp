@@ -2,8 +2,9 @@
 //   chorus-bench allreduce [--impl chorus|gloo|both] [--sizes 4K,64K,1M,16M,64M]
 //                          [--streams S] [--chunk-bytes B] [--segment-bytes B]
 //       one RESULT line per size and implementation (see bench/allreduce_protocol.hpp)
-//   chorus-bench pipeline [--steps K] [--compute-us U]
-//       ResNet-50 gradients through the actor pipeline vs the bare collectives
+//   chorus-bench pipeline [--steps K] [--compute-us U] [--metrics]
+//       ResNet-50 gradients through the actor pipeline vs the bare collectives; --metrics adds
+//       as many steps with Prometheus metrics on, interleaved (RESULT pipeline_metrics ...)
 //   chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]
 //                            [--tensors T] [--threads X] [--busy-poll]
 //       N negotiator actors in this one process (no chorusrun), only the wire modelled
@@ -40,6 +41,7 @@ struct options {
   std::string mode;
   int steps = 20;
   long compute_us = 0;
+  std::vector<std::string> variants;  // pipeline: telemetry variants measured beside the plain steps
   std::string impl = "both";
   std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20};
 #ifdef CHORUS_WITH_PIPELINE
@@ -53,7 +55,7 @@ struct options {
                "chorus-bench: %s\n"
                "usage: chorus-bench allreduce [--impl chorus|gloo|both] [--sizes 4K,64K,1M,16M,64M]\n"
                "                              [--streams S] [--chunk-bytes B] [--segment-bytes B]\n"
-               "       chorus-bench pipeline [--steps K] [--compute-us U]\n"
+               "       chorus-bench pipeline [--steps K] [--compute-us U] [--metrics]\n"
                "       chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]\n"
                "                                [--tensors T] [--threads X] [--busy-poll]   (one process)\n"
                "       chorus-bench negotiation --processes [--strategy S] [--cycles K] [--gap-us G] [--cycle-time-us C]\n"
@@ -78,6 +80,7 @@ options parse(int argc, char** argv) {
     else if (a == "--streams") setenv("CHORUS_NUM_STREAMS", value().c_str(), 1);
     else if (a == "--chunk-bytes") setenv("CHORUS_CHUNK_BYTES", value().c_str(), 1);
     else if (a == "--segment-bytes") setenv("CHORUS_SEGMENT_BYTES", value().c_str(), 1);
+    else if (a == "--metrics") o.variants.push_back("metrics");
     else if (a == "--steps") o.steps = std::stoi(value());
     else if (a == "--compute-us") o.compute_us = std::stol(value());
 #ifdef CHORUS_WITH_PIPELINE
@@ -242,7 +245,7 @@ int main(int argc, char** argv) {
 #ifdef CHORUS_WITH_PIPELINE
       auto comm = communicator::create(*env);
       if (!comm) throw std::runtime_error(comm.error().to_string());
-      return bench::run_pipeline_bench(**comm, o.steps, std::chrono::microseconds(o.compute_us));
+      return bench::run_pipeline_bench(**comm, o.steps, std::chrono::microseconds(o.compute_us), o.variants);
 #else
       throw std::runtime_error("chorus-bench was built without the actor pipeline (CHORUS_WITH_PIPELINE=OFF)");
 #endif

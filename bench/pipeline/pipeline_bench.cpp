@@ -3,7 +3,10 @@
 // waits for every callback. The same bytes then go through the bare data plane as one fused
 // allreduce (the best the collectives can do). Prints
 //   RESULT pipeline <N> <step_ms> <bare_collectives_ms> <negotiation_p50_us> <negotiation_p99_us>
-// Times are medians over the timed steps of the per-step max over ranks.
+// Times are medians over the timed steps of the per-step max over ranks. With variants
+// (--metrics), the steps of each variant interleave with the plain ones in the same pipeline
+// (bench/pipeline/variant_switch.hpp) and each gets its own line, `RESULT pipeline_<variant> ...`;
+// the negotiation percentiles are the pipeline's, over all steps.
 #include "bench/pipeline/pipeline_bench.hpp"
 
 #include <sys/mman.h>
@@ -12,14 +15,18 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "actors/pipeline.hpp"
+#include "bench/pipeline/variant_switch.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/fusion/resnet50_sizes.hpp"
+#include "telemetry/metrics/metrics_observer.hpp"
 
 namespace chorus::bench {
 namespace {
@@ -49,11 +56,51 @@ void check(const status& st, const char* what) {
   if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());
 }
 
+/// The observer of a telemetry variant, as a job would run it.
+std::shared_ptr<telemetry::observer> make_variant(const std::string& name, communicator& comm,
+                                                  const pipeline_options& opts) {
+  if (name == "metrics") {
+    telemetry::context ctx;
+    ctx.rank = comm.rank();
+    ctx.size = comm.size();
+    ctx.streams = comm.num_streams();
+    ctx.traffic = [&comm](int s) {
+      auto t = comm.traffic(s);
+      return telemetry::stream_traffic{t.sent, t.received};
+    };
+    auto m = std::make_shared<telemetry::metrics_observer>(ctx);
+    // Served as in a job (CHORUS_METRICS_PORT + rank, or any free port), so the exposer's
+    // threads are there too; a port in use only loses the endpoint.
+    auto where = telemetry::metrics_options::from_env([](const char* v) { return std::getenv(v); });
+    if (!where) throw std::runtime_error(where.error().to_string());
+    auto port = m->serve(where->address, where->base_port ? where->base_port + comm.rank() : 0);
+    if (!port) std::fprintf(stderr, "# metrics: %s\n", port.error().to_string().c_str());
+    telemetry::tunables t;
+    t.fusion_threshold = opts.fusion_threshold;
+    t.chunk_bytes = opts.chunk_bytes;
+    t.streams = comm.num_streams();
+    t.cycle_time = std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time);
+    m->on_tunables(t, std::chrono::steady_clock::now());
+    return m;
+  }
+  throw std::runtime_error("unknown pipeline variant '" + name + "' (known: metrics)");
+}
+
 }  // namespace
 
-int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds compute) {
+int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds compute,
+                       const std::vector<std::string>& variants) {
   auto opts = pipeline_options::from_env();
   if (!opts) throw std::runtime_error(opts.error().to_string());
+  // Variant 0 is the plain pipeline (no observer selected).
+  std::vector<std::string> names{"pipeline"};
+  std::vector<std::shared_ptr<telemetry::observer>> observers{nullptr};
+  for (const auto& v : variants) {
+    names.push_back("pipeline_" + v);
+    observers.push_back(make_variant(v, comm, *opts));
+  }
+  auto switcher = std::make_shared<variant_switch>();
+  if (!variants.empty()) opts->observer = switcher;
   auto pipe = pipeline::start(comm, *opts);
   if (!pipe) throw std::runtime_error(pipe.error().to_string());
 
@@ -70,8 +117,13 @@ int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds 
   float want = static_cast<float>(comm.size() + 1) / 2.0f;
 
   constexpr int warmups = 3;
-  std::vector<double> step_ms, bare_ms;
-  for (int s = 0; s < warmups + steps; ++s) {
+  const std::size_t nv = names.size();
+  std::vector<std::vector<double>> step_ms(nv), bare_ms(nv);
+  std::vector<variant_switch::usage> used(nv);  // the observer's own time in the timed steps
+  for (int s = 0; s < (warmups + steps) * static_cast<int>(nv); ++s) {
+    const std::size_t v = static_cast<std::size_t>(s) % nv;
+    switcher->take();
+    switcher->select(observers[v].get());
     refill();
     check(comm.barrier(), "barrier");
     std::atomic<int> left{static_cast<int>(resnet50_tensor_count)};
@@ -106,20 +158,48 @@ int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds 
     check(comm.allreduce(grads, total, dtype::f32, reduce_op::average), "bare allreduce");
     auto b1 = clock_type::now();
     if (grads[total - 1] != want) throw std::runtime_error("wrong bare allreduce result");
-    if (s >= warmups) {
-      step_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-      bare_ms.push_back(std::chrono::duration<double, std::milli>(b1 - b0).count());
+    if (s >= warmups * static_cast<int>(nv)) {
+      step_ms[v].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      bare_ms[v].push_back(std::chrono::duration<double, std::milli>(b1 - b0).count());
+      auto u = switcher->take();
+      used[v].busy += u.busy;
+      used[v].calls += u.calls;
     }
   }
-  check(comm.allreduce(step_ms.data(), step_ms.size(), dtype::f64, reduce_op::max), "max of step times");
-  check(comm.allreduce(bare_ms.data(), bare_ms.size(), dtype::f64, reduce_op::max), "max of bare times");
+  switcher->select(nullptr);
+  for (std::size_t v = 0; v < nv; ++v) {
+    check(comm.allreduce(step_ms[v].data(), step_ms[v].size(), dtype::f64, reduce_op::max), "max of step times");
+    check(comm.allreduce(bare_ms[v].data(), bare_ms[v].size(), dtype::f64, reduce_op::max), "max of bare times");
+  }
   auto stats = (*pipe)->stats();
   if (comm.rank() == 0) {
     std::printf("# pipeline: %zu tensors, %.1f MB per step, %d timed steps, compute %lld us per tensor\n",
                 resnet50_tensor_count, static_cast<double>(total) * 4 / 1e6, steps,
                 static_cast<long long>(compute.count()));
-    std::printf("RESULT pipeline %d %.2f %.2f %.0f %.0f\n", comm.size(), median(step_ms), median(bare_ms),
-                stats.negotiation.p50_us, stats.negotiation.p99_us);
+    for (std::size_t v = 0; v < nv; ++v)
+      std::printf("RESULT %s %d %.2f %.2f %.0f %.0f\n", names[v].c_str(), comm.size(), median(step_ms[v]),
+                  median(bare_ms[v]), stats.negotiation.p50_us, stats.negotiation.p99_us);
+    for (std::size_t v = 1; v < nv; ++v) {
+      double plain = median(step_ms[0]), with = median(step_ms[v]);
+      std::printf("# %s: step time %+.2f%% vs pipeline (medians of %d interleaved steps each; bare %+.2f%%)\n",
+                  names[v].c_str(), 100.0 * (with - plain) / plain, steps,
+                  100.0 * (median(bare_ms[v]) - median(bare_ms[0])) / median(bare_ms[0]));
+      double busy_us = std::chrono::duration<double, std::micro>(used[v].busy).count() / steps;
+      std::printf("# %s: rank 0's observer ran %.1f us per step in %.0f calls (%.0f ns per call), %.3f%% of the "
+                  "median plain step\n",
+                  names[v].c_str(), busy_us, static_cast<double>(used[v].calls) / steps,
+                  used[v].calls ? 1e3 * busy_us * steps / static_cast<double>(used[v].calls) : 0.0,
+                  100.0 * busy_us / (1e3 * plain));
+      if (auto* m = dynamic_cast<telemetry::metrics_observer*>(observers[v].get())) {
+        constexpr int scrapes = 20;
+        auto c0 = clock_type::now();
+        std::size_t chars = 0;
+        for (int i = 0; i < scrapes; ++i) chars += m->scrape_text().size();
+        auto c1 = clock_type::now();
+        std::printf("# %s: one scrape (collect + text format, %zu bytes) takes %.0f us\n", names[v].c_str(),
+                    chars / scrapes, std::chrono::duration<double, std::micro>(c1 - c0).count() / scrapes);
+      }
+    }
     std::fflush(stdout);
   }
   (*pipe)->shutdown();

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <chrono>
+#include <string>
+#include <vector>
 
 namespace chorus {
 class communicator;
@@ -10,6 +12,10 @@ class communicator;
 namespace chorus::bench {
 
 /// Runs 3 warm-up and `steps` timed steps of ResNet-50 gradients; prints the RESULT line on rank 0.
-int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds compute_per_tensor);
+/// Each name in `variants` ("metrics") adds as many steps with that telemetry on, interleaved
+/// with the plain ones in the same pipeline, and a RESULT line whose second word is
+/// pipeline_<variant>.
+int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds compute_per_tensor,
+                       const std::vector<std::string>& variants = {});
 
 }  // namespace chorus::bench
