@@ -4,9 +4,11 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/collectives/alltoall_op.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/collectives/exchange_op.hpp"
 #include "runtime/collectives/ring_op.hpp"
+#include "runtime/collectives/scatter_plan.hpp"
 
 namespace chorus {
 
@@ -51,6 +53,29 @@ result<std::vector<std::size_t>> prepare_gather(bucket_job& job, int rank, int s
   return counts;
 }
 
+result<alltoall_layout> prepare_alltoall(bucket_job& job, int rank, int size) {
+  const auto& spec = job.ops.front().spec;
+  if (!job.local_error.ok()) return job.local_error;
+  const auto n = static_cast<std::size_t>(size);
+  if (job.first_dims.size() != n * n)
+    return status{errc::internal, describe(spec) + ": " + std::to_string(job.first_dims.size()) +
+                                      " exchanged splits for " + std::to_string(size) + " ranks"};
+  alltoall_layout out;
+  std::size_t sent = 0, received = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    int64_t to = job.first_dims[static_cast<std::size_t>(rank) * n + j], from = job.first_dims[j * n + rank];
+    if (to < 0 || from < 0)
+      return status{errc::protocol, describe(spec) + ": rank " + std::to_string(from < 0 ? j : rank) +
+                                        " announced a negative split"};
+    out.send.push_back({sent, static_cast<std::size_t>(to) * job.row_bytes});
+    out.recv.push_back({received, static_cast<std::size_t>(from) * job.row_bytes});
+    sent += out.send.back().length;
+    received += out.recv.back().length;
+  }
+  job.gathered.assign(received, std::byte{0});
+  return out;
+}
+
 void comm_runner::run(const chunk_work& w, int stream) {
   const int rank = comm_.rank(), size = comm_.size();
   const std::size_t segment = comm_.options().segment_bytes;
@@ -77,6 +102,30 @@ void comm_runner::run(const chunk_work& w, int stream) {
         return;
       }
       op = make_ring_allgather(w.sequence, stream, rank, size, w.job->gathered.data(), *counts, w.type, segment);
+      break;
+    }
+    case chunk_algo::reducescatter: {
+      const auto& job = *w.job;
+      auto slices = split_rows(static_cast<std::size_t>(job.ops.front().spec.shape[0]), job.row_bytes, size);
+      auto [offset, bytes] = job.chunk_ranges[w.sequence - job.first_sequence];
+      op = make_ring_reducescatter(w.sequence, stream, rank, size, w.data, window_of(slices, {offset, bytes}), w.type,
+                                   w.op, segment);
+      break;
+    }
+    case chunk_algo::alltoall_counts:
+      op = make_ring_allgather(w.sequence, stream, rank, size, w.job->first_dims.data(),
+                               std::vector<std::size_t>(static_cast<std::size_t>(size), static_cast<std::size_t>(size)),
+                               dtype::i64, segment);
+      break;
+    case chunk_algo::alltoall_data: {
+      auto layout = prepare_alltoall(*w.job, rank, size);
+      if (!layout) {
+        gate_->post(stream, w.sequence, layout.error());
+        return;
+      }
+      op = std::make_unique<alltoall_op>(w.sequence, stream, rank, size, w.job->ops.front().input,
+                                         std::move(layout->send), w.job->gathered.data(), std::move(layout->recv),
+                                         elem, segment);
       break;
     }
   }

@@ -1,5 +1,6 @@
 // How a sender actor runs one chunk: chunk_runner builds the chunk op a chunk_work asks for
-// (ring allreduce, recursive doubling, broadcast, ring allgather) on the sender's stream and
+// (ring allreduce, recursive doubling, broadcast, ring allgather, ring reduce-scatter,
+// alltoall) on the sender's stream and
 // hands it to the data plane. Tests replace it with a runner that holds chunks until told.
 // comm_runner's done callbacks run on the data plane's I/O thread; they only ever post an
 // actor message (chunk_ran), through a gate that shutdown closes before the actors go away.
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "actors/protocol.hpp"
+#include "runtime/collectives/ring_op.hpp"
 #include "runtime/core/status.hpp"
 
 namespace chorus {
@@ -55,5 +57,15 @@ class comm_runner final : public chunk_runner {
 /// Prepares an allgather data chunk once its counts are known: sizes job.gathered, copies
 /// this rank's rows in, and returns the element count of every rank (or an error).
 result<std::vector<std::size_t>> prepare_gather(bucket_job& job, int rank, int size);
+
+/// What an alltoall data chunk sends and receives, in bytes.
+struct alltoall_layout {
+  std::vector<byte_range> send;  ///< of this rank's input, by destination rank
+  std::vector<byte_range> recv;  ///< of job.gathered, by source rank
+};
+/// Prepares an alltoall data chunk once every rank's splits are known (job.first_dims, size x
+/// size): sizes job.gathered for the rows this rank receives (rank order) and lays out both
+/// sides, or returns an error (a bad count, or an earlier local error).
+result<alltoall_layout> prepare_alltoall(bucket_job& job, int rank, int size);
 
 }  // namespace chorus

@@ -3,8 +3,10 @@
 
 #include "actors/bucket_ranges.hpp"
 
+#include <cstring>
 #include <string>
 
+#include "runtime/collectives/scatter_plan.hpp"
 #include "runtime/core/log.hpp"
 
 namespace chorus {
@@ -40,12 +42,28 @@ void unpack_chunk(completion_state::entry& e, uint64_t sequence) {
   if (!st.ok()) e.error = {errc::internal, "unpacking the fusion buffer failed: " + st.message()};
 }
 
+/// Column `rank` of an alltoall's splits matrix: the rows received from each rank.
+std::vector<int64_t> received_splits(const bucket_job& job, int rank, int size) {
+  std::vector<int64_t> out;
+  auto n = static_cast<std::size_t>(size);
+  for (std::size_t j = 0; j < n; ++j) out.push_back(job.first_dims[j * n + static_cast<std::size_t>(rank)]);
+  return out;
+}
+
 void finish_bucket(self_ptr self, completion_state::entry& e) {
   auto& job = *e.job;
   status st = e.error.ok() ? job.local_error : e.error;
   if (!st.ok()) observer_of(self->state.wired).on_error(to_string(st.code()), st, std::chrono::steady_clock::now());
   if (st.ok() && job.plan.kind == fusable_kind::allgather) {
     end_op(self, job.ops.front(), st, std::move(job.gathered), job.first_dims);
+  } else if (st.ok() && job.plan.kind == fusable_kind::alltoall) {
+    end_op(self, job.ops.front(), st, std::move(job.gathered), received_splits(job, self->state.cfg.rank, self->state.cfg.size));
+  } else if (st.ok() && job.plan.kind == fusable_kind::reducescatter) {
+    const auto& op = job.ops.front();
+    auto slice = split_rows(static_cast<std::size_t>(op.spec.shape[0]), job.row_bytes,
+                            self->state.cfg.size)[static_cast<std::size_t>(self->state.cfg.rank)];
+    if (slice.length) std::memcpy(op.output, job.data + slice.offset, slice.length);
+    end_op(self, op, st);
   } else {
     for (const auto& op : job.ops) end_op(self, op, st);
   }
@@ -91,7 +109,8 @@ caf::behavior completion_actor(self_ptr self, completion_config cfg) {
           e.error = d.result;
           // An allgather's row chunk reads the counts: tell it they are not there (the
           // window_moved below orders this write before that chunk starts).
-          if (e.job->plan.kind == fusable_kind::allgather) e.job->local_error = d.result;
+          auto kind = e.job->plan.kind;
+          if (kind == fusable_kind::allgather || kind == fusable_kind::alltoall) e.job->local_error = d.result;
         }
         if (d.result.ok() && e.error.ok() && e.job->fused()) unpack_chunk(e, d.sequence);
         if (--e.left == 0) {

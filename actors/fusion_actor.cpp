@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "actors/bucket_ranges.hpp"
+#include "runtime/collectives/scatter_plan.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/fusion/fusion_plan.hpp"
 
@@ -20,6 +21,8 @@ fusable_kind fusable_of(collective_kind k) {
   switch (k) {
     case collective_kind::broadcast: return fusable_kind::broadcast;
     case collective_kind::allgather: return fusable_kind::allgather;
+    case collective_kind::reducescatter: return fusable_kind::reducescatter;
+    case collective_kind::alltoall: return fusable_kind::alltoall;
     default: return fusable_kind::allreduce;
   }
 }
@@ -33,7 +36,7 @@ std::size_t row_bytes_of(const tensor_spec& s) {
 /// Points job->data at the buffer the collective runs on.
 void prepare_buffer(fusion_state& s, bucket_job& job) {
   const auto& b = job.plan;
-  if (b.in_place) {
+  if (b.in_place && b.kind != fusable_kind::reducescatter) {
     auto& op = job.ops.front();
     job.data = static_cast<std::byte*>(op.output);
     if (op.input && op.input != op.output && b.bytes) std::memcpy(op.output, op.input, b.bytes);
@@ -51,6 +54,9 @@ void prepare_buffer(fusion_state& s, bucket_job& job) {
     job.data = job.heap.data();
   }
   s.fused_bytes += b.bytes;
+  // A reduce-scatter uses every slice as scratch: it runs on a copy, the input stays intact.
+  const auto& op = job.ops.front();
+  if (b.kind == fusable_kind::reducescatter && b.bytes) std::memcpy(job.data, op.input, b.bytes);
 }
 
 /// Readies an allreduce or broadcast chunk just before it is handed out: the bucket's buffer
@@ -63,6 +69,7 @@ void ready_chunk(fusion_state& s, chunk_work& w) {
   if (index == 0) prepare_buffer(s, job);
   auto [offset, bytes] = job.chunk_ranges[index];
   w.data = job.data ? job.data + offset : nullptr;
+  if (job.plan.kind == fusable_kind::reducescatter) w.data = job.data;  // offsets are inside every slice
   if (!job.fused()) return;
   auto st = pack_range(job, offset, offset + bytes);
   if (!st.ok() && job.local_error.ok()) {
@@ -94,8 +101,10 @@ void dispatch(self_ptr self) {
   while (!s.waiting.empty()) {
     const auto& w = s.waiting.front();
     if (w.sequence >= s.oldest_unfinished + s.cfg.start_window) break;
-    if (w.algo == chunk_algo::allgather_data && s.oldest_unfinished < w.sequence) break;
-    if (w.algo != chunk_algo::allgather_counts && w.algo != chunk_algo::allgather_data) ready_chunk(s, s.waiting.front());
+    const bool counted = w.algo == chunk_algo::allgather_data || w.algo == chunk_algo::alltoall_data;
+    if (counted && s.oldest_unfinished < w.sequence) break;
+    if (!counted && w.algo != chunk_algo::allgather_counts && w.algo != chunk_algo::alltoall_counts)
+      ready_chunk(s, s.waiting.front());
     auto n = s.wired.senders.size();
     auto to = static_cast<std::size_t>((w.sequence - s.cfg.first_sequence) % n);
     self->send(s.wired.senders[to], std::move(s.waiting.front()));
@@ -119,7 +128,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
     it.root = spec.root;
     it.device = -1;
     it.process_set = spec.process_set;
-    it.bytes = spec.kind == collective_kind::allgather
+    it.bytes = spec.kind == collective_kind::allgather || spec.kind == collective_kind::alltoall
                    ? static_cast<std::size_t>(b.ops[i].first_dim) * row_bytes_of(spec)
                    : static_cast<std::size_t>(spec.byte_size());
     items.push_back(it);
@@ -145,6 +154,26 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       chunk_work rows{s.next_sequence++, chunk_algo::allgather_data, nullptr, 0, spec.type, reduce_op::sum, 0, job};
       works.push_back(std::move(counts));
       works.push_back(std::move(rows));
+    } else if (bk.kind == fusable_kind::alltoall) {
+      // Counts first: every rank's splits (size x size), then the rows, like allgather.
+      const auto n = static_cast<std::size_t>(s.cfg.size);
+      job->row_bytes = row_bytes_of(spec);
+      job->first_dims.assign(n * n, 0);
+      const auto& splits = job->ops.front().splits;
+      std::copy(splits.begin(), splits.end(), job->first_dims.begin() + static_cast<std::ptrdiff_t>(n) * s.cfg.rank);
+      works.push_back(chunk_work{s.next_sequence++, chunk_algo::alltoall_counts, nullptr, n * n * sizeof(int64_t),
+                                 dtype::i64, reduce_op::sum, 0, job});
+      works.push_back(chunk_work{s.next_sequence++, chunk_algo::alltoall_data, nullptr, 0, spec.type, reduce_op::sum,
+                                 0, job});
+    } else if (bk.kind == fusable_kind::reducescatter) {
+      // One chunk per window of every rank's slice (identical on every rank: same shape).
+      job->row_bytes = row_bytes_of(spec);
+      auto slices = split_rows(static_cast<std::size_t>(spec.shape[0]), job->row_bytes, s.cfg.size);
+      for (const auto& w : scatter_windows(slices, size_of(spec.type), s.cfg.chunk_bytes, s.cfg.size)) {
+        works.push_back(chunk_work{s.next_sequence++, chunk_algo::reducescatter, nullptr, w.bytes, spec.type, spec.op,
+                                   0, job});
+        job->chunk_ranges.emplace_back(w.offset, w.bytes);
+      }
     } else {
       for (const auto& c : plan_chunks({job->plan}, s.cfg.chunk_bytes, s.next_sequence)) {
         chunk_algo algo = bk.kind == fusable_kind::broadcast ? chunk_algo::broadcast

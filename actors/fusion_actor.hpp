@@ -6,12 +6,14 @@
 // ranks without any exchange. A fused bucket takes a pooled, pre-touched buffer when its first
 // chunk is handed out (so pooled memory follows the start window, not the batch), and each
 // chunk is packed just before it is handed out; a single tensor runs in place. An allgather
-// takes two sequences: the per-rank dim 0 (counts) first, then the rows.
+// takes two sequences: the per-rank dim 0 (counts) first, then the rows; so does an alltoall
+// (every rank's splits, then the rows). A reducescatter runs on a pooled copy of its input,
+// one chunk per window of every rank's slice (runtime/collectives/scatter_plan.hpp).
 //
 // Start-order invariant (deadlock freedom, see sender_actor.hpp): chunks are handed to the
 // senders in increasing sequence order, and only while sequence < oldest unfinished chunk of
-// this rank + start_window. An allgather's row chunk is handed out only once every earlier
-// chunk (its counts among them) has ended here.
+// this rank + start_window. An allgather's or alltoall's row chunk is handed out only once
+// every earlier chunk (its counts among them) has ended here.
 #pragma once
 
 #include <cstdint>

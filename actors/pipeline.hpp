@@ -58,13 +58,22 @@ struct pipeline_options {
 /// One collective operation handed to the pipeline. Buffers are caller-owned and untouched by
 /// the caller until `done`.
 struct op_request {
-  tensor_spec spec;                 ///< name, kind (allreduce/broadcast/allgather), dtype, shape, op, root, device
-  const void* input = nullptr;      ///< allreduce/broadcast: == output (in place); allgather: this rank's rows
-  void* output = nullptr;           ///< allreduce/broadcast: the tensor; allgather: nullptr (see below)
+  tensor_spec spec;                 ///< name, kind (any collective_kind), dtype, shape, op, root, device
+  /// allreduce/broadcast: == output (in place); allgather/alltoall: this rank's rows;
+  /// reducescatter: the whole tensor (only read).
+  const void* input = nullptr;
+  /// allreduce/broadcast: the tensor; reducescatter: this rank's slice of dim 0 (Horovod's
+  /// split, see runtime/collectives/scatter_plan.hpp: split_rows), written just before `done`;
+  /// allgather/alltoall: nullptr (see below).
+  void* output = nullptr;
   /// Called exactly once, from a pipeline thread: ok, or an error naming the tensor and rank(s).
   /// For allgather, `gathered` holds the concatenation (rank order) and `first_dims` each
-  /// rank's dim 0; empty otherwise.
+  /// rank's dim 0; for alltoall, `gathered` holds the rows received (rank order) and
+  /// `first_dims` how many came from each rank; empty otherwise.
   std::function<void(const status&, std::vector<std::byte> gathered, std::vector<int64_t> first_dims)> done;
+  /// alltoall: rows of dim 0 sent to each rank, in rank order (size() entries summing to
+  /// shape[0]); empty otherwise. (Last, so that {spec, input, output, done} still initializes.)
+  std::vector<int64_t> splits;
 };
 
 /// Counters for benchmarks and metrics.

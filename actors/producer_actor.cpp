@@ -6,6 +6,7 @@
 #include <exception>
 #include <string>
 
+#include "runtime/collectives/ring_schedule.hpp"
 #include "runtime/core/log.hpp"
 
 namespace chorus {
@@ -72,16 +73,35 @@ status check_request(const op_request& r, int rank, int size) {
     return status{errc::invalid_argument, describe(s) + " on rank " + std::to_string(rank) + ": " + why};
   };
   if (!r.done) return bad("no done callback");
-  if (s.kind != collective_kind::allreduce && s.kind != collective_kind::broadcast &&
-      s.kind != collective_kind::allgather)
-    return bad(std::string(name_of(s.kind)) + " is not supported by the pipeline (allreduce, broadcast, allgather)");
+  if (static_cast<int>(s.kind) >= collective_kind_count)
+    return bad("collective " + std::to_string(static_cast<int>(s.kind)) + " is not supported by the pipeline");
   if (s.device != device_kind::cpu)
     return bad("device " + std::string(name_of(s.device)) + " is not supported by the TCP data plane; pass a CPU buffer");
   if (s.process_set != 0) return bad("process set " + std::to_string(s.process_set) + " is not supported (only 0)");
   if (auto st = validate(s, size); !st.ok()) return {st.code(), st.message() + " (rank " + std::to_string(rank) + ")"};
+  const bool rows_kind = s.kind == collective_kind::reducescatter || s.kind == collective_kind::alltoall;
+  if (rows_kind && s.shape.empty()) return bad("needs a tensor with at least one dimension, got a scalar");
+  if (s.kind == collective_kind::alltoall) {
+    if (r.splits.size() != static_cast<std::size_t>(size))
+      return bad(std::to_string(r.splits.size()) + " splits for " + std::to_string(size) +
+                 " ranks; give one row count per rank");
+    int64_t sum = 0;
+    for (auto x : r.splits) {
+      if (x < 0) return bad("negative split " + std::to_string(x));
+      sum += x;
+    }
+    if (sum != s.shape[0])
+      return bad("splits sum to " + std::to_string(sum) + " rows but dim 0 is " + std::to_string(s.shape[0]));
+  }
   if (s.byte_size() > 0) {
-    if (s.kind == collective_kind::allgather && !r.input) return bad("no input buffer");
-    if (s.kind != collective_kind::allgather && !r.output) return bad("no output buffer");
+    const bool reads_only = s.kind == collective_kind::allgather || s.kind == collective_kind::alltoall;
+    if ((reads_only || s.kind == collective_kind::reducescatter) && !r.input) return bad("no input buffer");
+    if (!reads_only && !r.output) {
+      bool empty_slice = s.kind == collective_kind::reducescatter &&
+                         block_begin(static_cast<std::size_t>(s.shape[0]), size, rank) ==
+                             block_begin(static_cast<std::size_t>(s.shape[0]), size, rank + 1);
+      if (!empty_slice) return bad("no output buffer");
+    }
   }
   return {};
 }
@@ -93,11 +113,12 @@ op_ref make_op_ref(uint64_t handle, const op_request& r, steady_time at) {
   o.input = r.input ? r.input : r.output;
   o.output = r.output;
   o.enqueued_at = at;
-  if (o.spec.kind == collective_kind::allgather) {
+  if (o.spec.kind == collective_kind::allgather || o.spec.kind == collective_kind::alltoall) {
     if (o.spec.shape.empty()) o.spec.shape.push_back(1);  // a scalar gathers as one row
     o.first_dim = o.spec.shape[0];
     o.spec.shape[0] = 0;
   }
+  if (o.spec.kind == collective_kind::alltoall) o.splits = r.splits;
   return o;
 }
 

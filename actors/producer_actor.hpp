@@ -41,8 +41,8 @@ struct producer_state {
 /// spec); errc::invalid_argument naming the tensor and the rank.
 status check_request(const op_request& r, int rank, int size);
 
-/// The op as the negotiator sees it; for allgather shape[0] is replaced by 0 (ranks may
-/// contribute different numbers of rows) and the real dim 0 travels in first_dim.
+/// The op as the negotiator sees it; for allgather and alltoall shape[0] is replaced by 0
+/// (ranks may contribute different numbers of rows) and the real dim 0 travels in first_dim.
 op_ref make_op_ref(uint64_t handle, const op_request& r, steady_time at);
 
 caf::behavior producer_actor(caf::stateful_actor<producer_state>* self, producer_config cfg);

@@ -47,8 +47,9 @@ using hello_atom = caf::atom_constant<caf::atom("ctrlhello")>;    ///< negotiato
 /// One enqueued operation as the actors see it (the callback stays with the producer).
 struct op_ref {
   uint64_t handle = 0;       ///< the producer's key
-  tensor_spec spec;          ///< as negotiated: for allgather shape[0] is 0 (ranks may differ)
-  int64_t first_dim = 0;     ///< allgather: this rank's real dim 0
+  tensor_spec spec;          ///< as negotiated: for allgather and alltoall shape[0] is 0 (ranks may differ)
+  int64_t first_dim = 0;     ///< allgather, alltoall: this rank's real dim 0
+  std::vector<int64_t> splits;  ///< alltoall: rows of dim 0 this rank sends to each rank, in rank order
   const void* input = nullptr;
   void* output = nullptr;
   steady_time enqueued_at{};
@@ -61,6 +62,9 @@ enum class chunk_algo : uint8_t {
   broadcast,         ///< broadcast_op
   allgather_counts,  ///< ring allgather of one i64 per rank: every rank's dim 0
   allgather_data,    ///< ring allgather of the rows; starts only after its counts chunk ended
+  reducescatter,     ///< make_ring_reducescatter over one window of every rank's slice (chunk_ranges)
+  alltoall_counts,   ///< ring allgather of every rank's splits (size i64 each): the size x size matrix
+  alltoall_data,     ///< alltoall_op of the rows; starts only after its counts chunk ended
 };
 
 /// One bucket in flight: the plan, its ops, the buffer the collective runs on. Shared by
@@ -80,10 +84,13 @@ struct bucket_job {
   /// and unpacked chunk by chunk).
   std::vector<std::pair<std::size_t, std::size_t>> chunk_ranges;
   bool fused() const { return plan.kind == fusable_kind::allreduce && !plan.in_place; }
-  // allgather only
+  // allgather and alltoall only (reducescatter: row_bytes; its chunk_ranges are windows of
+  // every rank's slice, runtime/collectives/scatter_plan.hpp)
   std::size_t row_bytes = 0;        ///< bytes of one row (product of dims 1.., times element size)
-  std::vector<int64_t> first_dims;  ///< one per rank, filled by the counts chunk
-  std::vector<std::byte> gathered;  ///< filled when the data chunk starts, then by the ring
+  /// Filled by the counts chunk: allgather, one dim 0 per rank; alltoall, every rank's splits
+  /// (row r: what rank r sends to each rank), size x size.
+  std::vector<int64_t> first_dims;
+  std::vector<std::byte> gathered;  ///< filled when the data chunk starts, then by the ring / alltoall
   status local_error;               ///< this rank could not prepare the bucket (pack, counts chunk failed)
 };
 
@@ -119,8 +126,8 @@ struct batch_agreed { uint64_t cycle = 0; std::vector<op_ref> ops; };
 struct op_finished {
   uint64_t handle = 0;
   status result;
-  std::vector<std::byte> gathered;
-  std::vector<int64_t> first_dims;
+  std::vector<std::byte> gathered;  ///< allgather, alltoall: the rows received, in rank order
+  std::vector<int64_t> first_dims;  ///< allgather: each rank's dim 0; alltoall: rows received from each rank
 };
 /// fusion → completion: a bucket and its chunk sequences, before any of its chunks runs.
 struct bucket_planned { std::shared_ptr<bucket_job> job; };
@@ -170,7 +177,7 @@ typename Inspector::result_type inspect(Inspector& f, tensor_spec& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, op_ref& x) {
-  return f(caf::meta::type_name("op_ref"), x.handle, x.spec, x.first_dim);
+  return f(caf::meta::type_name("op_ref"), x.handle, x.spec, x.first_dim, x.splits);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chunk_work& x) {

@@ -16,7 +16,7 @@ tensor_spec spec_of(collective_kind kind, const std::string& name, const tensor_
   s.kind = kind;
   s.type = v.type;
   s.shape = v.shape;
-  s.op = kind == collective_kind::allreduce ? op : reduce_op::sum;
+  s.op = kind == collective_kind::allreduce || kind == collective_kind::reducescatter ? op : reduce_op::sum;
   s.root = kind == collective_kind::broadcast ? root : -1;
   s.device = v.device;
   return s;
@@ -28,6 +28,63 @@ handle submit(collective_kind kind, const std::string& name, const tensor_view& 
               op_state::callback on_done) {
   auto state = std::make_shared<op_state>(spec_of(kind, name, v, op, root), std::move(on_done));
   if (auto st = session::instance().submit(state, v.data); !st.ok()) state->complete(std::move(st));
+  return handle(std::move(state));
+}
+
+/// This rank's slice of a reducescatter of `v`: its shape, or an error naming the tensor.
+result<std::vector<int64_t>> slice_shape(const tensor_spec& s) {
+  int n = session::instance().size(), r = session::instance().rank();
+  if (n <= 0)
+    return status{errc::invalid_argument, describe(s) + ": Chorus is not initialized; call chorus::init() first"};
+  if (s.shape.empty() || s.shape[0] < 0) return std::vector<int64_t>{};  // check_operation names the problem
+  auto shape = s.shape;
+  shape[0] = reducescatter_rows(s.shape[0], n, r);
+  return shape;
+}
+
+/// Reducescatter into `out` (a caller buffer) or, when `out` is null, into a buffer the
+/// operation owns (handle::gathered()).
+handle submit_reducescatter(const std::string& name, const tensor_view& v, const tensor_view* out, reduce_op op,
+                            op_state::callback on_done) {
+  auto state = std::make_shared<op_state>(spec_of(collective_kind::reducescatter, name, v, op, -1), std::move(on_done));
+  auto fail = [&](status st) {
+    state->complete(std::move(st));
+    return handle(state);
+  };
+  auto shape = slice_shape(state->spec);
+  if (!shape) return fail(shape.error());
+  void* output = nullptr;
+  if (!shape->empty()) {
+    int64_t elems = 1;
+    for (auto d : *shape) elems *= d;
+    auto bytes = static_cast<std::size_t>(elems) * size_of(v.type);
+    if (out) {
+      if (out->type != v.type || out->shape != *shape)
+        return fail({errc::invalid_argument,
+                     describe(state->spec) + ": output buffer is " + std::string(name_of(out->type)) + " " +
+                         format_shape(out->shape) + " but this rank's slice is " + std::string(name_of(v.type)) +
+                         " " + format_shape(*shape) + " (see chorus::reducescatter_rows)"});
+      if (!out->data && bytes)
+        return fail({errc::invalid_argument, describe(state->spec) + ": output buffer is null but the slice " +
+                                                 format_shape(*shape) + " has " + std::to_string(elems) +
+                                                 " elements"});
+      output = out->data;
+    } else {
+      state->gathered.assign(bytes, std::byte{0});
+      output = state->gathered.data();
+    }
+    state->shape = *shape;  // before submission: no other thread sees the state yet
+  }
+  if (auto st = session::instance().submit(state, v.data, output); !st.ok()) state->complete(std::move(st));
+  return handle(std::move(state));
+}
+
+handle submit_alltoall(const std::string& name, const tensor_view& v, std::vector<int64_t> splits,
+                       op_state::callback on_done) {
+  auto state = std::make_shared<op_state>(spec_of(collective_kind::alltoall, name, v, reduce_op::sum, -1),
+                                          std::move(on_done));
+  if (auto st = session::instance().submit(state, v.data, nullptr, std::move(splits)); !st.ok())
+    state->complete(std::move(st));
   return handle(std::move(state));
 }
 
@@ -68,6 +125,35 @@ handle allgather_async(const std::string& name, tensor_view v) {
   return submit(collective_kind::allgather, name, v, reduce_op::sum, -1, {});
 }
 
+int64_t reducescatter_rows(int64_t dim0, int size, int r) {
+  if (dim0 < 0 || size <= 0 || r < 0 || r >= size) return 0;
+  return dim0 / size + (r < dim0 % size ? 1 : 0);
+}
+
+handle reducescatter_async(const std::string& name, tensor_view v, reduce_op op) {
+  return submit_reducescatter(name, v, nullptr, op, {});
+}
+
+handle reducescatter_async(const std::string& name, tensor_view v, tensor_view out, reduce_op op) {
+  return submit_reducescatter(name, v, &out, op, {});
+}
+
+handle alltoall_async(const std::string& name, tensor_view v, std::vector<int64_t> splits) {
+  return submit_alltoall(name, v, std::move(splits), {});
+}
+
+void reducescatter_async(const std::string& name, tensor_view v, reduce_op op, gather_callback done) {
+  op_state::callback cb;
+  if (done) cb = [done = std::move(done)](const op_state& s) { done(s.result, s.gathered, s.shape); };
+  submit_reducescatter(name, v, nullptr, op, std::move(cb));
+}
+
+void alltoall_async(const std::string& name, tensor_view v, std::vector<int64_t> splits, alltoall_callback done) {
+  op_state::callback cb;
+  if (done) cb = [done = std::move(done)](const op_state& s) { done(s.result, s.gathered, s.shape, s.first_dims); };
+  submit_alltoall(name, v, std::move(splits), std::move(cb));
+}
+
 void allreduce_async(const std::string& name, tensor_view v, reduce_op op, done_callback done) {
   submit(collective_kind::allreduce, name, v, op, -1, adapt(std::move(done)));
 }
@@ -101,7 +187,16 @@ const std::vector<std::byte>& handle::gathered() const {
   return s_->done() ? s_->gathered : none;
 }
 
+std::byte* handle::gathered_data() const {
+  return s_->done() && !s_->gathered.empty() ? s_->gathered.data() : nullptr;
+}
+
 std::vector<int64_t> handle::shape() const { return s_->done() ? s_->shape : std::vector<int64_t>{}; }
+
+const std::vector<int64_t>& handle::received_splits() const {
+  static const std::vector<int64_t> none;
+  return s_->done() && s_->spec.kind == collective_kind::alltoall ? s_->first_dims : none;
+}
 
 const std::vector<int64_t>& handle::first_dims() const {
   static const std::vector<int64_t> none;

@@ -20,7 +20,8 @@ status check_operation(const tensor_spec& s, const void* data) {
   if (static_cast<int>(s.type) >= dtype_count)
     return reject(
         s, "dtype " + std::to_string(static_cast<int>(s.type)) + " is not one of f16, bf16, f32, f64, i32, i64, u8");
-  if (s.kind == collective_kind::allreduce && static_cast<int>(s.op) >= reduce_op_count)
+  const bool reduces = s.kind == collective_kind::allreduce || s.kind == collective_kind::reducescatter;
+  if (reduces && static_cast<int>(s.op) >= reduce_op_count)
     return reject(
         s, "reduce op " + std::to_string(static_cast<int>(s.op)) + " is not one of sum, average, min, max, product");
   if (s.device != device_kind::cpu)
@@ -28,6 +29,10 @@ status check_operation(const tensor_spec& s, const void* data) {
                          " is not supported by this build's pipeline; pass a CPU buffer (device cpu)");
   if (s.kind == collective_kind::allgather && s.shape.empty())
     return reject(s, "allgather needs a tensor with at least one dimension (the rows to concatenate), got a scalar");
+  if (s.kind == collective_kind::reducescatter && s.shape.empty())
+    return reject(s, "reducescatter needs a tensor with at least one dimension (the rows to split), got a scalar");
+  if (s.kind == collective_kind::alltoall && s.shape.empty())
+    return reject(s, "alltoall needs a tensor with at least one dimension (the rows to send), got a scalar");
   int64_t elements = 1;
   for (auto d : s.shape) {
     if (d < 0) return reject(s, "shape " + format_shape(s.shape) + " has a negative dimension");
@@ -49,6 +54,27 @@ status check_root(const tensor_spec& s, int world_size) {
   if (s.root < 0 || s.root >= world_size)
     return reject(s, "root " + std::to_string(s.root) + " is not a rank of this job (size " +
                          std::to_string(world_size) + ": roots 0-" + std::to_string(world_size - 1) + ")");
+  return {};
+}
+
+status check_splits(const tensor_spec& s, const std::vector<int64_t>& splits, int world_size) {
+  if (s.kind != collective_kind::alltoall) {
+    if (!splits.empty()) return reject(s, "splits are only meaningful for alltoall");
+    return {};
+  }
+  if (static_cast<int64_t>(splits.size()) != world_size)
+    return reject(s, std::to_string(splits.size()) + " splits for a job of " + std::to_string(world_size) +
+                         " ranks; give the rows for each rank, in rank order");
+  int64_t sum = 0;
+  for (std::size_t i = 0; i < splits.size(); ++i) {
+    if (splits[i] < 0)
+      return reject(s, "split " + std::to_string(i) + " is negative (" + std::to_string(splits[i]) + ")");
+    sum += splits[i];
+  }
+  int64_t dim0 = s.shape.empty() ? 1 : s.shape[0];
+  if (sum != dim0)
+    return reject(s, "splits sum to " + std::to_string(sum) + " rows but the tensor's dim 0 is " +
+                         std::to_string(dim0) + " (shape " + format_shape(s.shape) + ")");
   return {};
 }
 

@@ -3,6 +3,9 @@
 // the value seen and what was expected. Pure functions, shared by the C++ and C APIs.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "runtime/core/status.hpp"
 #include "runtime/negotiation/tensor_spec.hpp"
 
@@ -13,5 +16,8 @@ status check_operation(const tensor_spec& spec, const void* data);
 
 /// The broadcast root against the job's size (other kinds always pass).
 status check_root(const tensor_spec& spec, int world_size);
+
+/// Alltoall: one split per rank, none negative, summing to dim 0. Other kinds: no splits.
+status check_splits(const tensor_spec& spec, const std::vector<int64_t>& splits, int world_size);
 
 }  // namespace chorus::detail

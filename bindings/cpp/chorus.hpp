@@ -56,7 +56,7 @@ int local_rank();
 int local_size();
 
 /// A caller-owned buffer: Chorus reads it (and, for allreduce and broadcast, writes the result
-/// into it) without copying it when none is needed. The buffer must stay alive and untouched
+/// into it; a reducescatter `out` view is only written) without copying it when none is needed. The buffer must stay alive and untouched
 /// until the operation ended.
 struct tensor_view {
   void* data = nullptr;                   ///< first element; may be null only when it has none
@@ -87,13 +87,26 @@ class handle {
   /// The name of the tensor, as given to *_async.
   const std::string& name() const;
 
-  /// Allgather only, once done: the rows of every rank, in rank order (empty otherwise).
+  /// Once done, the result rows (empty otherwise, and for allreduce and broadcast):
+  ///  * allgather: the rows of every rank, in rank order;
+  ///  * alltoall: the rows this rank received, in rank order;
+  ///  * reducescatter (the form without `out`): this rank's slice of the reduced tensor.
+  /// The bytes stay at one address for as long as any copy of this handle lives, so a binding
+  /// can hand them out without a copy (e.g. torch::from_blob(gathered_data(), shape(), deleter
+  /// that keeps a copy of the handle)).
   const std::vector<std::byte>& gathered() const;
-  /// Allgather only, once done: the shape of gathered(): the sum of the ranks' first
-  /// dimensions, then the remaining dimensions of the input (empty otherwise).
+  /// gathered().data() as a writable pointer (null when empty): nothing writes the bytes after
+  /// the operation ended, so the caller may take them over in place.
+  std::byte* gathered_data() const;
+  /// Once done, the shape of the result rows (empty otherwise, and for allreduce/broadcast):
+  /// allgather, the sum of the ranks' first dimensions; alltoall, the rows received;
+  /// reducescatter, this rank's rows (reducescatter_rows); then the input's other dimensions.
   std::vector<int64_t> shape() const;
   /// Allgather only, once done: each rank's first dimension, in rank order.
   const std::vector<int64_t>& first_dims() const;
+  /// Alltoall only, once done: how many rows came from each rank, in rank order (Horovod's
+  /// received_splits).
+  const std::vector<int64_t>& received_splits() const;
 
  private:
   std::shared_ptr<detail::op_state> s_;
@@ -103,7 +116,7 @@ class handle {
 /// for an argument rejected at the call, on the calling thread before the call returns).
 /// Keep it short: it runs where other operations are completed.
 using done_callback = std::function<void(const status&)>;
-/// Completion callback of allgather: the status, the gathered rows and their shape.
+/// Completion callback of allgather (and reducescatter): the status, the rows and their shape.
 using gather_callback =
     std::function<void(const status&, const std::vector<std::byte>& gathered, const std::vector<int64_t>& shape)>;
 
@@ -122,9 +135,41 @@ handle broadcast_async(const std::string& name, tensor_view v, int root);
 /// `v` needs at least one dimension.
 handle allgather_async(const std::string& name, tensor_view v);
 
+/// Rows of dim 0 that rank `r` of `size` ranks gets from a reducescatter of `dim0` rows
+/// (Horovod's split: dim0 / size, plus one for each of the first dim0 % size ranks). Rank r's
+/// rows start at row sum of reducescatter_rows(dim0, size, q) for q < r.
+int64_t reducescatter_rows(int64_t dim0, int size, int r);
+
+/// Reduces `v` across all ranks (same dtype and shape everywhere, at least one dimension) and
+/// gives this rank its slice of dim 0 (reducescatter_rows). `v` is only read: Chorus reduces a
+/// copy. The slice is handle::gathered(), its shape handle::shape(). average divides by size().
+handle reducescatter_async(const std::string& name, tensor_view v, reduce_op op = reduce_op::average);
+
+/// The same, writing the slice straight into `out`: a caller-owned buffer of v's dtype and
+/// shape [reducescatter_rows(dim0, size(), rank()), dims 1.. of v] (checked), written just
+/// before the operation ends; handle::gathered() stays empty. For a zero-copy binding:
+/// allocate the output tensor, pass both.
+handle reducescatter_async(const std::string& name, tensor_view v, tensor_view out, reduce_op op);
+
+/// Sends splits[i] rows of `v`'s dim 0 to rank i (consecutive rows, rank order): `splits` has
+/// size() entries, none negative, summing to dim 0; they may differ between ranks, the other
+/// dimensions and the dtype must agree. `v` is only read. The rows received (rank order) are
+/// handle::gathered(), their shape handle::shape(), the rows from each rank
+/// handle::received_splits().
+handle alltoall_async(const std::string& name, tensor_view v, std::vector<int64_t> splits);
+
+/// Completion callback of alltoall: the status, the rows received, their shape and the rows
+/// that came from each rank.
+using alltoall_callback = std::function<void(const status&, const std::vector<std::byte>& received,
+                                             const std::vector<int64_t>& shape,
+                                             const std::vector<int64_t>& received_splits)>;
+
 /// Callback forms: the same operations; `done` runs exactly once with the outcome.
 void allreduce_async(const std::string& name, tensor_view v, reduce_op op, done_callback done);
 void broadcast_async(const std::string& name, tensor_view v, int root, done_callback done);
 void allgather_async(const std::string& name, tensor_view v, gather_callback done);
+/// reducescatter: `done` gets the slice and its shape (as handle::gathered() and shape()).
+void reducescatter_async(const std::string& name, tensor_view v, reduce_op op, gather_callback done);
+void alltoall_async(const std::string& name, tensor_view v, std::vector<int64_t> splits, alltoall_callback done);
 
 }  // namespace chorus

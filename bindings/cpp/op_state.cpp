@@ -30,13 +30,18 @@ bool op_state::complete(status st, std::vector<std::byte> g, std::vector<int64_t
     std::lock_guard lk(mu_);
     if (done_.load(std::memory_order_relaxed)) return false;
     result = std::move(st);
-    if (result.ok() && spec.kind == collective_kind::allgather) {
+    const bool rows_received = spec.kind == collective_kind::allgather || spec.kind == collective_kind::alltoall;
+    if (result.ok() && rows_received) {
       gathered = std::move(g);
       first_dims = std::move(dims);
       int64_t rows = 0;
       for (auto d : first_dims) rows += d;
       shape = spec.shape;
       if (!shape.empty()) shape[0] = rows;
+    }
+    if (!result.ok() && spec.kind == collective_kind::reducescatter) {
+      gathered = {};
+      shape = {};
     }
     cb = std::move(on_done_);
     done_.store(true, std::memory_order_release);

@@ -36,9 +36,14 @@ struct op_state {
   const tensor_spec spec;       ///< what was submitted (name, kind, dtype, shape, ...)
   const status pending_status;  ///< what result() says before the end
   status result;
-  std::vector<std::byte> gathered;  ///< allgather: the rows of every rank, in rank order
-  std::vector<int64_t> first_dims;  ///< allgather: each rank's first dimension
-  std::vector<int64_t> shape;       ///< allgather: the shape of `gathered`
+  /// allgather: the rows of every rank, in rank order; alltoall: the rows received;
+  /// reducescatter: this rank's slice, when the op owns it (sized before submission, written
+  /// by the pipeline; cleared if the op fails).
+  std::vector<std::byte> gathered;
+  std::vector<int64_t> first_dims;  ///< allgather: each rank's first dimension; alltoall: rows received per rank
+  /// allgather, alltoall: the shape of `gathered`; reducescatter: the slice's shape, set
+  /// before submission (cleared if the op fails).
+  std::vector<int64_t> shape;
 
  private:
   callback on_done_;

@@ -127,7 +127,7 @@ void session::shutdown() {
   CHORUS_LOG(info, "api", "shut down");
 }
 
-status session::submit(const std::shared_ptr<op_state>& op, void* data) {
+status session::submit(const std::shared_ptr<op_state>& op, void* data, void* output, std::vector<int64_t> splits) {
   const tensor_spec& spec = op->spec;
   if (auto st = check_operation(spec, data); !st.ok()) return st;
   std::shared_lock lk(job_mu_);
@@ -137,6 +137,7 @@ status session::submit(const std::shared_ptr<op_state>& op, void* data) {
     return {errc::invalid_argument, describe(spec) + ": Chorus is not initialized; call chorus::init() first"};
   }
   if (auto st = check_root(spec, job_->env.size); !st.ok()) return st;
+  if (auto st = check_splits(spec, splits, job_->env.size); !st.ok()) return st;
   {
     std::lock_guard plk(pending_mu_);
     if (!pending_.emplace(spec.name, op).second)
@@ -147,7 +148,13 @@ status session::submit(const std::shared_ptr<op_state>& op, void* data) {
   op_request r;
   r.spec = spec;
   r.input = data;
-  r.output = spec.kind == collective_kind::allgather ? nullptr : data;
+  switch (spec.kind) {
+    case collective_kind::allgather:
+    case collective_kind::alltoall: r.output = nullptr; break;
+    case collective_kind::reducescatter: r.output = output; break;
+    default: r.output = data;
+  }
+  r.splits = std::move(splits);
   r.done = [this, op](const status& st, std::vector<std::byte> gathered, std::vector<int64_t> first_dims) {
     finished(op, st, std::move(gathered), std::move(first_dims));
   };

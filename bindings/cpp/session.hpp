@@ -35,9 +35,12 @@ class session {
   int local_size() const { return local_size_.load(); }
 
   /// Checks `op->spec` at the boundary and hands the operation to the pipeline, in place on
-  /// `data` (allgather only reads it). On rejection returns the error and leaves `op` as it
-  /// was (not ended: the caller decides); otherwise `op` ends exactly once, later or already.
-  status submit(const std::shared_ptr<op_state>& op, void* data);
+  /// `data` (allgather, alltoall and reducescatter only read it; reducescatter writes this
+  /// rank's slice to `output`, alltoall sends `splits` rows to each rank). On rejection returns
+  /// the error and leaves `op` as it was (not ended: the caller decides); otherwise `op` ends
+  /// exactly once, later or already.
+  status submit(const std::shared_ptr<op_state>& op, void* data, void* output = nullptr,
+                std::vector<int64_t> splits = {});
 
  private:
   struct job;

@@ -26,6 +26,8 @@ using namespace chorus;
 namespace chorus::testrank {
 // The actor pipeline's scenarios (tests/multiproc/rank/pipeline_modes.cpp): "pipeline-*".
 int run_pipeline_mode(const std::string& mode, int argc, char** argv);
+// pipeline-scatter SEED: reducescatter and alltoall (tests/multiproc/rank/pipeline_scatter.cpp).
+int run_pipeline_scatter(int argc, char** argv);
 }  // namespace chorus::testrank
 #endif
 
@@ -88,6 +90,7 @@ int main(int argc, char** argv) {
   if (mode == "intruder") return run_intruder(*env);
 #ifdef CHORUS_WITH_PIPELINE
   // These modes call chorus::init(), which builds its own communicator.
+  if (mode == "pipeline-scatter") return testrank::run_pipeline_scatter(argc, argv);
   if (mode.rfind("pipeline-", 0) == 0) return testrank::run_pipeline_mode(mode, argc, argv);
 #endif
 
