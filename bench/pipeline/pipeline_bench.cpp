@@ -80,6 +80,7 @@ std::shared_ptr<telemetry::observer> make_variant(const std::string& name, commu
     t.chunk_bytes = opts.chunk_bytes;
     t.streams = comm.num_streams();
     t.cycle_time = std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time);
+    t.in_place_bytes = opts.in_place_bytes;
     m->on_tunables(t, std::chrono::steady_clock::now());
     return m;
   }

@@ -117,6 +117,7 @@ metrics_observer::metrics_observer(const context& ctx, std::chrono::milliseconds
   chunk_bytes_ = &gauge(n::tunable_chunk_bytes, "Chunk size in force (bytes)");
   streams_gauge_ = &gauge(n::tunable_streams, "Streams in force");
   cycle_time_ = &gauge(n::tunable_cycle_time, "Cycle time in force (seconds)");
+  in_place_ = &gauge(n::tunable_in_place, "Allreduce tensors this large are reduced in place (bytes; 0: none)");
 }
 
 metrics_observer::~metrics_observer() {
@@ -243,6 +244,7 @@ void metrics_observer::on_tunables(const tunables& t, time_point) {
   chunk_bytes_->Set(static_cast<double>(t.chunk_bytes));
   streams_gauge_->Set(t.streams);
   cycle_time_->Set(static_cast<double>(t.cycle_time.count()) * 1e-6);
+  in_place_->Set(static_cast<double>(t.in_place_bytes));
 }
 
 // ---- environment ----

@@ -118,6 +118,7 @@ class metrics_observer final : public observer {
   prometheus::Gauge* chunk_bytes_;
   prometheus::Gauge* streams_gauge_;
   prometheus::Gauge* cycle_time_;
+  prometheus::Gauge* in_place_;
 
   // Stalled names: touched by stall warnings (rare) and, only while one is stalled, by the
   // agreements and callbacks that end it.

@@ -55,5 +55,7 @@ inline constexpr const char* tunable_chunk_bytes = "chorus_tunable_chunk_bytes";
 inline constexpr const char* tunable_streams = "chorus_tunable_streams";
 /// Gauge: the cycle time, the lower bound on cycle spacing (seconds).
 inline constexpr const char* tunable_cycle_time = "chorus_tunable_cycle_time_seconds";
+/// Gauge: allreduce tensors at least this large are reduced in place, unfused (bytes; 0 = none).
+inline constexpr const char* tunable_in_place = "chorus_tunable_in_place_bytes";
 
 }  // namespace chorus::telemetry::metric_names

@@ -62,7 +62,7 @@ TEST(MetricsObserver, EverySeriesExistsFromTheStartWithTheRankLabel) {
        {n::stream_sent_bytes, n::stream_received_bytes, n::stream_throughput, n::stream_chunks, n::stream_steals,
         n::negotiation_latency, n::cycle_duration, n::gossip_sent, n::gossip_received, n::stalled_tensors,
         n::stall_warnings, n::bucket_bytes, n::ops_enqueued, n::op_latency, n::errors, n::tunable_fusion_threshold,
-        n::tunable_chunk_bytes, n::tunable_streams, n::tunable_cycle_time})
+        n::tunable_chunk_bytes, n::tunable_streams, n::tunable_cycle_time, n::tunable_in_place})
     EXPECT_NE(text.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
   // Every sample line carries rank="3".
   std::size_t lines = 0;
@@ -108,7 +108,7 @@ TEST(MetricsObserver, EventsMoveTheirSeries) {
   m.on_chunk_end(5, 12, 4096, status{}, t0, t0);  // a stream the context did not announce
   m.on_error("mismatch", status{errc::mismatch, "x"}, t0);
   m.on_error("something_new", status{errc::internal, "y"}, t0);
-  m.on_tunables({64u << 20, 4u << 20, 2, 1500us}, t0);
+  m.on_tunables({64u << 20, 4u << 20, 2, 1500us, 1u << 20}, t0);
 
   auto f = m.collect();
   EXPECT_EQ(find(f, n::ops_enqueued, {{"op", "allreduce"}})->counter.value, 1);
@@ -141,6 +141,7 @@ TEST(MetricsObserver, EventsMoveTheirSeries) {
   EXPECT_EQ(find(f, n::tunable_chunk_bytes)->gauge.value, 4 << 20);
   EXPECT_EQ(find(f, n::tunable_streams)->gauge.value, 2);
   EXPECT_NEAR(find(f, n::tunable_cycle_time)->gauge.value, 0.0015, 1e-12);
+  EXPECT_EQ(find(f, n::tunable_in_place)->gauge.value, 1 << 20);
 }
 
 TEST(MetricsObserver, StalledTensorsCountUntilAgreedOrEnded) {
