@@ -30,6 +30,13 @@ actions central_negotiator::request_shutdown(time_point now) {
   return out;
 }
 
+actions central_negotiator::request_join(time_point now) {
+  actions out;
+  ledger_.request_join();
+  advance(now, out);
+  return out;
+}
+
 actions central_negotiator::on_timer(time_point now) {
   actions out;
   ledger_.on_timer(now);

@@ -44,6 +44,13 @@ actions gossip_negotiator::request_shutdown(time_point now) {
   return out;
 }
 
+actions gossip_negotiator::request_join(time_point now) {
+  actions out;
+  ledger_.request_join();
+  advance(now, out);
+  return out;
+}
+
 actions gossip_negotiator::on_timer(time_point now) {
   actions out;
   ledger_.on_timer(now);

@@ -41,6 +41,8 @@ class gossip_negotiator final : public negotiation_strategy {
   actions on_timer(time_point now) override;
   actions submit_score(double score, time_point now) override;
   actions request_shutdown(time_point now) override;
+  actions request_join(time_point now) override;
+  bool joined() const override { return ledger_.joined(); }
 
   bool idle() const override { return !running_ && !ledger_.has_new(); }
   uint64_t cycles_done() const override { return last_cycle_; }

@@ -41,9 +41,15 @@ void negotiation_ledger::submit_score(double score) {
   fresh_score_ = std::min(score, fresh_score_.value_or(score));
 }
 
+void negotiation_ledger::request_join() {
+  if (joined_) return;
+  joined_ = true;
+  join_fresh_ = true;
+}
+
 bool negotiation_ledger::has_new() const {
   if (failed_) return false;
-  return fresh_ids_ || !fresh_names_.empty() || fresh_score_ || shutdown_fresh_ || stall_.has_new();
+  return fresh_ids_ || !fresh_names_.empty() || fresh_score_ || shutdown_fresh_ || join_fresh_ || stall_.has_new();
 }
 
 gossip_message negotiation_ledger::contribution() {
@@ -64,6 +70,13 @@ gossip_message negotiation_ledger::contribution() {
   fresh_score_.reset();
   m.shutdown = shutdown_fresh_;
   shutdown_fresh_ = false;
+  if (joined_) {
+    // A joined rank is ready for every registered id (AND identity); its real pending ids
+    // stay in ready_or, so stall checks do not see it as waiting for anything.
+    m.ready_and = dynamic_bitmap(registry_.size(), true);
+    m.joined.set(static_cast<std::size_t>(rank_));
+    join_fresh_ = false;
+  }
   return m;
 }
 
@@ -77,6 +90,11 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
   if (failed_) return;
   dynamic_bitmap agreed = merged.ready_and;
   agreed.resize(registry_.size());
+  // Joined ranks claim every id (ready_and) but only their real ones in ready_or: an id must
+  // also be pending somewhere, which matters once every rank has joined.
+  dynamic_bitmap somewhere = merged.ready_or;
+  somewhere.resize(registry_.size());
+  agreed.and_with(somewhere);
   std::vector<std::string> fatal;
   auto warn = [&](const std::string& name, const tensor_spec& spec, const dynamic_bitmap& ready) {
     out.warnings.push_back({cycle, name, rank_list(complement(ready, size_)),
@@ -110,9 +128,12 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
       groups.insert(at, a);
     }
   }
+  //    Joined ranks count as having announced every name.
   std::vector<uint32_t> new_ids;
   for (auto it = table_.begin(); it != table_.end();) {
-    if (table_ranks(it->second).count() < static_cast<std::size_t>(size_)) {
+    auto announced = table_ranks(it->second);
+    announced.or_with(merged.joined);
+    if (announced.count() < static_cast<std::size_t>(size_)) {
       ++it;
       continue;
     }
@@ -159,6 +180,18 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
   // 6. Agreed scalars.
   if (merged.score_min < std::numeric_limits<double>::infinity()) out.scores.push_back({cycle, merged.score_min});
   if (merged.shutdown && !out.shutdown_cycle) out.shutdown_cycle = cycle;
+  // 7. Join: once every rank has joined, name the last one and start over.
+  if (merged.joined.count() == static_cast<std::size_t>(size_)) {
+    int last = -1;
+    for (int r = size_ - 1; r >= 0 && last < 0; --r)
+      if (!joined_seen_.test(static_cast<std::size_t>(r))) last = r;
+    out.join_done = join_agreed{cycle, last};
+    joined_seen_ = {};
+    joined_ = false;
+    join_fresh_ = false;
+  } else {
+    joined_seen_ = merged.joined;
+  }
   if (!fatal.empty()) {
     std::string text;
     for (const auto& f : fatal) text += (text.empty() ? "" : "; ") + f;

@@ -33,6 +33,9 @@ class negotiation_ledger {
   void local_ready(tensor_spec spec, actions& out);
   void submit_score(double score);
   void request_shutdown() { shutdown_fresh_ = true; }
+  /// See negotiation_strategy::request_join.
+  void request_join();
+  bool joined() const { return joined_; }
 
   /// Something not yet contributed to a cycle: the reason to start one.
   bool has_new() const;
@@ -64,6 +67,10 @@ class negotiation_ledger {
   std::vector<tensor_spec> fresh_names_;
   std::optional<double> fresh_score_;
   bool shutdown_fresh_ = false;
+  bool joined_ = false;        // this rank called join; cleared when every rank has
+  bool join_fresh_ = false;    // ... and has not contributed that yet
+  // Replicated: the ranks known to have joined after the last resolved cycle.
+  dynamic_bitmap joined_seen_;
   // Replicated: names announced by some ranks but not yet by all, per spec.
   std::map<std::string, std::vector<announcement>> table_;
   stall_inspector stall_;

@@ -50,6 +50,7 @@ void merge(gossip_message& into, const gossip_message& from) {
       [](stall_report& x, const stall_report& y) { x.ranks.or_with(y.ranks); });
   into.score_min = std::min(into.score_min, from.score_min);
   into.shutdown = into.shutdown || from.shutdown;
+  into.joined.or_with(from.joined);
 }
 
 void clear_payload(gossip_message& m) {
@@ -90,6 +91,7 @@ std::vector<std::byte> encode(const gossip_message& m) {
   }
   w.f64(m.score_min);
   w.u8(m.shutdown ? 1 : 0);
+  write(w, m.joined);
   return out;
 }
 
@@ -142,6 +144,7 @@ result<gossip_message> decode_message(std::span<const std::byte> in) {
   r.f64(m.score_min, "score");
   r.u8(shutdown, "shutdown flag");
   m.shutdown = shutdown != 0;
+  read(r, m.joined);
   if (r.ok() && r.remaining() != 0) r.fail("message", std::to_string(r.remaining()) + " trailing bytes");
   // merge() relies on the sorted orders; a peer that breaks them is a protocol error.
   auto by_spec = [](const announcement& x, const announcement& y) { return !spec_less(x.spec, y.spec); };

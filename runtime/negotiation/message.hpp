@@ -1,7 +1,7 @@
 // The one message both negotiation strategies exchange, and its merge. A message carries a
 // header (kind, cycle, round, sender) and a payload that is a join-semilattice: merge() is
 // idempotent, commutative and associative (AND/OR of bitmaps, union of per-rank
-// announcements and reports, min of the score, OR of the shutdown flag). That is what makes
+// announcements and reports, min of the score, OR of the shutdown flag and joined ranks). That is what makes
 // the dissemination exchange reach the same state on every rank for any N and any delivery
 // order. Sent by gossip_negotiator and central_negotiator; the negotiator actor forwards it.
 #pragma once
@@ -57,6 +57,7 @@ struct gossip_message {
   std::vector<stall_report> reports;            ///< sorted by id (union of rank sets)
   double score_min = std::numeric_limits<double>::infinity();  ///< autotuner window score (min)
   bool shutdown = false;                        ///< some rank asked the job to shut down (OR)
+  dynamic_bitmap joined;                        ///< ranks that called join and wait for the rest (OR)
 
   bool operator==(const gossip_message&) const = default;
 };

@@ -30,6 +30,7 @@ void simulator::enqueue(int rank, tensor_spec spec) {
 void simulator::submit_score(int rank, double score) { apply(rank, strategy(rank).submit_score(score, now_)); }
 
 void simulator::request_shutdown(int rank) { apply(rank, strategy(rank).request_shutdown(now_)); }
+void simulator::request_join(int rank) { apply(rank, strategy(rank).request_join(now_)); }
 
 void simulator::apply(int rank, actions a, bool received) {
   auto& rec = records_[static_cast<std::size_t>(rank)];
@@ -44,6 +45,7 @@ void simulator::apply(int rank, actions a, bool received) {
   append(rec.scores, a.scores);
   append(rec.cycles, a.cycles);
   if (a.shutdown_cycle && !rec.shutdown_cycle) rec.shutdown_cycle = a.shutdown_cycle;
+  if (a.join_done) rec.joins.push_back(*a.join_done);
   if (a.fatal && !rec.fatal) rec.fatal = a.fatal;
   for (auto& out : a.send) {
     auto span = options_.max_latency - options_.min_latency;

@@ -42,6 +42,7 @@ struct rank_record {
   std::vector<agreed_score> scores;
   std::vector<cycle_stats> cycles;
   std::optional<uint64_t> shutdown_cycle;
+  std::vector<join_agreed> joins;
   std::optional<status> fatal;
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
@@ -59,6 +60,7 @@ class simulator {
   void enqueue(int rank, tensor_spec spec);
   void submit_score(int rank, double score);
   void request_shutdown(int rank);
+  void request_join(int rank);
 
   /// Delivers messages and fires timers in time order until no message is in flight and
   /// every rank is idle; false if that did not happen within `limit` of virtual time.

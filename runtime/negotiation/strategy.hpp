@@ -82,6 +82,13 @@ struct agreed_score {
   uint64_t cycle = 0;
   double score = 0;
 };
+/// Every rank has joined (Horovod's join): agreed in cycle `cycle`, identically on every rank.
+/// `last_rank` is the rank whose join arrived last (the highest of those that joined in the
+/// final cycle when several did). Negotiation goes on as before afterwards.
+struct join_agreed {
+  uint64_t cycle = 0;
+  int last_rank = -1;
+};
 /// What one rank did in one cycle, for metrics and the message-count invariants.
 struct cycle_stats {
   uint64_t cycle = 0;
@@ -103,6 +110,7 @@ struct actions {
   std::vector<agreed_score> scores;
   std::vector<cycle_stats> cycles;
   std::optional<uint64_t> shutdown_cycle;  ///< the cycle in which a shutdown request was agreed
+  std::optional<join_agreed> join_done;     ///< the cycle in which the last rank joined
   /// The job must stop (stall shutdown, protocol violation); same text on every rank for a
   /// stall. After a fatal action the strategy ignores messages and rejects enqueues.
   std::optional<status> fatal;
@@ -125,6 +133,14 @@ class negotiation_strategy {
   virtual actions submit_score(double score, time_point now) = 0;
   /// Asks every rank to shut down; agreed in the next cycle (actions::shutdown_cycle).
   virtual actions request_shutdown(time_point now) = 0;
+  /// This rank joins (Horovod's join, for uneven inputs). From the next cycle on it counts as
+  /// ready for every tensor the other ranks agree on, names it never announced included
+  /// (its caller contributes neutral data for them), until every rank has joined; then
+  /// actions::join_done reports the last rank to join, on every rank in the same cycle.
+  /// A second call before that is harmless.
+  virtual actions request_join(time_point now) = 0;
+  /// True from request_join() until join_done.
+  virtual bool joined() const = 0;
 
   /// Not in a cycle and nothing new to contribute.
   virtual bool idle() const = 0;
