@@ -2,9 +2,11 @@
 //   chorus-bench allreduce [--impl chorus|gloo|both] [--sizes 4K,64K,1M,16M,64M]
 //                          [--streams S] [--chunk-bytes B] [--segment-bytes B]
 //       one RESULT line per size and implementation (see bench/allreduce_protocol.hpp)
-//   chorus-bench pipeline [--steps K] [--compute-us U] [--metrics]
+//   chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace]
 //       ResNet-50 gradients through the actor pipeline vs the bare collectives; --metrics adds
-//       as many steps with Prometheus metrics on, interleaved (RESULT pipeline_metrics ...)
+//       as many steps with Prometheus metrics on, interleaved (RESULT pipeline_metrics ...);
+//       --trace as many with the trace recorder on (RESULT pipeline_trace ...; files in
+//       $CHORUS_TRACE or /tmp/chorus-bench-trace)
 //   chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]
 //                            [--tensors T] [--threads X] [--busy-poll]
 //       N negotiator actors in this one process (no chorusrun), only the wire modelled
@@ -55,7 +57,7 @@ struct options {
                "chorus-bench: %s\n"
                "usage: chorus-bench allreduce [--impl chorus|gloo|both] [--sizes 4K,64K,1M,16M,64M]\n"
                "                              [--streams S] [--chunk-bytes B] [--segment-bytes B]\n"
-               "       chorus-bench pipeline [--steps K] [--compute-us U] [--metrics]\n"
+               "       chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace]\n"
                "       chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]\n"
                "                                [--tensors T] [--threads X] [--busy-poll]   (one process)\n"
                "       chorus-bench negotiation --processes [--strategy S] [--cycles K] [--gap-us G] [--cycle-time-us C]\n"
@@ -81,6 +83,7 @@ options parse(int argc, char** argv) {
     else if (a == "--chunk-bytes") setenv("CHORUS_CHUNK_BYTES", value().c_str(), 1);
     else if (a == "--segment-bytes") setenv("CHORUS_SEGMENT_BYTES", value().c_str(), 1);
     else if (a == "--metrics") o.variants.push_back("metrics");
+    else if (a == "--trace") o.variants.push_back("trace");
     else if (a == "--steps") o.steps = std::stoi(value());
     else if (a == "--compute-us") o.compute_us = std::stol(value());
 #ifdef CHORUS_WITH_PIPELINE

@@ -4,7 +4,7 @@
 // allreduce (the best the collectives can do). Prints
 //   RESULT pipeline <N> <step_ms> <bare_collectives_ms> <negotiation_p50_us> <negotiation_p99_us>
 // Times are medians over the timed steps of the per-step max over ranks. With variants
-// (--metrics), the steps of each variant interleave with the plain ones in the same pipeline
+// (--metrics, --trace), the steps of each variant interleave with the plain ones in the same pipeline
 // (bench/pipeline/variant_switch.hpp) and each gets its own line, `RESULT pipeline_<variant> ...`;
 // the negotiation percentiles are the pipeline's, over all steps.
 #include "bench/pipeline/pipeline_bench.hpp"
@@ -27,6 +27,7 @@
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/fusion/resnet50_sizes.hpp"
 #include "telemetry/metrics/metrics_observer.hpp"
+#include "telemetry/trace/recorder.hpp"
 
 namespace chorus::bench {
 namespace {
@@ -84,7 +85,29 @@ std::shared_ptr<telemetry::observer> make_variant(const std::string& name, commu
     m->on_tunables(t, std::chrono::steady_clock::now());
     return m;
   }
-  throw std::runtime_error("unknown pipeline variant '" + name + "' (known: metrics)");
+  if (name == "trace") {
+    // The recorder of CHORUS_TRACE=<dir>, as a job runs it; without CHORUS_TRACE the bench
+    // writes to /tmp/chorus-bench-trace (rank-<r>.trace, left for chorus-trace).
+    telemetry::context ctx;
+    ctx.rank = comm.rank();
+    ctx.size = comm.size();
+    ctx.streams = comm.num_streams();
+    auto rec = telemetry::trace::trace_from_env(ctx, [](const char* v) -> const char* {
+      const char* set = std::getenv(v);
+      if (!set && std::string_view(v) == "CHORUS_TRACE") return "/tmp/chorus-bench-trace";
+      return set;
+    });
+    if (!rec) throw std::runtime_error(rec.error().to_string());
+    telemetry::tunables t;
+    t.fusion_threshold = opts.fusion_threshold;
+    t.chunk_bytes = opts.chunk_bytes;
+    t.streams = comm.num_streams();
+    t.cycle_time = std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time);
+    t.in_place_bytes = opts.in_place_bytes;
+    (*rec)->on_tunables(t, std::chrono::steady_clock::now());
+    return *rec;
+  }
+  throw std::runtime_error("unknown pipeline variant '" + name + "' (known: metrics, trace)");
 }
 
 }  // namespace
@@ -191,6 +214,13 @@ int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds 
                   names[v].c_str(), busy_us, static_cast<double>(used[v].calls) / steps,
                   used[v].calls ? 1e3 * busy_us * steps / static_cast<double>(used[v].calls) : 0.0,
                   100.0 * busy_us / (1e3 * plain));
+      if (auto* t = dynamic_cast<telemetry::trace::recorder*>(observers[v].get())) {
+        t->flush();
+        std::printf("# %s: rank 0's writer thread used %.1f us of CPU per traced step (whole run / traced "
+                    "steps); %.1f KB of trace per step (%s)\n",
+                    names[v].c_str(), std::chrono::duration<double, std::micro>(t->writer_cpu()).count() / steps,
+                    static_cast<double>(t->bytes_written()) / 1e3 / (steps + warmups), t->path().c_str());
+      }
       if (auto* m = dynamic_cast<telemetry::metrics_observer*>(observers[v].get())) {
         constexpr int scrapes = 20;
         auto c0 = clock_type::now();

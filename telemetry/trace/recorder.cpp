@@ -2,6 +2,8 @@
 // into checksummed blocks (format.hpp) and enforces the size bound.
 #include "telemetry/trace/recorder.hpp"
 
+#include <time.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -323,6 +325,9 @@ void recorder::writer_loop() {
     uint64_t asked = flush_asked_;
     lk.unlock();
     write_pending();
+    timespec cpu{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    writer_cpu_ns_.store(int64_t{cpu.tv_sec} * 1000000000 + cpu.tv_nsec, std::memory_order_relaxed);
     if (closing) {
       if (!stopped()) {
         std::vector<std::byte> rec, body;
@@ -428,6 +433,7 @@ bool recorder::write_block(std::span<const std::byte> body) {
     return false;
   }
   written_ += sizeof h + body.size();
+  bytes_out_.store(written_, std::memory_order_relaxed);
   for_each_record(body, [&](std::size_t, std::size_t) {
     ++records_;
     return true;

@@ -36,7 +36,7 @@ struct recorder_options {
   int rank = 0;
   int size = 1;
   uint64_t max_bytes = uint64_t{256} << 20;         ///< file size bound (CHORUS_TRACE_MAX_MB); 0 = none
-  std::chrono::milliseconds flush_interval{20};     ///< how often the writer thread wakes
+  std::chrono::milliseconds flush_interval{100};    ///< how often the writer thread wakes
   std::size_t thread_buffer_bytes = 16u << 20;      ///< per thread, between two flushes
 };
 
@@ -56,6 +56,11 @@ class recorder final : public observer {
   const std::string& path() const { return path_; }
   /// Recording stopped (limit reached or a write failed).
   bool stopped() const { return stopped_.load(std::memory_order_relaxed); }
+  /// Bytes in the file so far, and the CPU time the writer thread has used (benchmarks).
+  uint64_t bytes_written() const { return bytes_out_.load(std::memory_order_relaxed); }
+  std::chrono::nanoseconds writer_cpu() const {
+    return std::chrono::nanoseconds(writer_cpu_ns_.load(std::memory_order_relaxed));
+  }
 
   void on_enqueue(uint64_t handle, const tensor_spec& spec, time_point at) override;
   void on_callback(uint64_t handle, const tensor_spec& spec, const status& result, time_point enqueued,
@@ -101,6 +106,8 @@ class recorder final : public observer {
   const std::string path_;
   const clock::time_point steady_base_;
   std::atomic<bool> stopped_{false};
+  std::atomic<uint64_t> bytes_out_{0};
+  std::atomic<int64_t> writer_cpu_ns_{0};
 
   std::mutex buffers_mu_;        // guards buffers_ (registration, the writer's walk)
   std::vector<std::unique_ptr<thread_buffer>> buffers_;
