@@ -200,6 +200,15 @@ class cycle_recorder final : public telemetry::observer {
     agreed_cycle_ = cycle;
     agreed_latency_ = latencies.empty() ? microseconds(0) : latencies.front();
   }
+  void on_ready(uint64_t, const tensor_spec&, uint64_t, telemetry::time_point at) override {
+    std::lock_guard lk(mu_);
+    ready_at_ = at;
+  }
+  /// When the newest op reached the negotiator.
+  telemetry::time_point ready_at() {
+    std::lock_guard lk(mu_);
+    return ready_at_;
+  }
   /// The cycle that agreed the newest batch and that batch's enqueue → agreed latency.
   bool last(telemetry::cycle_event& c, microseconds& latency) {
     std::lock_guard lk(mu_);
@@ -217,6 +226,7 @@ class cycle_recorder final : public telemetry::observer {
   std::vector<telemetry::cycle_event> cycles_;
   uint64_t agreed_cycle_ = 0;
   microseconds agreed_latency_{0};
+  telemetry::time_point ready_at_{};
 };
 
 void check(const status& st, const char* what) {
@@ -239,10 +249,19 @@ int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_
   if (!pipe) throw std::runtime_error(pipe.error().to_string());
 
   const int n = comm.size();
-  std::vector<double> cycle_us, agreed_us, exchange_us;
+  std::vector<double> cycle_us, agreed_us, after_last_us, exchange_us, hop_us, skew_us;
   float data[4] = {1, 2, 3, 4};
   for (int s = 0; s < warmup_cycles + o.cycles; ++s) {
-    check(comm.barrier(), "barrier");
+    // Every rank enqueues at the same instant (one host: one steady clock): rank 0 names a
+    // start 1 ms ahead; each rank sleeps until shortly before it and spins the rest. A barrier
+    // alone left the ranks' enqueues ~300 us apart, which is waiting for a straggler, not
+    // negotiation.
+    int64_t start_ns = (clock_type::now() + std::chrono::milliseconds(1)).time_since_epoch().count();
+    check(comm.broadcast(&start_ns, 1, dtype::i64, 0), "broadcast of the start time");
+    auto start = clock_type::time_point(clock_type::duration(start_ns));
+    std::this_thread::sleep_until(start - microseconds(150));
+    while (clock_type::now() < start) {
+    }
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
@@ -257,6 +276,7 @@ int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_
       done = true;
       cv.notify_all();
     };
+    auto enqueued_at = clock_type::now();
     (*pipe)->enqueue(std::move(r));
     {
       std::unique_lock lk(mu);
@@ -267,17 +287,28 @@ int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_
     telemetry::cycle_event c;
     microseconds latency{0};
     if (!recorder->last(c, latency)) throw std::runtime_error("no cycle record for the probe's agreement");
-    int64_t mine[3] = {c.started.time_since_epoch().count(), c.finished.time_since_epoch().count(), latency.count()};
-    std::vector<int64_t> all(static_cast<std::size_t>(3 * n));
-    check(comm.allgather(mine, all.data(), std::vector<std::size_t>(static_cast<std::size_t>(n), 3), dtype::i64),
+    constexpr int k = 5;  // per rank: cycle start, cycle end, agreed latency, API -> negotiator, enqueue time
+    int64_t mine[k] = {c.started.time_since_epoch().count(), c.finished.time_since_epoch().count(), latency.count(),
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(recorder->ready_at() - enqueued_at).count(),
+                       enqueued_at.time_since_epoch().count()};
+    std::vector<int64_t> all(static_cast<std::size_t>(k * n));
+    check(comm.allgather(mine, all.data(), std::vector<std::size_t>(static_cast<std::size_t>(n), k), dtype::i64),
           "allgather of cycle times");
     if (s >= warmup_cycles) {
-      int64_t first = all[0], last = all[1], slowest = all[2];
-      for (int k = 1; k < n; ++k) {
-        first = std::min(first, all[3 * k]);
-        last = std::max(last, all[3 * k + 1]);
-        slowest = std::max(slowest, all[3 * k + 2]);
+      int64_t first = all[0], last = all[1], slowest = all[2], hop = all[3], early = all[4], late = all[4];
+      int64_t all_agreed = all[4] + all[2] * 1000;  // enqueue (ns) + latency (µs)
+      for (int q = 1; q < n; ++q) {
+        first = std::min(first, all[k * q]);
+        last = std::max(last, all[k * q + 1]);
+        slowest = std::max(slowest, all[k * q + 2]);
+        hop = std::max(hop, all[k * q + 3]);
+        early = std::min(early, all[k * q + 4]);
+        late = std::max(late, all[k * q + 4]);
+        all_agreed = std::max(all_agreed, all[k * q + 4] + all[k * q + 2] * 1000);
       }
+      after_last_us.push_back(std::chrono::duration<double, std::micro>(clock_type::duration(all_agreed - late)).count());
+      hop_us.push_back(static_cast<double>(hop) / 1e3);
+      skew_us.push_back(std::chrono::duration<double, std::micro>(clock_type::duration(late - early)).count());
       cycle_us.push_back(std::chrono::duration<double, std::micro>(clock_type::duration(last - first)).count());
       agreed_us.push_back(static_cast<double>(slowest));
     }
@@ -298,6 +329,11 @@ int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_
     std::printf("# negotiation across %d processes: strategy=%s cycles=%d gap_us=%ld cycle_time_us=%lld; cycle = "
                 "first rank's cycle start -> last rank's cycle end, agreed = enqueue -> agreed (max over ranks)\n",
                 n, o.strategy.c_str(), o.cycles, o.gap_us, static_cast<long long>(opts->cycle_time.count()));
+    std::printf("# where enqueue -> agreed goes: API -> negotiator p50 %.0f us (max over ranks), enqueue skew between "
+                "ranks p50 %.0f us (a synchronised start; the rest is this host's scheduling); last rank's enqueue -> "
+                "every rank agreed p50 %.0f us p99 %.0f us\n",
+                percentile(hop_us, 0.5), percentile(skew_us, 0.5), percentile(after_last_us, 0.5),
+                percentile(after_last_us, 0.99));
     if (o.compare_data_plane)
       std::printf("# for comparison, a 16-byte allreduce over the Asio data plane after the same gap (barrier -> done, "
                 "max over ranks): p50 %.0f us, p99 %.0f us\n",
