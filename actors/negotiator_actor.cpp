@@ -6,6 +6,7 @@
 #include <cstring>
 #include <span>
 
+#include "actors/join_filler.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/negotiation/message.hpp"
 
@@ -23,6 +24,10 @@ void finish_op(self_ptr self, const op_ref& op, status st) {
 
 status shutdown_error(const tensor_spec& s) {
   return {errc::shutdown, describe(s) + ": shut down with '" + s.name + "' pending"};
+}
+
+status shutdown_join(int rank) {
+  return {errc::shutdown, "join on rank " + std::to_string(rank) + ": shut down before every rank joined"};
 }
 
 void send_gossip(self_ptr self, const negotiation::outgoing_message& m) {
@@ -57,6 +62,12 @@ void fail_all(self_ptr self, const status& why, bool prefix_name) {
     finish_op(self, op, {why.code(), std::move(text)});
   }
   s.pending.clear();
+  if (s.joining) {
+    s.joining = false;
+    self->send(s.wired.producer, join_finished{{why.code(), "join on rank " + std::to_string(s.cfg.rank) + ": " +
+                                                                 why.message()},
+                                               -1});
+  }
 }
 
 /// Keeps the enqueue → agreed latency of `op` (returned) among the samples.
@@ -130,6 +141,10 @@ void apply(self_ptr self, negotiation::actions a) {
       const auto& name = s.strategy->registry().spec(id).name;
       auto it = s.pending.find(name);
       if (it == s.pending.end()) {
+        if (s.joining) {  // joined: take part with neutral data
+          out.ops.push_back(make_join_filler(s.strategy->registry().spec(id), s.cfg.rank, s.cfg.size, now));
+          continue;
+        }
         CHORUS_LOG(error, "negotiator", "cycle=" << b.cycle << " agreed id=" << id << " name='" << name
                                                  << "' that is not pending here");
         continue;
@@ -154,6 +169,10 @@ void apply(self_ptr self, negotiation::actions a) {
     }
   }
   s.stats.cycles += a.cycles.size();
+  if (a.join_done && s.joining) {  // after the batches: the last one may still need this rank's fillers
+    s.joining = false;
+    self->send(s.wired.producer, join_finished{{}, a.join_done->last_rank});
+  }
   if (a.fatal) {
     CHORUS_LOG(error, "negotiator", "negotiation stopped: " << a.fatal->message());
     fail_all(self, *a.fatal, false);
@@ -281,9 +300,25 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
         if (!st.failed.ok() || !st.strategy) return;
         apply(self, st.strategy->on_timer(now_of(self)));
       },
+      [=](join_atom) {
+        auto& st = self->state;
+        if (st.stopped || !st.failed.ok() || !st.strategy) {
+          status why = st.stopped ? status{errc::shutdown, "shut down"} : st.failed;
+          self->send(st.wired.producer, join_finished{{why.code(), "join on rank " + std::to_string(st.cfg.rank) +
+                                                                       ": " + why.message()},
+                                                      -1});
+          return;
+        }
+        st.joining = true;
+        apply(self, st.strategy->request_join(now_of(self)));
+      },
       [=](stop_atom) {
         auto& st = self->state;
         st.stopped = true;
+        if (st.joining) {
+          st.joining = false;
+          self->send(st.wired.producer, join_finished{shutdown_join(st.cfg.rank), -1});
+        }
         for (auto& [name, op] : st.pending) finish_op(self, op, shutdown_error(op.spec));
         st.pending.clear();
         if (st.failed.ok()) st.failed = {errc::shutdown, "rank " + std::to_string(st.cfg.rank) + " shut down"};

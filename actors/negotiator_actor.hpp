@@ -44,6 +44,7 @@ struct negotiator_state {
   std::optional<negotiation::time_point> timer_at;     ///< the earliest tick already scheduled
   status failed;                                       ///< not ok: negotiation has stopped
   bool stopped = false;                                ///< stop_atom arrived (shutdown of this rank)
+  bool joining = false;                                ///< join_atom arrived, join_done not yet
   std::vector<uint32_t> samples_us;                    ///< enqueue → agreed, ring buffer
   std::size_t next_sample = 0;
   negotiation_stats stats;

@@ -166,6 +166,17 @@ void pipeline::enqueue(op_request r) {
     r.done({errc::shutdown, describe(r.spec) + ": shut down with '" + r.spec.name + "' pending"}, {}, {});
 }
 
+void pipeline::join(std::function<void(const status&, int)> done) {
+  {
+    std::shared_lock lk(mu_);
+    if (!stopped_) {
+      caf::anon_send(impl_->actors.producer, join_enqueued{std::move(done)});
+      return;
+    }
+  }
+  if (done) done({errc::shutdown, "join: shut down"}, -1);
+}
+
 pipeline_stats pipeline::stats() {
   caf_thread_scope scope;
   std::shared_lock lk(mu_);

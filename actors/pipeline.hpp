@@ -94,6 +94,12 @@ class pipeline {
   /// at once, on the calling thread, with errc::shutdown.
   void enqueue(op_request r);
 
+  /// Horovod's join: from now on this rank takes part in every collective the other ranks
+  /// agree on with neutral data (the reduce op's identity, no rows), until every rank has
+  /// joined; then `done` runs once, from a pipeline thread, with ok and the last rank to join
+  /// (the same on every rank). A failure or shutdown ends it with that error and -1.
+  void join(std::function<void(const status&, int last_rank)> done);
+
   /// Ends every op still in negotiation with errc::shutdown ("shut down with 'name' pending"),
   /// lets ops already on the data plane finish for up to opts.shutdown_grace, ends the rest
   /// with errc::shutdown, stops the actors. Idempotent. Ops failed after the grace may still

@@ -51,9 +51,27 @@ void finish(caf::stateful_actor<producer_state>* self, uint64_t handle, const st
   }
 }
 
+status join_shutdown(int rank) {
+  return {errc::shutdown, "join on rank " + std::to_string(rank) + ": shut down before every rank joined"};
+}
+
+/// Calls every waiting join callback once with `st`.
+void end_joins(caf::stateful_actor<producer_state>* self, const status& st, int last_rank) {
+  auto joins = std::move(self->state.joins);
+  self->state.joins.clear();
+  for (auto& done : joins) {
+    try {
+      done(st, last_rank);
+    } catch (...) {
+      CHORUS_LOG(error, "producer", "a join callback threw");
+    }
+  }
+}
+
 /// Ends every op still in the table with errc::shutdown.
 void fail_remaining(caf::stateful_actor<producer_state>* self) {
   auto& s = self->state;
+  end_joins(self, join_shutdown(s.cfg.rank), -1);
   std::vector<uint64_t> left;
   for (auto& [h, r] : s.table) left.push_back(h);
   for (auto h : left) {
@@ -152,12 +170,24 @@ caf::behavior producer_actor(caf::stateful_actor<producer_state>* self, producer
         observer_of(s.peers).on_enqueue(h, r.spec, e.at);
         self->send(s.peers.negotiator, tensor_ready{make_op_ref(h, r, e.at)});
       },
+      [=](join_enqueued& j) {
+        auto& s = self->state;
+        if (!j.done) return;
+        if (s.draining) {
+          j.done(join_shutdown(s.cfg.rank), -1);
+          return;
+        }
+        s.joins.push_back(std::move(j.done));
+        if (s.joins.size() == 1) self->send(s.peers.negotiator, join_atom::value);
+      },
+      [=](const join_finished& f) { end_joins(self, f.result, f.last_rank); },
       [=](op_finished& f) {
         finish(self, f.handle, f.result, std::move(f.gathered), std::move(f.first_dims));
       },
       [=](drain_atom, int64_t grace_ms) -> caf::response_promise {
         auto& s = self->state;
         s.draining = true;
+        end_joins(self, join_shutdown(s.cfg.rank), -1);
         auto rp = self->make_response_promise();
         if (s.table.empty()) {
           rp.deliver(drain_atom::value);

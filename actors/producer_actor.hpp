@@ -6,11 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -30,7 +32,10 @@ struct producer_state {
   std::unordered_map<uint64_t, std::shared_ptr<op_request>> table;
   std::unordered_set<std::string> names;  ///< names of the ops in `table`
   std::unordered_map<uint64_t, steady_time> enqueued_at;  ///< when each op in `table` arrived (telemetry)
-  uint64_t next_handle = 1;
+  uint64_t next_handle = 1;               ///< 0 marks a joined rank's stand-in ops (never in `table`)
+  /// join_enqueued callbacks waiting for join_finished (a second join while one is pending
+  /// waits for the same outcome).
+  std::vector<std::function<void(const status&, int)>> joins;
   bool draining = false;                  ///< shutdown in progress: new ops fail at once
   std::optional<caf::response_promise> drained;
   uint64_t completed = 0;                 ///< done callbacks called

@@ -3,6 +3,7 @@
 //   negotiator ─batch_agreed─▶ fusion ─bucket_planned─▶ completion, ─chunk_work─▶ senders
 //   runner ─chunk_ran─▶ sender ─chunk_done─▶ completion ─window_moved─▶ fusion
 //   completion / negotiator ─op_finished─▶ producer ─▶ the op's done callback
+//   API ─join_enqueued─▶ producer ─join_atom─▶ negotiator ─join_finished─▶ producer (Horovod's join)
 // Only gossip_bytes crosses processes. Every type has an inspect() (so all can be registered
 // and printed); fields that are pointers, buffers or callbacks are left out of it, because the
 // messages holding them never leave the rank.
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +43,7 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  ///< producer:
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        ///< negotiator, sender: reply with counters
 using gone_atom = caf::atom_constant<caf::atom("peergone")>;      ///< negotiator: a peer that left cleanly is still missed
 using hello_atom = caf::atom_constant<caf::atom("ctrlhello")>;    ///< negotiator ← higher rank: (rank, its negotiator) over the one connection
+using join_atom = caf::atom_constant<caf::atom("join")>;          ///< negotiator ← producer: this rank joins (Horovod's join)
 
 // ---- values carried by messages ----
 
@@ -50,6 +53,9 @@ struct op_ref {
   tensor_spec spec;          ///< as negotiated: for allgather and alltoall shape[0] is 0 (ranks may differ)
   int64_t first_dim = 0;     ///< allgather, alltoall: this rank's real dim 0
   std::vector<int64_t> splits;  ///< alltoall: rows of dim 0 this rank sends to each rank, in rank order
+  /// Join: a joined rank's stand-in for an op it never enqueued (handle 0, ended silently):
+  /// the neutral data it contributes; input and output point into it.
+  std::shared_ptr<std::vector<std::byte>> filler;
   const void* input = nullptr;
   void* output = nullptr;
   steady_time enqueued_at{};
@@ -129,6 +135,10 @@ struct op_finished {
   std::vector<std::byte> gathered;  ///< allgather, alltoall: the rows received, in rank order
   std::vector<int64_t> first_dims;  ///< allgather: each rank's dim 0; alltoall: rows received from each rank
 };
+/// API → producer: this rank joins; `done` gets the outcome and the last rank to join.
+struct join_enqueued { std::function<void(const status&, int last_rank)> done; };
+/// negotiator → producer: every rank has joined (ok, with the last one), or joining failed.
+struct join_finished { status result; int last_rank = -1; };
 /// fusion → completion: a bucket and its chunk sequences, before any of its chunks runs.
 struct bucket_planned { std::shared_ptr<bucket_job> job; };
 /// completion → fusion: every chunk below `oldest_unfinished` has ended on this rank.
@@ -216,6 +226,14 @@ typename Inspector::result_type inspect(Inspector& f, batch_agreed& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, op_finished& x) {
   return f(caf::meta::type_name("op_finished"), x.handle, x.result, x.first_dims);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join_enqueued&) {
+  return f(caf::meta::type_name("join_enqueued"));  // the callback stays local
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join_finished& x) {
+  return f(caf::meta::type_name("join_finished"), x.result, x.last_rank);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, bucket_planned& x) {

@@ -125,6 +125,26 @@ handle allgather_async(const std::string& name, tensor_view v) {
   return submit(collective_kind::allgather, name, v, reduce_op::sum, -1, {});
 }
 
+namespace {
+handle submit_join(op_state::callback on_done) {
+  tensor_spec s;
+  s.name = "join";
+  auto state = std::make_shared<op_state>(s, std::move(on_done), "join on rank " + std::to_string(rank()));
+  if (auto st = session::instance().join(state); !st.ok()) state->complete(std::move(st));
+  return handle(std::move(state));
+}
+}  // namespace
+
+handle join_async() { return submit_join({}); }
+
+void join_async(std::function<void(const status&, int last_rank)> done) {
+  op_state::callback cb;
+  if (done) cb = [done = std::move(done)](const op_state& s) { done(s.result, s.last_rank); };
+  submit_join(std::move(cb));
+}
+
+int handle::last_rank() const { return s_->done() && s_->result.ok() ? s_->last_rank : -1; }
+
 int64_t reducescatter_rows(int64_t dim0, int size, int r) {
   if (dim0 < 0 || size <= 0 || r < 0 || r >= size) return 0;
   return dim0 / size + (r < dim0 % size ? 1 : 0);
@@ -175,7 +195,7 @@ bool handle::poll() const { return s_->done(); }
 
 status handle::wait(std::chrono::milliseconds timeout) const {
   if (s_->wait_for(timeout)) return s_->result;
-  return {errc::timeout, describe(s_->spec) + ": not done after " + std::to_string(timeout.count()) +
+  return {errc::timeout, s_->label + ": not done after " + std::to_string(timeout.count()) +
                              " ms; the operation continues (wait again or poll)"};
 }
 

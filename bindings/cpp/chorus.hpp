@@ -107,6 +107,8 @@ class handle {
   /// Alltoall only, once done: how many rows came from each rank, in rank order (Horovod's
   /// received_splits).
   const std::vector<int64_t>& received_splits() const;
+  /// Join only, once done successfully: the last rank to join; -1 otherwise.
+  int last_rank() const;
 
  private:
   std::shared_ptr<detail::op_state> s_;
@@ -163,6 +165,17 @@ handle alltoall_async(const std::string& name, tensor_view v, std::vector<int64_
 using alltoall_callback = std::function<void(const status&, const std::vector<std::byte>& received,
                                              const std::vector<int64_t>& shape,
                                              const std::vector<int64_t>& received_splits)>;
+
+/// Horovod's join, for ranks with uneven amounts of data: this rank has no more operations
+/// of its own, and until every rank has joined it takes part in the other ranks' operations
+/// with neutral data (0 for sum and average, 1 for product, the largest/smallest value for
+/// min/max, no rows for allgather and alltoall), so their results are those of the ranks
+/// still submitting (an average still divides by size()). Once every rank has joined the
+/// handle completes, on every rank, with handle::last_rank() = the last rank to join (the
+/// highest of several that joined in the same negotiation cycle). Do not submit operations
+/// on this rank until it completes.
+handle join_async();
+void join_async(std::function<void(const status&, int last_rank)> done);
 
 /// Callback forms: the same operations; `done` runs exactly once with the outcome.
 void allreduce_async(const std::string& name, tensor_view v, reduce_op op, done_callback done);

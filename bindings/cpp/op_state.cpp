@@ -19,9 +19,10 @@ struct callback_scope {
 
 bool in_callback() { return callback_depth > 0; }
 
-op_state::op_state(tensor_spec s, callback on_done)
+op_state::op_state(tensor_spec s, callback on_done, std::string l)
     : spec(std::move(s)),
-      pending_status(errc::timeout, describe(spec) + " is still pending"),
+      label(l.empty() ? describe(spec) : std::move(l)),
+      pending_status(errc::timeout, label + " is still pending"),
       on_done_(std::move(on_done)) {}
 
 bool op_state::complete(status st, std::vector<std::byte> g, std::vector<int64_t> dims) {
@@ -52,9 +53,9 @@ bool op_state::complete(status st, std::vector<std::byte> g, std::vector<int64_t
     try {
       cb(*this);
     } catch (const std::exception& e) {
-      CHORUS_LOG(error, "api", "completion callback of " << describe(spec) << " threw: " << e.what());
+      CHORUS_LOG(error, "api", "completion callback of " << label << " threw: " << e.what());
     } catch (...) {
-      CHORUS_LOG(error, "api", "completion callback of " << describe(spec) << " threw a non-exception");
+      CHORUS_LOG(error, "api", "completion callback of " << label << " threw a non-exception");
     }
   }
   return true;

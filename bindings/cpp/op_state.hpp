@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "runtime/core/status.hpp"
@@ -21,7 +22,8 @@ struct op_state {
   /// Runs once, after the state is final, on the thread that completed the operation.
   using callback = std::function<void(const op_state&)>;
 
-  op_state(tensor_spec s, callback on_done);
+  /// `label` names the operation in messages; empty: describe(spec), e.g. "allreduce('w')".
+  op_state(tensor_spec s, callback on_done, std::string label = {});
 
   /// Ends the operation: records the outcome, wakes waiters, then runs the callback (an
   /// exception it throws is logged and dropped: it must not unwind into a Chorus thread).
@@ -34,6 +36,7 @@ struct op_state {
   bool wait_for(std::chrono::milliseconds timeout);
 
   const tensor_spec spec;       ///< what was submitted (name, kind, dtype, shape, ...)
+  const std::string label;      ///< how messages name the operation
   const status pending_status;  ///< what result() says before the end
   status result;
   /// allgather: the rows of every rank, in rank order; alltoall: the rows received;
@@ -44,6 +47,7 @@ struct op_state {
   /// allgather, alltoall: the shape of `gathered`; reducescatter: the slice's shape, set
   /// before submission (cleared if the op fails).
   std::vector<int64_t> shape;
+  int last_rank = -1;  ///< join: the last rank to join (set before complete())
 
  private:
   callback on_done_;

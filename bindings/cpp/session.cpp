@@ -162,6 +162,19 @@ status session::submit(const std::shared_ptr<op_state>& op, void* data, void* ou
   return {};
 }
 
+status session::join(const std::shared_ptr<op_state>& op) {
+  std::shared_lock lk(job_mu_);
+  if (!job_) {
+    if (was_shut_down_) return {errc::shutdown, "join: Chorus was shut down; call chorus::init() to start again"};
+    return {errc::invalid_argument, "join: Chorus is not initialized; call chorus::init() first"};
+  }
+  job_->pipe->join([op](const status& st, int last_rank) {
+    if (st.ok()) op->last_rank = last_rank;  // published by complete()
+    op->complete(st);
+  });
+  return {};
+}
+
 void session::finished(const std::shared_ptr<op_state>& op, const status& st, std::vector<std::byte> gathered,
                        std::vector<int64_t> first_dims) {
   {

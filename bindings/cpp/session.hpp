@@ -41,6 +41,9 @@ class session {
   /// exactly once, later or already.
   status submit(const std::shared_ptr<op_state>& op, void* data, void* output = nullptr,
                 std::vector<int64_t> splits = {});
+  /// Hands a join to the pipeline (pipeline::join); `op` ends exactly once, with
+  /// op->last_rank set on success. On rejection (not initialized) returns the error.
+  status join(const std::shared_ptr<op_state>& op);
 
  private:
   struct job;

@@ -1,4 +1,4 @@
-// The C++ API's reducescatter and alltoall in a job of one rank (no launcher variables): the
+// The C++ API's reducescatter, alltoall and join in a job of one rank (no launcher variables): the
 // results of all forms (handle, caller buffer, callbacks), reducescatter_rows (Horovod's split),
 // and boundary checks whose errors name the tensor and the value. Multi-rank results are
 // checked in tests/multiproc/pipeline_scatter_test.cpp.
@@ -135,6 +135,36 @@ TEST_F(api_scatter, rejected_arguments_name_the_tensor_and_the_value) {
     for (auto& p : c.parts) EXPECT_TRUE(mentions(c.h.result(), p)) << c.h.result().to_string() << " lacks " << p;
     EXPECT_TRUE(c.h.gathered().empty());
   }
+}
+
+TEST_F(api_scatter, join_of_one_rank_ends_at_once_naming_rank_0) {
+  auto h = join_async();
+  ASSERT_TRUE(h.wait(30s).ok()) << h.result().to_string();
+  EXPECT_EQ(h.last_rank(), 0);
+  std::atomic<int> calls{0}, last{-2};
+  join_async([&](const status& st, int r) {
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    last = r;
+    ++calls;
+  });
+  for (int i = 0; i < 3000 && calls == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(last, 0);
+  float x = 3;  // the job goes on
+  ASSERT_TRUE(allreduce_async("after.join", {&x, dtype::f32, {}}, reduce_op::sum).wait(30s).ok());
+  EXPECT_EQ(x, 3.0f);
+}
+
+TEST(api_join, without_a_job_is_rejected) {
+  clear_launcher_env();
+  auto h = join_async();
+  ASSERT_TRUE(h.poll());
+  // invalid_argument before any init in this process, shutdown after an earlier test's job.
+  EXPECT_TRUE(h.result().code() == errc::invalid_argument || h.result().code() == errc::shutdown)
+      << h.result().to_string();
+  EXPECT_TRUE(mentions(h.result(), "join")) << h.result().to_string();
+  EXPECT_TRUE(mentions(h.result(), "init()")) << h.result().to_string();
+  EXPECT_EQ(h.last_rank(), -1);
 }
 
 }  // namespace

@@ -18,6 +18,8 @@
 
 #include "runtime/collectives/alltoall_op.hpp"
 #include "runtime/collectives/engine.hpp"
+#include "runtime/collectives/identity.hpp"
+#include "runtime/collectives/reduce.hpp"
 #include "runtime/collectives/ring_op.hpp"
 #include "runtime/collectives/scatter_plan.hpp"
 #include "runtime/transport/local/local_transport.hpp"
@@ -382,6 +384,27 @@ TEST(alltoall, a_killed_rank_ends_every_op_with_connection_lost) {
         EXPECT_EQ(k.k.result[r].code(), errc::connection_lost) << k.k.result[r].to_string();
     }
   }
+}
+
+// ---- identity elements (what a joined rank contributes) ---------------------------------------
+
+TEST(fill_identity, reducing_with_it_leaves_every_value_unchanged) {
+  std::mt19937_64 rng(seed_for(600));
+  for (dtype t : all_dtypes)
+    for (reduce_op op : all_ops) {
+      if (op == reduce_op::average) continue;  // reduces like sum; the division is separate
+      SCOPED_TRACE(std::string(name_of(t)) + " " + std::string(name_of(op)));
+      const std::size_t n = 257, e = size_of(t);
+      std::vector<std::byte> x(n * e), id(n * e), y;
+      fill_input(t, op, x.data(), n, rng);
+      fill_identity(id.data(), n, t, op);
+      y = x;
+      reduce_into(y.data(), id.data(), n, t, op);
+      EXPECT_EQ(y, x);
+      y = id;
+      reduce_into(y.data(), x.data(), n, t, op);
+      EXPECT_EQ(y, x);
+    }
 }
 
 }  // namespace

@@ -28,6 +28,8 @@ namespace chorus::testrank {
 int run_pipeline_mode(const std::string& mode, int argc, char** argv);
 // pipeline-scatter SEED: reducescatter and alltoall (tests/multiproc/rank/pipeline_scatter.cpp).
 int run_pipeline_scatter(int argc, char** argv);
+// pipeline-join: Horovod's join with uneven steps (tests/multiproc/rank/pipeline_join.cpp).
+int run_pipeline_join(int argc, char** argv);
 }  // namespace chorus::testrank
 #endif
 
@@ -91,6 +93,7 @@ int main(int argc, char** argv) {
 #ifdef CHORUS_WITH_PIPELINE
   // These modes call chorus::init(), which builds its own communicator.
   if (mode == "pipeline-scatter") return testrank::run_pipeline_scatter(argc, argv);
+  if (mode == "pipeline-join") return testrank::run_pipeline_join(argc, argv);
   if (mode.rfind("pipeline-", 0) == 0) return testrank::run_pipeline_mode(mode, argc, argv);
 #endif
 
