@@ -8,6 +8,7 @@
 //                                 shutdown(): each ends once, with an error; "pipeline-shutdown ok"
 //   pipeline-loop SECS            allreduces until SECS pass on rank 0's clock, "iteration N";
 //                                 on an error prints "testrank error: <status>", shuts down, exits 3
+//   pipeline-metrics STEPS STOPFILE  see pipeline_metrics.cpp (a job that waits to be scraped)
 // Exit codes: 0 pass, 1 wrong result, 2 usage, 3 an operation failed, 4 an operation hung.
 #include <algorithm>
 #include <atomic>
@@ -25,6 +26,8 @@ namespace chorus::testrank {
 
 /// pipeline-exact, in pipeline_exact.cpp.
 int run_pipeline_exact(int argc, char** argv);
+/// pipeline-metrics, in pipeline_metrics.cpp.
+int run_pipeline_metrics(int argc, char** argv);
 
 namespace {
 
@@ -230,10 +233,12 @@ int run_pipeline_mode(const std::string& mode, int argc, char** argv) {
     rc = run_shutdown();
   else if (mode == "pipeline-loop")
     rc = run_loop(argc, argv);
+  else if (mode == "pipeline-metrics")
+    rc = run_pipeline_metrics(argc, argv);
   if (rc == 2)
     std::fprintf(stderr,
                  "usage: chorus-testrank pipeline-exact SEED [STEPS] | pipeline-stall LATE_RANKS SECS | "
-                 "pipeline-mismatch | pipeline-shutdown | pipeline-loop SECS\n");
+                 "pipeline-mismatch | pipeline-shutdown | pipeline-loop SECS | pipeline-metrics STEPS STOPFILE\n");
   return rc;
 }
 
