@@ -7,10 +7,14 @@
 
 #include <chrono>
 
-#include "torch_op.hpp"
+#include "module_support.hpp"
 
 namespace py = pybind11;
 using namespace chorus;
+using chorus::python::raise;
+using chorus::python::raise_argument;
+using chorus::python::submit;
+using chorus::python::to_reduce_op;
 using chorus::python::torch_op;
 
 namespace {
@@ -24,40 +28,6 @@ struct exception_types {
 exception_types& types() {
   static auto* t = new exception_types();  // leaked: outlives the interpreter's teardown order
   return *t;
-}
-
-[[noreturn]] void raise(const status& st) {
-  PyObject* cls = nullptr;
-  switch (st.code()) {
-    case errc::invalid_argument:
-    case errc::mismatch: cls = types().argument.ptr(); break;
-    case errc::config:
-    case errc::rendezvous: cls = PyExc_RuntimeError; break;
-    default: cls = types().internal.ptr(); break;
-  }
-  PyErr_SetString(cls, st.to_string().c_str());
-  throw py::error_already_set();
-}
-
-[[noreturn]] void raise_argument(const std::string& what) {
-  PyErr_SetString(types().argument.ptr(), what.c_str());
-  throw py::error_already_set();
-}
-
-/// Submits with the GIL held (enqueueing is quick); an operation rejected at the call raises
-/// here, as Horovod raises at enqueue.
-template <class Submit>
-std::unique_ptr<torch_op> submit(Submit&& f) {
-  try {
-    std::unique_ptr<torch_op> op = f();
-    if (op->poll()) {
-      const status& st = op->finish();
-      if (!st.ok()) raise(st);
-    }
-    return op;
-  } catch (const chorus::python::argument_error& e) {
-    raise_argument(e.what());
-  }
 }
 
 /// Waits until `op` ended or `timeout_s` passed (None: no deadline), without the GIL; checks
@@ -83,6 +53,10 @@ bool wait(torch_op& op, std::optional<double> timeout_s) {
   }
 }
 
+}  // namespace
+
+namespace chorus::python {
+
 reduce_op to_reduce_op(int op) {
   if (op < 0 || op >= reduce_op_count)
     raise_argument("reduce op " + std::to_string(op) + " is not one of sum (0), average (1), min (2), max (3), "
@@ -90,7 +64,25 @@ reduce_op to_reduce_op(int op) {
   return static_cast<reduce_op>(op);
 }
 
-}  // namespace
+[[noreturn]] void raise(const status& st) {
+  PyObject* cls = nullptr;
+  switch (st.code()) {
+    case errc::invalid_argument:
+    case errc::mismatch: cls = types().argument.ptr(); break;
+    case errc::config:
+    case errc::rendezvous: cls = PyExc_RuntimeError; break;
+    default: cls = types().internal.ptr(); break;
+  }
+  PyErr_SetString(cls, st.to_string().c_str());
+  throw py::error_already_set();
+}
+
+[[noreturn]] void raise_argument(const std::string& what) {
+  PyErr_SetString(types().argument.ptr(), what.c_str());
+  throw py::error_already_set();
+}
+
+}  // namespace chorus::python
 
 PYBIND11_MODULE(_chorus_torch, m) {
   m.doc() = "Chorus' C++ API for torch CPU tensors (use chorus.torch instead)";
@@ -152,4 +144,6 @@ PYBIND11_MODULE(_chorus_torch, m) {
       "allgather_async",
       [](at::Tensor t, const std::string& name) { return submit([&] { return torch_op::allgather(name, t); }); },
       py::arg("tensor"), py::arg("name"), "Concatenates every rank's `tensor` along the first dimension.");
+  chorus::python::register_scatter_ops(m);
+  chorus::python::register_join(m);
 }

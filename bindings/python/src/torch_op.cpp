@@ -6,7 +6,7 @@
 #include <c10/util/Exception.h>
 
 namespace chorus::python {
-namespace {
+namespace detail {
 
 std::string describe_call(collective_kind kind, const std::string& name) {
   return std::string(name_of(kind)) + "('" + name + "')";
@@ -38,7 +38,11 @@ tensor_view view_of(const at::Tensor& buffer) {
   return v;
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::checked_buffer;
+using detail::describe_call;
+using detail::view_of;
 
 std::optional<dtype> dtype_of(at::ScalarType t) {
   switch (t) {
@@ -110,7 +114,8 @@ const status& torch_op::finish() {
 }
 
 at::Tensor torch_op::output() const {
-  if (kind_ != collective_kind::allgather) return target_;
+  if (kind_ == collective_kind::reducescatter) return result_;
+  if (kind_ != collective_kind::allgather && kind_ != collective_kind::alltoall) return target_;
   // The gathered bytes stay owned by the operation's state; the tensor keeps a copy of the
   // handle (and so that state) alive for as long as it lives.
   const auto& bytes = h_.gathered();

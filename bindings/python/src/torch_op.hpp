@@ -18,6 +18,16 @@ struct argument_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+namespace detail {
+/// "allreduce('name')": how errors raised here name an operation.
+std::string describe_call(collective_kind kind, const std::string& name);
+/// The contiguous CPU buffer Chorus works on: `t` itself when it is contiguous (no copy), else
+/// a contiguous copy (`staged` set). Throws argument_error for what Chorus cannot move.
+at::Tensor checked_buffer(collective_kind kind, const std::string& name, const at::Tensor& t, bool& staged);
+/// The tensor_view of a contiguous CPU tensor checked by checked_buffer.
+tensor_view view_of(const at::Tensor& buffer);
+}  // namespace detail
+
 /// A submitted operation. allreduce and broadcast complete in place on `target`; allgather
 /// reads `target` and its result is a new tensor over the gathered rows. Never copied or
 /// moved; destroying it waits until the operation ended (Chorus may still write the buffer).
@@ -26,6 +36,9 @@ class torch_op {
   static std::unique_ptr<torch_op> allreduce(const std::string& name, at::Tensor target, reduce_op op);
   static std::unique_ptr<torch_op> broadcast(const std::string& name, at::Tensor target, int root);
   static std::unique_ptr<torch_op> allgather(const std::string& name, at::Tensor input);
+  /// Defined in scatter_ops.cpp, built only when the C++ API has reducescatter and alltoall.
+  static std::unique_ptr<torch_op> reducescatter(const std::string& name, at::Tensor input, reduce_op op);
+  static std::unique_ptr<torch_op> alltoall(const std::string& name, at::Tensor input, std::vector<int64_t> splits);
   torch_op(const torch_op&) = delete;
   torch_op& operator=(const torch_op&) = delete;
   ~torch_op();
@@ -35,9 +48,11 @@ class torch_op {
   bool wait_for(std::chrono::milliseconds timeout) const;
   /// Once ended: the status; copies a staged result back into `target` (once).
   const status& finish();
-  /// Once ended successfully: `target` (allreduce, broadcast) or the gathered rows (allgather,
-  /// a tensor that shares the gathered bytes: no copy).
+  /// Once ended successfully: `target` (allreduce, broadcast), the slice (reducescatter) or the
+  /// rows received (allgather, alltoall: a tensor that shares the received bytes, no copy).
   at::Tensor output() const;
+  /// Alltoall, once ended: how many rows came from each rank (scatter_ops.cpp).
+  std::vector<int64_t> received_splits() const;
   /// Allgather, once ended: each rank's first dimension.
   std::vector<int64_t> first_dims() const { return h_.first_dims(); }
   const std::string& name() const { return h_.name(); }
@@ -47,6 +62,7 @@ class torch_op {
   collective_kind kind_;
   at::Tensor target_;  // the caller's tensor
   at::Tensor buffer_;  // what Chorus reads and writes: target_, or its contiguous staging copy
+  at::Tensor result_;  // reducescatter: the slice Chorus writes
   bool staged_ = false;
   bool finished_ = false;
   handle h_;

@@ -3,8 +3,8 @@
     import chorus.torch as hvd
 
 Same names, arguments, defaults, return values and exception types (HorovodInternalError when
-the job fails). Not available yet: alltoall, reducescatter, join (NotImplementedError), Adasum,
-process sets other than the global one, the timeline."""
+the job fails). Not available yet: join (NotImplementedError), alltoall and reducescatter in
+builds whose runtime lacks them, Adasum, process sets other than the global one, the timeline."""
 
 from chorus.common.exceptions import ChorusArgumentError, HorovodInternalError, HostsUpdatedInterrupt
 from chorus.common.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
@@ -17,11 +17,11 @@ from chorus.torch.compression import Compression
 from chorus.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                                     broadcast_parameters)
 from chorus.torch.mpi_ops import (allgather, allgather_async, allreduce, allreduce_, allreduce_async,
-                                  allreduce_async_, alltoall, alltoall_async, barrier, broadcast, broadcast_,
-                                  broadcast_async, broadcast_async_, grouped_allgather, grouped_allgather_async,
-                                  grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
-                                  grouped_allreduce_async_, grouped_reducescatter, grouped_reducescatter_async,
-                                  join, poll, reducescatter, reducescatter_async, sparse_allreduce_async,
-                                  synchronize)
+                                  allreduce_async_, barrier, broadcast, broadcast_, broadcast_async,
+                                  broadcast_async_, grouped_allgather, grouped_allgather_async, grouped_allreduce,
+                                  grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_, poll,
+                                  sparse_allreduce_async, synchronize)
 from chorus.torch.optimizer import DistributedOptimizer
+from chorus.torch.scatter_ops import (alltoall, alltoall_async, grouped_reducescatter, grouped_reducescatter_async,
+                                      join, reducescatter, reducescatter_async)
 from chorus.torch.sync_batch_norm import SyncBatchNorm

@@ -1,6 +1,6 @@
 """The collectives of chorus.torch, with horovod.torch's names, arguments, defaults and return
 values: allreduce, allgather, broadcast (each in place or not, sync or async, grouped),
-sparse_allreduce_async, poll, synchronize, barrier.
+sparse_allreduce_async, poll, synchronize, barrier (reducescatter and alltoall: scatter_ops.py).
 
 Every async call returns an integer handle; poll(handle) tells whether it ended and
 synchronize(handle) waits (without the GIL) and returns the output. Contiguous CPU tensors go
@@ -409,51 +409,6 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Copies rank `root_rank`'s `tensor` into `tensor` on every rank; returns it."""
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
-
-
-# ------------------------------------------------------------- not in the Chorus runtime yet
-
-_RUNTIME_MISSING = ("hvd.%s is not supported yet: Chorus' runtime has no %s (it is being added to the runtime and the "
-                    "pipeline); %s")
-
-
-def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
-    raise NotImplementedError(_RUNTIME_MISSING % ("alltoall", "alltoall", "allgather the rows and select yours"))
-
-
-def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
-    """Not available yet: raises NotImplementedError."""
-    return alltoall_async(tensor, splits, name, process_set)
-
-
-def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
-                        postscale_factor=1.0):
-    raise NotImplementedError(_RUNTIME_MISSING % ("reducescatter", "reduce-scatter",
-                                                  "allreduce and keep your slice of the first dimension"))
-
-
-def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=global_process_set,
-                  prescale_factor=1.0, postscale_factor=1.0):
-    """Not available yet: raises NotImplementedError."""
-    return reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor)
-
-
-def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
-                                prescale_factor=1.0, postscale_factor=1.0):
-    raise NotImplementedError(_RUNTIME_MISSING % ("grouped_reducescatter", "reduce-scatter",
-                                                  "allreduce and keep your slice of the first dimension"))
-
-
-def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
-                          process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
-    """Not available yet: raises NotImplementedError."""
-    return grouped_reducescatter_async(tensors, name, op, process_set, prescale_factor, postscale_factor)
-
-
-def join(device=-1):
-    """Not available yet: raises NotImplementedError (uneven inputs need runtime support)."""
-    raise NotImplementedError("hvd.join: Chorus' runtime cannot yet let a joined rank contribute to the "
-                              "others' collectives; give every rank the same number of batches")
 
 
 # ------------------------------------------------------------------ handles and barrier

@@ -1,0 +1,220 @@
+"""reducescatter, grouped_reducescatter and alltoall of chorus.torch (horovod.torch's names,
+arguments, defaults and return values), and join. They need the runtime's reduce-scatter,
+alltoall and join: with a build whose C++ API lacks them they raise NotImplementedError."""
+
+import torch
+
+from chorus import _chorus_torch as _lib
+from chorus.common.process_sets import _check as _check_process_set
+from chorus.common.process_sets import global_process_set
+from chorus.torch.basics import _CHORUS_OP, Max
+from chorus.torch.compression import Compression
+from chorus.torch.mpi_ops import (Average, _chorus_op, _fresh_copy, _grad_name, _new_handle, _op_name,
+                                  _register, _scale_, _signature, _wait_all, allgather, grouped_allgather,
+                                  size, synchronize)
+
+_MISSING = ("hvd.%s is not supported yet: this build's Chorus runtime has no %s (it is being added to the "
+            "runtime and the pipeline); %s")
+
+
+def _require(what, collective, instead):
+    if not hasattr(_lib, "%s_async" % collective):
+        raise NotImplementedError(_MISSING % (what, collective, instead))
+
+
+# ------------------------------------------------------------------------------ reducescatter
+
+def _submit_reducescatter(tensor, name, handle, code, prescale_factor):
+    src = tensor
+    if prescale_factor != 1.0:
+        src = _fresh_copy(tensor)  # the input is not modified
+        _scale_(src, prescale_factor)
+    return _lib.reducescatter_async(src.detach(), _op_name("reducescatter", name, handle, _signature(src, code)),
+                                    code)
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    """Starts reducing `tensor` (same shape on every rank) over all ranks; this rank gets its
+    slice of the first dimension (dim0 // size rows, one more on the first dim0 % size ranks).
+    Returns a handle; synchronize() returns the slice."""
+    _require("reducescatter", "reducescatter", "allreduce and keep your slice of the first dimension")
+    _check_process_set(process_set)
+    code = _chorus_op(op)
+    handle = _new_handle()
+    sub = _submit_reducescatter(tensor, name, handle, code, prescale_factor)
+
+    def finish(results):
+        _scale_(results[0], postscale_factor)
+        return results[0]
+
+    return _register(handle, [sub], finish)
+
+
+def _gather_back(grad, op, prescale_factor, postscale_factor):
+    """Backward of a reduce-scatter: every rank's slice gradient, gathered and scaled as the
+    forward scaled this rank's contribution."""
+    full = allgather(grad)
+    scale = prescale_factor * postscale_factor / (size() if op == Average else 1)
+    return full * scale if scale != 1.0 else full
+
+
+class HorovodReducescatter(torch.autograd.Function):
+    """reducescatter as an autograd function."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
+        ctx.op, ctx.prescale_factor, ctx.postscale_factor = op, prescale_factor, postscale_factor
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return _gather_back(grad_output, ctx.op, ctx.prescale_factor, ctx.postscale_factor), \
+            None, None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=global_process_set,
+                  prescale_factor=1.0, postscale_factor=1.0):
+    """Returns this rank's slice of `tensor` reduced over all ranks (see reducescatter_async).
+    Differentiable."""
+    _require("reducescatter", "reducescatter", "allreduce and keep your slice of the first dimension")
+    compressed, ctx = compression.compress(tensor)
+    out = HorovodReducescatter.apply(compressed, name, op, process_set, prescale_factor, postscale_factor)
+    return compression.decompress(out, ctx)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """Starts a reducescatter of each tensor of the list; one handle for the group."""
+    _require("grouped_reducescatter", "reducescatter", "allreduce and keep your slices of the first dimension")
+    _check_process_set(process_set)
+    code = _chorus_op(op)
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped_reducescatter: the list of tensors is empty")
+    handle = _new_handle()
+    subs = []
+    try:
+        for i, t in enumerate(tensors):
+            member = "%s.%d" % (name, i) if name else "grouped.noname.%d.%d" % (handle, i)
+            subs.append(_submit_reducescatter(t, member, handle, code, prescale_factor))
+    except BaseException:
+        _wait_all(subs)
+        raise
+
+    def finish(results):
+        for r in results:
+            _scale_(r, postscale_factor)
+        return list(results)
+
+    return _register(handle, subs, finish)
+
+
+class HorovodGroupedReducescatter(torch.autograd.Function):
+    """grouped_reducescatter as an autograd function."""
+
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.op, ctx.prescale_factor, ctx.postscale_factor = op, prescale_factor, postscale_factor
+        return tuple(synchronize(grouped_reducescatter_async(list(tensors), name, op, process_set,
+                                                             prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        full = grouped_allgather(list(grads))
+        scale = ctx.prescale_factor * ctx.postscale_factor / (size() if ctx.op == Average else 1)
+        return (None, None, None, None, None, *[g * scale if scale != 1.0 else g for g in full])
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Returns, for each tensor of the list, this rank's slice of it reduced over all ranks."""
+    _require("grouped_reducescatter", "reducescatter", "allreduce and keep your slices of the first dimension")
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+    outs = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor, postscale_factor,
+                                             *compressed)
+    return [compression.decompress(o, c) for o, c in zip(outs, ctxs)]
+
+
+# ----------------------------------------------------------------------------------- alltoall
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Starts sending splits[i] rows of `tensor`'s first dimension to rank i (without splits:
+    dim 0 split equally). Returns a handle; synchronize() returns (rows received in rank order,
+    int32 tensor of the rows received from each rank)."""
+    _require("alltoall", "alltoall", "allgather the rows and select yours")
+    _check_process_set(process_set)
+    n = size()
+    if splits is None:
+        dim0 = tensor.shape[0] if tensor.dim() > 0 else -1
+        if dim0 < 0 or dim0 % n:
+            raise ValueError("alltoall('%s'): without splits, dimension 0 (%d) must be divisible by the number of "
+                             "ranks (%d); pass splits=" % (name, dim0, n))
+        split_list = [dim0 // n] * n
+    else:
+        split_list = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor) else splits)]
+    handle = _new_handle()
+    sub = _lib.alltoall_async(tensor.detach(), _op_name("alltoall", name, handle, _signature(tensor, gather=True)),
+                              split_list)
+
+    def finish(results):
+        return results[0], torch.tensor(_lib.received_splits(sub), dtype=torch.int32)
+
+    return _register(handle, [sub], finish)
+
+
+class HorovodAlltoall(torch.autograd.Function):
+    """alltoall as an autograd function: gradients travel back the way the rows came."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.name, ctx.process_set, ctx.received = name, process_set, received
+        if splits is None:
+            return output
+        ctx.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(ctx, grad_output, *ignored):
+        grad, _ = synchronize(alltoall_async(grad_output.contiguous(), ctx.received, _grad_name(ctx.name),
+                                             ctx.process_set))
+        return grad, None, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[i] rows of `tensor` to rank i and returns the rows received, in rank order;
+    with `splits` given, returns (rows, rows received from each rank). Differentiable."""
+    _require("alltoall", "alltoall", "allgather the rows and select yours")
+    return HorovodAlltoall.apply(tensor, splits, name, process_set)
+
+
+def join(device=-1):
+    """Tells the others this rank has no more data: until every rank joined, it takes part in
+    their collectives with neutral data (0 for sum and average, which still divides by size();
+    no rows for allgather). Blocks until every rank joined; returns the last rank to join.
+    `device` is accepted for Horovod's signature (Chorus moves CPU tensors only)."""
+    if not hasattr(_lib, "join"):
+        raise NotImplementedError("hvd.join is not supported yet: this build's Chorus runtime cannot let a joined "
+                                  "rank contribute to the others' collectives; give every rank the same number "
+                                  "of batches")
+    last = _lib.join()
+    _agree_on_handles()
+    return last
+
+
+def _agree_on_handles():
+    """Ranks with uneven data issued different numbers of operations, so their handle counters
+    (which name unnamed operations) differ; after join every rank goes on from the largest."""
+    from chorus.torch import mpi_ops
+    with mpi_ops._lock:
+        mine = mpi_ops._next_handle
+    sub = _lib.allreduce_async(torch.tensor([mine], dtype=torch.int64), "chorus.join.handles", _CHORUS_OP[Max])
+    sub.wait()
+    agreed = int(sub.result().item())
+    with mpi_ops._lock:
+        mpi_ops._next_handle = max(agreed, mpi_ops._next_handle)
+
+
+__all__ = ["reducescatter", "reducescatter_async", "grouped_reducescatter", "grouped_reducescatter_async",
+           "alltoall", "alltoall_async", "join"]

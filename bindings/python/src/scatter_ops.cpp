@@ -1,0 +1,65 @@
+// Reduce-scatter and alltoall on torch CPU tensors (built when the C++ API has them): the
+// input is only read (staged when not contiguous); reducescatter writes this rank's slice
+// straight into a tensor allocated here, alltoall's rows are handed out without a copy.
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "module_support.hpp"
+
+namespace chorus::python {
+
+std::unique_ptr<torch_op> torch_op::reducescatter(const std::string& name, at::Tensor input, reduce_op op) {
+  std::unique_ptr<torch_op> o(new torch_op(collective_kind::reducescatter, std::move(input)));
+  o->buffer_ = detail::checked_buffer(o->kind_, name, o->target_, o->staged_);
+  o->staged_ = false;  // only read
+  if (o->buffer_.dim() == 0)
+    throw argument_error(detail::describe_call(o->kind_, name) +
+                         ": reducescatter needs a tensor with at least one dimension, got a scalar");
+  int n = chorus::size(), r = chorus::rank();
+  if (n > 0) {
+    std::vector<int64_t> shape(o->buffer_.sizes().begin(), o->buffer_.sizes().end());
+    shape[0] = reducescatter_rows(shape[0], n, r);
+    o->result_ = at::empty(shape, o->buffer_.options());
+    o->h_ = reducescatter_async(name, detail::view_of(o->buffer_), detail::view_of(o->result_), op);
+  } else {
+    o->h_ = reducescatter_async(name, detail::view_of(o->buffer_), op);  // ends: not initialized
+  }
+  return o;
+}
+
+std::unique_ptr<torch_op> torch_op::alltoall(const std::string& name, at::Tensor input, std::vector<int64_t> splits) {
+  std::unique_ptr<torch_op> o(new torch_op(collective_kind::alltoall, std::move(input)));
+  o->buffer_ = detail::checked_buffer(o->kind_, name, o->target_, o->staged_);
+  o->staged_ = false;  // only read
+  if (o->buffer_.dim() == 0)
+    throw argument_error(detail::describe_call(o->kind_, name) +
+                         ": alltoall needs a tensor with at least one dimension, got a scalar");
+  o->h_ = alltoall_async(name, detail::view_of(o->buffer_), std::move(splits));
+  return o;
+}
+
+std::vector<int64_t> torch_op::received_splits() const { return h_.received_splits(); }
+
+void register_scatter_ops(pybind11::module_& m) {
+  namespace py = pybind11;
+  m.def(
+      "reducescatter_async",
+      [](at::Tensor t, const std::string& name, int op) {
+        auto rop = to_reduce_op(op);
+        return submit([&] { return torch_op::reducescatter(name, t, rop); });
+      },
+      py::arg("tensor"), py::arg("name"), py::arg("op"),
+      "Reduces `tensor` across all ranks; this rank gets its slice of the first dimension.");
+  m.def(
+      "alltoall_async",
+      [](at::Tensor t, const std::string& name, std::vector<int64_t> splits) {
+        return submit([&] { return torch_op::alltoall(name, t, std::move(splits)); });
+      },
+      py::arg("tensor"), py::arg("name"), py::arg("splits"),
+      "Sends splits[i] rows of `tensor` to rank i; returns the rows received, in rank order.");
+  m.def(
+      "received_splits", [](const torch_op& op) { return op.received_splits(); }, py::arg("op"),
+      "Alltoall, once ended: how many rows came from each rank.");
+}
+
+}  // namespace chorus::python
