@@ -272,7 +272,7 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
           return;
         }
         auto spec = t.op.spec;
-        observer_of(st.wired).on_ready(t.op.handle, spec, st.strategy->cycles_done() + 1, now_of(self));
+        observer_of(st.wired).on_ready(t.op.handle, spec, st.strategy->contribution_cycle(), now_of(self));
         st.pending.emplace(spec.name, std::move(t.op));
         apply(self, st.strategy->local_ready(std::move(spec), now_of(self)));
       },

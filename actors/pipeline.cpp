@@ -135,7 +135,8 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   a.observer = opts.observer;
   if (a.observer)
     a.observer->on_tunables({opts.fusion_threshold, opts.chunk_bytes, streams,
-                             std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time)},
+                             std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time),
+                             opts.in_place_bytes},
                             std::chrono::steady_clock::now());
   for (auto& actor : p->all()) caf::anon_send(actor, a);
 

@@ -140,10 +140,9 @@ TEST(pipeline_metrics, a_real_prometheus_scrapes_both_streams_and_the_negotiatio
   for (const auto& s : streams->arr()) EXPECT_EQ(sample_value(s), 2);
 }
 
-// DISABLED_ until bindings/cpp/session.cpp sets telemetry::context::traffic from the
-// communicator (one line: tctx.traffic = [c = comm->get()](int s) { auto t = c->traffic(s);
-// return telemetry::stream_traffic{t.sent, t.received}; }); passes with it.
-TEST(pipeline_metrics, DISABLED_per_stream_bytes_are_the_data_planes) {
+// The byte counters come from the data plane (bindings/cpp/session.cpp wires the
+// communicator's per-stream traffic into telemetry).
+TEST(pipeline_metrics, per_stream_bytes_are_the_data_planes) {
   metrics_job j;
   ASSERT_NE(j.base, 0);
   ASSERT_TRUE(j.ready()) << j.job.output(0) << j.job.output(1);

@@ -196,13 +196,11 @@ class recorded_job {
   std::vector<rank_result> results_;
 };
 
-// DISABLED_ until the negotiator reports on_ready with strategy->contribution_cycle() instead of
-// cycles_done() + 1 (actors/negotiator_actor.cpp) and the pipeline's on_tunables carries
-// in_place_bytes (actors/pipeline.cpp): with those two one-line changes both tests pass (4/4,
-// three runs, in a worktree of this commit). Run them with --gtest_also_run_disabled_tests.
+// Replay relies on the negotiator reporting each tensor's strategy->contribution_cycle() and on
+// the pipeline's tunables carrying in_place_bytes.
 class pipeline_trace : public ::testing::TestWithParam<int> {};
 
-TEST_P(pipeline_trace, DISABLED_replay_of_a_recorded_job_matches) {
+TEST_P(pipeline_trace, replay_of_a_recorded_job_matches) {
   recorded_job job(GetParam());
   job.expect_passed();
   auto r = chorus_trace({"replay", job.dir()}, job.scratch());
@@ -252,7 +250,7 @@ void move_ready_record(const std::string& path, std::size_t offset, uint64_t cyc
   FAIL() << "no block holds offset " << offset;
 }
 
-TEST(pipeline_trace_damage, DISABLED_a_tensor_ready_one_cycle_later_diverges_at_that_cycle) {
+TEST(pipeline_trace_damage, a_tensor_ready_one_cycle_later_diverges_at_that_cycle) {
   recorded_job job(2);
   job.expect_passed();
   // Rank 0's agreed cycles, from the JSON dump.
