@@ -193,13 +193,18 @@ def rocm_built():
 
 
 def start_timeline(file_path, mark_cycles=False):
-    """Horovod's timeline; it will map onto Chorus' trace recorder once telemetry lands."""
-    raise NotImplementedError("hvd.start_timeline: Chorus' timeline (telemetry) has not landed yet; "
-                              "no timeline can be recorded with this build")
+    """Horovod starts its timeline here; Chorus records its trace from the start of the job
+    instead: set CHORUS_TRACE=<dir> before hvd.init() and turn it into a Chrome timeline with
+    `chorus-trace timeline <dir> -o timeline.json`."""
+    raise NotImplementedError("hvd.start_timeline is not supported yet: Chorus cannot start a timeline at run "
+                              "time; set CHORUS_TRACE=<dir> before hvd.init() to record the job's trace, then "
+                              "run `chorus-trace timeline <dir> -o timeline.json` (see the README's Tracing "
+                              "section)")
 
 
 def stop_timeline():
-    raise NotImplementedError("hvd.stop_timeline: Chorus' timeline (telemetry) has not landed yet")
+    raise NotImplementedError("hvd.stop_timeline is not supported yet: Chorus' trace (CHORUS_TRACE=<dir>) "
+                              "records until hvd.shutdown()")
 
 
 class _Queries:
