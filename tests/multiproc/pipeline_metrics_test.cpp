@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -37,11 +38,19 @@ bool port_free(int port) {
   return ok;
 }
 
-/// A base port B with B and B+1 free (one metrics endpoint per local rank).
+/// A base port B with B and B+1 free (one metrics endpoint per local rank), taken below the
+/// kernel's ephemeral range: a port from that range can be handed to one of the job's own
+/// connections or listeners before the rank binds its endpoint.
 int free_port_pair() {
-  for (int i = 0; i < 50; ++i) {
-    int p = free_port();
-    if (p < 65535 && port_free(p + 1)) return p;
+  int ephemeral_low = 32768;
+  if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) range >> ephemeral_low;
+  int lo = 10000, hi = ephemeral_low - 2;
+  if (hi <= lo) return 0;
+  std::random_device rd;
+  std::uniform_int_distribution<int> pick(lo, hi);
+  for (int i = 0; i < 200; ++i) {
+    int p = pick(rd);
+    if (port_free(p) && port_free(p + 1)) return p;
   }
   return 0;
 }
