@@ -2,6 +2,7 @@
 // results of all forms (handle, caller buffer, callbacks), reducescatter_rows (Horovod's split),
 // and boundary checks whose errors name the tensor and the value. Multi-rank results are
 // checked in tests/multiproc/pipeline_scatter_test.cpp.
+#include "tests/support/one_rank_api.hpp"
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -17,25 +18,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-void clear_launcher_env() {
-  for (const char* v :
-       {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE", "CHORUS_RENDEZVOUS", "RANK",
-        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
-        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
-    ::unsetenv(v);
-}
-
-class api_scatter : public ::testing::Test {
- protected:
-  void SetUp() override {
-    clear_launcher_env();
-    auto st = init();
-    ASSERT_TRUE(st.ok()) << st.to_string();
-  }
-  void TearDown() override { shutdown(); }
-};
-
-bool mentions(const status& st, const std::string& text) { return st.message().find(text) != std::string::npos; }
+using testing::clear_launcher_env;
+using testing::mentions;
+using api_scatter = testing::one_rank_api;
 
 template <class T>
 std::vector<T> as(const std::vector<std::byte>& b) {

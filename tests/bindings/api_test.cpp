@@ -1,6 +1,7 @@
 // The C++ embedding API in a job of one rank (no launcher variables): init/shutdown lifecycle,
 // results of one-rank collectives, boundary validation with errors naming the tensor, handle
 // waits with a timeout, and callbacks that run exactly once.
+#include "tests/support/one_rank_api.hpp"
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -15,26 +16,9 @@
 namespace chorus {
 namespace {
 
-// A job of one rank: no launcher variables may leak in from the environment of the test run.
-void clear_launcher_env() {
-  for (const char* v :
-       {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE", "CHORUS_RENDEZVOUS", "RANK",
-        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
-        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
-    ::unsetenv(v);
-}
-
-class api : public ::testing::Test {
- protected:
-  void SetUp() override {
-    clear_launcher_env();
-    auto st = init();
-    ASSERT_TRUE(st.ok()) << st.to_string();
-  }
-  void TearDown() override { shutdown(); }
-};
-
-bool mentions(const status& st, const std::string& text) { return st.message().find(text) != std::string::npos; }
+using testing::clear_launcher_env;
+using testing::mentions;
+using api = testing::one_rank_api;
 
 TEST(api_lifecycle, not_initialized_rejects_and_reports_minus_one) {
   clear_launcher_env();
