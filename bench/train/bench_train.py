@@ -1,15 +1,24 @@
 """Training throughput of chorus.torch against torch DDP (gloo), in one run, on CPU.
 
-    PYTHONPATH=build/bindings/python python3 bench/train/bench_train.py \
-        --chorusrun build/bindings/cli/chorusrun [--ranks 1,2] [--models mlp,cnn] [--steps 20]
+    PYTHONPATH=build/bindings/python /usr/bin/python3 bench/train/bench_train.py \
+        --chorusrun build/bindings/cli/chorusrun [--ranks 1,2] [--models mlp,cnn] [--steps 20] \
+        [--repeat 3] [--impls chorus,ddp,solo]
 
 For each model, implementation and N it starts N worker processes on 127.0.0.1 (chorus.torch
 under chorusrun; DDP with its own rendezvous), one thread per rank, batch 64 per rank, 3
-warm-up steps then the timed steps, and prints
+warm-up steps then the timed steps. The host is shared and noisy, so every configuration runs
+--repeat times, interleaved (the order of the implementations alternates from one repetition
+to the next), and the median is printed:
 
     RESULT train <model> <impl> <N> <samples_per_s>
+    RESULT train_cpu <model> <impl> <N> <ms_per_step>
 
-samples/s counts every rank's samples: N * batch * steps / (slowest rank's time).
+samples/s counts every rank's samples: N * batch * steps / (slowest rank's time). train_cpu is
+the CPU time per step that rank 0's threads other than the training thread used (the
+communication library's threads: the cost it takes from training on a shared core), median
+over the repetitions. Impl `solo` (not run by default) trains N processes at the same time with
+no communication at all: the ceiling that co-running N trainers on this host allows. Closing
+lines give chorus/ddp and the scaling efficiency (N=2 ÷ twice N=1) of each implementation.
 Models: an MLP of about 6.3 M parameters (25 MB of float32 gradients: communication-heavy) and
 a small ResNet-like CNN of about 0.3 M parameters (compute-heavy)."""
 
@@ -17,7 +26,9 @@ import argparse
 import os
 import socket
 import subprocess
+import statistics
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -69,6 +80,22 @@ def make_batch(name, batch):
 
 # ------------------------------------------------------------------------------- worker
 
+def other_threads_cpu_ns():
+    """CPU time (ns) used so far by this process' threads other than the calling one, from
+    /proc/self/task/*/schedstat (threads that ended are not counted: none end mid-run)."""
+    me = str(threading.get_native_id())
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        if tid == me:
+            continue
+        try:
+            with open("/proc/self/task/%s/schedstat" % tid) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # the thread ended between listdir and open
+    return total
+
+
 def worker(args):
     import torch
     import torch.nn.functional as F
@@ -76,7 +103,16 @@ def worker(args):
     torch.manual_seed(1)
     model = make_model(args.model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    if args.impl == "chorus":
+    if args.impl == "solo":  # no communication: N independent trainers on the same host
+        rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        net = model
+
+        def barrier():
+            pass
+
+        def slowest(seconds):
+            return seconds
+    elif args.impl == "chorus":
         import chorus.torch as hvd
         hvd.init()
         rank, n = hvd.rank(), hvd.size()
@@ -115,23 +151,33 @@ def worker(args):
     for _ in range(args.warmup):
         step()
     barrier()
+    cpu_before = other_threads_cpu_ns()
     start = time.perf_counter()
     for _ in range(args.steps):
         step()
-    elapsed = slowest(time.perf_counter() - start)
-    if rank == 0:
+    elapsed = time.perf_counter() - start
+    bg_ms = (other_threads_cpu_ns() - cpu_before) / 1e6 / args.steps
+    elapsed = slowest(elapsed)
+    if rank == 0 or args.impl == "solo":
         params = sum(p.numel() for p in model.parameters())
-        print("WORKER %s %s %d %.2f %d" % (args.model, args.impl, n, n * args.batch * args.steps / elapsed, params),
-              flush=True)
+        print("WORKER %s %s %d %.2f %d %.3f" % (args.model, args.impl, n, n * args.batch * args.steps / elapsed,
+                                               params, bg_ms), flush=True)
     if args.impl == "chorus":
         hvd.shutdown()
-    else:
-        dist.destroy_process_group()
+    elif args.impl == "ddp":
+        # torch 1.13's teardown of DDP + the Gloo process group can deadlock (~ProcessGroupGloo
+        # joins a Gloo thread that waits for the GIL the joining thread holds): after a barrier,
+        # leave without it.
+        if n > 1:
+            dist.barrier()
+        sys.stdout.flush()
+        os._exit(0)
 
 
 # ------------------------------------------------------------------------------- driver
 
 def run_job(args, model, impl, n):
+    """Runs one job; returns (samples/s of the job, parameters, background CPU ms per step)."""
     me = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--impl", impl,
           "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup)]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CHORUS_METRICS_PORT="0")
@@ -142,21 +188,30 @@ def run_job(args, model, impl, n):
         env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(n))
         procs = [subprocess.Popen(me, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
                                   text=True) for r in range(n)]
-    out = ""
+    out = wait_all(procs, args.timeout + 30)
+    results = [line.split() for line in out.splitlines() if line.startswith("WORKER ")]
+    if impl == "solo" and len(results) == n:  # independent trainers: the job's rate is their sum
+        return (sum(float(r[4]) / n for r in results), int(results[0][5]), float(results[0][6]))
+    if impl != "solo" and results:
+        return float(results[0][4]), int(results[0][5]), float(results[0][6])
+    raise RuntimeError("%s %s N=%d printed no result (exit codes %s):\n%s"
+                       % (model, impl, n, [p.returncode for p in procs], out))
+
+
+def wait_all(procs, timeout):
+    """Waits for every process; when one fails or the time is up, stops the others (a DDP
+    worker whose peer died would otherwise wait forever). Returns their joined stdout."""
+    deadline = time.monotonic() + timeout
     try:
-        for p in procs:
-            out += p.communicate(timeout=args.timeout + 30)[0]
+        while any(p.poll() is None for p in procs):
+            if any(p.returncode not in (None, 0) for p in procs) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-                p.wait()
-    for line in out.splitlines():
-        if line.startswith("WORKER "):
-            _, m, i, nn, sps, params = line.split()
-            return float(sps), int(params)
-    raise RuntimeError("%s %s N=%d printed no result (exit codes %s):\n%s"
-                       % (model, impl, n, [p.returncode for p in procs], out))
+    return "".join(p.communicate()[0] or "" for p in procs)
 
 
 def main():
@@ -165,23 +220,51 @@ def main():
     p.add_argument("--model", default="mlp")
     p.add_argument("--impl", default="chorus")
     p.add_argument("--models", default="mlp,cnn")
-    p.add_argument("--impls", default="chorus,ddp")
+    p.add_argument("--impls", default="chorus,ddp", help="any of chorus, ddp, solo")
     p.add_argument("--ranks", default="1,2")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=3, help="runs of every configuration, interleaved")
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--chorusrun", default=os.path.join(HERE, "..", "..", "build", "bindings", "cli", "chorusrun"))
     args = p.parse_args()
     if args.worker:
         return worker(args)
+    impls = args.impls.split(",")
+    ranks = [int(r) for r in args.ranks.split(",")]
     for model in args.models.split(","):
-        for n in [int(r) for r in args.ranks.split(",")]:
-            for impl in args.impls.split(","):
-                sps, params = run_job(args, model, impl, n)
-                print("RESULT train %s %s %d %.1f" % (model, impl, n, sps), flush=True)
-                print("  (%s: %.2f M parameters, batch %d per rank, %d timed steps)"
-                      % (model, params / 1e6, args.batch, args.steps), file=sys.stderr)
+        runs, params = {}, 0
+        for rep in range(args.repeat):
+            order = impls if rep % 2 == 0 else impls[::-1]
+            for n in ranks:
+                for impl in order:
+                    if impl == "solo" and n == 1 and "ddp" in impls:
+                        continue  # the same as DDP at N=1 (a plain model, no communication)
+                    sps, params, bg = run_job(args, model, impl, n)
+                    runs.setdefault((impl, n), []).append((sps, bg))
+                    print("  run %d: %s %s N=%d %.1f samples/s, other threads %.2f ms CPU/step"
+                          % (rep + 1, model, impl, n, sps, bg), file=sys.stderr, flush=True)
+        med = {}
+        for (impl, n), rs in sorted(runs.items()):
+            med[(impl, n)] = statistics.median(r[0] for r in rs)
+            print("RESULT train %s %s %d %.1f" % (model, impl, n, med[(impl, n)]), flush=True)
+            print("RESULT train_cpu %s %s %d %.2f" % (model, impl, n, statistics.median(r[1] for r in rs)),
+                  flush=True)
+        print("  (%s: %.2f M parameters, batch %d per rank, %d timed steps, median of %d interleaved runs: %s)"
+              % (model, params / 1e6, args.batch, args.steps, args.repeat,
+                 "; ".join("%s N=%d %s" % (i, n, "/".join("%.1f" % r[0] for r in rs))
+                           for (i, n), rs in sorted(runs.items()))), file=sys.stderr)
+        for n in ranks:
+            if ("chorus", n) in med and ("ddp", n) in med:
+                print("  %s N=%d: chorus/ddp %.3f" % (model, n, med[("chorus", n)] / med[("ddp", n)]), file=sys.stderr)
+        if 1 in ranks:
+            for impl in impls:
+                for n in ranks:
+                    base = med.get((impl if impl != "solo" else "ddp", 1))
+                    if n > 1 and (impl, n) in med and base:
+                        print("  %s %s N=%d: scaling efficiency %.3f" % (model, impl, n, med[(impl, n)] / (n * base)),
+                              file=sys.stderr)
     return 0
 
 
