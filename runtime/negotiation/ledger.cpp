@@ -14,25 +14,25 @@ void negotiation_ledger::local_ready(tensor_spec spec, actions& out) {
   auto refuse = [&](errc code, std::string text) { out.rejected.push_back({spec.name, status{code, std::move(text)}}); };
   if (failed_) return refuse(errc::shutdown, describe(spec) + ": negotiation stopped: " + failure_.message());
   if (auto st = validate(spec, size_); !st.ok()) return refuse(st.code(), st.message());
-  if (auto id = registry_.find(spec.name)) {
-    const auto& registered = registry_.spec(*id);
-    if (auto field = first_difference(registered, spec)) {
-      return refuse(errc::mismatch, describe(spec) + ": " + *field + " " + field_value(spec, *field) +
-                                        " but the name was registered with " + field_value(registered, *field) +
-                                        " (a tensor name keeps its spec for the whole job)");
-    }
-    if (pending_ids_.test(*id)) {
-      return refuse(errc::invalid_argument, describe(spec) + ": enqueued again before the previous operation "
-                                                             "on this name was agreed");
-    }
-    pending_ids_.set(*id);
-    fresh_ids_ = true;
-    return;
-  }
   if (local_names_.count(spec.name)) {
     return refuse(errc::invalid_argument,
                   describe(spec) + ": enqueued again before the previous operation on this name was agreed");
   }
+  if (auto id = registry_.find(spec.name)) {
+    if (pending_ids_.test(*id)) {
+      return refuse(errc::invalid_argument, describe(spec) + ": enqueued again before the previous operation "
+                                                             "on this name was agreed");
+    }
+    // The registered spec travels as one bit, unless some rank has announced the name anew
+    // (its next operation may carry another spec): then it is compared by name and spec.
+    if (registry_.spec(*id) == spec && !table_.count(spec.name)) {
+      pending_ids_.set(*id);
+      fresh_ids_ = true;
+      return;
+    }
+  }
+  // A first appearance, or a name coming back with another spec (re-registration): it
+  // travels as name + spec and gets a new id once every rank announced it alike.
   local_names_.emplace(spec.name, spec);
   fresh_names_.push_back(std::move(spec));
 }
@@ -128,17 +128,19 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
       groups.insert(at, a);
     }
   }
-  //    Joined ranks count as having announced every name.
+  //    Joined ranks count as having announced every name. A name registered before is
+  //    re-registered only when no rank still has an operation of its old id pending.
   std::vector<uint32_t> new_ids;
   for (auto it = table_.begin(); it != table_.end();) {
     auto announced = table_ranks(it->second);
     announced.or_with(merged.joined);
-    if (announced.count() < static_cast<std::size_t>(size_)) {
+    auto old_id = registry_.find(it->first);
+    if (announced.count() < static_cast<std::size_t>(size_) || (old_id && somewhere.test(*old_id))) {
       ++it;
       continue;
     }
     if (it->second.size() == 1) {
-      auto id = registry_.add(it->second.front().spec);
+      auto id = registry_.add(it->second.front().spec);  // retires old_id, if any
       out.assigned.push_back({it->first, id, it->second.front().spec});
       new_ids.push_back(id);
     } else {
@@ -146,6 +148,18 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
     }
     local_names_.erase(it->first);
     it = table_.erase(it);
+  }
+  //    A name announced anew while this rank has an operation of its registered spec pending
+  //    by id (the ranks disagree about that name's next operation): that operation is
+  //    announced by name and spec from the next cycle on, so the name's table entry completes
+  //    with every rank's spec and becomes the mismatch error above, on every rank alike.
+  for (const auto& [name, groups] : table_) {
+    auto id = registry_.find(name);
+    if (!id || !pending_ids_.test(*id) || agreed.test(*id)) continue;
+    pending_ids_.reset(*id);
+    const auto& registered = registry_.spec(*id);
+    local_names_.emplace(name, registered);
+    fresh_names_.push_back(registered);
   }
 
   // 3. The batch: ids pending on every rank, in id order; new ids are the largest.

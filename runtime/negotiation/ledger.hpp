@@ -1,7 +1,11 @@
 // negotiation_ledger: one rank's negotiation state, shared by both strategies. It knows what
 // this rank has pending, builds the rank's contribution when a cycle starts and, when the
 // strategy has merged every rank's contribution, resolves the cycle: assigns ids, reports
-// mismatches, forms the agreed batch and runs the stall inspector. The strategies only decide
+// mismatches, forms the agreed batch and runs the stall inspector. A name that comes back with
+// another spec is announced again and re-registered (a new id, the old one retired) once every
+// rank announced it alike and no rank still has the old id pending; a rank that enqueued the
+// old spec by id meanwhile re-announces it by name, so the disagreement ends as the usual
+// mismatch error on every rank, never as a stall. The strategies only decide
 // how contributions travel (dissemination rounds, or through rank 0) and when cycles start;
 // the same merged state gives the same results on every rank and under either strategy.
 #pragma once
@@ -28,8 +32,10 @@ class negotiation_ledger {
   const negotiation_options& options() const { return options_; }
   const tensor_registry& registry() const { return registry_; }
 
-  /// A local operation became ready. Refusals (duplicate, registered with another spec,
-  /// invalid spec, stopped) go to out.rejected; everything else waits for the next cycle.
+  /// A local operation became ready. Refusals (an operation of that name still pending here,
+  /// invalid spec, stopped) go to out.rejected; everything else waits for the next cycle: a
+  /// registered name with its registered spec as one bit, anything else (a first appearance,
+  /// a name coming back with another spec, a name some rank announced anew) as name + spec.
   void local_ready(tensor_spec spec, actions& out);
   void submit_score(double score);
   void request_shutdown() { shutdown_fresh_ = true; }

@@ -49,7 +49,7 @@ struct gossip_message {
   bool open_next = false;  ///< central answer: rank 0 opened cycle+1 already, report to it at once
   dynamic_bitmap ready_and;                     ///< ids pending on every contributing rank (AND)
   dynamic_bitmap ready_or;                      ///< ids pending on some contributing rank (OR)
-  std::vector<announcement> announced;          ///< new names, sorted by spec_less (union)
+  std::vector<announcement> announced;          ///< names with specs (first uses, new specs), sorted (union)
   dynamic_bitmap stall_query;                   ///< ids some rank finds stalled (OR)
   dynamic_bitmap stall_abort;                   ///< ids some rank wants to stop the job for (OR)
   std::vector<std::string> stalled_names;       ///< announced names some rank finds stalled (sorted union)

@@ -6,7 +6,13 @@ namespace chorus::negotiation {
 uint32_t tensor_registry::add(const tensor_spec& spec) {
   auto id = static_cast<uint32_t>(specs_.size());
   specs_.push_back(spec);
-  ids_.emplace(spec.name, id);
+  retired_.push_back(false);
+  auto [it, fresh] = ids_.try_emplace(spec.name, id);
+  if (!fresh) {
+    retired_[it->second] = true;
+    ++retired_count_;
+    it->second = id;
+  }
   return id;
 }
 

@@ -43,7 +43,8 @@ struct outgoing_message {
   int to = -1;
   gossip_message message;
 };
-/// A name got an id; identical on every rank, in the same order.
+/// A name got an id (a first registration, or a re-registration with another spec that
+/// retires the name's previous id); identical on every rank, in the same order.
 struct id_assigned {
   std::string name;
   uint32_t id = 0;
@@ -69,8 +70,9 @@ struct stall_warning {
   std::vector<int> missing_ranks;  ///< ranks that have not produced it
   std::string message;
 };
-/// A local enqueue refused at the boundary (only this rank): duplicate pending name,
-/// a registered name with another spec, an invalid spec, or the negotiation has stopped.
+/// A local enqueue refused at the boundary (only this rank): duplicate pending name, an
+/// invalid spec, or the negotiation has stopped. (A registered name with another spec is not
+/// refused: it is announced again and re-registered, see ledger.hpp.)
 /// It refers to the local_ready() call that returned it, never to an earlier operation
 /// still pending under the same name (that one goes on negotiating).
 struct rejected_enqueue {

@@ -30,7 +30,7 @@ std::string_view name_of(device_kind d);
 
 /// One operation on one named tensor, as one rank enqueued it.
 struct tensor_spec {
-  std::string name;                                 ///< unique per operation in the job
+  std::string name;                                 ///< one operation at a time per name and rank
   collective_kind kind = collective_kind::allreduce;
   dtype type = dtype::f32;
   std::vector<int64_t> shape;                       ///< empty = scalar (one element)

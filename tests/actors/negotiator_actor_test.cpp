@@ -202,6 +202,55 @@ TEST(negotiator_actor, shape_mismatch_ends_the_op_on_every_rank_with_the_same_te
   }
 }
 
+TEST(negotiator_actor, a_name_comes_back_with_another_shape_and_disagreement_is_a_mismatch) {
+  for (std::string strategy : {"gossip", "central"}) {
+    SCOPED_TRACE(strategy);
+    ranks_fixture f(3, strategy);
+    auto shapes_of_last_batch = [&](int r) {
+      std::vector<std::vector<int64_t>> out;
+      for (auto& o : f.sink(r).batches.back().ops) out.push_back(o.spec.shape);
+      return out;
+    };
+    // 1. Every rank: x with [3], then x with [4] (re-registered), agreed with its spec.
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{3}, std::vector<int64_t>{4}}) {
+      for (int r = 0; r < 3; ++r) f.ready(r, spec("x", shape));
+      f.settle();
+      for (int r = 0; r < 3; ++r) {
+        ASSERT_FALSE(f.sink(r).batches.empty());
+        EXPECT_EQ(shapes_of_last_batch(r), std::vector<std::vector<int64_t>>{shape}) << "rank " << r;
+        EXPECT_TRUE(f.sink(r).finished.empty()) << "rank " << r;
+        EXPECT_TRUE(f.neg(r).pending.empty());
+      }
+    }
+    // 2. Rank 2 goes on with [5]; ranks 0 and 1 keep [4] (their ops travel by id): every rank
+    //    ends its op with the same mismatch, nothing stays pending.
+    f.ready(0, spec("x", {4}));
+    f.ready(1, spec("x", {4}));
+    f.settle();
+    f.ready(2, spec("x", {5}));
+    f.settle();
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_EQ(f.sink(r).finished.size(), 1u) << "rank " << r;
+      const auto& e = f.sink(r).finished.front().result;
+      EXPECT_EQ(e.code(), errc::mismatch);
+      EXPECT_EQ(e.message(), "allreduce('x'): shape [5] on rank 2 but [4] on ranks 0-1") << "rank " << r;
+      EXPECT_TRUE(f.neg(r).pending.empty());
+      EXPECT_EQ(f.sink(r).batches.size(), 2u);
+    }
+    // 3. Then [5] everywhere: agreed, with identical ids on every rank.
+    for (int r = 0; r < 3; ++r) f.ready(r, spec("x", {5}));
+    f.settle();
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_EQ(f.sink(r).batches.size(), 3u);
+      EXPECT_EQ(shapes_of_last_batch(r), std::vector<std::vector<int64_t>>{{5}}) << "rank " << r;
+      const auto& reg = f.neg(r).strategy->registry();
+      EXPECT_EQ(reg.find("x"), f.neg(0).strategy->registry().find("x"));
+      EXPECT_EQ(reg.size(), 3u);
+      EXPECT_EQ(reg.retired_count(), 2u);
+    }
+  }
+}
+
 TEST(negotiator_actor, stall_shutdown_fails_the_op_on_every_rank_that_has_it) {
   negotiation::negotiation_options o;
   o.stall_warning_time = 1s;
