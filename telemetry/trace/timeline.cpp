@@ -2,6 +2,7 @@
 #include "telemetry/trace/timeline.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -43,6 +44,13 @@ class writer {
           std::to_string(f.header.rank) + ",\"tid\":" + std::to_string(tid) + ",\"ts\":" + ts(f, at) + ",\"args\":{" +
           args + "}");
   }
+  /// An instant of global scope (a line across every track), Horovod's cycle marks.
+  void global_instant(const trace_file& f, const std::string& name, const char* cat, int64_t at,
+                      const std::string& args) {
+    event("\"name\":" + json::quote(name) + ",\"cat\":\"" + cat + "\",\"ph\":\"i\",\"s\":\"g\",\"pid\":" +
+          std::to_string(f.header.rank) + ",\"tid\":" + std::to_string(tid_negotiation) + ",\"ts\":" + ts(f, at) +
+          ",\"args\":{" + args + "}");
+  }
   void async(const trace_file& f, const char* ph, uint64_t handle, const std::string& name, int64_t at,
              const std::string& args) {
     char id[40];
@@ -66,7 +74,93 @@ std::string names_arg(const std::vector<std::string>& v) {
   return out + "]";
 }
 
-void write_rank(writer& w, const trace_file& f) {
+using chunk_time_map = std::unordered_map<uint64_t, std::pair<int64_t, int64_t>>;
+
+/// One operation's phases on one rank (steady ns of the file; -1: not seen).
+struct op_phases {
+  collective_kind kind = collective_kind::allreduce;
+  int64_t enqueued = -1;
+  int64_t agreed = -1;   // its batch was agreed
+  int64_t started = -1;  // its bucket's first chunk started
+};
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+/// Matches the records of one rank to operations (by handle): the agreed batch that holds an
+/// operation's name while it is pending, and the bucket of that name and cycle. Records of
+/// different threads reach the file in flush order, not time order, so this walks them by time.
+/// Only operations whose enqueue is in the file are returned.
+std::unordered_map<uint64_t, op_phases> match_phases(const trace_file& f, const chunk_time_map& chunk_times) {
+  std::vector<const trace_record*> by_time;
+  for (const auto& r : f.records)
+    if (r.kind == record_kind::enqueue || r.kind == record_kind::agreed || r.kind == record_kind::callback)
+      by_time.push_back(&r);
+  std::stable_sort(by_time.begin(), by_time.end(),
+                   [](const trace_record* a, const trace_record* b) { return a->t_ns < b->t_ns; });
+  std::unordered_map<uint64_t, op_phases> ops;
+  std::unordered_map<std::string, uint64_t> pending;         // name -> handle (names are unique while pending)
+  std::map<std::pair<std::string, uint64_t>, uint64_t> agreed_in;  // (name, cycle) -> handle
+  for (const auto* r : by_time) {
+    switch (r->kind) {
+      case record_kind::enqueue:
+        ops[r->handle].kind = r->spec.kind;
+        ops[r->handle].enqueued = r->t_ns;
+        pending[r->spec.name] = r->handle;
+        break;
+      case record_kind::agreed:
+        for (const auto& name : r->names)
+          if (auto it = pending.find(name); it != pending.end() && ops[it->second].agreed < 0) {
+            ops[it->second].agreed = r->t_ns;
+            agreed_in[{name, r->cycle}] = it->second;
+          }
+        break;
+      case record_kind::callback:
+        if (auto it = pending.find(r->spec.name); it != pending.end() && it->second == r->handle) pending.erase(it);
+        break;
+      default: break;
+    }
+  }
+  for (const auto& r : f.records) {
+    if (r.kind != record_kind::bucket) continue;
+    int64_t first = -1;
+    for (uint64_t s = r.sequence; s < r.sequence + r.count; ++s)
+      if (auto it = chunk_times.find(s); it != chunk_times.end())
+        first = first < 0 ? it->second.first : std::min(first, it->second.first);
+    if (first < 0) continue;
+    for (const auto& name : r.names)
+      if (auto it = agreed_in.find({name, r.cycle}); it != agreed_in.end()) ops[it->second].started = first;
+  }
+  return ops;
+}
+
+/// The phases of one ended operation, nested in its async span (same id): NEGOTIATE_<KIND>,
+/// QUEUE, <KIND>, as far as the records tell.
+void write_phases(writer& w, const trace_file& f, const trace_record& callback, const op_phases& p) {
+  const int64_t enqueued = p.enqueued;
+  std::string kind = upper(name_of(p.kind));
+  auto phase = [&](const std::string& name, int64_t from, int64_t to) {
+    w.async(f, "b", callback.handle, name, from, "");
+    w.async(f, "e", callback.handle, name, std::max(from, to), "");
+  };
+  int64_t end = callback.t_ns;
+  if (p.agreed < 0) {  // ended before agreement (a mismatch, shutdown)
+    phase("NEGOTIATE_" + kind, enqueued, end);
+    return;
+  }
+  phase("NEGOTIATE_" + kind, enqueued, p.agreed);
+  if (p.started >= 0) {
+    phase("QUEUE", p.agreed, p.started);
+    phase(kind, p.started, end);
+  } else {
+    phase(kind, p.agreed, end);
+  }
+}
+
+void write_rank(writer& w, const trace_file& f, const timeline_options& options) {
   int pid = f.header.rank;
   w.meta(pid, 0, "process_name", "rank " + std::to_string(pid));
   w.meta(pid, tid_negotiation, "thread_name", "negotiation");
@@ -74,12 +168,16 @@ void write_rank(writer& w, const trace_file& f) {
   w.meta(pid, tid_ops, "thread_name", "ops");
   std::set<int> streams;
   // Chunk times by sequence, for the bucket spans.
-  std::unordered_map<uint64_t, std::pair<int64_t, int64_t>> chunk_times;
+  chunk_time_map chunk_times;
   for (const auto& r : f.records)
     if (r.kind == record_kind::chunk_end) chunk_times[r.sequence] = {r.started_ns, r.t_ns};
+  // By handle, from the whole file: a record's place in the file is not its time order.
+  auto phases = match_phases(f, chunk_times);
   for (const auto& r : f.records) {
     switch (r.kind) {
       case record_kind::cycle:
+        if (options.mark_cycles)
+          w.global_instant(f, "CYCLE_START", "cycle", r.started_ns, "\"cycle\":" + std::to_string(r.cycle));
         w.span(f, tid_negotiation, "cycle " + std::to_string(r.cycle), "negotiation", r.started_ns, r.t_ns,
                "\"cycle\":" + std::to_string(r.cycle) + ",\"messages_sent\":" + std::to_string(r.count) +
                    ",\"messages_received\":" + std::to_string(r.count2));
@@ -129,11 +227,15 @@ void write_rank(writer& w, const trace_file& f) {
       case record_kind::enqueue:
         w.async(f, "b", r.handle, r.spec.name, r.t_ns, "\"collective\":" + json::quote(name_of(r.spec.kind)));
         break;
-      case record_kind::callback:
+      case record_kind::callback: {
+        auto p = phases.find(r.handle);
+        if (p == phases.end()) break;  // enqueued before the recording started: no span
+        write_phases(w, f, r, p->second);
         w.async(f, "e", r.handle, r.spec.name, r.t_ns,
                 "\"ok\":" + std::string(r.result.ok() ? "true" : "false") +
                     (r.result.ok() ? "" : ",\"error\":" + json::quote(r.result.message())));
         break;
+      }
       default: break;
     }
   }
@@ -141,7 +243,8 @@ void write_rank(writer& w, const trace_file& f) {
 
 }  // namespace
 
-timeline_stats write_timeline(const std::vector<trace_file>& ranks, std::ostream& out) {
+timeline_stats write_timeline(const std::vector<trace_file>& ranks, std::ostream& out,
+                              const timeline_options& options) {
   int64_t origin = INT64_MAX;
   for (const auto& f : ranks) {
     origin = std::min(origin, f.header.wall_ns);
@@ -150,7 +253,7 @@ timeline_stats write_timeline(const std::vector<trace_file>& ranks, std::ostream
   if (origin == INT64_MAX) origin = 0;
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
   writer w(out, origin);
-  for (const auto& f : ranks) write_rank(w, f);
+  for (const auto& f : ranks) write_rank(w, f, options);
   out << "\n]}\n";
   return {w.count()};
 }
