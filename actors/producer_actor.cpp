@@ -43,8 +43,9 @@ void finish(caf::stateful_actor<producer_state>* self, uint64_t handle, const st
     s.enqueued_at.erase(e);
   }
   auto called_at = std::chrono::steady_clock::now();
-  call_done(r, st, std::move(gathered), std::move(dims));
+  // Reported first: a caller woken by its callback finds the op recorded (hvd.stop_timeline).
   observer_of(s.peers).on_callback(handle, r->spec, st, enqueued, called_at);
+  call_done(r, st, std::move(gathered), std::move(dims));
   if (s.draining && s.table.empty() && s.drained) {
     s.drained->deliver(drain_atom::value);
     s.drained.reset();

@@ -67,7 +67,8 @@ class observer {
   // ---- producer: the API boundary ----
   /// An op reached the pipeline (handle = the producer's key, unique per rank and run).
   virtual void on_enqueue(uint64_t handle, const tensor_spec& spec, time_point at) {}
-  /// Its callback ran: `result` ok or the error; `enqueued` is when on_enqueue saw it.
+  /// Its callback runs now (reported just before it, so a caller the callback wakes finds the
+  /// event reported): `result` ok or the error; `enqueued` is when on_enqueue saw it.
   virtual void on_callback(uint64_t handle, const tensor_spec& spec, const status& result, time_point enqueued,
                            time_point at) {}
 
