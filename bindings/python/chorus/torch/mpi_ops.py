@@ -9,11 +9,9 @@ goes through one staging copy.
 
 Names. Operations are named "<collective>.<name>", or "<collective>.noname.<handle>" when no
 name is given (handles count up from 0 after init(), so ranks that issue the same calls agree
-on the names, as in Horovod). Chorus keeps a name's spec (dtype, shape, op, root) for the whole
-job, while Horovod lets a name come back with another spec; so a name used again with a spec
-it has not had before gets a version suffix ("<collective>.<name>#1", ...), the same on every
-rank that makes the same calls. A name's first use is compared across ranks as in Horovod (a
-mismatch raises on every rank)."""
+on the names, as in Horovod). As in Horovod, a name may come back with another spec (dtype,
+shape, op, root) once its previous operation has ended; the ranks compare every operation's
+spec, and a mismatch raises on every rank. A name still pending on this rank raises at once."""
 
 import threading
 import warnings
@@ -31,7 +29,6 @@ from chorus.torch.compression import Compression
 _lock = threading.Lock()
 _handle_map = {}      # handle -> _Pending
 _next_handle = 0
-_versions = {}        # "<collective>.<name>" -> {spec signature: version}
 
 
 class _Pending:
@@ -48,7 +45,6 @@ def _reset():
     global _next_handle
     with _lock:
         _handle_map.clear()
-        _versions.clear()
         _next_handle = 0
 
 
@@ -65,21 +61,17 @@ def _new_handle():
 
 def _signature(tensor, op=None, root=None, gather=False):
     """What Chorus compares for a name: dtype, shape (an allgather's first dimension may vary),
-    op and root."""
+    op and root. Names no longer depend on it (scatter_ops.py still passes it to _op_name)."""
     shape = tuple(tensor.shape)
     return str(tensor.dtype), (len(shape),) + shape[1:] if gather else shape, op, root
 
 
 def _op_name(prefix, name, handle, signature=None):
+    """The name Chorus negotiates: "<collective>.<name>", or a fresh one for an unnamed op.
+    `signature` is ignored: a name keeps no spec beyond its operation in Chorus either."""
     if name is None or name == "":
         return "%s.noname.%d" % (prefix, handle)
-    base = "%s.%s" % (prefix, name)
-    if name.startswith("grouped.noname."):
-        return base  # generated from a fresh handle: never used before
-    with _lock:
-        seen = _versions.setdefault(base, {})
-        version = seen.setdefault(signature, len(seen))
-    return base if version == 0 else "%s#%d" % (base, version)
+    return "%s.%s" % (prefix, name)
 
 
 def _grad_name(name):
@@ -139,7 +131,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     code = _chorus_op(op)
     handle = _new_handle()
     _scale_(output, prescale_factor)
-    sub = _lib.allreduce_async(output.detach(), _op_name("allreduce", name, handle, _signature(output, code)),
+    sub = _lib.allreduce_async(output.detach(), _op_name("allreduce", name, handle),
                                code)
 
     def finish(results):
@@ -214,8 +206,7 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
         for i, out in enumerate(outputs):
             _scale_(out, prescale_factor)
             member = "%s.%d" % (name, i) if name else "grouped.noname.%d.%d" % (handle, i)
-            subs.append(_lib.allreduce_async(out.detach(), _op_name("allreduce", member, handle,
-                                                                    _signature(out, code)), code))
+            subs.append(_lib.allreduce_async(out.detach(), _op_name("allreduce", member, handle), code))
     except BaseException:
         _wait_all(subs)
         raise
@@ -302,7 +293,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 
 def _allgather_submit(tensor, name, handle):
     return _lib.allgather_async(tensor.detach(),
-                                _op_name("allgather", name, handle, _signature(tensor, gather=True)))
+                                _op_name("allgather", name, handle))
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -369,7 +360,7 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
     _check_process_set(process_set)
     handle = _new_handle()
     root = int(root_rank)
-    sub = _lib.broadcast_async(output.detach(), _op_name("broadcast", name, handle, _signature(output, root=root)),
+    sub = _lib.broadcast_async(output.detach(), _op_name("broadcast", name, handle),
                                root)
     return _register(handle, [sub], lambda results: output)
 
