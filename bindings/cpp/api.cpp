@@ -112,6 +112,10 @@ int rank() { return session::instance().rank(); }
 int size() { return session::instance().size(); }
 int local_rank() { return session::instance().local_rank(); }
 int local_size() { return session::instance().local_size(); }
+status start_timeline(const std::string& path, bool mark_cycles) {
+  return session::instance().start_timeline(path, mark_cycles);
+}
+status stop_timeline() { return session::instance().stop_timeline(); }
 
 handle allreduce_async(const std::string& name, tensor_view v, reduce_op op) {
   return submit(collective_kind::allreduce, name, v, op, -1, {});

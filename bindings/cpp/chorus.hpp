@@ -55,6 +55,22 @@ int local_rank();
 /// Number of ranks of this job on this host; -1 when not initialized.
 int local_size();
 
+/// Horovod's timeline: starts recording this rank's operations (each tensor's negotiation,
+/// queue and collective phases, negotiation cycles, fusion buckets, chunks per stream) for a
+/// Chrome-trace JSON file at `path` (chrome://tracing, ui.perfetto.dev), written by
+/// stop_timeline(). `mark_cycles` adds a CYCLE_START instant per negotiation cycle. As in
+/// Horovod only rank 0 records and writes the file; on other ranks both calls do nothing and
+/// return ok. `path` is created (empty) at once; a path that cannot be created is
+/// errc::config naming it. A second call while recording writes the first timeline and starts
+/// a new one at the new path. Independent of CHORUS_TRACE (its recorder keeps recording).
+/// Not initialized: errc::invalid_argument.
+status start_timeline(const std::string& path, bool mark_cycles = false);
+
+/// Stops the timeline and writes it (Chrome-trace JSON) to start_timeline's path; waits for
+/// the writing. A no-op returning ok when no timeline runs. shutdown() also writes a
+/// timeline still running.
+status stop_timeline();
+
 /// A caller-owned buffer: Chorus reads it (and, for allreduce and broadcast, writes the result
 /// into it; a reducescatter `out` view is only written) without copying it when none is needed. The buffer must stay alive and untouched
 /// until the operation ended.

@@ -11,7 +11,9 @@
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/env/process_env.hpp"
+#include "telemetry/observer_slot.hpp"
 #include "telemetry/setup.hpp"
+#include "telemetry/trace/live_timeline.hpp"
 
 namespace chorus::detail {
 
@@ -19,6 +21,9 @@ struct session::job {
   process_env env;
   std::unique_ptr<communicator> comm;
   std::unique_ptr<pipeline> pipe;
+  /// Where start_timeline installs its recorder, fanned out beside the environment's observer.
+  std::shared_ptr<telemetry::observer_slot> slot;
+  std::unique_ptr<telemetry::trace::live_timeline> timeline;  // under lifecycle_mu_
 };
 
 namespace {
@@ -64,7 +69,8 @@ status session::init() {
     (*comm)->close();
     return breadcrumb("chorus::init: ", obs.error());
   }
-  opts->observer = std::move(*obs);
+  auto slot = std::make_shared<telemetry::observer_slot>();
+  opts->observer = telemetry::fan_out({std::move(*obs), slot});
   auto pipe = pipeline::start(**comm, *opts);
   if (!pipe) {
     (*comm)->close();
@@ -74,6 +80,7 @@ status session::init() {
   j->env = *env;
   j->comm = std::move(*comm);
   j->pipe = std::move(*pipe);
+  j->slot = std::move(slot);
   {
     std::unique_lock lk(job_mu_);
     job_ = std::move(j);
@@ -111,6 +118,7 @@ void session::shutdown() {
   // 1. The pipeline ends what it holds with errc::shutdown and stops its actors.
   j->pipe->shutdown();
   j->pipe.reset();
+  if (auto st = finish_timeline(*j); !st.ok()) CHORUS_LOG(warn, "api", "shutdown: " << st.message());
   // 2. Then the data plane it used. Only now may callers free the buffers of failed ops, so
   //    their outcomes were held back (deferred_) until here.
   j->comm->close();
@@ -194,6 +202,51 @@ void session::finished(const std::shared_ptr<op_state>& op, const status& st, st
     }
   }
   op->complete(st, std::move(gathered), std::move(first_dims));
+}
+
+}  // namespace chorus::detail
+
+namespace chorus::detail {
+
+status session::finish_timeline(job& j) {
+  if (!j.timeline) return {};
+  j.slot->exchange(nullptr);  // returns once no actor is inside the recorder
+  auto t = std::move(j.timeline);
+  return t->finish();
+}
+
+status session::start_timeline(const std::string& path, bool mark_cycles) {
+  if (in_callback())
+    return {errc::invalid_argument, "chorus::start_timeline: called from a completion callback; call it from your own thread"};
+  std::lock_guard life(lifecycle_mu_);
+  std::shared_lock lk(job_mu_);  // job_ changes only under lifecycle_mu_: stable from here on
+  if (!job_) return {errc::invalid_argument, "chorus::start_timeline: Chorus is not initialized; call chorus::init() first"};
+  if (job_->env.rank != 0) return {};  // Horovod writes the timeline on rank 0 only
+  // A second start restarts with the new path; the first timeline is written out, not lost.
+  if (auto st = finish_timeline(*job_); !st.ok()) CHORUS_LOG(warn, "api", "start_timeline: " << st.message());
+  telemetry::trace::live_timeline_options o;
+  o.path = path;
+  o.mark_cycles = mark_cycles;
+  o.rank = job_->env.rank;
+  o.size = job_->env.size;
+  auto t = telemetry::trace::live_timeline::start(o);
+  if (!t) return breadcrumb("chorus::start_timeline: ", t.error());
+  job_->slot->exchange((*t)->events());
+  job_->timeline = std::move(*t);
+  CHORUS_LOG(info, "api", "timeline started path=" << path << " mark_cycles=" << mark_cycles);
+  return {};
+}
+
+status session::stop_timeline() {
+  if (in_callback())
+    return {errc::invalid_argument, "chorus::stop_timeline: called from a completion callback; call it from your own thread"};
+  std::lock_guard life(lifecycle_mu_);
+  std::shared_lock lk(job_mu_);
+  if (!job_ || !job_->timeline) return {};  // stop without start: nothing to do
+  std::string path = job_->timeline->path();
+  if (auto st = finish_timeline(*job_); !st.ok()) return breadcrumb("chorus::stop_timeline: ", st);
+  CHORUS_LOG(info, "api", "timeline written path=" << path);
+  return {};
 }
 
 }  // namespace chorus::detail

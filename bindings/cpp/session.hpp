@@ -45,6 +45,12 @@ class session {
   /// op->last_rank set on success. On rejection (not initialized) returns the error.
   status join(const std::shared_ptr<op_state>& op);
 
+  /// chorus::start_timeline / stop_timeline (chorus.hpp): a run-time trace recorder in the
+  /// job's observer slot, on rank 0 only. Both take lifecycle_mu_ (serialized with init and
+  /// shutdown); shutdown finishes a timeline still running.
+  status start_timeline(const std::string& path, bool mark_cycles);
+  status stop_timeline();
+
  private:
   struct job;
   session() = default;
@@ -52,6 +58,8 @@ class session {
   /// after the data plane closed: until then it may still write into the buffer).
   void finished(const std::shared_ptr<op_state>& op, const status& st, std::vector<std::byte> gathered,
                 std::vector<int64_t> first_dims);
+  /// Detaches and finishes the job's run-time timeline, if any (lifecycle_mu_ held).
+  static status finish_timeline(job& j);
 
   std::mutex lifecycle_mu_;
   std::shared_mutex job_mu_;

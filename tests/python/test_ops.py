@@ -263,7 +263,5 @@ def test_not_yet_supported_raise_clearly():
         hvd.allreduce(t, process_set=hvd.ProcessSet([0]))
     with pytest.raises(ValueError):
         hvd.remove_process_set(hvd.global_process_set)
-    with pytest.raises(NotImplementedError, match="timeline"):
-        hvd.start_timeline("/tmp/timeline.json")
     # The job is unharmed: a collective still works.
     assert torch.equal(hvd.allreduce(t, op=hvd.Sum), t * hvd.size())

@@ -104,6 +104,29 @@ PYBIND11_MODULE(_chorus_torch, m) {
   m.def(
       "shutdown", [] { chorus::shutdown(); }, py::call_guard<py::gil_scoped_release>(),
       "Stops the job; every pending operation ends with a shutdown error.");
+  m.def(
+      "start_timeline",
+      [](const std::string& path, bool mark_cycles) {
+        status st;
+        {
+          py::gil_scoped_release nogil;
+          st = chorus::start_timeline(path, mark_cycles);
+        }
+        if (!st.ok()) raise(st);
+      },
+      py::arg("file_path"), py::arg("mark_cycles") = false,
+      "Starts recording the timeline (rank 0 only; a no-op elsewhere).");
+  m.def(
+      "stop_timeline",
+      [] {
+        status st;
+        {
+          py::gil_scoped_release nogil;
+          st = chorus::stop_timeline();
+        }
+        if (!st.ok()) raise(st);
+      },
+      "Stops the timeline and writes its Chrome-trace JSON (a no-op when none runs).");
   m.def("is_initialized", &chorus::is_initialized);
   m.def("rank", &chorus::rank);
   m.def("size", &chorus::size);

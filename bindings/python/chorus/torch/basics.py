@@ -193,18 +193,32 @@ def rocm_built():
 
 
 def start_timeline(file_path, mark_cycles=False):
-    """Horovod starts its timeline here; Chorus records its trace from the start of the job
-    instead: set CHORUS_TRACE=<dir> before hvd.init() and turn it into a Chrome timeline with
-    `chorus-trace timeline <dir> -o timeline.json`."""
-    raise NotImplementedError("hvd.start_timeline is not supported yet: Chorus cannot start a timeline at run "
-                              "time; set CHORUS_TRACE=<dir> before hvd.init() to record the job's trace, then "
-                              "run `chorus-trace timeline <dir> -o timeline.json` (see the README's Tracing "
-                              "section)")
+    """Creates a timeline file at `file_path` and begins recording (Horovod's timeline).
+
+    stop_timeline() (or shutdown()) writes it as Chrome-trace JSON, for chrome://tracing or
+    ui.perfetto.dev: each tensor as a span from enqueue to completion holding its phases
+    (NEGOTIATE_ALLREDUCE, QUEUE, ALLREDUCE, ...), negotiation cycles, fusion buckets and the
+    chunks of each data-plane stream. `mark_cycles=True` adds a CYCLE_START instant per
+    negotiation cycle. As in Horovod, only rank 0 records and writes the file: on the other
+    ranks the call does nothing. Calling it again while recording writes the first timeline
+    and starts a new one at the new path. It records beside CHORUS_TRACE=<dir> (the job-long
+    trace of every rank) without disturbing it.
+
+    Raises a `ValueError` if Chorus is not initialized, a `RuntimeError` naming the path if
+    the file cannot be created."""
+    if not _lib.is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    _lib.start_timeline(str(file_path), bool(mark_cycles))
 
 
 def stop_timeline():
-    raise NotImplementedError("hvd.stop_timeline is not supported yet: Chorus' trace (CHORUS_TRACE=<dir>) "
-                              "records until hvd.shutdown()")
+    """Stops the active timeline recording and writes the file (on rank 0; see
+    start_timeline). A no-op when no timeline is recording.
+
+    Raises a `ValueError` if Chorus is not initialized."""
+    if not _lib.is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    _lib.stop_timeline()
 
 
 class _Queries:
