@@ -10,6 +10,13 @@
  *   chorus_release(h);
  *   chorus_shutdown();
  *
+ * Every collective follows the same pattern: register the name once, enqueue by id (a handle
+ * >= 0, or -1 with chorus_last_error() naming the tensor), chorus_poll()/chorus_wait() or a
+ * callback, read the result rows (chorus_gathered_*(), chorus_received_splits(),
+ * chorus_last_rank()) and chorus_release() the handle. Collectives: allreduce, broadcast,
+ * allgather, reducescatter (result owned by the handle, or written into your buffer),
+ * alltoall with per-rank splits, and join (for ranks with uneven amounts of data).
+ *
  * Thread-safety: every function may be called from any thread. Completion callbacks run on a
  * Chorus thread and must not call chorus_init() or chorus_shutdown().
  * Buffers are the caller's: Chorus works on them in place, without copying them when no copy
@@ -62,7 +69,9 @@ typedef enum chorus_op {
 
 /** Completion callback: runs exactly once per accepted operation, on a Chorus thread, after
  *  the handle is done. `status` is a chorus_status; `error` is NULL on success, else the
- *  error text (valid during the call). `handle` may be released inside the callback. */
+ *  error text (valid during the call). The result functions (chorus_gathered_data(),
+ *  chorus_received_splits(), chorus_last_rank(), ...) work on `handle` inside the callback;
+ *  `handle` may be released there too (read the results first). */
 typedef void (*chorus_callback)(int64_t handle, int status, const char* error, void* user_data);
 
 /** Joins the job described by the environment (CHORUS_RANK/SIZE/RENDEZVOUS, torchrun's,
@@ -113,6 +122,47 @@ int64_t chorus_enqueue_broadcast(int64_t id, void* data, const int64_t* shape, i
 int64_t chorus_enqueue_allgather(int64_t id, const void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
                                  chorus_callback cb, void* user_data);
 
+/** Rows of dim 0 that rank `rank` of `size` ranks gets from a reducescatter of `dim0` rows
+ *  (Horovod's split: dim0 / size, plus one for each of the first dim0 % size ranks); 0 for
+ *  arguments out of range. Rank r's rows start at the sum of this for the ranks below r. */
+int64_t chorus_reducescatter_rows(int64_t dim0, int size, int rank);
+
+/** Reducescatter: reduces `data` (same dtype and shape on every rank, ndim >= 1) across all
+ *  ranks with `op` and gives this rank its slice of dim 0 (chorus_reducescatter_rows(shape[0],
+ *  chorus_size(), chorus_rank()) rows, then the input's other dimensions). `data` is only
+ *  read. Read the slice, once done, with chorus_gathered_data(), chorus_gathered_bytes() and
+ *  chorus_gathered_shape(). Rejections as allreduce. */
+int64_t chorus_enqueue_reducescatter(int64_t id, const void* data, const int64_t* shape, int ndim,
+                                     chorus_dtype dtype, chorus_op op, chorus_callback cb, void* user_data);
+
+/** The same, writing this rank's slice straight into `out`: a buffer of `out_rows` rows (dims
+ *  1.. and dtype of the input), where `out_rows` must be chorus_reducescatter_rows(shape[0],
+ *  chorus_size(), chorus_rank()) (checked; the error names the tensor and the slice). `out`
+ *  is written just before the operation ends; it may be NULL only when the slice is empty.
+ *  chorus_gathered_shape() gives the slice's shape, chorus_gathered_bytes() 0. */
+int64_t chorus_enqueue_reducescatter_into(int64_t id, const void* data, const int64_t* shape, int ndim,
+                                          chorus_dtype dtype, chorus_op op, void* out, int64_t out_rows,
+                                          chorus_callback cb, void* user_data);
+
+/** Alltoall: sends splits[i] rows of `data`'s dim 0 to rank i (consecutive rows, in rank
+ *  order). `nsplits` must be chorus_size(); splits are >= 0 and sum to shape[0] (ndim >= 1);
+ *  they may differ between ranks, the other dimensions and the dtype must agree. `data` is
+ *  only read. Once done: the rows received (in rank order) through chorus_gathered_data(),
+ *  chorus_gathered_bytes() and chorus_gathered_shape(), the rows from each rank through
+ *  chorus_received_splits(). Rejections as allreduce, and bad splits. */
+int64_t chorus_enqueue_alltoall(int64_t id, const void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
+                                const int64_t* splits, int nsplits, chorus_callback cb, void* user_data);
+
+/** Join (Horovod's, for ranks with uneven amounts of data): this rank has no more operations
+ *  of its own; until every rank has joined it takes part in the other ranks' operations with
+ *  neutral data (0 for sum/average, 1 for product, the extreme value for min/max, no rows for
+ *  allgather/alltoall). The handle completes on every rank once all have joined; then
+ *  chorus_last_rank() gives the last rank to join (the highest of several that joined in the
+ *  same cycle). Enqueue nothing else on this rank until it completed. Returns -1 when Chorus
+ *  is not initialized (chorus_last_error()); errors of the join itself (shutdown, a lost peer)
+ *  end the handle. */
+int64_t chorus_enqueue_join(chorus_callback cb, void* user_data);
+
 /** 1 when the operation ended (successfully or not), 0 while pending, -1 for an unknown or
  *  released handle (chorus_last_error() says which). Never blocks. */
 int chorus_poll(int64_t handle);
@@ -132,16 +182,29 @@ const char* chorus_error_string(int64_t handle);
  *  failing Chorus call. */
 const char* chorus_last_error(void);
 
-/** Allgather result, once done: the gathered rows, NULL before or on failure. Valid until the
- *  handle is released. */
+/** The result rows of an allgather, alltoall or reducescatter, once done: allgather, the rows
+ *  of every rank in rank order; alltoall, the rows received in rank order; reducescatter, this
+ *  rank's slice. NULL before the end, on failure, when there are no bytes (an empty result,
+ *  chorus_enqueue_reducescatter_into()) and for other kinds. Valid until the handle is
+ *  released. */
 const void* chorus_gathered_data(int64_t handle);
-/** Size of chorus_gathered_data() in bytes; -1 before the end, on failure or for an unknown
- *  handle. */
+/** Size of chorus_gathered_data() in bytes (0 for chorus_enqueue_reducescatter_into()); -1
+ *  before the end, on failure, for allreduce/broadcast/join or for an unknown handle. */
 int64_t chorus_gathered_bytes(int64_t handle);
-/** Writes up to `max_ndim` dimensions of the gathered result (the sum of the ranks' first
- *  dimensions, then the input's other dimensions) into `shape` and returns its number of
- *  dimensions; -1 before the end, on failure or for an unknown handle. */
+/** Writes up to `max_ndim` dimensions of the result rows into `shape` and returns their number
+ *  of dimensions (allgather: the sum of the ranks' first dimensions; alltoall: the rows
+ *  received; reducescatter: this rank's rows; then the input's other dimensions); -1 before
+ *  the end, on failure, for allreduce/broadcast/join or for an unknown handle. */
 int chorus_gathered_shape(int64_t handle, int64_t* shape, int max_ndim);
+
+/** Alltoall, once done: writes up to `max` counts of rows received from each rank (rank
+ *  order, Horovod's received_splits) into `splits` and returns chorus_size(); -1 before the
+ *  end, on failure, for other kinds or for an unknown handle. */
+int chorus_received_splits(int64_t handle, int64_t* splits, int max);
+
+/** Join, once done successfully: the last rank to join; -1 before the end, on failure, for
+ *  other kinds or for an unknown handle. */
+int chorus_last_rank(int64_t handle);
 
 /** Frees a handle. A pending operation continues (its callback still runs); only its handle
  *  goes away. Releasing an unknown handle does nothing. */

@@ -1,7 +1,10 @@
 // The C API (chorus.h) over the C++ session: a table of registered names (id → name), a table
-// of handles (id → the operation's shared state) and a thread-local last-error text.
+// of handles (id → the operation's shared state) and a thread-local last-error text. Every
+// enqueue goes through start(): a handle, then the session's submit (or join).
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -51,36 +54,59 @@ std::shared_ptr<op_state> find(int64_t h) {
   return it == tab().handles.end() ? nullptr : it->second;
 }
 
+/// Done, successfully, and of a kind with result rows (allgather, alltoall, reducescatter).
+bool has_rows(const op_state& s) {
+  using chorus::collective_kind;
+  const auto k = s.spec.kind;
+  return s.done() && s.result.ok() &&
+         (k == collective_kind::allgather || k == collective_kind::alltoall || k == collective_kind::reducescatter);
+}
+
 std::string unknown(const char* fn, int64_t h) {
   return std::string(fn) + ": handle " + std::to_string(h) + " is unknown or was released";
 }
 
-int64_t enqueue(const char* fn, chorus::collective_kind kind, int64_t id, const void* data, const int64_t* shape,
-                int ndim, int dtype, int op, int root, chorus_callback cb, void* user_data) {
+/// The spec of an enqueue call on registered tensor `id`, or nullopt with last_error set.
+/// `op` is checked for the reducing kinds only, `root` kept for broadcast only.
+std::optional<chorus::tensor_spec> spec_of(const char* fn, chorus::collective_kind kind, int64_t id,
+                                           const int64_t* shape, int ndim, int dtype, int op, int root) {
   chorus::tensor_spec spec;
   {
     std::lock_guard lk(tab().mu);
     if (id < 0 || id >= static_cast<int64_t>(tab().names.size()))
-      return fail<int64_t>(-1, std::string(fn) + ": tensor id " + std::to_string(id) +
-                                   " is not registered; get ids from chorus_register(name)");
+      return fail<std::optional<chorus::tensor_spec>>(std::nullopt,
+                                                      std::string(fn) + ": tensor id " + std::to_string(id) +
+                                                          " is not registered; get ids from chorus_register(name)");
     spec.name = tab().names[static_cast<std::size_t>(id)];
   }
   spec.kind = kind;
+  const bool reduces = kind == chorus::collective_kind::allreduce || kind == chorus::collective_kind::reducescatter;
   std::string what = std::string(fn) + "('" + spec.name + "'): ";
-  if (ndim < 0) return fail<int64_t>(-1, what + "ndim " + std::to_string(ndim) + " is negative");
-  if (ndim > 0 && shape == nullptr)
-    return fail<int64_t>(-1, what + "shape is NULL but ndim is " + std::to_string(ndim));
+  auto reject = [&](const std::string& why) {
+    return fail<std::optional<chorus::tensor_spec>>(std::nullopt, what + why);
+  };
+  if (ndim < 0) return reject("ndim " + std::to_string(ndim) + " is negative");
+  if (ndim > 0 && shape == nullptr) return reject("shape is NULL but ndim is " + std::to_string(ndim));
   if (dtype < 0 || dtype >= chorus::dtype_count)
-    return fail<int64_t>(-1, what + "dtype " + std::to_string(dtype) + " is not a chorus_dtype (0-" +
-                                 std::to_string(chorus::dtype_count - 1) + ")");
-  if (kind == chorus::collective_kind::allreduce && (op < 0 || op >= chorus::reduce_op_count))
-    return fail<int64_t>(-1, what + "op " + std::to_string(op) + " is not a chorus_op (0-" +
-                                 std::to_string(chorus::reduce_op_count - 1) + ")");
+    return reject("dtype " + std::to_string(dtype) + " is not a chorus_dtype (0-" +
+                  std::to_string(chorus::dtype_count - 1) + ")");
+  if (reduces && (op < 0 || op >= chorus::reduce_op_count))
+    return reject("op " + std::to_string(op) + " is not a chorus_op (0-" + std::to_string(chorus::reduce_op_count - 1) +
+                  ")");
   spec.type = static_cast<chorus::dtype>(dtype);
   spec.shape.assign(shape, shape + ndim);
-  spec.op = kind == chorus::collective_kind::allreduce ? static_cast<chorus::reduce_op>(op) : chorus::reduce_op::sum;
+  spec.op = reduces ? static_cast<chorus::reduce_op>(op) : chorus::reduce_op::sum;
   spec.root = kind == chorus::collective_kind::broadcast ? root : -1;
+  return spec;
+}
 
+using submit_fn = std::function<chorus::status(const std::shared_ptr<op_state>&)>;
+
+/// Gives the operation a handle (in the table before submission: the callback may run, and
+/// release the handle, before we return), then `submit`s it; a rejected one leaves the table
+/// again and returns -1 with the error, without calling back.
+int64_t start(chorus::tensor_spec spec, std::string label, chorus_callback cb, void* user_data,
+              const submit_fn& submit) {
   int64_t h;
   {
     std::lock_guard lk(tab().mu);
@@ -92,19 +118,64 @@ int64_t enqueue(const char* fn, chorus::collective_kind kind, int64_t id, const 
       cb(h, static_cast<int>(s.result.code()), s.result.ok() ? nullptr : s.result.message().c_str(), user_data);
     };
   }
-  auto state = std::make_shared<op_state>(std::move(spec), std::move(on_done));
+  auto state = std::make_shared<op_state>(std::move(spec), std::move(on_done), std::move(label));
   {
-    // In the table before submission: the callback may run (and release h) before we return.
     std::lock_guard lk(tab().mu);
     tab().handles.emplace(h, state);
   }
-  auto st = chorus::detail::session::instance().submit(state, const_cast<void*>(data));
+  auto st = submit(state);
   if (!st.ok()) {
     std::lock_guard lk(tab().mu);
     tab().handles.erase(h);
     return fail<int64_t>(-1, st.message());
   }
   return h;
+}
+
+int64_t enqueue(const char* fn, chorus::collective_kind kind, int64_t id, const void* data, const int64_t* shape,
+                int ndim, int dtype, int op, int root, chorus_callback cb, void* user_data) {
+  auto spec = spec_of(fn, kind, id, shape, ndim, dtype, op, root);
+  if (!spec) return -1;
+  return start(std::move(*spec), {}, cb, user_data, [data](const std::shared_ptr<op_state>& s) {
+    return chorus::detail::session::instance().submit(s, const_cast<void*>(data));
+  });
+}
+
+/// Reducescatter: this rank's slice (chorus_reducescatter_rows of dim 0, then the other
+/// dimensions) goes into the caller's `out` of `out_rows` rows (`into`, checked here) or into
+/// the operation's own bytes. A scalar, a negative dim 0 or a job not running go to the
+/// session unsized, which rejects them with the reason.
+int64_t enqueue_reducescatter(const char* fn, std::optional<chorus::tensor_spec> spec, const void* data, bool into,
+                              void* out, int64_t out_rows, chorus_callback cb, void* user_data) {
+  if (!spec) return -1;
+  std::vector<int64_t> slice = spec->shape;
+  const bool sized = !slice.empty() && slice[0] >= 0 && chorus::is_initialized();
+  if (sized) {
+    slice[0] = chorus::reducescatter_rows(slice[0], chorus::size(), chorus::rank());
+    if (into && out_rows != slice[0])
+      return fail<int64_t>(-1, std::string(fn) + "('" + spec->name + "'): out_rows is " + std::to_string(out_rows) +
+                                   " but this rank's slice is " + chorus::format_shape(slice) +
+                                   " (chorus_reducescatter_rows(" + std::to_string(spec->shape[0]) + ", " +
+                                   std::to_string(chorus::size()) + ", " + std::to_string(chorus::rank()) + "))");
+  }
+  return start(std::move(*spec), {}, cb, user_data, [=](const std::shared_ptr<op_state>& s) {
+    void* output = out;
+    if (sized) {
+      int64_t elems = 1;
+      for (auto d : slice) elems *= d;
+      if (!into) {
+        s->gathered.assign(static_cast<std::size_t>(elems) * chorus::size_of(s->spec.type), std::byte{0});
+        output = s->gathered.data();
+      } else if (out == nullptr && elems > 0) {
+        return chorus::status{chorus::errc::invalid_argument, std::string(fn) + "('" + s->spec.name +
+                                                                  "'): out is NULL but this rank's slice " +
+                                                                  chorus::format_shape(slice) + " has " +
+                                                                  std::to_string(elems) + " elements"};
+      }
+      s->shape = slice;  // before submission: no other thread sees the state yet
+    }
+    return chorus::detail::session::instance().submit(s, const_cast<void*>(data), output);
+  });
 }
 
 }  // namespace
@@ -152,6 +223,47 @@ int64_t chorus_enqueue_allgather(int64_t id, const void* data, const int64_t* sh
                  cb, user_data);
 }
 
+int64_t chorus_reducescatter_rows(int64_t dim0, int size, int rank) {
+  return chorus::reducescatter_rows(dim0, size, rank);
+}
+
+int64_t chorus_enqueue_reducescatter(int64_t id, const void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
+                                     chorus_op op, chorus_callback cb, void* user_data) {
+  const char* fn = "chorus_enqueue_reducescatter";
+  return enqueue_reducescatter(fn, spec_of(fn, chorus::collective_kind::reducescatter, id, shape, ndim, dtype, op, -1),
+                               data, false, nullptr, 0, cb, user_data);
+}
+
+int64_t chorus_enqueue_reducescatter_into(int64_t id, const void* data, const int64_t* shape, int ndim,
+                                          chorus_dtype dtype, chorus_op op, void* out, int64_t out_rows,
+                                          chorus_callback cb, void* user_data) {
+  const char* fn = "chorus_enqueue_reducescatter_into";
+  return enqueue_reducescatter(fn, spec_of(fn, chorus::collective_kind::reducescatter, id, shape, ndim, dtype, op, -1),
+                               data, true, out, out_rows, cb, user_data);
+}
+
+int64_t chorus_enqueue_alltoall(int64_t id, const void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
+                                const int64_t* splits, int nsplits, chorus_callback cb, void* user_data) {
+  const char* fn = "chorus_enqueue_alltoall";
+  auto spec = spec_of(fn, chorus::collective_kind::alltoall, id, shape, ndim, dtype, 0, -1);
+  if (!spec) return -1;
+  if (nsplits < 0 || (nsplits > 0 && splits == nullptr))
+    return fail<int64_t>(-1, std::string(fn) + "('" + spec->name + "'): splits is " + (splits ? "given" : "NULL") +
+                                 " but nsplits is " + std::to_string(nsplits) +
+                                 "; give chorus_size() splits, the rows for each rank");
+  std::vector<int64_t> rows(splits, splits + nsplits);
+  return start(std::move(*spec), {}, cb, user_data, [data, rows](const std::shared_ptr<op_state>& s) {
+    return chorus::detail::session::instance().submit(s, const_cast<void*>(data), nullptr, rows);
+  });
+}
+
+int64_t chorus_enqueue_join(chorus_callback cb, void* user_data) {
+  chorus::tensor_spec spec;
+  spec.name = "join";
+  return start(std::move(spec), "join on rank " + std::to_string(chorus::rank()), cb, user_data,
+               [](const std::shared_ptr<op_state>& s) { return chorus::detail::session::instance().join(s); });
+}
+
 int chorus_poll(int64_t handle) {
   auto s = find(handle);
   if (!s) return fail(-1, unknown("chorus_poll", handle));
@@ -183,23 +295,37 @@ const char* chorus_last_error(void) { return last_error.c_str(); }
 const void* chorus_gathered_data(int64_t handle) {
   auto s = find(handle);
   if (!s) return fail<const void*>(nullptr, unknown("chorus_gathered_data", handle));
-  return s->done() && s->result.ok() ? s->gathered.data() : nullptr;
+  return has_rows(*s) && !s->gathered.empty() ? s->gathered.data() : nullptr;
 }
 
 int64_t chorus_gathered_bytes(int64_t handle) {
   auto s = find(handle);
   if (!s) return fail<int64_t>(-1, unknown("chorus_gathered_bytes", handle));
-  if (!s->done() || !s->result.ok() || s->spec.kind != chorus::collective_kind::allgather) return -1;
-  return static_cast<int64_t>(s->gathered.size());
+  return has_rows(*s) ? static_cast<int64_t>(s->gathered.size()) : -1;
 }
 
 int chorus_gathered_shape(int64_t handle, int64_t* shape, int max_ndim) {
   auto s = find(handle);
   if (!s) return fail(-1, unknown("chorus_gathered_shape", handle));
   if (shape == nullptr && max_ndim > 0) return fail(-1, std::string("chorus_gathered_shape: shape is NULL"));
-  if (!s->done() || !s->result.ok() || s->spec.kind != chorus::collective_kind::allgather) return -1;
+  if (!has_rows(*s)) return -1;
   for (int i = 0; i < max_ndim && i < static_cast<int>(s->shape.size()); ++i) shape[i] = s->shape[i];
   return static_cast<int>(s->shape.size());
+}
+
+int chorus_received_splits(int64_t handle, int64_t* splits, int max) {
+  auto s = find(handle);
+  if (!s) return fail(-1, unknown("chorus_received_splits", handle));
+  if (splits == nullptr && max > 0) return fail(-1, std::string("chorus_received_splits: splits is NULL"));
+  if (!s->done() || !s->result.ok() || s->spec.kind != chorus::collective_kind::alltoall) return -1;
+  for (int i = 0; i < max && i < static_cast<int>(s->first_dims.size()); ++i) splits[i] = s->first_dims[i];
+  return static_cast<int>(s->first_dims.size());
+}
+
+int chorus_last_rank(int64_t handle) {
+  auto s = find(handle);
+  if (!s) return fail(-1, unknown("chorus_last_rank", handle));
+  return s->done() && s->result.ok() ? s->last_rank : -1;  // only a join sets it
 }
 
 void chorus_release(int64_t handle) {

@@ -9,6 +9,8 @@
 //   pipeline-loop SECS            allreduces until SECS pass on rank 0's clock, "iteration N";
 //                                 on an error prints "testrank error: <status>", shuts down, exits 3
 //   pipeline-metrics STEPS STOPFILE  see pipeline_metrics.cpp (a job that waits to be scraped)
+//   pipeline-c-api                reducescatter, alltoall, join and mismatches through the C API
+//                                 (chorus.h); see pipeline_c_api.cpp
 // Exit codes: 0 pass, 1 wrong result, 2 usage, 3 an operation failed, 4 an operation hung.
 #include <algorithm>
 #include <atomic>
@@ -28,6 +30,8 @@ namespace chorus::testrank {
 int run_pipeline_exact(int argc, char** argv);
 /// pipeline-metrics, in pipeline_metrics.cpp.
 int run_pipeline_metrics(int argc, char** argv);
+/// pipeline-c-api, in pipeline_c_api.cpp.
+int run_pipeline_c_api(int argc, char** argv);
 
 namespace {
 
@@ -235,10 +239,13 @@ int run_pipeline_mode(const std::string& mode, int argc, char** argv) {
     rc = run_loop(argc, argv);
   else if (mode == "pipeline-metrics")
     rc = run_pipeline_metrics(argc, argv);
+  else if (mode == "pipeline-c-api")
+    rc = run_pipeline_c_api(argc, argv);
   if (rc == 2)
     std::fprintf(stderr,
                  "usage: chorus-testrank pipeline-exact SEED [STEPS] | pipeline-stall LATE_RANKS SECS | "
-                 "pipeline-mismatch | pipeline-shutdown | pipeline-loop SECS | pipeline-metrics STEPS STOPFILE\n");
+                 "pipeline-mismatch | pipeline-shutdown | pipeline-loop SECS | pipeline-metrics STEPS STOPFILE | "
+                 "pipeline-c-api\n");
   return rc;
 }
 

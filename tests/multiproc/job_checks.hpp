@@ -1,0 +1,57 @@
+// Test helper shared by the multi-process tests that start chorus-testrank jobs
+// (local_job.hpp): the job's seed, chosen and printed alike in every test, the checks every
+// such test makes of its ranks (exited 0 within the bound, printed the line that says done)
+// and how Chorus' errors name ranks.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/multiproc/local_job.hpp"
+
+namespace chorus::testing {
+
+/// A randomised job's seed: CHORUS_TEST_SEED when set, else a fresh one; printed as
+/// "<who> n=<size> seed=<s> (re-run with CHORUS_TEST_SEED=<s>)".
+inline uint64_t job_seed(const char* who, int size) {
+  const char* fixed = std::getenv("CHORUS_TEST_SEED");
+  uint64_t seed = fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
+  std::printf("%s n=%d seed=%llu (re-run with CHORUS_TEST_SEED=%llu)\n", who, size,
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  std::fflush(stdout);
+  return seed;
+}
+
+/// Names the cases of a test parameterised by the job size: "n2", "n3", ...
+inline std::string size_name(const ::testing::TestParamInfo<int>& info) { return "n" + std::to_string(info.param); }
+
+/// "rank 2" or "ranks 0-1": how Chorus' errors name a run of ranks.
+inline std::string rank_run(int first, int last) {
+  return first == last ? "rank " + std::to_string(first)
+                       : "ranks " + std::to_string(first) + "-" + std::to_string(last);
+}
+
+/// Every rank exited 0 within its deadline. `context` prefixes each failure (e.g. the seed).
+inline void expect_all_passed(const std::vector<rank_result>& results, const std::string& context = "") {
+  for (auto& r : results) {
+    EXPECT_FALSE(r.timed_out) << context << "rank " << r.rank << " hung:\n" << r.output;
+    EXPECT_TRUE(r.exited && r.exit_code == 0) << context << "rank " << r.rank << " failed:\n" << r.output;
+  }
+}
+
+/// Every rank printed `text`.
+inline void expect_every_rank_printed(const std::vector<rank_result>& results, const std::string& text,
+                                      const std::string& context = "") {
+  for (auto& r : results)
+    EXPECT_NE(r.output.find(text), std::string::npos)
+        << context << "rank " << r.rank << " lacks\n  " << text << "\noutput:\n"
+        << r.output;
+}
+
+}  // namespace chorus::testing
