@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "tests/multiproc/job_checks.hpp"
 #include "tests/multiproc/local_job.hpp"
 
 namespace chorus::testing {
@@ -18,15 +19,11 @@ TEST_P(pipeline_join, joined_ranks_contribute_neutral_data_until_the_last_joins)
   local_job job(size, {CHORUS_TESTRANK_PATH, "pipeline-join"});
   auto results = job.wait(std::chrono::seconds(90));
   const std::string done = "pipeline-join: all exact, last rank " + std::to_string(size - 1);
-  for (auto& r : results) {
-    EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung:\n" << r.output;
-    EXPECT_TRUE(r.exited && r.exit_code == 0) << "rank " << r.rank << " failed:\n" << r.output;
-    EXPECT_NE(r.output.find(done), std::string::npos) << r.output;
-  }
+  expect_all_passed(results);
+  expect_every_rank_printed(results, done);
 }
 
-INSTANTIATE_TEST_SUITE_P(sizes, pipeline_join, ::testing::Values(2, 3),
-                         [](const auto& info) { return "n" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(sizes, pipeline_join, ::testing::Values(2, 3), size_name);
 
 }  // namespace
 }  // namespace chorus::testing

@@ -6,11 +6,9 @@
 // (CHORUS_TEST_SEED=<n> re-runs one).
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <random>
 #include <string>
 
+#include "tests/multiproc/job_checks.hpp"
 #include "tests/multiproc/local_job.hpp"
 
 namespace chorus::testing {
@@ -20,23 +18,16 @@ class pipeline_scatter : public ::testing::TestWithParam<int> {};
 
 TEST_P(pipeline_scatter, reducescatter_and_alltoall_are_exact_on_every_rank) {
   const int size = GetParam();
-  const char* fixed = std::getenv("CHORUS_TEST_SEED");
-  uint64_t seed = fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
-  std::printf("pipeline_scatter n=%d seed=%llu (re-run with CHORUS_TEST_SEED=%llu)\n", size,
-              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
-  std::fflush(stdout);
+  const uint64_t seed = job_seed("pipeline_scatter", size);
   local_job job(size, {CHORUS_TESTRANK_PATH, "pipeline-scatter", std::to_string(seed)});
   auto results = job.wait(std::chrono::seconds(90));
-  for (auto& r : results) {
-    EXPECT_FALSE(r.timed_out) << "seed=" << seed << " rank " << r.rank << " hung:\n" << r.output;
-    EXPECT_TRUE(r.exited && r.exit_code == 0) << "seed=" << seed << " rank " << r.rank << " failed:\n" << r.output;
-    EXPECT_NE(r.output.find("pipeline-scatter: all exact"), std::string::npos) << r.output;
-    EXPECT_NE(r.output.find("reducescatter('rs.mismatch')"), std::string::npos) << r.output;
-  }
+  const std::string context = "seed=" + std::to_string(seed) + " ";
+  expect_all_passed(results, context);
+  expect_every_rank_printed(results, "pipeline-scatter: all exact", context);
+  expect_every_rank_printed(results, "reducescatter('rs.mismatch')", context);
 }
 
-INSTANTIATE_TEST_SUITE_P(sizes, pipeline_scatter, ::testing::Values(2, 3),
-                         [](const auto& info) { return "n" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(sizes, pipeline_scatter, ::testing::Values(2, 3), size_name);
 
 }  // namespace
 }  // namespace chorus::testing

@@ -6,25 +6,16 @@
 // Seeds: CHORUS_TEST_SEED=<n> re-runs a failed randomised case.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <map>
-#include <random>
 #include <regex>
 #include <set>
+#include <string>
 
+#include "tests/multiproc/job_checks.hpp"
 #include "tests/multiproc/local_job.hpp"
 
 namespace chorus::testing {
 namespace {
-
-std::string size_name(const ::testing::TestParamInfo<int>& info) { return "n" + std::to_string(info.param); }
-
-/// "rank 2" or "ranks 0-1": how Chorus' errors name a run of ranks.
-std::string rank_run(int first, int last) {
-  return first == last ? "rank " + std::to_string(first)
-                       : "ranks " + std::to_string(first) + "-" + std::to_string(last);
-}
 
 std::size_t count(const std::string& text, const std::string& part) {
   std::size_t n = 0;
@@ -32,29 +23,16 @@ std::size_t count(const std::string& text, const std::string& part) {
   return n;
 }
 
-/// Every rank exited 0 within its deadline.
-void expect_all_passed(const std::vector<rank_result>& results, const std::string& context = "") {
-  for (auto& r : results) {
-    EXPECT_FALSE(r.timed_out) << context << "rank " << r.rank << " hung:\n" << r.output;
-    EXPECT_TRUE(r.exited && r.exit_code == 0) << context << "rank " << r.rank << " failed:\n" << r.output;
-  }
-}
-
 class pipeline_exact : public ::testing::TestWithParam<int> {};
 
 TEST_P(pipeline_exact, two_hundred_tensors_in_random_orders_are_exact_on_every_rank) {
   const int size = GetParam();
-  const char* fixed = std::getenv("CHORUS_TEST_SEED");
-  uint64_t seed = fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
-  std::printf("pipeline_exact n=%d seed=%llu (re-run with CHORUS_TEST_SEED=%llu)\n", size,
-              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
-  std::fflush(stdout);
+  const uint64_t seed = job_seed("pipeline_exact", size);
   local_job job(size, {CHORUS_TESTRANK_PATH, "pipeline-exact", std::to_string(seed), "2"});
   auto results = job.wait(std::chrono::seconds(100));
   std::string context = "seed=" + std::to_string(seed) + ": ";
   expect_all_passed(results, context);
-  for (auto& r : results)
-    EXPECT_NE(r.output.find("pipeline-exact: all exact"), std::string::npos) << context << r.output;
+  expect_every_rank_printed(results, "pipeline-exact: all exact", context);
 }
 
 INSTANTIATE_TEST_SUITE_P(sizes, pipeline_exact, ::testing::Values(2, 3, 4), size_name);
@@ -105,14 +83,8 @@ TEST_P(pipeline_mismatch, every_rank_gets_the_same_error_naming_tensor_field_and
       size == 2 ? "mismatch error: mismatch: allreduce('mismatch.dtype'): dtype f32 on rank 1 but f64 on rank 0"
                 : "mismatch error: mismatch: allreduce('mismatch.dtype'): dtype f64 on rank 0 but f32 on " +
                       rank_run(1, size - 1);
-  for (auto& r : results) {
-    EXPECT_NE(r.output.find(shape_error), std::string::npos)
-        << "rank " << r.rank << " lacks\n  " << shape_error << "\noutput:\n"
-        << r.output;
-    EXPECT_NE(r.output.find(dtype_error), std::string::npos)
-        << "rank " << r.rank << " lacks\n  " << dtype_error << "\noutput:\n"
-        << r.output;
-  }
+  expect_every_rank_printed(results, shape_error);
+  expect_every_rank_printed(results, dtype_error);
 }
 
 INSTANTIATE_TEST_SUITE_P(sizes, pipeline_mismatch, ::testing::Values(2, 3, 4), size_name);
