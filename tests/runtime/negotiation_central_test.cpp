@@ -13,22 +13,20 @@
 
 #include "runtime/negotiation/gossip.hpp"
 #include "runtime/negotiation/simulator.hpp"
+#include "tests/support/negotiation_sim.hpp"
 
 namespace chorus::negotiation {
 namespace {
 
 using namespace std::chrono_literals;
+using chorus::testing::make_sim;
+using chorus::testing::spec;
 
 uint64_t test_seed(uint64_t fallback) {
   const char* env = std::getenv("CHORUS_TEST_SEED");
   uint64_t seed = env ? std::strtoull(env, nullptr, 10) : fallback;
   std::cout << "seed=" << seed << " (CHORUS_TEST_SEED=" << seed << " re-runs it)\n";
   return seed;
-}
-
-tensor_spec spec(std::string name, std::vector<int64_t> shape, dtype type = dtype::f32) {
-  return tensor_spec{std::move(name), collective_kind::allreduce, type, std::move(shape), reduce_op::sum, -1,
-                     device_kind::cpu, 0};
 }
 
 std::vector<tensor_spec> model(int count) {
@@ -39,20 +37,6 @@ std::vector<tensor_spec> model(int count) {
     out.push_back(s);
   }
   return out;
-}
-
-std::unique_ptr<simulator> make_sim(const std::string& strategy, int n, uint64_t seed,
-                                    negotiation_options nego = {}) {
-  simulator_options o;
-  o.strategy = strategy;
-  o.negotiation = nego;
-  o.min_latency = 1us;
-  o.max_latency = 80us;
-  o.seed = seed;
-  o.through_codec = true;
-  auto sim = simulator::create(n, o);
-  EXPECT_TRUE(sim.ok()) << sim.error().to_string();
-  return std::move(sim.value());
 }
 
 void run_step(simulator& sim, const std::vector<tensor_spec>& tensors, std::mt19937_64& rng) {

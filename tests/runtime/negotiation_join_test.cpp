@@ -16,28 +16,14 @@
 #include <vector>
 
 #include "runtime/negotiation/simulator.hpp"
+#include "tests/support/negotiation_sim.hpp"
 #include "tests/support/test_seed.hpp"
 
 namespace chorus::negotiation {
 namespace {
 
-using namespace std::chrono_literals;
-
-tensor_spec spec(std::string name, std::vector<int64_t> shape, collective_kind kind = collective_kind::allreduce) {
-  return tensor_spec{std::move(name), kind, dtype::f32, std::move(shape), reduce_op::sum, -1, device_kind::cpu, 0};
-}
-
-std::unique_ptr<simulator> make_sim(const std::string& strategy, int n, uint64_t seed) {
-  simulator_options o;
-  o.strategy = strategy;
-  o.min_latency = 1us;
-  o.max_latency = 80us;
-  o.seed = seed;
-  o.through_codec = true;
-  auto sim = simulator::create(n, o);
-  EXPECT_TRUE(sim.ok()) << sim.error().to_string();
-  return std::move(sim.value());
-}
+using chorus::testing::make_sim;
+using chorus::testing::spec;
 
 /// The names of every agreed batch of `rank`, in order.
 std::vector<std::string> agreed_names(simulator& sim, int rank) {
@@ -73,7 +59,8 @@ TEST_P(join, joined_ranks_are_ready_for_everything_until_the_last_one_joins) {
     ASSERT_TRUE(sim->run_until_idle());
     EXPECT_TRUE(sim->strategy(j).joined());
     std::string name = "step" + std::to_string(step++);
-    for (int r : in) sim->enqueue(r, spec(name, {step, 3}, step % 2 ? collective_kind::allgather : collective_kind::allreduce));
+    const auto kind = step % 2 ? collective_kind::allgather : collective_kind::allreduce;
+    for (int r : in) sim->enqueue(r, spec(name, {step, 3}, dtype::f32, kind));
     for (int r : in) sim->enqueue(r, spec("shared", {4}));  // a known id, ready on the ranks still in
     sim->run_for(std::chrono::microseconds(rng() % 300));
     ASSERT_TRUE(sim->run_until_idle());
