@@ -108,7 +108,11 @@ void expect_same_registry(simulator& sim, const std::vector<tensor_spec>& curren
   }
 }
 
+// (strategy, N): `rename` runs for N = 1..5, `rename_disagreement` for N = 2..5 (its tests need
+// a second rank) and `rename_late_rank` for N = 3..5.
 class rename : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+class rename_disagreement : public rename {};
+class rename_late_rank : public rename {};
 
 // A model whose tensors change shape, dtype or op from step to step (and come back), every
 // rank alike: every step agrees every tensor on every rank, with identical ids.
@@ -167,9 +171,8 @@ TEST_P(rename, a_name_comes_back_with_another_spec_on_every_rank) {
 // The ranks disagree about the next operation on a registered name: rank `changer` announces a
 // new shape, the others enqueue the registered one (by id), in every interleaving. Every rank
 // ends with the same mismatch error, nothing stalls, and the name is usable again afterwards.
-TEST_P(rename, old_spec_by_id_against_a_new_spec_is_a_mismatch_on_every_rank) {
+TEST_P(rename_disagreement, old_spec_by_id_against_a_new_spec_is_a_mismatch_on_every_rank) {
   auto [strategy, n] = GetParam();
-  if (n < 2) GTEST_SKIP() << "needs two ranks";
   std::mt19937_64 rng(chorus::testing::seed_for("negotiation_rename_test", 200 + static_cast<uint64_t>(n)));
   for (int trial = 0; trial < 12; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
@@ -238,9 +241,8 @@ TEST_P(rename, old_spec_by_id_against_a_new_spec_is_a_mismatch_on_every_rank) {
 
 // Histories that differ from the first use on: rank 0 uses x with [3] then [4], the others
 // use x with [4] twice. The first round is a mismatch on every rank; the second agrees.
-TEST_P(rename, different_histories_meet_again_after_the_mismatch) {
+TEST_P(rename_disagreement, different_histories_meet_again_after_the_mismatch) {
   auto [strategy, n] = GetParam();
-  if (n < 2) GTEST_SKIP() << "needs two ranks";
   std::mt19937_64 rng(chorus::testing::seed_for("negotiation_rename_test", 300 + static_cast<uint64_t>(n)));
   auto sim = make_sim(strategy, n, rng());
   auto first = same_on_every_rank(n, {spec("x", {4})});
@@ -266,9 +268,8 @@ TEST_P(rename, different_histories_meet_again_after_the_mismatch) {
 
 // Three or more ranks: the rank that has not produced x yet decides. Until it does, nothing is
 // decided (a rank that is merely late is not an error); then the mismatch names every group.
-TEST_P(rename, a_late_rank_completes_the_disagreement) {
+TEST_P(rename_late_rank, a_late_rank_completes_the_disagreement) {
   auto [strategy, n] = GetParam();
-  if (n < 3) GTEST_SKIP() << "needs three ranks";
   std::mt19937_64 rng(chorus::testing::seed_for("negotiation_rename_test", 400 + static_cast<uint64_t>(n)));
   auto sim = make_sim(strategy, n, rng());
   run_step(*sim, same_on_every_rank(n, {spec("x", {3})}), rng);
@@ -293,9 +294,8 @@ TEST_P(rename, a_late_rank_completes_the_disagreement) {
 
 // A joined rank counts as having announced every name: the others re-register a name without
 // it, and its registry follows.
-TEST_P(rename, a_joined_rank_follows_a_re_registration) {
+TEST_P(rename_disagreement, a_joined_rank_follows_a_re_registration) {
   auto [strategy, n] = GetParam();
-  if (n < 2) GTEST_SKIP() << "needs two ranks";
   std::mt19937_64 rng(chorus::testing::seed_for("negotiation_rename_test", 500 + static_cast<uint64_t>(n)));
   auto sim = make_sim(strategy, n, rng());
   run_step(*sim, same_on_every_rank(n, {spec("x", {3})}), rng);
@@ -321,6 +321,12 @@ std::string param_name(const ::testing::TestParamInfo<rename::ParamType>& info) 
 
 INSTANTIATE_TEST_SUITE_P(negotiation, rename,
                          ::testing::Combine(::testing::Values("gossip", "central"), ::testing::Range(1, 6)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(negotiation, rename_disagreement,
+                         ::testing::Combine(::testing::Values("gossip", "central"), ::testing::Range(2, 6)),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(negotiation, rename_late_rank,
+                         ::testing::Combine(::testing::Values("gossip", "central"), ::testing::Range(3, 6)),
                          param_name);
 
 // One rank, no messages: the local rules. A name with another spec while its previous operation
