@@ -17,6 +17,7 @@
 #include "runtime/negotiation/diagnostics.hpp"
 #include "runtime/negotiation/gossip.hpp"
 #include "runtime/negotiation/simulator.hpp"
+#include "tests/support/negotiation_sim.hpp"
 #include "tests/support/test_seed.hpp"
 
 namespace chorus::negotiation {
@@ -26,20 +27,13 @@ using namespace std::chrono_literals;
 
 tensor_spec spec(std::string name, std::vector<int64_t> shape, dtype type = dtype::f32,
                  reduce_op op = reduce_op::sum) {
-  return tensor_spec{std::move(name), collective_kind::allreduce, type, std::move(shape), op, -1, device_kind::cpu, 0};
+  return chorus::testing::spec(std::move(name), std::move(shape), type, collective_kind::allreduce, op);
 }
 
 std::unique_ptr<simulator> make_sim(const std::string& strategy, int n, uint64_t seed) {
-  simulator_options o;
-  o.strategy = strategy;
-  o.negotiation.cycle_time = 100us;
-  o.min_latency = 1us;
-  o.max_latency = 80us;  // deliveries in random order
-  o.seed = seed;
-  o.through_codec = true;
-  auto sim = simulator::create(n, o);
-  EXPECT_TRUE(sim.ok()) << sim.error().to_string();
-  return std::move(sim.value());
+  negotiation_options nego;
+  nego.cycle_time = 100us;
+  return chorus::testing::make_sim(strategy, n, seed, nego);
 }
 
 /// What each rank recorded so far, to look at one step's part only.
