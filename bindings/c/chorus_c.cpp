@@ -1,6 +1,7 @@
 // The C API (chorus.h) over the C++ session: a table of registered names (id → name), a table
 // of handles (id → the operation's shared state) and a thread-local last-error text. Every
 // enqueue goes through start(): a handle, then the session's submit (or join).
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "bindings/c/chorus.h"
+#include "bindings/cpp/boundary.hpp"
 #include "bindings/cpp/chorus.hpp"
 #include "bindings/cpp/op_state.hpp"
 #include "bindings/cpp/session.hpp"
@@ -161,10 +163,19 @@ int64_t enqueue_reducescatter(const char* fn, std::optional<chorus::tensor_spec>
   return start(std::move(*spec), {}, cb, user_data, [=](const std::shared_ptr<op_state>& s) {
     void* output = out;
     if (sized) {
+      // The input's checks first: they bound the slice's size (no overflow below).
+      if (auto st = chorus::detail::check_operation(s->spec, data); !st.ok()) return st;
       int64_t elems = 1;
       for (auto d : slice) elems *= d;
       if (!into) {
-        s->gathered.assign(static_cast<std::size_t>(elems) * chorus::size_of(s->spec.type), std::byte{0});
+        const auto bytes = static_cast<std::size_t>(elems) * chorus::size_of(s->spec.type);
+        try {
+          s->gathered.assign(bytes, std::byte{0});
+        } catch (const std::exception& e) {  // bad_alloc must not unwind into C
+          return chorus::status{chorus::errc::invalid_argument, std::string(fn) + "('" + s->spec.name +
+                                                                    "'): cannot allocate the slice's " +
+                                                                    std::to_string(bytes) + " bytes: " + e.what()};
+        }
         output = s->gathered.data();
       } else if (out == nullptr && elems > 0) {
         return chorus::status{chorus::errc::invalid_argument, std::string(fn) + "('" + s->spec.name +

@@ -393,6 +393,8 @@ TEST_F(c_api, every_rejected_scatter_or_alltoall_names_the_tensor_and_does_not_c
   int64_t two[] = {1, 2};
   int64_t short_split[] = {2};
   int64_t neg_split[] = {-1};
+  int64_t neg[] = {3, -2};
+  int64_t huge[] = {int64_t{1} << 40, int64_t{1} << 22};
   int64_t rs = chorus_register("rs.bad"), a2a = chorus_register("a2a.bad");
   callback_log log;
   std::vector<bad_case> cases = {
@@ -406,6 +408,10 @@ TEST_F(c_api, every_rejected_scatter_or_alltoall_names_the_tensor_and_does_not_c
        {"reducescatter('rs.bad')", "data is null"}},
       {[&] { return chorus_enqueue_reducescatter(777, x, shape, 2, CHORUS_FLOAT32, CHORUS_OP_SUM, record, &log); },
        {"tensor id 777"}},
+      {[&] { return chorus_enqueue_reducescatter(rs, x, neg, 2, CHORUS_FLOAT32, CHORUS_OP_SUM, record, &log); },
+       {"reducescatter('rs.bad')", "[3,-2]", "negative"}},
+      {[&] { return chorus_enqueue_reducescatter(rs, x, huge, 2, CHORUS_FLOAT64, CHORUS_OP_SUM, record, &log); },
+       {"reducescatter('rs.bad')", "larger than 2^63 bytes"}},
       {[&] {
          return chorus_enqueue_reducescatter_into(rs, x, shape, 2, CHORUS_FLOAT32, CHORUS_OP_SUM, x, 2, record, &log);
        },
