@@ -76,6 +76,11 @@ def test_broadcast_object_and_allgather_object():
     assert [g["rank"] for g in gathered] == list(range(hvd.size()))
     assert [len(g["payload"]) for g in gathered] == [r * 100 for r in range(hvd.size())]
     assert hvd.broadcast_object(None, root_rank=0) is None
+    for n in (1, 1000, 10, 0, 300):  # one name, objects of other sizes one after the other
+        root = n % hvd.size()
+        got = hvd.broadcast_object(list(range(n)) if hvd.rank() == root else "not me", root_rank=root,
+                                   name="resized")
+        assert got == list(range(n))
 
 
 def test_sync_batch_norm_matches_batch_norm_on_the_full_batch():

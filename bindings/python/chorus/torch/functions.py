@@ -53,11 +53,13 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
         length = torch.tensor([payload.numel()], dtype=torch.int64)
     else:
         length = torch.zeros(1, dtype=torch.int64)
+    # As in Horovod: the length first, then the bytes, under fixed names ("<name>.sz",
+    # "<name>.t"). The bytes' shape changes with the object, which a name may do once its
+    # previous operation ended (broadcast_ waits for it).
     broadcast_(length, root_rank, name + ".sz")
     if rank() != root_rank:
         payload = torch.empty(int(length.item()), dtype=torch.uint8)
-    # A Chorus name keeps its shape for the whole job: the length goes into the name.
-    broadcast_(payload, root_rank, "%s.t.%d" % (name, payload.numel()))
+    broadcast_(payload, root_rank, name + ".t")
     if rank() == root_rank:
         return obj
     return pickle.loads(payload.numpy().tobytes())
