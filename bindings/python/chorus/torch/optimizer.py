@@ -28,10 +28,11 @@ def _split(items, n):
     return out
 
 
-# DistributedOptimizers made in this process. A Chorus tensor name keeps its spec (dtype,
-# shape, op) for the whole job, so a second optimizer (another model with the same parameter
-# names, another compression or op) prefixes its names with "opt<k>.". Every rank builds its
-# optimizers in the same order, so the names agree.
+# DistributedOptimizers made in this process. Two optimizers (say two models with the same
+# parameter names) can have their gradients' allreduces in flight at the same time, and a name
+# still pending on a rank cannot be submitted again (that raises), so every optimizer after the
+# first prefixes its names with "opt<k>.". Every rank builds its optimizers in the same order,
+# so the names agree.
 _instances = [0]
 
 
