@@ -59,16 +59,8 @@ def _new_handle():
     return h
 
 
-def _signature(tensor, op=None, root=None, gather=False):
-    """What Chorus compares for a name: dtype, shape (an allgather's first dimension may vary),
-    op and root. Names no longer depend on it (scatter_ops.py still passes it to _op_name)."""
-    shape = tuple(tensor.shape)
-    return str(tensor.dtype), (len(shape),) + shape[1:] if gather else shape, op, root
-
-
-def _op_name(prefix, name, handle, signature=None):
-    """The name Chorus negotiates: "<collective>.<name>", or a fresh one for an unnamed op.
-    `signature` is ignored: a name keeps no spec beyond its operation in Chorus either."""
+def _op_name(prefix, name, handle):
+    """The name Chorus negotiates: "<collective>.<name>", or a fresh one for an unnamed op."""
     if name is None or name == "":
         return "%s.noname.%d" % (prefix, handle)
     return "%s.%s" % (prefix, name)
@@ -292,8 +284,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 # ---------------------------------------------------------------------------------- allgather
 
 def _allgather_submit(tensor, name, handle):
-    return _lib.allgather_async(tensor.detach(),
-                                _op_name("allgather", name, handle))
+    return _lib.allgather_async(tensor.detach(), _op_name("allgather", name, handle))
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):

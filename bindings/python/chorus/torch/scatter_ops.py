@@ -10,7 +10,7 @@ from chorus.common.process_sets import global_process_set
 from chorus.torch.basics import _CHORUS_OP, Max
 from chorus.torch.compression import Compression
 from chorus.torch.mpi_ops import (Average, _chorus_op, _fresh_copy, _grad_name, _new_handle, _op_name,
-                                  _register, _scale_, _signature, _wait_all, allgather, grouped_allgather,
+                                  _register, _scale_, _wait_all, allgather, grouped_allgather,
                                   size, synchronize)
 
 _MISSING = ("hvd.%s is not supported yet: this build's Chorus runtime has no %s (it is being added to the "
@@ -29,8 +29,7 @@ def _submit_reducescatter(tensor, name, handle, code, prescale_factor):
     if prescale_factor != 1.0:
         src = _fresh_copy(tensor)  # the input is not modified
         _scale_(src, prescale_factor)
-    return _lib.reducescatter_async(src.detach(), _op_name("reducescatter", name, handle, _signature(src, code)),
-                                    code)
+    return _lib.reducescatter_async(src.detach(), _op_name("reducescatter", name, handle), code)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
@@ -154,8 +153,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     else:
         split_list = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor) else splits)]
     handle = _new_handle()
-    sub = _lib.alltoall_async(tensor.detach(), _op_name("alltoall", name, handle, _signature(tensor, gather=True)),
-                              split_list)
+    sub = _lib.alltoall_async(tensor.detach(), _op_name("alltoall", name, handle), split_list)
 
     def finish(results):
         return results[0], torch.tensor(_lib.received_splits(sub), dtype=torch.int32)
