@@ -1,6 +1,7 @@
 // The public C++ API (chorus.hpp): free functions over the session, the handle, and the
 // translation of a tensor_view into the tensor_spec every rank negotiates.
 #include "bindings/cpp/chorus.hpp"
+#include "bindings/cpp/boundary.hpp"
 #include "bindings/cpp/op_state.hpp"
 #include "bindings/cpp/session.hpp"
 
@@ -51,6 +52,8 @@ handle submit_reducescatter(const std::string& name, const tensor_view& v, const
     state->complete(std::move(st));
     return handle(state);
   };
+  // The spec first: the slice is sized from it (a shape like [3,-2] must be an error, not a throw).
+  if (auto st = detail::check_operation(state->spec, v.data); !st.ok()) return fail(std::move(st));
   auto shape = slice_shape(state->spec);
   if (!shape) return fail(shape.error());
   void* output = nullptr;

@@ -110,6 +110,7 @@ TEST_F(api_scatter, rejected_arguments_name_the_tensor_and_the_value) {
                    {"reducescatter('rs.out')", "[3]", "[4]"}});
   cases.push_back({reducescatter_async("rs.dtype", {x, dtype::f32, {4}}, {x, dtype::i32, {4}}, reduce_op::sum),
                    {"reducescatter('rs.dtype')", "i32"}});
+  cases.push_back({reducescatter_async("rs.neg", {x, dtype::f32, {3, -2}}), {"reducescatter('rs.neg')", "negative"}});
   cases.push_back({alltoall_async("a2a.count", {x, dtype::f32, {4}}, {2, 2}), {"alltoall('a2a.count')", "2 splits"}});
   cases.push_back({alltoall_async("a2a.sum", {x, dtype::f32, {4}}, {3}), {"alltoall('a2a.sum')", "sum to 3", "4"}});
   cases.push_back({alltoall_async("a2a.neg", {x, dtype::f32, {4}}, {-1}), {"alltoall('a2a.neg')", "negative"}});
