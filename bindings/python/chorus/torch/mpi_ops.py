@@ -33,7 +33,7 @@ _next_handle = 0
 
 class _Pending:
     """What synchronize() needs for one handle: the submitted ops (one, or one per tensor of a
-    group) and how to turn their results into the returned value."""
+    group) and finish(results, ops), which turns their results into the returned value."""
     __slots__ = ("ops", "finish")
 
     def __init__(self, ops, finish):
@@ -71,9 +71,22 @@ def _grad_name(name):
     return None if name is None or name == "" else "%s.grad" % name
 
 
-def _register(handle, ops, finish):
+def _start(submit, finish):
+    """Starts an async op and returns its handle: allocates the handle, submits the op's Chorus
+    operations (submit(handle) yields them, one, or one per tensor of a group) and keeps them
+    with finish(results, ops) for poll() and synchronize(). When a submit raises, the
+    operations already submitted are waited for first, so that no tensor is released while
+    Chorus still uses it."""
+    handle = _new_handle()
+    subs = []
+    try:
+        for sub in submit(handle):
+            subs.append(sub)
+    except BaseException:
+        _wait_all(subs)
+        raise
     with _lock:
-        _handle_map[handle] = _Pending(ops, finish)
+        _handle_map[handle] = _Pending(subs, finish)
     return handle
 
 
@@ -121,16 +134,16 @@ def _fresh_copy(tensor):
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
     _check_process_set(process_set)
     code = _chorus_op(op)
-    handle = _new_handle()
-    _scale_(output, prescale_factor)
-    sub = _lib.allreduce_async(output.detach(), _op_name("allreduce", name, handle),
-                               code)
 
-    def finish(results):
+    def submit(handle):
+        _scale_(output, prescale_factor)
+        yield _lib.allreduce_async(output.detach(), _op_name("allreduce", name, handle), code)
+
+    def finish(results, ops):
         _scale_(output, postscale_factor)
         return output
 
-    return _register(handle, [sub], finish)
+    return _start(submit, finish)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
@@ -192,23 +205,19 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
     tensors, outputs = list(tensors), list(outputs)
     if not tensors:
         raise ValueError("grouped_allreduce: the list of tensors is empty")
-    handle = _new_handle()
-    subs = []
-    try:
+
+    def submit(handle):
         for i, out in enumerate(outputs):
             _scale_(out, prescale_factor)
             member = "%s.%d" % (name, i) if name else "grouped.noname.%d.%d" % (handle, i)
-            subs.append(_lib.allreduce_async(out.detach(), _op_name("allreduce", member, handle), code))
-    except BaseException:
-        _wait_all(subs)
-        raise
+            yield _lib.allreduce_async(out.detach(), _op_name("allreduce", member, handle), code)
 
-    def finish(results):
+    def finish(results, ops):
         for out in outputs:
             _scale_(out, postscale_factor)
         return outputs
 
-    return _register(handle, subs, finish)
+    return _start(submit, finish)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -291,9 +300,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts concatenating every rank's `tensor` along the first dimension (which may differ
     between ranks). Returns a handle; synchronize() returns the concatenation."""
     _check_process_set(process_set)
-    handle = _new_handle()
-    sub = _allgather_submit(tensor, name, handle)
-    return _register(handle, [sub], lambda results: results[0])
+    return _start(lambda handle: [_allgather_submit(tensor, name, handle)], lambda results, ops: results[0])
 
 
 class HorovodAllgather(torch.autograd.Function):
@@ -328,16 +335,13 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped_allgather: the list of tensors is empty")
-    handle = _new_handle()
-    base = name if name else "grouped.noname.%d" % handle
-    subs = []
-    try:
+
+    def submit(handle):
+        base = name if name else "grouped.noname.%d" % handle
         for i, t in enumerate(tensors):
-            subs.append(_allgather_submit(t, "%s.%d" % (base, i), handle))
-    except BaseException:
-        _wait_all(subs)
-        raise
-    return _register(handle, subs, lambda results: list(results))
+            yield _allgather_submit(t, "%s.%d" % (base, i), handle)
+
+    return _start(submit, lambda results, ops: list(results))
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
@@ -349,11 +353,12 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 def _broadcast_async(tensor, output, root_rank, name, process_set):
     _check_process_set(process_set)
-    handle = _new_handle()
-    root = int(root_rank)
-    sub = _lib.broadcast_async(output.detach(), _op_name("broadcast", name, handle),
-                               root)
-    return _register(handle, [sub], lambda results: output)
+
+    def submit(handle):
+        root = int(root_rank)
+        yield _lib.broadcast_async(output.detach(), _op_name("broadcast", name, handle), root)
+
+    return _start(submit, lambda results, ops: output)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -426,7 +431,7 @@ def synchronize(handle):
     finally:
         with _lock:
             _handle_map.pop(handle, None)
-    return p.finish(results)
+    return p.finish(results, p.ops)
 
 
 def barrier(process_set=global_process_set):

@@ -9,9 +9,8 @@ from chorus.common.process_sets import _check as _check_process_set
 from chorus.common.process_sets import global_process_set
 from chorus.torch.basics import _CHORUS_OP, Max
 from chorus.torch.compression import Compression
-from chorus.torch.mpi_ops import (Average, _chorus_op, _fresh_copy, _grad_name, _new_handle, _op_name,
-                                  _register, _scale_, _wait_all, allgather, grouped_allgather,
-                                  size, synchronize)
+from chorus.torch.mpi_ops import (Average, _chorus_op, _fresh_copy, _grad_name, _op_name, _scale_, _start,
+                                  allgather, grouped_allgather, size, synchronize)
 
 _MISSING = ("hvd.%s is not supported yet: this build's Chorus runtime has no %s (it is being added to the "
             "runtime and the pipeline); %s")
@@ -40,14 +39,12 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     _require("reducescatter", "reducescatter", "allreduce and keep your slice of the first dimension")
     _check_process_set(process_set)
     code = _chorus_op(op)
-    handle = _new_handle()
-    sub = _submit_reducescatter(tensor, name, handle, code, prescale_factor)
 
-    def finish(results):
+    def finish(results, ops):
         _scale_(results[0], postscale_factor)
         return results[0]
 
-    return _register(handle, [sub], finish)
+    return _start(lambda handle: [_submit_reducescatter(tensor, name, handle, code, prescale_factor)], finish)
 
 
 def _gather_back(grad, op, prescale_factor, postscale_factor):
@@ -91,22 +88,18 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped_reducescatter: the list of tensors is empty")
-    handle = _new_handle()
-    subs = []
-    try:
+
+    def submit(handle):
         for i, t in enumerate(tensors):
             member = "%s.%d" % (name, i) if name else "grouped.noname.%d.%d" % (handle, i)
-            subs.append(_submit_reducescatter(t, member, handle, code, prescale_factor))
-    except BaseException:
-        _wait_all(subs)
-        raise
+            yield _submit_reducescatter(t, member, handle, code, prescale_factor)
 
-    def finish(results):
+    def finish(results, ops):
         for r in results:
             _scale_(r, postscale_factor)
         return list(results)
 
-    return _register(handle, subs, finish)
+    return _start(submit, finish)
 
 
 class HorovodGroupedReducescatter(torch.autograd.Function):
@@ -152,13 +145,12 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         split_list = [dim0 // n] * n
     else:
         split_list = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor) else splits)]
-    handle = _new_handle()
-    sub = _lib.alltoall_async(tensor.detach(), _op_name("alltoall", name, handle), split_list)
 
-    def finish(results):
-        return results[0], torch.tensor(_lib.received_splits(sub), dtype=torch.int32)
+    def finish(results, ops):
+        return results[0], torch.tensor(_lib.received_splits(ops[0]), dtype=torch.int32)
 
-    return _register(handle, [sub], finish)
+    return _start(lambda handle: [_lib.alltoall_async(tensor.detach(), _op_name("alltoall", name, handle),
+                                                      split_list)], finish)
 
 
 class HorovodAlltoall(torch.autograd.Function):
