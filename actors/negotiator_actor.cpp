@@ -70,6 +70,29 @@ void fail_all(self_ptr self, const status& why, bool prefix_name) {
   }
 }
 
+/// A peer was lost (`origin`, named in `why`): its control connection broke, or a peer that
+/// lost it relayed the news. The first loss is the cause of everything that fails after it:
+/// 1. it is relayed to every live peer (gone_atom, origin, why) before this rank can leave, so
+///    that a peer that sees this rank's connection close next blames `origin`, not us;
+/// 2. the data plane is broken with it (cfg.on_peer_lost), so our peers' data planes hear the
+///    origin in an abort notice instead of a goodbye or a bare EOF;
+/// 3. every op in negotiation ends with it. A later loss (a survivor that left because of the
+///    first) ends what is left with the first cause.
+void peer_lost(self_ptr self, int origin, const status& why) {
+  auto& s = self->state;
+  status cause = why;
+  if (s.failed.ok()) {
+    for (std::size_t r = 0; r < s.peers.size(); ++r)
+      if (s.peers[r] && static_cast<int>(r) != s.cfg.rank && static_cast<int>(r) != origin)
+        self->send(s.peers[r], gone_atom::value, origin, why.message());
+    if (s.cfg.on_peer_lost) s.cfg.on_peer_lost(why);
+  } else if (s.failed.code() == errc::connection_lost) {
+    cause = s.failed;
+  }
+  if (!s.pending.empty() || s.failed.ok()) CHORUS_LOG(info, "negotiator", cause.message());
+  fail_all(self, cause, true);
+}
+
 /// Keeps the enqueue → agreed latency of `op` (returned) among the samples.
 std::chrono::microseconds record_latency(negotiator_state& s, const op_ref& op, negotiation::time_point now) {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(now - op.enqueued_at).count();
@@ -220,10 +243,7 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
           self->delayed_send(self, std::chrono::milliseconds(500), gone_atom::value, std::move(why));
           continue;
         }
-        status st_why{errc::connection_lost, why};
-        if (!st.pending.empty() || st.failed.ok())
-          CHORUS_LOG(info, "negotiator", st_why.message());
-        fail_all(self, st_why, true);
+        peer_lost(self, static_cast<int>(r), {errc::connection_lost, why});
       }
     }
   });
@@ -293,6 +313,11 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
         status st_why{errc::connection_lost, why};
         if (!self->state.pending.empty()) CHORUS_LOG(info, "negotiator", why);
         fail_all(self, st_why, true);
+      },
+      [=](gone_atom, int origin, const std::string& why) {
+        // A peer lost rank `origin` (peer_lost above): the same cause ends ours.
+        if (origin < 0 || origin >= self->state.cfg.size) origin = -1;
+        peer_lost(self, origin, {errc::connection_lost, why});
       },
       [=](tick_atom, int64_t stamp) {
         auto& st = self->state;

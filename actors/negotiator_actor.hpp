@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,10 @@ struct negotiator_config {
   /// In-process transport only (actors/in_process_job.hpp): every gossip_bytes reaches its
   /// peer this much later (a modelled one-way link); 0 = sent at once, as the pipeline does.
   std::chrono::microseconds link_latency{0};
+  /// Called once, when negotiation first stops because a peer was lost (its control connection
+  /// broke, or a peer relayed such a loss); `why` names the rank that was lost. The pipeline
+  /// breaks the data plane with it, so that this rank's peers hear the origin, not a goodbye.
+  std::function<void(const status&)> on_peer_lost;
 };
 
 struct negotiator_state {

@@ -110,6 +110,9 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   nc.size = size;
   nc.strategy = opts.negotiation;
   nc.options = nopts;
+  // A peer lost on the control plane breaks the data plane with the same cause (so that our
+  // peers' errors name that peer, not us). The communicator outlives the pipeline's actors.
+  nc.on_peer_lost = [c = &comm](const status& why) { c->abort(why); };
   a.negotiator = sys.spawn(negotiator_actor, nc);
   fusion_config fc;
   fc.rank = rank;
@@ -200,7 +203,11 @@ void pipeline::shutdown() {
   }
   caf_thread_scope scope;
   auto& p = *impl_;
-  // 1. Nothing new is negotiated; what is in negotiation ends now with errc::shutdown.
+  // 1. If the data plane lost a peer, the negotiator relays that cause to its peers first:
+  //    otherwise a peer that sees our control connection close next would blame this rank.
+  //    Then nothing new is negotiated; what is in negotiation ends now with errc::shutdown.
+  if (auto lost = p.comm.failure(); lost.code() == errc::connection_lost)
+    caf::anon_send(p.actors.negotiator, gone_atom::value, -1, lost.message());
   caf::anon_send(p.actors.negotiator, stop_atom::value);
   // 2. Chunks already agreed keep running (peers wait for them) until the grace ends.
   {

@@ -41,7 +41,7 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;          ///< negotiato
 using drain_atom = caf::atom_constant<caf::atom("drain")>;        ///< producer: reply once every op ended (or the grace passed)
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  ///< producer: the drain grace is over
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        ///< negotiator, sender: reply with counters
-using gone_atom = caf::atom_constant<caf::atom("peergone")>;      ///< negotiator: a peer that left cleanly is still missed
+using gone_atom = caf::atom_constant<caf::atom("peergone")>;      ///< negotiator: (why) a peer that left cleanly is still missed; from a peer: (origin rank, why) it lost that rank
 using hello_atom = caf::atom_constant<caf::atom("ctrlhello")>;    ///< negotiator ← higher rank: (rank, its negotiator) over the one connection
 using join_atom = caf::atom_constant<caf::atom("join")>;          ///< negotiator ← producer: this rank joins (Horovod's join)
 

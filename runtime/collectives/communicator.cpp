@@ -81,6 +81,16 @@ void communicator::close() {
   t_->close(std::chrono::seconds(5));
 }
 
+void communicator::abort(const status& why) {
+  if (closed_ || why.ok()) return;
+  t_->post([this, why] {
+    if (!engine_->broken().ok()) return;
+    CHORUS_LOG(info, "collectives", "data plane aborted: " << why.message());
+    t_->abort(why);
+    engine_->fail_all(why);
+  });
+}
+
 std::vector<communicator::chunk_plan> communicator::plan_chunks(std::size_t count, dtype t) const {
   std::size_t per = std::max<std::size_t>(1, opts_.chunk_bytes / size_of(t));
   std::vector<chunk_plan> out;

@@ -84,6 +84,13 @@ class communicator {
 
   /// Fails what is pending with errc::shutdown, says goodbye to the peers, stops the I/O thread.
   void close();
+  /// Breaks the data plane because the job is broken (e.g. the control plane lost rank k;
+  /// `why` names k): every op in flight and every later one ends with `why`, and every peer
+  /// gets an abort notice with it, so that their errors name k rather than this rank. No-op
+  /// when the data plane already broke (its first cause stands) or after close(). Any thread.
+  void abort(const status& why);
+  /// Why the data plane broke (ok while healthy); any thread.
+  status failure() const { return engine_->broken_any_thread(); }
 
  private:
   communicator(std::unique_ptr<rendezvous> rdv, std::unique_ptr<tcp::tcp_transport> t, collective_options opts);

@@ -140,7 +140,11 @@ void engine::fail(uint64_t sequence, active& a, const status& why) {
 }
 
 void engine::fail_all(const status& why) {
-  if (broken_.ok()) broken_ = why;
+  if (broken_.ok()) {
+    broken_ = why;
+    std::lock_guard lk(broken_mu_);
+    broken_copy_ = why;
+  }
   early_.clear();
   std::vector<uint64_t> seqs;
   for (auto& [seq, a] : active_) seqs.push_back(seq);

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -27,6 +28,11 @@ class engine final : public frame_sink {
   void fail_all(const status& why);
   /// Why the engine refuses new ops (ok while healthy).
   const status& broken() const { return broken_; }
+  /// The same, from any thread (a copy taken under a lock).
+  status broken_any_thread() const {
+    std::lock_guard lk(broken_mu_);
+    return broken_copy_;
+  }
   std::size_t in_flight() const { return active_.size(); }
 
   std::byte* destination(int peer, const wire::frame_header& h) override;
@@ -52,6 +58,8 @@ class engine final : public frame_sink {
   std::unordered_map<uint64_t, active> active_;
   std::unordered_map<uint64_t, std::vector<early_frame>> early_;
   status broken_;
+  mutable std::mutex broken_mu_;
+  status broken_copy_;  // broken_, for other threads
   std::vector<std::pair<int, status>> departed_;  // peers that shut down cleanly
   std::optional<uint64_t> starting_;
 };

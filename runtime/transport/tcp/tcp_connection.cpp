@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "runtime/core/log.hpp"
 #include "runtime/transport/tcp/tcp_transport.hpp"
 
 namespace chorus::tcp {
@@ -127,7 +128,9 @@ void tcp_connection::on_header(const asio::error_code& ec) {
     asio::async_read(socket_, asio::buffer(scratch_.data(), current_.length), [this](const asio::error_code& e, std::size_t) {
       std::string reason = e ? "(reason lost: " + e.message() + ")"
                              : std::string(reinterpret_cast<const char*>(scratch_.data()), current_.length);
-      // The reason is a status ("connection_lost: rank 1 ..."): keep its code, name the messenger.
+      // The reason is a status ("connection_lost: rank 1 ..."): keep its code and its words,
+      // which name the origin of the failure. The messenger (a survivor that stopped because
+      // of it) goes to the log only: an error that named it would blame the wrong rank.
       errc code = errc::protocol;
       for (int c = 1; c <= static_cast<int>(errc::internal); ++c) {
         std::string name = std::string(to_string(static_cast<errc>(c))) + ": ";
@@ -137,7 +140,8 @@ void tcp_connection::on_header(const asio::error_code& ec) {
           break;
         }
       }
-      owner_.connection_failed(*this, status{code, reason + " (reported by rank " + std::to_string(peer_) + ")"});
+      CHORUS_LOG(info, "tcp", "rank " << peer_ << " aborted the job: " << reason);
+      owner_.connection_failed(*this, status{code, reason + " (passed on by a peer)"});
     });
     return;
   }
