@@ -18,7 +18,8 @@ the CPU time per step that rank 0's threads other than the training thread used 
 communication library's threads: the cost it takes from training on a shared core), median
 over the repetitions. Impl `solo` (not run by default) trains N processes at the same time with
 no communication at all: the ceiling that co-running N trainers on this host allows. Closing
-lines give chorus/ddp and the scaling efficiency (N=2 ÷ twice N=1) of each implementation.
+lines give chorus/ddp and the scaling efficiency (N=2 ÷ twice N=1) of each implementation, from
+the medians and paired (the median of the ratios within each repetition).
 Models: an MLP of about 6.3 M parameters (25 MB of float32 gradients: communication-heavy) and
 a small ResNet-like CNN of about 0.3 M parameters (compute-heavy)."""
 
@@ -255,16 +256,25 @@ def main():
               % (model, params / 1e6, args.batch, args.steps, args.repeat,
                  "; ".join("%s N=%d %s" % (i, n, "/".join("%.1f" % r[0] for r in rs))
                            for (i, n), rs in sorted(runs.items()))), file=sys.stderr)
+        # The host drifts over minutes, so ratios are also taken within each repetition (runs
+        # minutes apart at most) and summarised by their median: "paired".
+        def ratios(num, den, scale=1):
+            a, b = runs.get(num, []), runs.get(den, [])
+            return [x[0] / (scale * y[0]) for x, y in zip(a, b)]
+
+        def show(label, num, den, scale=1):
+            r = ratios(num, den, scale)
+            if r and num in med and den in med:
+                print("  %s %s: %.3f of medians; paired %.3f (per repetition %s)"
+                      % (model, label, med[num] / (scale * med[den]), statistics.median(r),
+                         "/".join("%.3f" % x for x in r)), file=sys.stderr)
+
         for n in ranks:
-            if ("chorus", n) in med and ("ddp", n) in med:
-                print("  %s N=%d: chorus/ddp %.3f" % (model, n, med[("chorus", n)] / med[("ddp", n)]), file=sys.stderr)
-        if 1 in ranks:
-            for impl in impls:
-                for n in ranks:
-                    base = med.get((impl if impl != "solo" else "ddp", 1))
-                    if n > 1 and (impl, n) in med and base:
-                        print("  %s %s N=%d: scaling efficiency %.3f" % (model, impl, n, med[(impl, n)] / (n * base)),
-                              file=sys.stderr)
+            show("N=%d chorus/ddp" % n, ("chorus", n), ("ddp", n))
+        for impl in impls:
+            for n in ranks:
+                if n > 1:  # solo's N=1 is DDP's (a plain model either way)
+                    show("%s N=%d scaling efficiency" % (impl, n), (impl, n), (impl if impl != "solo" else "ddp", 1), n)
     return 0
 
 
