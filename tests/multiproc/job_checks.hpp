@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,17 @@ inline void expect_every_rank_printed(const std::vector<rank_result>& results, c
     EXPECT_NE(r.output.find(text), std::string::npos)
         << context << "rank " << r.rank << " lacks\n  " << text << "\noutput:\n"
         << r.output;
+}
+
+/// The ranks an error line names ("rank 2", "ranks 0-1" count as 2 and 0), except `self`.
+inline std::set<int> named_ranks(const std::string& line, int self) {
+  std::set<int> out;
+  static const std::regex rank_re("ranks? ([0-9]+)");
+  for (std::sregex_iterator it(line.begin(), line.end(), rank_re), end; it != end; ++it) {
+    int r = std::stoi((*it)[1]);
+    if (r != self) out.insert(r);
+  }
+  return out;
 }
 
 }  // namespace chorus::testing

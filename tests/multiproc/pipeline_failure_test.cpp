@@ -8,26 +8,15 @@
 // Runs in tests/multiproc/rank/pipeline_failure.cpp (mode pipeline-kill-loop).
 #include <gtest/gtest.h>
 
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "tests/multiproc/job_checks.hpp"
 #include "tests/multiproc/local_job.hpp"
 
 namespace chorus::testing {
 namespace {
-
-/// The ranks a line names ("rank 2", "ranks 0-1" counts 0), except `self`.
-std::set<int> named_ranks(const std::string& line, int self) {
-  std::set<int> out;
-  static const std::regex rank_re("ranks? ([0-9]+)");
-  for (std::sregex_iterator it(line.begin(), line.end(), rank_re), end; it != end; ++it) {
-    int r = std::stoi((*it)[1]);
-    if (r != self) out.insert(r);
-  }
-  return out;
-}
 
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <regex>
 #include <set>
 #include <string>
 
@@ -104,17 +103,6 @@ TEST_P(pipeline_shutdown, pending_operations_each_end_once_with_an_error) {
 
 INSTANTIATE_TEST_SUITE_P(sizes, pipeline_shutdown, ::testing::Values(2, 3, 4), size_name);
 
-/// The ranks an error line names ("rank 2", "ranks 0-1" count as 2 and 0), except `self`.
-std::set<int> blamed_ranks(const std::string& line, int self) {
-  std::set<int> out;
-  static const std::regex rank_re("ranks? ([0-9]+)");
-  for (std::sregex_iterator it(line.begin(), line.end(), rank_re), end; it != end; ++it) {
-    int r = std::stoi((*it)[1]);
-    if (r != self) out.insert(r);
-  }
-  return out;
-}
-
 class pipeline_killed_rank : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 // Every survivor fails within the bound with an error that leads back to the killed rank: it
@@ -142,7 +130,7 @@ TEST_P(pipeline_killed_rank, survivors_fail_naming_it_without_a_hang) {
     auto at = r.output.find("testrank error: ");
     ASSERT_NE(at, std::string::npos) << r.output;
     auto line = r.output.substr(at, r.output.find('\n', at) - at);
-    blames[r.rank] = blamed_ranks(line, r.rank);
+    blames[r.rank] = named_ranks(line, r.rank);
     errors += "  rank " + std::to_string(r.rank) + ": " + line + "\n";
   }
   std::set<int> traced = {victim};  // ranks whose failure leads back to the victim
