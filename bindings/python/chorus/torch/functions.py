@@ -9,7 +9,7 @@ import torch
 from chorus.common.process_sets import _check as _check_process_set
 from chorus.common.process_sets import global_process_set
 from chorus.torch.mpi_ops import allgather, broadcast_, broadcast_async_, synchronize
-from chorus.torch.mpi_ops import rank, size
+from chorus.torch.mpi_ops import rank
 
 try:  # Horovod pickles with cloudpickle (lambdas, local classes); plain pickle otherwise
     import cloudpickle as _pickler
@@ -56,10 +56,10 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     # As in Horovod: the length first, then the bytes, under fixed names ("<name>.sz",
     # "<name>.t"). The bytes' shape changes with the object, which a name may do once its
     # previous operation ended (broadcast_ waits for it).
-    broadcast_(length, root_rank, name + ".sz")
+    broadcast_(length, root_rank, name + ".sz", process_set)
     if rank() != root_rank:
         payload = torch.empty(int(length.item()), dtype=torch.uint8)
-    broadcast_(payload, root_rank, name + ".t")
+    broadcast_(payload, root_rank, name + ".t", process_set)
     if rank() == root_rank:
         return obj
     return pickle.loads(payload.numpy().tobytes())
@@ -70,8 +70,9 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     _check_process_set(process_set)
     name = name or type(obj).__name__
     payload = torch.frombuffer(bytearray(_pickle(obj)), dtype=torch.uint8)
-    lengths = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=name + ".sz").tolist()
-    gathered = allgather(payload, name=name + ".t").numpy().tobytes()
+    lengths = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=name + ".sz",
+                        process_set=process_set).tolist()
+    gathered = allgather(payload, name=name + ".t", process_set=process_set).numpy().tobytes()
     out, start = [], 0
     for n in lengths:
         out.append(pickle.loads(gathered[start:start + n]))
