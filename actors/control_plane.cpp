@@ -1,4 +1,4 @@
-// Publishing this rank's negotiator and connecting to every peer's.
+// Publishing this rank's control gate and connecting to the lower ranks' gates.
 #include "actors/control_plane.hpp"
 
 #include "actors/protocol.hpp"
@@ -70,11 +70,9 @@ int set_nodelay_towards(const std::string& host, uint16_t port) {
 }  // namespace
 
 result<std::vector<caf::actor>> connect_control_plane(caf::actor_system& sys, communicator& comm,
-                                                      const caf::actor& negotiator,
-                                                      std::chrono::milliseconds timeout) {
+                                                      const caf::actor& gate, std::chrono::milliseconds timeout) {
   const int rank = comm.rank(), size = comm.size();
   std::vector<caf::actor> peers(static_cast<std::size_t>(size));
-  peers[static_cast<std::size_t>(rank)] = negotiator;
   if (size == 1) return peers;
   auto& store = comm.store();
 
@@ -82,9 +80,9 @@ result<std::vector<caf::actor>> connect_control_plane(caf::actor_system& sys, co
   std::string host = "127.0.0.1";
   uint16_t unused = 0;
   if (auto ep = store.get("data/" + std::to_string(rank), timeout); ep) split_host_port(*ep, host, unused);
-  auto port = sys.middleman().publish(negotiator, 0, host.c_str(), true);
+  auto port = sys.middleman().publish(gate, 0, host.c_str(), true);
   if (!port)
-    return status{errc::connection_lost, "control plane: cannot publish the negotiator on " + host + ": " +
+    return status{errc::connection_lost, "control plane: cannot publish the control gate on " + host + ": " +
                                              sys.render(port.error())};
 
   // 2. Exchange endpoints.
@@ -95,9 +93,9 @@ result<std::vector<caf::actor>> connect_control_plane(caf::actor_system& sys, co
   if (!eps) return status{eps.error().code(), "control plane: " + eps.error().message()};
 
   // 3. Connect to every lower rank, retrying until the deadline (a peer may still be
-  //    publishing), and introduce our negotiator over that one connection: two nodes that
-  //    connect to each other at the same time make CAF 0.17 drop one of the two links
-  //    (remote_link_unreachable). Higher ranks introduce themselves the same way.
+  //    publishing). The negotiator introduces our gate over that one connection (a sealed
+  //    hello): two nodes that connect to each other at the same time make CAF 0.17 drop one of
+  //    the two links (remote_link_unreachable). Higher ranks introduce themselves the same way.
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int r = 0; r < rank; ++r) {
     const auto& ep = (*eps)[static_cast<std::size_t>(r)];
@@ -113,12 +111,11 @@ result<std::vector<caf::actor>> connect_control_plane(caf::actor_system& sys, co
           CHORUS_LOG(warn, "pipeline", "control plane: no socket to rank " << r << " at " << ep
                                                                            << " found for TCP_NODELAY");
         peers[static_cast<std::size_t>(r)] = *peer;
-        caf::anon_send(*peer, hello_atom::value, rank, negotiator);
         break;
       }
       if (std::chrono::steady_clock::now() >= deadline)
         return status{errc::connection_lost, "control plane: cannot reach rank " + std::to_string(r) +
-                                                 "'s negotiator at " + ep + " within " +
+                                                 "'s control gate at " + ep + " within " +
                                                  std::to_string(timeout.count()) + " ms: " + sys.render(peer.error())};
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

@@ -42,11 +42,23 @@ void send_gossip(self_ptr self, const negotiation::outgoing_message& m) {
   std::memcpy(g.data.data(), bytes.data(), bytes.size());
   observer_of(s.wired).on_gossip_sent(m.to, g.data, now_of(self));
   auto& peer = s.peers[static_cast<std::size_t>(m.to)];
-  if (s.cfg.link_latency.count() > 0)
+  if (s.sealer)
+    caf::anon_send(peer, s.sealer->make(m.to, control_kind::gossip, std::move(g.data)));
+  else if (s.cfg.link_latency.count() > 0)
     self->delayed_send(peer, s.cfg.link_latency, std::move(g));
   else
     self->send(peer, std::move(g));
   ++s.stats.messages_sent;
+}
+
+/// Tells peer `to` that this rank lost rank `origin` (see peer_lost).
+void send_gone(self_ptr self, int to, int origin, const std::string& why) {
+  auto& s = self->state;
+  auto& peer = s.peers[static_cast<std::size_t>(to)];
+  if (s.sealer)
+    caf::anon_send(peer, s.sealer->make(to, control_kind::gone, std::vector<uint8_t>(why.begin(), why.end()), origin));
+  else
+    self->send(peer, gone_atom::value, origin, why);
 }
 
 /// Ends every op in negotiation with `why` (prefixed by the op's description) and stops.
@@ -84,7 +96,7 @@ void peer_lost(self_ptr self, int origin, const status& why) {
   if (s.failed.ok()) {
     for (std::size_t r = 0; r < s.peers.size(); ++r)
       if (s.peers[r] && static_cast<int>(r) != s.cfg.rank && static_cast<int>(r) != origin)
-        self->send(s.peers[r], gone_atom::value, origin, why.message());
+        send_gone(self, static_cast<int>(r), origin, why.message());
     if (s.cfg.on_peer_lost) s.cfg.on_peer_lost(why);
   } else if (s.failed.code() == errc::connection_lost) {
     cause = s.failed;
@@ -223,6 +235,7 @@ negotiation_stats summarize(const negotiator_state& s) {
 caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
   auto& s = self->state;
   s.cfg = cfg;
+  if (cfg.control_key) s.sealer.emplace(cfg.rank, cfg.size, *cfg.control_key);
   auto made = negotiation::make_strategy(cfg.strategy, cfg.rank, cfg.size, cfg.options);
   if (!made) {
     CHORUS_LOG(error, "negotiator", made.error().message());
@@ -261,6 +274,12 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
         st.connected = true;
         for (std::size_t r = 0; r < st.peers.size(); ++r)
           if (!st.peers[r]) st.connected = false;
+        // Introduce this rank's gate over each connection this rank opened (to lower ranks):
+        // those peers learn our handle only this way.
+        if (st.sealer && p.gate)
+          for (std::size_t r = 0; r < p.peers.size(); ++r)
+            if (p.peers[r] && static_cast<int>(r) != st.cfg.rank)
+              caf::anon_send(p.peers[r], st.sealer->make(static_cast<int>(r), control_kind::hello, {}, -1, p.gate));
         flush_unsent(self);
       },
       [=](hello_atom, int rank, const caf::actor& who) {

@@ -1,7 +1,7 @@
 // The negotiator: one per rank, a thin actor around a negotiation_strategy (gossip or central,
 // runtime/negotiation/). It feeds the strategy local tensor_ready events, gossip_bytes from
-// peer negotiators and timer ticks, and carries out the actions: gossip_bytes to peers (over
-// CAF remote actors), batch_agreed to fusion, op_finished (errors) to the producer, stall
+// peer negotiators (through this rank's control gate) and timer ticks, and carries out the
+// actions: sealed gossip to peers' control gates (over CAF remote actors), batch_agreed to fusion, op_finished (errors) to the producer, stall
 // warnings to the log. It owns the ops that are still being negotiated (by name).
 // Failure rules: a spec mismatch ends that op on every rank with the same text; a fatal
 // action (stall shutdown, protocol violation), a lost peer (down_msg) or stop_atom ends every
@@ -18,6 +18,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/control_gate.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/negotiation/strategy.hpp"
 
@@ -36,6 +37,11 @@ struct negotiator_config {
   /// broke, or a peer relayed such a loss); `why` names the rank that was lost. The pipeline
   /// breaks the data plane with it, so that this rank's peers hear the origin, not a goodbye.
   std::function<void(const status&)> on_peer_lost;
+  /// The pipeline: the key derived from the job secret. Messages to peers then go to their
+  /// control gates as sealed_control, without a sender (actors/control_gate.hpp), so that no
+  /// other process ever learns this actor's handle. Unset (in-process jobs): gossip_bytes and
+  /// gone_atom straight to the peer negotiators.
+  std::optional<wire::mac> control_key;
 };
 
 struct negotiator_state {
@@ -43,6 +49,7 @@ struct negotiator_state {
   std::unique_ptr<negotiation::negotiation_strategy> strategy;
   pipeline_wired wired;
   std::vector<caf::actor> peers;                       ///< by rank; empty until peers_connected
+  std::optional<control_sealer> sealer;                ///< set when cfg.control_key is
   std::vector<negotiation::outgoing_message> unsent;   ///< produced before the destination's handle was known
   bool connected = false;                              ///< a handle for every peer (lower: connected, higher: hello)
   std::unordered_map<std::string, op_ref> pending;     ///< ops in negotiation, by name

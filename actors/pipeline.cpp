@@ -8,6 +8,7 @@
 
 #include "actors/chunk_runner.hpp"
 #include "actors/completion_actor.hpp"
+#include "actors/control_gate.hpp"
 #include "actors/control_plane.hpp"
 #include "actors/fusion_actor.hpp"
 #include "actors/negotiator_actor.hpp"
@@ -26,6 +27,7 @@ struct pipeline::impl {
   std::unique_ptr<caf::actor_system> sys;
   pipeline_wired actors;
   std::shared_ptr<chunk_gate> gate = std::make_shared<chunk_gate>();
+  std::shared_ptr<control_gate> control;  ///< what peers reach; closed first on the way out
 
   std::vector<caf::actor> all() const {
     std::vector<caf::actor> v{actors.producer, actors.negotiator, actors.fusion, actors.completion};
@@ -35,6 +37,8 @@ struct pipeline::impl {
   /// Closes the gate, stops every actor and the system (waits for the actors to end).
   void stop_actors() {
     gate->close();
+    if (control) control->close();
+    control.reset();
     for (auto& a : all())
       if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     actors = {};
@@ -113,7 +117,9 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   // A peer lost on the control plane breaks the data plane with the same cause (so that our
   // peers' errors name that peer, not us). The communicator outlives the pipeline's actors.
   nc.on_peer_lost = [c = &comm](const status& why) { c->abort(why); };
+  nc.control_key = comm.data_plane().control_key();
   a.negotiator = sys.spawn(negotiator_actor, nc);
+  p->control = control_gate::spawn(sys, rank, size, *nc.control_key, a.negotiator);
   fusion_config fc;
   fc.rank = rank;
   fc.size = size;
@@ -144,12 +150,12 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   for (auto& actor : p->all()) caf::anon_send(actor, a);
 
   // 2. Control plane: publish, exchange, connect (bounded by connect_timeout).
-  auto peers = connect_control_plane(sys, comm, a.negotiator, opts.connect_timeout);
+  auto peers = connect_control_plane(sys, comm, p->control->handle(), opts.connect_timeout);
   if (!peers) {
     p->stop_actors();
     return peers.error();
   }
-  caf::anon_send(a.negotiator, peers_connected{std::move(*peers)});
+  caf::anon_send(a.negotiator, peers_connected{std::move(*peers), p->control->handle()});
   CHORUS_LOG(info, "pipeline", "started negotiation=" << opts.negotiation << " streams=" << streams
                                                       << " fusion_threshold=" << opts.fusion_threshold
                                                       << " chunk_bytes=" << opts.chunk_bytes

@@ -11,6 +11,7 @@ telemetry::observer& observer_of(const pipeline_wired& w) {
 
 void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<gossip_bytes>("chorus.gossip_bytes");
+  cfg.add_message_type<sealed_control>("chorus.sealed_control");
   cfg.add_message_type<op_enqueued>("chorus.op_enqueued");
   cfg.add_message_type<tensor_ready>("chorus.tensor_ready");
   cfg.add_message_type<peers_connected>("chorus.peers_connected");

@@ -4,7 +4,8 @@
 //   runner ─chunk_ran─▶ sender ─chunk_done─▶ completion ─window_moved─▶ fusion
 //   completion / negotiator ─op_finished─▶ producer ─▶ the op's done callback
 //   API ─join_enqueued─▶ producer ─join_atom─▶ negotiator ─join_finished─▶ producer (Horovod's join)
-// Only gossip_bytes crosses processes. Every type has an inspect() (so all can be registered
+//   negotiator ─sealed_control─▶ peer's control gate ─gossip_bytes / hello_atom / gone_atom─▶ its negotiator
+// Only sealed_control crosses processes (actors/control_gate.hpp checks its seal). Every type has an inspect() (so all can be registered
 // and printed); fields that are pointers, buffers or callbacks are left out of it, because the
 // messages holding them never leave the rank.
 #pragma once
@@ -42,7 +43,7 @@ using drain_atom = caf::atom_constant<caf::atom("drain")>;        ///< producer:
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  ///< producer: the drain grace is over
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        ///< negotiator, sender: reply with counters
 using gone_atom = caf::atom_constant<caf::atom("peergone")>;      ///< negotiator: (why) a peer that left cleanly is still missed; from a peer: (origin rank, why) it lost that rank
-using hello_atom = caf::atom_constant<caf::atom("ctrlhello")>;    ///< negotiator ← higher rank: (rank, its negotiator) over the one connection
+using hello_atom = caf::atom_constant<caf::atom("ctrlhello")>;    ///< negotiator ← its gate: (rank, that rank's gate), sent by the higher rank over the one connection
 using join_atom = caf::atom_constant<caf::atom("join")>;          ///< negotiator ← producer: this rank joins (Horovod's join)
 
 // ---- values carried by messages ----
@@ -122,10 +123,33 @@ struct chunk_work {
 struct op_enqueued { std::shared_ptr<op_request> request; steady_time at{}; };
 /// producer → negotiator: a local operation is ready to be negotiated.
 struct tensor_ready { op_ref op; };
-/// negotiator ↔ peer negotiators: one encoded negotiation::gossip_message (the control plane).
+/// control gate → negotiator (in-process jobs: negotiator ↔ negotiator): one encoded
+/// negotiation::gossip_message from a peer.
 struct gossip_bytes { std::vector<uint8_t> data; };
-/// pipeline → negotiator: every rank's negotiator, by rank (own slot unused); monitored.
-struct peers_connected { std::vector<caf::actor> peers; };
+/// What a sealed_control carries.
+enum class control_kind : uint8_t {
+  gossip = 1,  ///< `data`: one encoded negotiation::gossip_message
+  hello = 2,   ///< `gate`: the sender's control gate (sent once, by the higher rank of a pair)
+  gone = 3,    ///< the sender lost rank `origin` (-1: unknown); `data`: why, as text
+};
+/// negotiator → a peer's control gate, the only actor another process can reach: one control
+/// message sealed with the job secret (runtime/wire/control_seal.hpp; `counter` counts 1, 2, …
+/// per sender and receiver). The gate checks it and hands its negotiator gossip_bytes,
+/// hello_atom or gone_atom; it drops anything else.
+struct sealed_control {
+  int32_t from = 0;
+  int32_t to = 0;
+  uint64_t counter = 0;
+  control_kind kind = control_kind::gossip;
+  int32_t origin = -1;
+  std::vector<uint8_t> data;
+  caf::actor gate;           ///< hello only
+  std::vector<uint8_t> tag;  ///< the seal, 32 bytes
+};
+/// pipeline → negotiator: every rank's negotiator (in-process jobs) or control gate (the
+/// pipeline), by rank, as far as known (own slot unused); monitored. `gate`: this rank's own
+/// control gate, which the negotiator introduces (hello) to every peer it has a handle for.
+struct peers_connected { std::vector<caf::actor> peers; caf::actor gate; };
 /// negotiator → fusion: ops agreed ready on every rank, in the agreed order.
 struct batch_agreed { uint64_t cycle = 0; std::vector<op_ref> ops; };
 /// negotiator, completion → producer: an op ended; the producer calls its done once.
@@ -216,8 +240,12 @@ typename Inspector::result_type inspect(Inspector& f, gossip_bytes& x) {
   return f(caf::meta::type_name("gossip_bytes"), x.data);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sealed_control& x) {
+  return f(caf::meta::type_name("sealed_control"), x.from, x.to, x.counter, x.kind, x.origin, x.data, x.gate, x.tag);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, peers_connected& x) {
-  return f(caf::meta::type_name("peers_connected"), x.peers);
+  return f(caf::meta::type_name("peers_connected"), x.peers, x.gate);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, batch_agreed& x) {

@@ -32,21 +32,6 @@ void get_bytes(const std::byte* p, std::array<uint8_t, N>& a) {
   std::memcpy(a.data(), p, N);
 }
 
-// HMAC pads short keys with zero bytes, so "k" and "k\0" would be the same key. Secrets are
-// first hashed together with their length, which keeps every distinct secret distinct.
-std::array<uint8_t, 32> derive_key(const std::string& secret) {
-  std::vector<uint8_t> in;
-  const char* tag = "chorus-job-secret-v1";
-  in.insert(in.end(), tag, tag + std::strlen(tag));
-  uint64_t n = secret.size();
-  for (int i = 0; i < 8; ++i) in.push_back(static_cast<uint8_t>(n >> (8 * i) & 0xff));
-  in.insert(in.end(), secret.begin(), secret.end());
-  std::array<uint8_t, 32> key{};
-  unsigned int len = 0;
-  EVP_Digest(in.data(), in.size(), key.data(), &len, EVP_sha256(), nullptr);
-  return key;
-}
-
 mac compute(const std::string& secret, const char* label, const transcript& t) {
   auto key = derive_key(secret);
   std::vector<std::byte> msg;
@@ -70,6 +55,21 @@ status wrong_size(const char* what, std::size_t got, std::size_t want) {
 }
 
 }  // namespace
+
+// HMAC pads short keys with zero bytes, so "k" and "k\0" would be the same key. Secrets are
+// first hashed together with their length, which keeps every distinct secret distinct.
+mac derive_key(const std::string& secret) {
+  std::vector<uint8_t> in;
+  const char* tag = "chorus-job-secret-v1";
+  in.insert(in.end(), tag, tag + std::strlen(tag));
+  uint64_t n = secret.size();
+  for (int i = 0; i < 8; ++i) in.push_back(static_cast<uint8_t>(n >> (8 * i) & 0xff));
+  in.insert(in.end(), secret.begin(), secret.end());
+  std::array<uint8_t, 32> key{};
+  unsigned int len = 0;
+  EVP_Digest(in.data(), in.size(), key.data(), &len, EVP_sha256(), nullptr);
+  return key;
+}
 
 nonce random_nonce() {
   nonce n{};

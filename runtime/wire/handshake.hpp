@@ -46,6 +46,9 @@ struct transcript {
   nonce server_nonce{};
 };
 
+/// The HMAC key that `secret` stands for (the secret hashed with its length, so that secrets
+/// HMAC would pad alike, such as "k" and "k\0", stay distinct).
+mac derive_key(const std::string& secret);
 nonce random_nonce();
 mac server_mac(const std::string& secret, const transcript& t);
 mac client_mac(const std::string& secret, const transcript& t);

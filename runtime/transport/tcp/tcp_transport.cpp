@@ -58,6 +58,7 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
                               "set it (chorusrun does) to keep other jobs out");
     cfg.secret = insecure_default_secret;
   }
+  t->control_key_ = wire::control_key(cfg.secret, env.job_id);
 
   // 1. Listen and start accepting before anyone can learn our endpoint.
   std::string host = opts.bind_host.empty() ? local_address_towards(env.rendezvous_host) : opts.bind_host;

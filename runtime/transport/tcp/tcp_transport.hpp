@@ -19,6 +19,7 @@
 #include "runtime/transport/transport.hpp"
 #include "runtime/transport/tcp/acceptor.hpp"
 #include "runtime/transport/tcp/tcp_connection.hpp"
+#include "runtime/wire/control_seal.hpp"
 
 namespace chorus::tcp {
 
@@ -69,6 +70,9 @@ class tcp_transport final : public transport {
   void close() { close(std::chrono::seconds(5)); }
   /// Connections the acceptor refused (e.g. a wrong job secret).
   int refused_connections() const { return acceptor_ ? acceptor_->refused() : 0; }
+  /// The key that seals this job's control-plane messages (wire/control_seal.hpp), derived
+  /// from the same job secret the handshake proves.
+  const wire::mac& control_key() const { return control_key_; }
 
  private:
   friend class tcp_connection;
@@ -89,6 +93,7 @@ class tcp_transport final : public transport {
   std::thread thread_;
   frame_sink* sink_ = nullptr;
   std::unique_ptr<acceptor> acceptor_;
+  wire::mac control_key_{};
   std::vector<std::vector<std::unique_ptr<tcp_connection>>> conns_;  // [peer][stream]
   std::vector<bool> peer_down_;
   bool closing_ = false;

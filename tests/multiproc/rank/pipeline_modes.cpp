@@ -11,6 +11,8 @@
 //   pipeline-metrics STEPS STOPFILE  see pipeline_metrics.cpp (a job that waits to be scraped)
 //   pipeline-c-api                reducescatter, alltoall, join and mismatches through the C API
 //                                 (chorus.h); see pipeline_c_api.cpp
+//   pipeline-ctrl-job GOFILE, pipeline-ctrl-intruder   an intruder on the control plane; see
+//                                 pipeline_intruder.cpp
 // Exit codes: 0 pass, 1 wrong result, 2 usage, 3 an operation failed, 4 an operation hung.
 #include <algorithm>
 #include <atomic>
@@ -32,6 +34,9 @@ int run_pipeline_exact(int argc, char** argv);
 int run_pipeline_metrics(int argc, char** argv);
 /// pipeline-c-api, in pipeline_c_api.cpp.
 int run_pipeline_c_api(int argc, char** argv);
+/// pipeline-ctrl-job and pipeline-ctrl-intruder, in pipeline_intruder.cpp.
+int run_ctrl_job(int argc, char** argv);
+int run_ctrl_intruder();
 
 namespace {
 
@@ -241,11 +246,15 @@ int run_pipeline_mode(const std::string& mode, int argc, char** argv) {
     rc = run_pipeline_metrics(argc, argv);
   else if (mode == "pipeline-c-api")
     rc = run_pipeline_c_api(argc, argv);
+  else if (mode == "pipeline-ctrl-job")
+    rc = run_ctrl_job(argc, argv);
+  else if (mode == "pipeline-ctrl-intruder")
+    rc = run_ctrl_intruder();
   if (rc == 2)
     std::fprintf(stderr,
                  "usage: chorus-testrank pipeline-exact SEED [STEPS] | pipeline-stall LATE_RANKS SECS | "
                  "pipeline-mismatch | pipeline-shutdown | pipeline-loop SECS | pipeline-metrics STEPS STOPFILE | "
-                 "pipeline-c-api\n");
+                 "pipeline-c-api | pipeline-ctrl-job GOFILE | pipeline-ctrl-intruder\n");
   return rc;
 }
 
