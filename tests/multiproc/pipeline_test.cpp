@@ -118,7 +118,9 @@ TEST_P(pipeline_killed_rank, survivors_fail_naming_it_without_a_hang) {
   auto killed_at = std::chrono::steady_clock::now();
   job.kill(victim, SIGKILL);
   auto results = job.wait(std::chrono::seconds(15));
-  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(15));
+  // Survivors leave within moments: under the 5 s goodbye grace of the data plane's close, which
+  // only a connection that never settles waits out.
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(4));
   for (auto& r : results) {
     if (r.rank == victim) continue;
     EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung after rank " << victim << " died:\n" << r.output;

@@ -94,8 +94,12 @@ void tcp_connection::on_written(const asio::error_code& ec, std::size_t n) {
     return;
   }
   if (!queue_.empty()) start_write();
-  else if (close_when_written_) close();
-  else if (goodbye_sent_) owner_.finish_close_if_done();
+  else if (close_when_written_) {
+    close();  // an abort notice went out: this connection no longer holds up the transport's close
+    owner_.finish_close_if_done();
+  } else if (goodbye_sent_) {
+    owner_.finish_close_if_done();
+  }
 }
 
 void tcp_connection::read_header() {

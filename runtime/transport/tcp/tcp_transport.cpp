@@ -197,7 +197,15 @@ void tcp_transport::close(std::chrono::milliseconds grace) {
     close_timer_ = std::make_unique<asio::steady_timer>(io_, grace);
     close_timer_->async_wait([this](const asio::error_code& ec) {
       if (ec || closed_) return;
-      CHORUS_LOG(warn, "tcp", "goodbye exchange did not finish in time; closing anyway");
+      std::string waiting;
+      for (auto& per_peer : conns_)
+        for (auto& c : per_peer)
+          if (c->open() && !(c->goodbye_sent() && c->queued_frames() == 0 && c->goodbye_received()))
+            waiting += " rank " + std::to_string(c->peer()) + " stream " + std::to_string(c->stream()) +
+                       (c->goodbye_sent() ? "" : " (goodbye not sent)") +
+                       (c->queued_frames() ? " (" + std::to_string(c->queued_frames()) + " frames queued)" : "") +
+                       (c->goodbye_received() ? "" : " (no goodbye from it)") + ";";
+      CHORUS_LOG(warn, "tcp", "goodbye exchange did not finish in time; closing anyway; waiting for" << waiting);
       for (auto& per_peer : conns_)
         for (auto& c : per_peer) c->close();
       finish_close_if_done();
