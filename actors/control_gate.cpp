@@ -69,12 +69,14 @@ sealed_control control_sealer::make(int to, control_kind kind, std::vector<uint8
 
 // ---- control_gate --------------------------------------------------------------------------
 
-control_gate::control_gate(int rank, int size, const wire::mac& key, caf::actor negotiator)
-    : verifier_(rank, size, key), negotiator_(std::move(negotiator)) {}
+control_gate::control_gate(int rank, int size, const wire::mac& key, caf::actor negotiator,
+                           std::shared_ptr<telemetry::observer> observer)
+    : verifier_(rank, size, key), negotiator_(std::move(negotiator)), observer_(std::move(observer)) {}
 
 std::shared_ptr<control_gate> control_gate::spawn(caf::actor_system& sys, int rank, int size, const wire::mac& key,
-                                                  caf::actor negotiator) {
-  std::shared_ptr<control_gate> g(new control_gate(rank, size, key, std::move(negotiator)));
+                                                  caf::actor negotiator,
+                                                  std::shared_ptr<telemetry::observer> observer) {
+  std::shared_ptr<control_gate> g(new control_gate(rank, size, key, std::move(negotiator), std::move(observer)));
   g->handle_ = sys.spawn<caf::actor_companion>();
   auto* companion = static_cast<caf::actor_companion*>(caf::actor_cast<caf::abstract_actor*>(g->handle_));
   // close() (at the latest the destructor) removes this handler and waits for a delivery in
@@ -106,7 +108,11 @@ void control_gate::close(caf::exit_reason why) {
 
 void control_gate::refuse(const std::function<status()>& why) {
   auto n = refused_.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (n <= 20 || n % 1000 == 0) CHORUS_LOG(warn, "pipeline", why().message() << " (refused so far: " << n << ")");
+  bool log = n <= 20 || n % 1000 == 0;
+  if (!log && !observer_) return;
+  auto st = why();
+  if (log) CHORUS_LOG(warn, "pipeline", st.message() << " (refused so far: " << n << ")");
+  if (observer_) observer_->on_error(to_string(st.code()), st, std::chrono::steady_clock::now());
 }
 
 void control_gate::deliver(caf::mailbox_element& e) {

@@ -8,7 +8,8 @@
 //      that rank (no replays). It then hands its negotiator gossip_bytes, hello_atom or
 //      gone_atom, the same messages an unguarded negotiator would have received.
 //   3. It drops everything else and logs why, naming the rank the message claimed to come from
-//      (the first 20 refusals, then every 1000th, with the running count).
+//      (the first 20 refusals, then every 1000th, with the running count), and counts it as an
+//      error of kind "auth" (chorus_errors_total{kind="auth"}).
 // It is a CAF actor_companion: it has no mailbox of its own and runs each check on the thread
 // that delivers the message (CAF's multiplexer for remote ones), so it adds no hop and no
 // wake-up. Exit and down messages reach the same check, so, unlike an ordinary actor, a forged
@@ -62,8 +63,11 @@ class control_sealer {
 class control_gate {
  public:
   /// A gate for `rank` that hands accepted messages to `negotiator`.
+  /// `observer` (may be null) hears each refusal as on_error("auth", why): the metric
+  /// chorus_errors_total{kind="auth"} and an error event in traces and timelines.
   static std::shared_ptr<control_gate> spawn(caf::actor_system& sys, int rank, int size, const wire::mac& key,
-                                             caf::actor negotiator);
+                                             caf::actor negotiator,
+                                             std::shared_ptr<telemetry::observer> observer = nullptr);
   ~control_gate();
   control_gate(const control_gate&) = delete;
   control_gate& operator=(const control_gate&) = delete;
@@ -76,14 +80,17 @@ class control_gate {
   void close(caf::exit_reason why = caf::exit_reason::user_shutdown);
 
  private:
-  control_gate(int rank, int size, const wire::mac& key, caf::actor negotiator);
+  control_gate(int rank, int size, const wire::mac& key, caf::actor negotiator,
+               std::shared_ptr<telemetry::observer> observer);
   void deliver(caf::mailbox_element& e);
-  /// Counts a refusal; logs `why()` for the first 20, then every 1000th.
+  /// Counts a refusal and reports it to the observer; logs `why()` for the first 20, then
+  /// every 1000th.
   void refuse(const std::function<status()>& why);
 
   std::mutex mu_;  ///< guards verifier_ (CAF may deliver from more than one thread)
   control_verifier verifier_;
   caf::actor negotiator_;
+  std::shared_ptr<telemetry::observer> observer_;
   caf::actor handle_;
   std::atomic<uint64_t> refused_{0};
   bool closed_ = false;

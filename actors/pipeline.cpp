@@ -119,7 +119,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   nc.on_peer_lost = [c = &comm](const status& why) { c->abort(why); };
   nc.control_key = comm.data_plane().control_key();
   a.negotiator = sys.spawn(negotiator_actor, nc);
-  p->control = control_gate::spawn(sys, rank, size, *nc.control_key, a.negotiator);
+  p->control = control_gate::spawn(sys, rank, size, *nc.control_key, a.negotiator, opts.observer);
   fusion_config fc;
   fc.rank = rank;
   fc.size = size;

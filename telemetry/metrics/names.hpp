@@ -43,7 +43,8 @@ inline constexpr const char* bucket_bytes = "chorus_fusion_bucket_bytes";
 inline constexpr const char* ops_enqueued = "chorus_ops_enqueued_total";
 /// Histogram: seconds from enqueue to the op's callback (ok or error).
 inline constexpr const char* op_latency = "chorus_op_latency_seconds";
-/// Counter: errors that ended ops, by kind (label kind = errc's name: "mismatch", ...).
+/// Counter: errors that ended ops, by kind (label kind = errc's name: "mismatch", ...), and
+/// control messages a rank refused (kind "auth": not sealed with the job secret).
 inline constexpr const char* errors = "chorus_errors_total";
 
 // ---- tunables in force (label rank) ----

@@ -120,6 +120,13 @@ caf::behavior sink_actor(caf::stateful_actor<sink_state>* self) {
   };
 }
 
+struct error_recorder : telemetry::observer {
+  std::vector<std::string> kinds;  // the test coordinator runs everything on this thread
+  void on_error(std::string_view kind, const status& e, telemetry::time_point) override {
+    kinds.push_back(std::string(kind) + ":" + e.message());
+  }
+};
+
 struct gate_fixture {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
@@ -127,6 +134,7 @@ struct gate_fixture {
   caf::actor sink;
   wire::mac key = key_of("the job secret");
   std::shared_ptr<control_gate> gate;
+  std::shared_ptr<error_recorder> errors = std::make_shared<error_recorder>();
 
   gate_fixture() {
     register_types(cfg);
@@ -134,7 +142,7 @@ struct gate_fixture {
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     sink = sys->spawn(sink_actor);
-    gate = control_gate::spawn(*sys, 0, 3, key, sink);
+    gate = control_gate::spawn(*sys, 0, 3, key, sink, errors);
     caf::anon_send(sink, gate->handle());  // the sink watches the gate
     sched->run();
   }
@@ -159,6 +167,7 @@ TEST(control_gate, hands_sealed_messages_to_the_negotiator_in_order) {
   f.sched->run();
   EXPECT_EQ(f.state().got, (std::vector<std::string>{"hello:2:gate", "gossip:c1", "gossip:c2", "gone:2:rank 2 left"}));
   EXPECT_EQ(f.gate->refused(), 0u);
+  EXPECT_TRUE(f.errors->kinds.empty());
   caf::anon_send_exit(peer_gate, caf::exit_reason::user_shutdown);
   f.sched->run();
 }
@@ -181,6 +190,8 @@ TEST(control_gate, refuses_everything_else_and_survives_a_forged_kill) {
   f.sched->run();
   EXPECT_EQ(f.state().got, (std::vector<std::string>{"gossip:once"}));
   EXPECT_EQ(f.gate->refused(), 8u);
+  ASSERT_EQ(f.errors->kinds.size(), 8u) << "every refusal is an error event (chorus_errors_total{kind=\"auth\"})";
+  for (auto& k : f.errors->kinds) EXPECT_EQ(k.rfind("auth:control plane: refused", 0), 0u) << k;
   EXPECT_TRUE(f.state().downs.empty()) << "a forged exit(kill) stopped the gate";
   // The gate still works, and close() is what stops it: watchers see a clean shutdown.
   caf::anon_send(g, from1.make(0, control_kind::gossip, bytes("after")));
