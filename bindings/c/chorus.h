@@ -16,6 +16,10 @@
  * chorus_last_rank()) and chorus_release() the handle. Collectives: allreduce, broadcast,
  * allgather, reducescatter (result owned by the handle, or written into your buffer),
  * alltoall with per-rank splits, and join (for ranks with uneven amounts of data).
+ * chorus_start_timeline()/chorus_stop_timeline() record Horovod's timeline at run time.
+ *
+ * Plain C (C99 and later) and C++; tests/bindings/c_header_test.c compiles it as C with
+ * -pedantic -Werror.
  *
  * Thread-safety: every function may be called from any thread. Completion callbacks run on a
  * Chorus thread and must not call chorus_init() or chorus_shutdown().
@@ -96,6 +100,24 @@ int chorus_size(void);
 int chorus_local_rank(void);
 /** Number of this job's ranks on this host; -1 when not initialized. */
 int chorus_local_size(void);
+
+/** Horovod's timeline: starts recording this rank's operations (each tensor's negotiation,
+ *  queue and collective phases, negotiation cycles, fusion buckets, chunks per stream) for a
+ *  Chrome-trace JSON file at `path` (chrome://tracing, ui.perfetto.dev), written by
+ *  chorus_stop_timeline() or chorus_shutdown(). `mark_cycles` non-zero adds a CYCLE_START
+ *  instant per negotiation cycle. Only rank 0 records and writes the file; on other ranks it
+ *  does nothing and returns CHORUS_OK. `path` is created (empty) at once. A second call while
+ *  recording writes the first timeline and starts a new one at the new path.
+ *  Returns CHORUS_OK; CHORUS_ERR_CONFIG when `path` is empty or cannot be created (the text
+ *  names it); CHORUS_ERR_INVALID_ARGUMENT for a NULL path, when not initialized or when called
+ *  from a completion callback. chorus_last_error() says why. */
+int chorus_start_timeline(const char* path, int mark_cycles);
+
+/** Stops the timeline and writes it (Chrome-trace JSON) to chorus_start_timeline()'s path;
+ *  returns once it is written. CHORUS_OK, also when no timeline runs (then it does nothing);
+ *  CHORUS_ERR_CONFIG when writing the file failed; CHORUS_ERR_INVALID_ARGUMENT when called from
+ *  a completion callback. chorus_last_error() says why. */
+int chorus_stop_timeline(void);
 
 /** Registers a tensor name (a gradient) once and returns its id (>= 0), to pass to the enqueue
  *  functions at every step. Registering the same name again returns the same id. Returns -1

@@ -206,6 +206,21 @@ int chorus_size(void) { return chorus::size(); }
 int chorus_local_rank(void) { return chorus::local_rank(); }
 int chorus_local_size(void) { return chorus::local_size(); }
 
+int chorus_start_timeline(const char* path, int mark_cycles) {
+  if (path == nullptr)
+    return fail(static_cast<int>(CHORUS_ERR_INVALID_ARGUMENT),
+                std::string("chorus_start_timeline: path is NULL; give the file to write the timeline to"));
+  auto st = chorus::start_timeline(path, mark_cycles != 0);
+  if (!st.ok()) return fail(static_cast<int>(st.code()), "chorus_start_timeline: " + st.message());
+  return CHORUS_OK;
+}
+
+int chorus_stop_timeline(void) {
+  auto st = chorus::stop_timeline();
+  if (!st.ok()) return fail(static_cast<int>(st.code()), "chorus_stop_timeline: " + st.message());
+  return CHORUS_OK;
+}
+
 int64_t chorus_register(const char* name) {
   if (name == nullptr || *name == '\0')
     return fail<int64_t>(-1, std::string("chorus_register: ") + (name ? "empty" : "NULL") +
