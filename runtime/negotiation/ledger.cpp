@@ -130,7 +130,10 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
   }
   //    Joined ranks count as having announced every name. A name registered before is
   //    re-registered only when no rank still has an operation of its old id pending.
+  //    Ids come from the registry's reuse rules (registry.hpp): the lowest free one, taken in
+  //    name order, so every rank hands out the same ids.
   std::vector<uint32_t> new_ids;
+  std::vector<tensor_spec> requeued;
   for (auto it = table_.begin(); it != table_.end();) {
     auto announced = table_ranks(it->second);
     announced.or_with(merged.joined);
@@ -139,15 +142,26 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
       ++it;
       continue;
     }
+    local_names_.erase(it->first);
     if (it->second.size() == 1) {
-      auto id = registry_.add(it->second.front().spec);  // retires old_id, if any
-      out.assigned.push_back({it->first, id, it->second.front().spec});
+      auto id = registry_.add(it->second.front().spec, cycle);  // retires old_id, if any
+      out.assigned.push_back({it->first, id, it->second.front().spec, cycle});
       new_ids.push_back(id);
+      // The old id was pending nowhere in this cycle's contributions; a rank that enqueued
+      // its spec since (only a joined rank can: every other rank announced the name) must
+      // not keep the bit of an id that will stand for another name: it goes by name.
+      if (old_id && pending_ids_.test(*old_id)) {
+        pending_ids_.reset(*old_id);
+        requeued.push_back(registry_.spec(*old_id));
+      }
     } else {
       out.errors.push_back({cycle, it->first, mismatch_message(it->second)});
     }
-    local_names_.erase(it->first);
     it = table_.erase(it);
+  }
+  for (auto& spec : requeued) {
+    local_names_.emplace(spec.name, spec);
+    fresh_names_.push_back(std::move(spec));
   }
   //    A name announced anew while this rank has an operation of its registered spec pending
   //    by id (the ranks disagree about that name's next operation): that operation is
@@ -162,7 +176,8 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
     fresh_names_.push_back(registered);
   }
 
-  // 3. The batch: ids pending on every rank, in id order; new ids are the largest.
+  // 3. The batch: ids pending on every rank, in id order, then the ids assigned in this cycle
+  //    in name order (a reused id may be smaller than the others).
   auto batch = agreed.to_vector();
   batch.insert(batch.end(), new_ids.begin(), new_ids.end());
   pending_ids_.and_not(agreed);

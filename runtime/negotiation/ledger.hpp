@@ -2,12 +2,13 @@
 // this rank has pending, builds the rank's contribution when a cycle starts and, when the
 // strategy has merged every rank's contribution, resolves the cycle: assigns ids, reports
 // mismatches, forms the agreed batch and runs the stall inspector. A name that comes back with
-// another spec is announced again and re-registered (a new id, the old one retired) once every
-// rank announced it alike and no rank still has the old id pending; a rank that enqueued the
-// old spec by id meanwhile re-announces it by name, so the disagreement ends as the usual
-// mismatch error on every rank, never as a stall. The strategies only decide
-// how contributions travel (dissemination rounds, or through rank 0) and when cycles start;
-// the same merged state gives the same results on every rank and under either strategy.
+// another spec is announced again and re-registered (an id from the registry's reuse rules,
+// the old one retired) once every rank announced it alike and no rank still has the old id
+// pending; a rank that enqueued the old spec by id meanwhile re-announces it by name, so the
+// disagreement ends as the usual mismatch error on every rank, never as a stall. The
+// strategies only decide how contributions travel (dissemination rounds, or through rank 0)
+// and when cycles start; the same merged state gives the same results on every rank and
+// under either strategy.
 #pragma once
 
 #include <map>

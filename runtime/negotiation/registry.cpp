@@ -1,15 +1,31 @@
-// The agreed name <-> id registry.
+// The agreed name <-> id registry, with retired ids handed out again (rules in the header).
 #include "runtime/negotiation/registry.hpp"
 
 namespace chorus::negotiation {
 
-uint32_t tensor_registry::add(const tensor_spec& spec) {
-  auto id = static_cast<uint32_t>(specs_.size());
-  specs_.push_back(spec);
-  retired_.push_back(false);
+uint32_t tensor_registry::add(const tensor_spec& spec, uint64_t cycle) {
+  // Rule 2: ids whose delay has passed join the free set.
+  while (!waiting_.empty() && waiting_.front().first + reuse_delay <= cycle) {
+    free_.insert(waiting_.front().second);
+    waiting_.pop_front();
+  }
+  // Rule 1: the lowest free id, else a new one.
+  uint32_t id = 0;
+  if (!free_.empty()) {
+    id = *free_.begin();
+    free_.erase(free_.begin());
+    specs_[id] = spec;
+    live_[id] = true;
+    ++reused_count_;
+  } else {
+    id = static_cast<uint32_t>(specs_.size());
+    specs_.push_back(spec);
+    live_.push_back(true);
+  }
   auto [it, fresh] = ids_.try_emplace(spec.name, id);
   if (!fresh) {
-    retired_[it->second] = true;
+    live_[it->second] = false;
+    waiting_.emplace_back(cycle, it->second);
     ++retired_count_;
     it->second = id;
   }

@@ -18,6 +18,7 @@ result<std::unique_ptr<simulator>> simulator::create(int size, const simulator_o
   if (sim->ranks_.empty()) return status{errc::config, "simulator: size must be at least 1"};
   sim->records_.resize(sim->ranks_.size());
   sim->wake_.resize(sim->ranks_.size());
+  sim->id_names_.resize(sim->ranks_.size());
   sim->busy_until_.resize(sim->ranks_.size());
   sim->inbox_.resize(sim->ranks_.size());
   return sim;
@@ -39,6 +40,31 @@ void simulator::apply(int rank, actions a, bool received) {
   auto append = [](auto& into, auto& from) { into.insert(into.end(), from.begin(), from.end()); };
   append(rec.assigned, a.assigned);
   append(rec.batches, a.batches);
+  // Batches are read after the call, as the negotiator actor reads them; replaying the
+  // assignments cycle by cycle tells what each id stood for when its batch was agreed.
+  auto& id_names = id_names_[static_cast<std::size_t>(rank)];
+  std::size_t next_assigned = 0;
+  for (const auto& b : a.batches) {
+    for (; next_assigned < a.assigned.size() && a.assigned[next_assigned].cycle <= b.cycle; ++next_assigned) {
+      const auto& x = a.assigned[next_assigned];
+      if (id_names.size() <= x.id) id_names.resize(x.id + 1);
+      id_names[x.id] = x.name;
+    }
+    auto& names = rec.batch_names.emplace_back();
+    for (auto id : b.ids) {
+      names.push_back(strategy(rank).registry().spec(id).name);
+      const std::string truth = id < id_names.size() ? id_names[id] : "";
+      if (names.back() != truth)
+        rec.stale_lookups.push_back("cycle " + std::to_string(b.cycle) + " id " + std::to_string(id) + ": '" +
+                                    names.back() + "' but agreed as '" + truth + "'");
+    }
+  }
+  for (; next_assigned < a.assigned.size(); ++next_assigned) {
+    const auto& x = a.assigned[next_assigned];
+    if (id_names.size() <= x.id) id_names.resize(x.id + 1);
+    id_names[x.id] = x.name;
+  }
+  rec.max_cycles_per_call = std::max(rec.max_cycles_per_call, a.cycles.size());
   append(rec.errors, a.errors);
   append(rec.warnings, a.warnings);
   append(rec.rejected, a.rejected);
@@ -53,7 +79,10 @@ void simulator::apply(int rank, actions a, bool received) {
     busy += options_.processing_time;  // messages leave one after the other
     auto message = std::make_unique<gossip_message>(std::move(out.message));
     if (options_.through_codec) {
-      auto decoded = decode_message(encode(*message));
+      auto bytes = encode(*message);
+      rec.bytes_sent += bytes.size();
+      rec.largest_message_bytes = std::max(rec.largest_message_bytes, bytes.size());
+      auto decoded = decode_message(bytes);
       if (!decoded) {
         if (!rec.fatal) rec.fatal = decoded.error();
         continue;

@@ -36,6 +36,15 @@ struct simulator_options {
 struct rank_record {
   std::vector<id_assigned> assigned;
   std::vector<agreed_batch> batches;
+  /// The names of each batch's ids, looked up in the rank's registry right after the call
+  /// that reported the batch, as the negotiator actor does (parallel to `batches`).
+  std::vector<std::vector<std::string>> batch_names;
+  /// Batch ids whose lookup after the call named another tensor than the id stood for in the
+  /// batch's cycle (an id handed out again too early): "cycle 7 id 3: 'b' but agreed as 'a'".
+  /// Must stay empty.
+  std::vector<std::string> stale_lookups;
+  /// The most cycles one strategy call finished.
+  std::size_t max_cycles_per_call = 0;
   std::vector<spec_error> errors;
   std::vector<stall_warning> warnings;
   std::vector<rejected_enqueue> rejected;
@@ -46,6 +55,9 @@ struct rank_record {
   std::optional<status> fatal;
   uint64_t messages_sent = 0;
   uint64_t messages_received = 0;
+  /// Encoded size of the messages sent: the sum and the largest (through_codec only).
+  uint64_t bytes_sent = 0;
+  std::size_t largest_message_bytes = 0;
 };
 
 class simulator {
@@ -101,6 +113,8 @@ class simulator {
   std::vector<std::unique_ptr<negotiation_strategy>> ranks_;
   std::vector<rank_record> records_;
   std::vector<std::optional<time_point>> wake_;
+  // Per rank: the name each id stands for, replayed from `assigned` cycle by cycle.
+  std::vector<std::vector<std::string>> id_names_;
   std::vector<time_point> busy_until_;
   // Messages (and, as null, timers) waiting while the rank is busy, in arrival order.
   std::vector<std::deque<std::unique_ptr<gossip_message>>> inbox_;

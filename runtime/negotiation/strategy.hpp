@@ -44,14 +44,18 @@ struct outgoing_message {
   gossip_message message;
 };
 /// A name got an id (a first registration, or a re-registration with another spec that
-/// retires the name's previous id); identical on every rank, in the same order.
+/// retires the name's previous id); identical on every rank, in the same order. The id may
+/// have stood for another name before (registry.hpp: retired ids are handed out again).
 struct id_assigned {
   std::string name;
   uint32_t id = 0;
   tensor_spec spec;
+  uint64_t cycle = 0;  ///< the cycle at whose end it was assigned
 };
-/// The ids agreed ready on every rank in one cycle, in increasing id order, identical on
-/// every rank. Only non-empty batches are reported.
+/// The ids agreed ready on every rank in one cycle, identical on every rank: the registered
+/// ones in increasing id order, then those assigned in that cycle, in name order. Look ids up
+/// in registry() right after the call that reported them (an id retired later may be handed
+/// out again). Only non-empty batches are reported.
 struct agreed_batch {
   uint64_t cycle = 0;
   std::vector<uint32_t> ids;
