@@ -204,13 +204,18 @@ caf::behavior fusion_actor(self_ptr self, fusion_config cfg) {
   return {
       [=](const pipeline_wired& w) {
         self->state.wired = w;
+        self->state.slot = dynamic_cast<const telemetry::observer_slot*>(w.observer.get());
         dispatch(self);
       },
       [=](const batch_agreed& b) {
         auto& st = self->state;
         auto& obs = observer_of(st.wired);
+        // Nobody to tell: no observer, or only the slot with nothing installed. A timeline
+        // installed later sees the buckets of the batches after it (as the slot's own fast
+        // path does for every event).
+        const bool observed = st.wired.observer && !(st.slot && !st.slot->installed());
         for (auto& [job, works] : plan_batch(st, b)) {
-          if (st.wired.observer) {
+          if (observed) {
             telemetry::bucket_event e{job->id, b.cycle, job->first_sequence, job->chunks, job->plan.bytes,
                                       job->plan.in_place, to_string(job->plan.kind), {}};
             for (const auto& op : job->ops) e.tensors.push_back(op.spec.name);

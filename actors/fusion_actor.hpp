@@ -24,6 +24,7 @@
 
 #include "actors/protocol.hpp"
 #include "runtime/fusion/buffer_pool.hpp"
+#include "telemetry/observer_slot.hpp"
 
 namespace chorus {
 
@@ -43,6 +44,9 @@ struct fusion_config {
 struct fusion_state {
   fusion_config cfg;
   pipeline_wired wired;
+  /// wired.observer when it is exactly the session's slot (start_timeline's), else null: with
+  /// nothing installed in it, a bucket event would go nowhere and is not built.
+  const telemetry::observer_slot* slot = nullptr;
   std::unique_ptr<buffer_pool> pool;
   uint64_t next_sequence = 0;
   uint64_t next_bucket = 1;

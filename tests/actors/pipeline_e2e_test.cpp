@@ -19,6 +19,7 @@
 
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/fusion/resnet50_sizes.hpp"
+#include "telemetry/observer_slot.hpp"
 
 namespace chorus {
 namespace {
@@ -440,6 +441,45 @@ TEST(pipeline_e2e, the_actors_report_every_op_cycle_bucket_and_chunk_to_telemetr
     EXPECT_EQ(b.chunk_starts, b.chunk_ends);  // every chunk started once and ended once, ok
     for (auto& [seq, n] : b.chunk_starts) EXPECT_EQ(n, 1) << "sequence " << seq;
     EXPECT_GE(b.max_agree_us, 0);
+  }
+}
+
+TEST(pipeline_e2e, a_part_installed_in_the_slot_mid_run_sees_the_buckets_after_it) {
+  // The session's wiring: the pipeline's observer is an observer_slot (start_timeline's). With
+  // nothing installed, fusion builds no bucket event; a part installed later gets the buckets
+  // of every batch after it.
+  std::vector<std::shared_ptr<telemetry::observer_slot>> slots{std::make_shared<telemetry::observer_slot>(),
+                                                               std::make_shared<telemetry::observer_slot>()};
+  auto job = start_job(2, {}, [&](int r) { return slots[static_cast<std::size_t>(r)]; });
+  ASSERT_TRUE(job[0].pipe && job[1].pipe);
+  auto allreduce_on_both = [&](const std::string& name) {
+    std::vector<int> bad(2, 0);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        std::vector<float> v(16, 1.0f);
+        waiter w;
+        job[r].pipe->enqueue({make(name, collective_kind::allreduce, dtype::f32, {16}), v.data(), v.data(),
+                              w.callback()});
+        if (!w.wait() || !w.result.ok() || v[0] != 2.0f) ++bad[r];
+      });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(bad, (std::vector<int>{0, 0})) << name;
+  };
+  allreduce_on_both("before");
+  std::vector<std::shared_ptr<counting_observer>> obs{std::make_shared<counting_observer>(),
+                                                       std::make_shared<counting_observer>()};
+  for (int r = 0; r < 2; ++r) slots[static_cast<std::size_t>(r)]->exchange(obs[static_cast<std::size_t>(r)]);
+  allreduce_on_both("after");
+  for (int r = 0; r < 2; ++r) slots[static_cast<std::size_t>(r)]->exchange(nullptr);
+  allreduce_on_both("removed");
+  stop_job(job);
+  for (int r = 0; r < 2; ++r) {
+    auto& b = *obs[static_cast<std::size_t>(r)];
+    std::lock_guard lk(b.mu);
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(b.bucketed, (std::set<std::string>{"after"}));
+    EXPECT_EQ(b.events["bucket_bad"], 0);
   }
 }
 
