@@ -6,6 +6,8 @@
 // actor message (chunk_ran), through a gate that shutdown closes before the actors go away.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -25,6 +27,16 @@ class chunk_runner {
   /// Starts `w` on stream `stream`. Exactly one chunk_ran{w.sequence, result} reaches the
   /// sender of `stream` later (from any thread), unless the pipeline shut down meanwhile.
   virtual void run(const chunk_work& w, int stream) = 0;
+
+  /// Chunks waiting (handed out, not started) in the deques of all the senders that share
+  /// this runner, as those senders count them. A hint, not state that decides anything: an
+  /// idle sender asks its siblings for work (steal_request to each, an offer back from each)
+  /// only when it is non-zero, so an isolated chunk costs no steal round. A chunk queued
+  /// while a sender decides is picked up by that sender's own deque as before.
+  std::atomic<std::size_t>& queued_anywhere() { return queued_; }
+
+ private:
+  std::atomic<std::size_t> queued_{0};
 };
 
 /// Routes data-plane completions to the sender actors while the pipeline lives. The data

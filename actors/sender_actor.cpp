@@ -11,10 +11,24 @@ namespace {
 
 using self_ptr = caf::stateful_actor<sender_state>*;
 
-void insert_sorted(std::deque<chunk_work>& q, chunk_work w) {
+/// Queues `w` in sequence order and counts it in the runner's hint (chunk_runner::queued_anywhere).
+void insert_sorted(sender_state& s, chunk_work w) {
+  auto& q = s.queue;
   auto at = std::upper_bound(q.begin(), q.end(), w.sequence,
                              [](uint64_t seq, const chunk_work& c) { return seq < c.sequence; });
   q.insert(at, std::move(w));
+  s.cfg.runner->queued_anywhere().fetch_add(1, std::memory_order_relaxed);
+}
+
+/// Takes the head (oldest) or the tail of the queue, and uncounts it.
+chunk_work take(sender_state& s, bool tail) {
+  auto w = std::move(tail ? s.queue.back() : s.queue.front());
+  if (tail)
+    s.queue.pop_back();
+  else
+    s.queue.pop_front();
+  s.cfg.runner->queued_anywhere().fetch_sub(1, std::memory_order_relaxed);
+  return w;
 }
 
 void start(self_ptr self, chunk_work w) {
@@ -40,9 +54,7 @@ void try_start(self_ptr self) {
     bool slot = s.in_flight.size() < s.cfg.max_in_flight;
     bool oldest = s.in_flight.empty() || s.queue.front().sequence < s.in_flight.begin()->first;
     if (!slot && !oldest) break;
-    auto w = std::move(s.queue.front());
-    s.queue.pop_front();
-    start(self, std::move(w));
+    start(self, take(s, false));
   }
 }
 
@@ -50,6 +62,8 @@ void maybe_steal(self_ptr self) {
   auto& s = self->state;
   auto n = s.wired.senders.size();
   if (!s.cfg.steal || n < 2 || s.stealing || !s.queue.empty() || s.in_flight.size() >= s.cfg.max_in_flight) return;
+  // Our deque is empty: the count is the siblings' queued chunks. None: nothing to steal.
+  if (s.cfg.runner->queued_anywhere().load(std::memory_order_relaxed) == 0) return;
   s.stealing = true;
   ++s.round;
   s.offers_left = n - 1;
@@ -73,7 +87,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
   return {
       [=](const pipeline_wired& w) { self->state.wired = w; },
       [=](chunk_work& w) {
-        insert_sorted(self->state.queue, std::move(w));
+        insert_sorted(self->state, std::move(w));
         try_start(self);
       },
       [=](const chunk_ran& r) {
@@ -116,8 +130,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         auto& s = self->state;
         steal_reply r{s.cfg.stream, t.round, std::nullopt};
         if (!s.queue.empty()) {
-          r.chunk = std::move(s.queue.back());
-          s.queue.pop_back();
+          r.chunk = take(s, true);
           ++s.stats.given;
         }
         self->send(s.wired.senders[static_cast<std::size_t>(t.thief)], std::move(r));
@@ -129,7 +142,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         if (!r.chunk) return;
         ++s.stats.stolen;
         observer_of(s.wired).on_steal(s.cfg.stream, r.victim, r.chunk->sequence, std::chrono::steady_clock::now());
-        insert_sorted(s.queue, std::move(*r.chunk));
+        insert_sorted(s, std::move(*r.chunk));
         try_start(self);
         maybe_steal(self);
       },

@@ -6,7 +6,9 @@
 // Work stealing: a sender that has nothing queued and a free slot asks every sibling how many
 // chunks wait in its deque (steal_request / steal_offer), then takes the tail of the fullest
 // (steal_take / steal_reply). Frames are routed by sequence, so which stream runs a chunk is a
-// purely local choice.
+// purely local choice. It skips the round when the senders' shared count of queued chunks
+// (chunk_runner::queued_anywhere, a relaxed atomic hint) is zero: an isolated chunk then ends
+// without a message between senders.
 //
 // Deadlock freedom. A chunk ends only when every rank has started it, so the danger is a
 // chunk that some rank never starts. Invariant, on every rank:

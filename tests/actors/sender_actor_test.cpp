@@ -210,5 +210,35 @@ TEST(sender_actor, idle_senders_with_nothing_to_steal_go_quiet) {
   EXPECT_FALSE(f.sched->has_job());
 }
 
+TEST(sender_actor, an_isolated_chunk_ends_without_a_steal_round) {
+  // Nothing queued in any deque (chunk_runner::queued_anywhere is 0): the sender whose chunk
+  // ended asks no sibling for work.
+  senders_fixture f(3);
+  f.give(1, 0);
+  f.sched->run();
+  EXPECT_EQ(f.runner->queued_anywhere().load(), 0u);
+  f.end(1, 0);
+  f.sched->run();
+  ASSERT_EQ(f.done().size(), 1u);
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(f.sender(s).round, 0u) << "stream " << s << " started a steal round";
+    EXPECT_FALSE(f.sender(s).stealing) << s;
+  }
+  EXPECT_FALSE(f.sched->has_job());
+}
+
+TEST(sender_actor, the_queued_count_follows_every_deque) {
+  senders_fixture f(2);
+  for (uint64_t q = 0; q < 6; ++q) f.give(0, q);  // stream 0: 2 in flight, 4 queued
+  f.sched->run();
+  EXPECT_EQ(f.runner->queued_anywhere().load(), 4u);
+  f.run_all_but(0);  // stream 1 has nothing; it may steal from stream 0 once a chunk ends there
+  EXPECT_EQ(f.runner->queued_anywhere().load(), f.sender(0).queue.size() + f.sender(1).queue.size());
+  f.run_all_but(-1);
+  EXPECT_EQ(f.done().size(), 6u);
+  EXPECT_EQ(f.runner->queued_anywhere().load(), 0u);
+  EXPECT_FALSE(f.sched->has_job());
+}
+
 }  // namespace
 }  // namespace chorus
