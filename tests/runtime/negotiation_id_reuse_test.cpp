@@ -289,6 +289,66 @@ INSTANTIATE_TEST_SUITE_P(negotiation, id_reuse_join,
                          ::testing::Combine(::testing::Values("gossip", "central"), ::testing::Range(2, 6)),
                          param_name);
 
+// A joined rank that enqueues a name's old spec after its contribution to the cycle that
+// re-registers the name: its op must not stay pending under the retired id (which will stand
+// for another tensor once handed out again); it goes by name, and meets the other rank's next
+// op on that name as the usual mismatch, on both ranks.
+TEST(id_reuse_join_edge, an_old_spec_enqueued_by_a_joined_rank_during_the_re_registration_goes_by_name) {
+  for (std::string strategy : {"gossip", "central"}) {
+    SCOPED_TRACE(strategy);
+    simulator_options o;
+    o.strategy = strategy;
+    o.negotiation.cycle_time = 100us;
+    o.min_latency = o.max_latency = 50us;  // fixed: the order below is certain
+    o.through_codec = true;
+    auto made = simulator::create(2, o);
+    ASSERT_TRUE(made.ok());
+    auto& sim = **made;
+    sim.enqueue(0, spec("x", {3}));
+    sim.enqueue(1, spec("x", {3}));
+    ASSERT_TRUE(sim.run_until_idle());
+    sim.request_join(1);
+    ASSERT_TRUE(sim.run_until_idle());
+    sim.run_for(1ms);
+    // Both ranks start the next cycle at once (rank 1 with a score); rank 0 announces x anew.
+    sim.submit_score(1, 1.0);
+    sim.enqueue(0, spec("x", {4}));
+    sim.run_for(10us);  // rank 1's contribution is taken, the cycle not finished
+    ASSERT_EQ(sim.strategy(1).cycles_done(), sim.strategy(0).cycles_done());
+    sim.enqueue(1, spec("x", {3}));  // the registered spec: one bit of x's current id
+    ASSERT_TRUE(sim.run_until_idle());
+    // That cycle re-registered x as [4] (rank 1 joined counts as agreeing).
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(sim.strategy(r).registry().spec(*sim.strategy(r).registry().find("x")),
+                                          spec("x", {4}));
+    // Rank 0's next x ([4], the registered spec) meets rank 1's [3]: a mismatch on both.
+    sim.run_for(1ms);
+    sim.enqueue(0, spec("x", {4}));
+    ASSERT_TRUE(sim.run_until_idle());
+    for (int r = 0; r < 2; ++r) {
+      const auto& e = sim.record(r).errors;
+      ASSERT_EQ(e.size(), 1u) << "rank " << r;
+      EXPECT_EQ(e[0].message, "allreduce('x'): shape [3] on rank 1 but [4] on rank 0") << "rank " << r;
+      EXPECT_TRUE(sim.record(r).warnings.empty()) << "rank " << r;
+      EXPECT_FALSE(sim.record(r).fatal);
+    }
+    EXPECT_EQ(sim.divergence(), "");
+    expect_identical_registries(sim);
+    // Nothing is left pending under an id: a new name may take the retired one, safely.
+    for (int step = 0; step < 4; ++step) {
+      sim.run_for(1ms);
+      sim.enqueue(0, spec("z" + std::to_string(step), {1}));
+      ASSERT_TRUE(sim.run_until_idle());
+    }
+    EXPECT_GT(sim.strategy(0).registry().reused_count(), 0u);
+    for (int r = 0; r < 2; ++r) {
+      std::vector<std::string> agreed;
+      for (const auto& b : sim.record(r).batch_names) agreed.insert(agreed.end(), b.begin(), b.end());
+      EXPECT_EQ(agreed, (std::vector<std::string>{"x", "x", "z0", "z1", "z2", "z3"})) << "rank " << r;
+    }
+    expect_identical_registries(sim);
+  }
+}
+
 // The registry's rules on their own: the lowest free id, free only reuse_delay cycles after
 // retiring, a retired id keeps its spec until then, the same calls give the same ids.
 TEST(id_reuse_registry, lowest_free_id_after_the_delay) {
