@@ -37,7 +37,7 @@ status control_verifier::check(const sealed_control& m) {
   wire::mac tag{};
   if (m.tag.size() != tag.size()) return refuse("seal of " + std::to_string(m.tag.size()) + " bytes, expected 32");
   std::copy(m.tag.begin(), m.tag.end(), tag.begin());
-  if (!wire::seal_matches(key_, envelope_of(m), std::span(m.data), tag))
+  if (!key_.matches(envelope_of(m), std::span(m.data), tag))
     return refuse("wrong seal (not sealed with this job's secret, or altered)");
   auto& last = last_[static_cast<std::size_t>(m.from)];
   if (m.counter <= last)
@@ -52,8 +52,7 @@ status control_verifier::check(const sealed_control& m) {
 control_sealer::control_sealer(int rank, int size, const wire::mac& key)
     : rank_(rank), key_(key), next_(static_cast<std::size_t>(size), 1) {}
 
-sealed_control control_sealer::make(int to, control_kind kind, std::vector<uint8_t> data, int origin,
-                                    caf::actor gate) {
+sealed_control control_sealer::make(int to, control_kind kind, std::vector<uint8_t> data, int origin) {
   sealed_control m;
   m.from = rank_;
   m.to = to;
@@ -61,8 +60,7 @@ sealed_control control_sealer::make(int to, control_kind kind, std::vector<uint8
   m.kind = kind;
   m.origin = origin;
   m.data = std::move(data);
-  m.gate = std::move(gate);
-  auto tag = wire::seal(key_, envelope_of(m), std::span(m.data));
+  auto tag = key_.seal(envelope_of(m), std::span(m.data));
   m.tag.assign(tag.begin(), tag.end());
   return m;
 }
@@ -117,7 +115,9 @@ void control_gate::refuse(const std::function<status()>& why) {
 
 void control_gate::deliver(caf::mailbox_element& e) {
   const auto& content = e.content();
-  if (!content.match_elements<sealed_control>()) {
+  // (sealed_control) or, for a hello, (sealed_control, the sender's gate).
+  bool sealed = content.match_elements<sealed_control>() || content.match_elements<sealed_control, caf::actor>();
+  if (!sealed) {
     refuse([&] {
       std::string what = content.stringify();
       if (what.size() > 120) what = what.substr(0, 117) + "...";
@@ -140,15 +140,17 @@ void control_gate::deliver(caf::mailbox_element& e) {
     case control_kind::gossip:
       caf::anon_send(negotiator_, gossip_bytes{m.data});
       break;
-    case control_kind::hello:
-      if (!m.gate) {
+    case control_kind::hello: {
+      caf::actor gate = content.size() == 2 ? content.get_as<caf::actor>(1) : caf::actor{};
+      if (!gate) {
         refuse([&] {
           return status{errc::auth, "control plane: a sealed hello from rank " + std::to_string(m.from) + " names no gate"};
         });
         return;
       }
-      caf::anon_send(negotiator_, hello_atom::value, static_cast<int>(m.from), m.gate);
+      caf::anon_send(negotiator_, hello_atom::value, static_cast<int>(m.from), std::move(gate));
       break;
+    }
     case control_kind::gone:
       caf::anon_send(negotiator_, gone_atom::value, static_cast<int>(m.origin),
                      std::string(m.data.begin(), m.data.end()));

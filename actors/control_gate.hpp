@@ -44,7 +44,7 @@ class control_verifier {
  private:
   int rank_;
   int size_;
-  wire::mac key_;
+  wire::sealing_key key_;
   std::vector<uint64_t> last_;  ///< last counter accepted, by sender rank
 };
 
@@ -52,11 +52,11 @@ class control_verifier {
 class control_sealer {
  public:
   control_sealer(int rank, int size, const wire::mac& key);
-  sealed_control make(int to, control_kind kind, std::vector<uint8_t> data, int origin = -1, caf::actor gate = {});
+  sealed_control make(int to, control_kind kind, std::vector<uint8_t> data, int origin = -1);
 
  private:
   int rank_;
-  wire::mac key_;
+  wire::sealing_key key_;
   std::vector<uint64_t> next_;  ///< next counter, by receiver rank
 };
 

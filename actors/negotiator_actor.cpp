@@ -279,7 +279,7 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
         if (st.sealer && p.gate)
           for (std::size_t r = 0; r < p.peers.size(); ++r)
             if (p.peers[r] && static_cast<int>(r) != st.cfg.rank)
-              caf::anon_send(p.peers[r], st.sealer->make(static_cast<int>(r), control_kind::hello, {}, -1, p.gate));
+              caf::anon_send(p.peers[r], st.sealer->make(static_cast<int>(r), control_kind::hello, {}), p.gate);
         flush_unsent(self);
       },
       [=](hello_atom, int rank, const caf::actor& who) {

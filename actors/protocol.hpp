@@ -129,13 +129,14 @@ struct gossip_bytes { std::vector<uint8_t> data; };
 /// What a sealed_control carries.
 enum class control_kind : uint8_t {
   gossip = 1,  ///< `data`: one encoded negotiation::gossip_message
-  hello = 2,   ///< `gate`: the sender's control gate (sent once, by the higher rank of a pair)
+  hello = 2,   ///< the sender's control gate follows in the message (sent once, by the higher rank of a pair)
   gone = 3,    ///< the sender lost rank `origin` (-1: unknown); `data`: why, as text
 };
 /// negotiator → a peer's control gate, the only actor another process can reach: one control
 /// message sealed with the job secret (runtime/wire/control_seal.hpp; `counter` counts 1, 2, …
 /// per sender and receiver). The gate checks it and hands its negotiator gossip_bytes,
-/// hello_atom or gone_atom; it drops anything else.
+/// hello_atom or gone_atom; it drops anything else. A hello is the message (sealed_control,
+/// caf::actor): the sender's gate travels beside the sealed part, not in every message.
 struct sealed_control {
   int32_t from = 0;
   int32_t to = 0;
@@ -143,7 +144,6 @@ struct sealed_control {
   control_kind kind = control_kind::gossip;
   int32_t origin = -1;
   std::vector<uint8_t> data;
-  caf::actor gate;           ///< hello only
   std::vector<uint8_t> tag;  ///< the seal, 32 bytes
 };
 /// pipeline → negotiator: every rank's negotiator (in-process jobs) or control gate (the
@@ -241,7 +241,7 @@ typename Inspector::result_type inspect(Inspector& f, gossip_bytes& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sealed_control& x) {
-  return f(caf::meta::type_name("sealed_control"), x.from, x.to, x.counter, x.kind, x.origin, x.data, x.gate, x.tag);
+  return f(caf::meta::type_name("sealed_control"), x.from, x.to, x.counter, x.kind, x.origin, x.data, x.tag);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, peers_connected& x) {

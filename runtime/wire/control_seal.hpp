@@ -3,7 +3,7 @@
 // process that reaches a published port send messages, so every message between negotiators
 // carries a MAC instead:
 //   key  = HMAC(secret, "chorus-control-key-v1" | job id)        (derived once per process)
-//   seal = HMAC(key, from | to | counter | kind | origin | payload)
+//   seal = HMAC(key, from | to | counter | kind | origin | payload)     (sealing_key)
 // `counter` grows by one per (from, to) pair, so a receiver refuses a replayed or reordered
 // message; `to` binds the message to its receiver. HMAC-SHA256 from OpenSSL.
 #pragma once
@@ -27,9 +27,26 @@ struct control_envelope {
 
 /// The key control messages of job `job_id` are sealed with (secret: as in handshake.hpp).
 mac control_key(const std::string& secret, uint64_t job_id);
-/// The seal of one message.
-mac seal(const mac& key, const control_envelope& e, std::span<const uint8_t> payload);
-/// Constant-time check of `tag` against the seal of (e, payload).
-bool seal_matches(const mac& key, const control_envelope& e, std::span<const uint8_t> payload, const mac& tag);
+
+/// HMAC-SHA256 under one key, with the key's inner and outer pads hashed once (RFC 2104): a
+/// seal then costs two SHA-256 runs over the message, without OpenSSL's per-call HMAC setup
+/// (about 10 µs on a cold cache). seal and matches may run on several threads at once.
+class sealing_key {
+ public:
+  explicit sealing_key(const mac& key);
+  ~sealing_key();
+  sealing_key(const sealing_key& other);
+  sealing_key& operator=(const sealing_key&) = delete;
+
+  /// The seal of one message (all zero if OpenSSL failed, which no receiver accepts).
+  mac seal(const control_envelope& e, std::span<const uint8_t> payload) const;
+  /// Constant-time check of `tag` against the seal of (e, payload).
+  bool matches(const control_envelope& e, std::span<const uint8_t> payload, const mac& tag) const;
+
+ private:
+  struct digest_state;
+  digest_state* inner_;  ///< SHA-256 after (key ^ ipad)
+  digest_state* outer_;  ///< SHA-256 after (key ^ opad)
+};
 
 }  // namespace chorus::wire

@@ -160,7 +160,7 @@ TEST(control_gate, hands_sealed_messages_to_the_negotiator_in_order) {
   gate_fixture f;
   control_sealer from1(1, 3, f.key), from2(2, 3, f.key);
   auto peer_gate = f.sys->spawn([](caf::event_based_actor*) {});
-  caf::anon_send(f.gate->handle(), from2.make(0, control_kind::hello, {}, -1, peer_gate));
+  caf::anon_send(f.gate->handle(), from2.make(0, control_kind::hello, {}), peer_gate);
   caf::anon_send(f.gate->handle(), from1.make(0, control_kind::gossip, bytes("c1")));
   caf::anon_send(f.gate->handle(), from2.make(0, control_kind::gossip, bytes("c2")));
   caf::anon_send(f.gate->handle(), from1.make(0, control_kind::gone, bytes("rank 2 left"), 2));

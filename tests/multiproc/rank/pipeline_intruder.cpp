@@ -115,7 +115,7 @@ int run_ctrl_intruder() {
     ++sent;
   };
   send(guess.make(0, control_kind::gossip, {1, 2, 3, 4}));
-  send(guess.make(0, control_kind::hello, {}, -1, decoy));
+  send(guess.make(0, control_kind::hello, {}), decoy);
   send(guess.make(0, control_kind::gone, {'x'}, 1));
   send(gossip_bytes{{0xde, 0xad, 0xbe, 0xef}});
   send(stop_atom::value);
