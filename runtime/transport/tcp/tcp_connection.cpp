@@ -9,6 +9,8 @@
 namespace chorus::tcp {
 namespace {
 constexpr std::size_t max_batch = 8;  // frames per gather-write: small enough that forwarded segments are not held behind a long batch
+// After a failed write, how long the read side has to report the peer's own last words first.
+constexpr auto write_grace = std::chrono::milliseconds(250);
 }
 
 tcp_connection::tcp_connection(tcp_transport& owner, int fd, int peer, int stream, std::size_t scratch_bytes)
@@ -27,7 +29,7 @@ void tcp_connection::send(const wire::frame_header& h, const std::byte* payload)
   o.payload = payload;
   wire::encode(h, o.head.data());
   queue_.push_back(o);
-  if (!open_) {
+  if (!open_ || write_broken_) {
     release_queue();
     return;
   }
@@ -186,6 +188,22 @@ void tcp_connection::fail(const std::string& what, const asio::error_code& ec) {
     owner_.finish_close_if_done();
     return;
   }
+  if (what == "write" && !write_broken_) {
+    // A peer that leaves because the job broke writes an abort notice naming the cause, then
+    // closes; our write can fail (EPIPE) before our read loop reaches that notice. Let the
+    // read side report (the notice, a goodbye, or the peer's EOF); fall back to this failure.
+    write_broken_ = true;
+    write_failure_ = reason;
+    release_queue();
+    write_grace_timer_ = std::make_unique<asio::steady_timer>(socket_.get_executor(), write_grace);
+    write_grace_timer_->async_wait([this](const asio::error_code& e) {
+      if (e || !open_) return;
+      owner_.connection_failed(*this, status{errc::connection_lost, "rank " + std::to_string(peer_) + " (stream " +
+                                                                        std::to_string(stream_) + ") " + write_failure_});
+    });
+    return;
+  }
+  if (what == "write") return;  // already waiting for the read side
   owner_.connection_failed(*this, status{errc::connection_lost, "rank " + std::to_string(peer_) + " (stream " +
                                                                     std::to_string(stream_) + ") " + reason});
 }
@@ -203,6 +221,7 @@ void tcp_connection::close() {
   if (!open_) return;
   open_ = false;
   asio::error_code ignored;
+  if (write_grace_timer_) write_grace_timer_->cancel();
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);  // in-flight operations complete with operation_aborted
   release_queue();

@@ -6,6 +6,8 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include <asio.hpp>
@@ -75,6 +77,12 @@ class tcp_connection {
   std::vector<std::byte> scratch_;
   std::string abort_reason_;  // outgoing: kept alive until written
   bool close_when_written_ = false;
+  // A write failed (the peer closed): the read side, always waiting, reports first when it can
+  // (an abort notice or a goodbye may still sit unread in the receive buffer); the failure
+  // below is reported only if it has not after write_grace.
+  bool write_broken_ = false;
+  std::string write_failure_;
+  std::unique_ptr<asio::steady_timer> write_grace_timer_;
   // Written by the I/O thread only (a plain load + store, no locked add), read by metrics.
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
