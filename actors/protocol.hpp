@@ -207,7 +207,7 @@ typename Inspector::result_type inspect(Inspector& f, status& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tensor_spec& x) {
-  return f(caf::meta::type_name("tensor_spec"), x.name, x.kind, x.type, x.shape, x.op, x.root, x.device, x.process_set);
+  return f(caf::meta::type_name("tensor_spec"), x.name, x.kind, x.type, x.shape, x.op, x.root, x.device, x.process_set, x.transient);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, op_ref& x) {

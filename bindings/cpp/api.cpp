@@ -11,9 +11,10 @@ namespace {
 using detail::op_state;
 using detail::session;
 
-tensor_spec spec_of(collective_kind kind, const std::string& name, const tensor_view& v, reduce_op op, int root) {
+tensor_spec spec_of(collective_kind kind, const op_name& name, const tensor_view& v, reduce_op op, int root) {
   tensor_spec s;
-  s.name = name;
+  s.name = name.name;
+  s.transient = name.transient;
   s.kind = kind;
   s.type = v.type;
   s.shape = v.shape;
@@ -25,7 +26,7 @@ tensor_spec spec_of(collective_kind kind, const std::string& name, const tensor_
 
 /// Submits; a rejected operation still ends exactly once: its state completes with the error
 /// (running `on_done` on this thread) and the handle reports it.
-handle submit(collective_kind kind, const std::string& name, const tensor_view& v, reduce_op op, int root,
+handle submit(collective_kind kind, const op_name& name, const tensor_view& v, reduce_op op, int root,
               op_state::callback on_done) {
   auto state = std::make_shared<op_state>(spec_of(kind, name, v, op, root), std::move(on_done));
   if (auto st = session::instance().submit(state, v.data); !st.ok()) state->complete(std::move(st));
@@ -45,7 +46,7 @@ result<std::vector<int64_t>> slice_shape(const tensor_spec& s) {
 
 /// Reducescatter into `out` (a caller buffer) or, when `out` is null, into a buffer the
 /// operation owns (handle::gathered()).
-handle submit_reducescatter(const std::string& name, const tensor_view& v, const tensor_view* out, reduce_op op,
+handle submit_reducescatter(const op_name& name, const tensor_view& v, const tensor_view* out, reduce_op op,
                             op_state::callback on_done) {
   auto state = std::make_shared<op_state>(spec_of(collective_kind::reducescatter, name, v, op, -1), std::move(on_done));
   auto fail = [&](status st) {
@@ -82,7 +83,7 @@ handle submit_reducescatter(const std::string& name, const tensor_view& v, const
   return handle(std::move(state));
 }
 
-handle submit_alltoall(const std::string& name, const tensor_view& v, std::vector<int64_t> splits,
+handle submit_alltoall(const op_name& name, const tensor_view& v, std::vector<int64_t> splits,
                        op_state::callback on_done) {
   auto state = std::make_shared<op_state>(spec_of(collective_kind::alltoall, name, v, reduce_op::sum, -1),
                                           std::move(on_done));
@@ -120,15 +121,15 @@ status start_timeline(const std::string& path, bool mark_cycles) {
 }
 status stop_timeline() { return session::instance().stop_timeline(); }
 
-handle allreduce_async(const std::string& name, tensor_view v, reduce_op op) {
+handle allreduce_async(const op_name& name, tensor_view v, reduce_op op) {
   return submit(collective_kind::allreduce, name, v, op, -1, {});
 }
 
-handle broadcast_async(const std::string& name, tensor_view v, int root) {
+handle broadcast_async(const op_name& name, tensor_view v, int root) {
   return submit(collective_kind::broadcast, name, v, reduce_op::sum, root, {});
 }
 
-handle allgather_async(const std::string& name, tensor_view v) {
+handle allgather_async(const op_name& name, tensor_view v) {
   return submit(collective_kind::allgather, name, v, reduce_op::sum, -1, {});
 }
 
@@ -157,39 +158,39 @@ int64_t reducescatter_rows(int64_t dim0, int size, int r) {
   return dim0 / size + (r < dim0 % size ? 1 : 0);
 }
 
-handle reducescatter_async(const std::string& name, tensor_view v, reduce_op op) {
+handle reducescatter_async(const op_name& name, tensor_view v, reduce_op op) {
   return submit_reducescatter(name, v, nullptr, op, {});
 }
 
-handle reducescatter_async(const std::string& name, tensor_view v, tensor_view out, reduce_op op) {
+handle reducescatter_async(const op_name& name, tensor_view v, tensor_view out, reduce_op op) {
   return submit_reducescatter(name, v, &out, op, {});
 }
 
-handle alltoall_async(const std::string& name, tensor_view v, std::vector<int64_t> splits) {
+handle alltoall_async(const op_name& name, tensor_view v, std::vector<int64_t> splits) {
   return submit_alltoall(name, v, std::move(splits), {});
 }
 
-void reducescatter_async(const std::string& name, tensor_view v, reduce_op op, gather_callback done) {
+void reducescatter_async(const op_name& name, tensor_view v, reduce_op op, gather_callback done) {
   op_state::callback cb;
   if (done) cb = [done = std::move(done)](const op_state& s) { done(s.result, s.gathered, s.shape); };
   submit_reducescatter(name, v, nullptr, op, std::move(cb));
 }
 
-void alltoall_async(const std::string& name, tensor_view v, std::vector<int64_t> splits, alltoall_callback done) {
+void alltoall_async(const op_name& name, tensor_view v, std::vector<int64_t> splits, alltoall_callback done) {
   op_state::callback cb;
   if (done) cb = [done = std::move(done)](const op_state& s) { done(s.result, s.gathered, s.shape, s.first_dims); };
   submit_alltoall(name, v, std::move(splits), std::move(cb));
 }
 
-void allreduce_async(const std::string& name, tensor_view v, reduce_op op, done_callback done) {
+void allreduce_async(const op_name& name, tensor_view v, reduce_op op, done_callback done) {
   submit(collective_kind::allreduce, name, v, op, -1, adapt(std::move(done)));
 }
 
-void broadcast_async(const std::string& name, tensor_view v, int root, done_callback done) {
+void broadcast_async(const op_name& name, tensor_view v, int root, done_callback done) {
   submit(collective_kind::broadcast, name, v, reduce_op::sum, root, adapt(std::move(done)));
 }
 
-void allgather_async(const std::string& name, tensor_view v, gather_callback done) {
+void allgather_async(const op_name& name, tensor_view v, gather_callback done) {
   op_state::callback cb;
   if (done) cb = [done = std::move(done)](const op_state& s) { done(s.result, s.gathered, s.shape); };
   submit(collective_kind::allgather, name, v, reduce_op::sum, -1, std::move(cb));

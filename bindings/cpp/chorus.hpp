@@ -27,6 +27,23 @@ namespace detail {
 struct op_state;
 }
 
+/// The name of an operation (implicitly from a string), and whether the caller uses it once.
+/// A name that comes back (a gradient's name, every step) stays registered and travels between
+/// the ranks as one bit per negotiation message. A name used once and never again (a fresh
+/// name per call, as chorus.torch's "allreduce.noname.<handle>") should say so with
+/// transient(name): its negotiated id is freed on every rank as soon as the operation is
+/// agreed, so one-shot names do not grow every negotiation message without bound. Every rank
+/// must mark the operation alike (a difference is a mismatch error naming the tensor and the
+/// ranks). Enqueued again anyway, a transient name is simply negotiated anew.
+struct op_name {
+  std::string name;
+  bool transient = false;
+  op_name(std::string n, bool once = false) : name(std::move(n)), transient(once) {}  // NOLINT: implicit
+  op_name(const char* n) : name(n) {}                                                 // NOLINT: implicit
+};
+/// op_name{name, true}: a name this rank enqueues once (see op_name).
+inline op_name transient(std::string name) { return op_name(std::move(name), true); }
+
 /// "Wait without a deadline", for handle::wait().
 inline constexpr std::chrono::milliseconds forever = std::chrono::milliseconds::max();
 
@@ -142,16 +159,16 @@ using gather_callback =
 /// average divides the sum by size(); integer types divide with truncation.
 /// Bad arguments (empty name, null data, negative dimension, not initialized, a name already
 /// pending) give a handle that already ended with errc::invalid_argument naming the tensor.
-handle allreduce_async(const std::string& name, tensor_view v, reduce_op op = reduce_op::average);
+handle allreduce_async(const op_name& name, tensor_view v, reduce_op op = reduce_op::average);
 
 /// Copies rank `root`'s `v` into `v` on every other rank, in place. `root` must be in
 /// [0, size()).
-handle broadcast_async(const std::string& name, tensor_view v, int root);
+handle broadcast_async(const op_name& name, tensor_view v, int root);
 
 /// Concatenates every rank's `v` along the first dimension (which may differ between ranks;
 /// the other dimensions must agree). `v` is only read; the result is handle::gathered().
 /// `v` needs at least one dimension.
-handle allgather_async(const std::string& name, tensor_view v);
+handle allgather_async(const op_name& name, tensor_view v);
 
 /// Rows of dim 0 that rank `r` of `size` ranks gets from a reducescatter of `dim0` rows
 /// (Horovod's split: dim0 / size, plus one for each of the first dim0 % size ranks). Rank r's
@@ -161,20 +178,20 @@ int64_t reducescatter_rows(int64_t dim0, int size, int r);
 /// Reduces `v` across all ranks (same dtype and shape everywhere, at least one dimension) and
 /// gives this rank its slice of dim 0 (reducescatter_rows). `v` is only read: Chorus reduces a
 /// copy. The slice is handle::gathered(), its shape handle::shape(). average divides by size().
-handle reducescatter_async(const std::string& name, tensor_view v, reduce_op op = reduce_op::average);
+handle reducescatter_async(const op_name& name, tensor_view v, reduce_op op = reduce_op::average);
 
 /// The same, writing the slice straight into `out`: a caller-owned buffer of v's dtype and
 /// shape [reducescatter_rows(dim0, size(), rank()), dims 1.. of v] (checked), written just
 /// before the operation ends; handle::gathered() stays empty. For a zero-copy binding:
 /// allocate the output tensor, pass both.
-handle reducescatter_async(const std::string& name, tensor_view v, tensor_view out, reduce_op op);
+handle reducescatter_async(const op_name& name, tensor_view v, tensor_view out, reduce_op op);
 
 /// Sends splits[i] rows of `v`'s dim 0 to rank i (consecutive rows, rank order): `splits` has
 /// size() entries, none negative, summing to dim 0; they may differ between ranks, the other
 /// dimensions and the dtype must agree. `v` is only read. The rows received (rank order) are
 /// handle::gathered(), their shape handle::shape(), the rows from each rank
 /// handle::received_splits().
-handle alltoall_async(const std::string& name, tensor_view v, std::vector<int64_t> splits);
+handle alltoall_async(const op_name& name, tensor_view v, std::vector<int64_t> splits);
 
 /// Completion callback of alltoall: the status, the rows received, their shape and the rows
 /// that came from each rank.
@@ -194,11 +211,11 @@ handle join_async();
 void join_async(std::function<void(const status&, int last_rank)> done);
 
 /// Callback forms: the same operations; `done` runs exactly once with the outcome.
-void allreduce_async(const std::string& name, tensor_view v, reduce_op op, done_callback done);
-void broadcast_async(const std::string& name, tensor_view v, int root, done_callback done);
-void allgather_async(const std::string& name, tensor_view v, gather_callback done);
+void allreduce_async(const op_name& name, tensor_view v, reduce_op op, done_callback done);
+void broadcast_async(const op_name& name, tensor_view v, int root, done_callback done);
+void allgather_async(const op_name& name, tensor_view v, gather_callback done);
 /// reducescatter: `done` gets the slice and its shape (as handle::gathered() and shape()).
-void reducescatter_async(const std::string& name, tensor_view v, reduce_op op, gather_callback done);
-void alltoall_async(const std::string& name, tensor_view v, std::vector<int64_t> splits, alltoall_callback done);
+void reducescatter_async(const op_name& name, tensor_view v, reduce_op op, gather_callback done);
+void alltoall_async(const op_name& name, tensor_view v, std::vector<int64_t> splits, alltoall_callback done);
 
 }  // namespace chorus

@@ -134,6 +134,7 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
   //    name order, so every rank hands out the same ids.
   std::vector<uint32_t> new_ids;
   std::vector<tensor_spec> requeued;
+  std::vector<uint32_t> transient_ids;
   for (auto it = table_.begin(); it != table_.end();) {
     auto announced = table_ranks(it->second);
     announced.or_with(merged.joined);
@@ -147,6 +148,7 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
       auto id = registry_.add(it->second.front().spec, cycle);  // retires old_id, if any
       out.assigned.push_back({it->first, id, it->second.front().spec, cycle});
       new_ids.push_back(id);
+      if (it->second.front().spec.transient) transient_ids.push_back(id);
       // The old id was pending nowhere in this cycle's contributions; a rank that enqueued
       // its spec since (only a joined rank can: every other rank announced the name) must
       // not keep the bit of an id that will stand for another name: it goes by name.
@@ -182,6 +184,9 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
   batch.insert(batch.end(), new_ids.begin(), new_ids.end());
   pending_ids_.and_not(agreed);
   if (!batch.empty()) out.batches.push_back({cycle, std::move(batch)});
+  //    A transient name is used once: agreed now (on every rank, in this same batch), pending
+  //    nowhere, never enqueued again; its id retires at once, free again after reuse_delay.
+  for (auto id : transient_ids) registry_.retire(id, cycle);
 
   // 4. Stalled names carry their announcing ranks: warn or stop now.
   for (const auto& name : merged.stalled_names) {

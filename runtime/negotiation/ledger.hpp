@@ -5,7 +5,9 @@
 // another spec is announced again and re-registered (an id from the registry's reuse rules,
 // the old one retired) once every rank announced it alike and no rank still has the old id
 // pending; a rank that enqueued the old spec by id meanwhile re-announces it by name, so the
-// disagreement ends as the usual mismatch error on every rank, never as a stall. The
+// disagreement ends as the usual mismatch error on every rank, never as a stall. A transient
+// name (tensor_spec::transient) is retired from the registry at the end of the cycle that
+// agrees it, so one-shot names leave no id behind. The
 // strategies only decide how contributions travel (dissemination rounds, or through rank 0)
 // and when cycles start; the same merged state gives the same results on every rank and
 // under either strategy.

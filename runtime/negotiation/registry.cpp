@@ -32,6 +32,14 @@ uint32_t tensor_registry::add(const tensor_spec& spec, uint64_t cycle) {
   return id;
 }
 
+void tensor_registry::retire(uint32_t id, uint64_t cycle) {
+  if (id >= specs_.size() || !live_[id]) return;
+  if (auto it = ids_.find(specs_[id].name); it != ids_.end() && it->second == id) ids_.erase(it);
+  live_[id] = false;
+  waiting_.emplace_back(cycle, id);
+  ++retired_count_;
+}
+
 std::optional<uint32_t> tensor_registry::find(std::string_view name) const {
   auto it = ids_.find(std::string(name));
   if (it == ids_.end()) return std::nullopt;

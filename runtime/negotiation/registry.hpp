@@ -24,6 +24,13 @@
 //       and one call resolves at most two cycles (gossip: a rank accepts messages of its
 //       running cycle and the next only; central: one per call), so no call reports a batch
 //       with the old meaning of an id next to the cycle that gives it a new one.
+//  A transient name (tensor_spec::transient: used once, e.g. chorus.torch's unnamed ops) is
+//  retired by retire() at the end of the very cycle that registers and agrees it, so its id
+//  is in the batch of its retiring cycle (unlike a re-registered one). The consumers of that
+//  batch still read its spec: the id is free again only at cycle c + reuse_delay, and the
+//  call that reported cycle c resolves no cycle past c + 1. Nothing has it pending (it was
+//  agreed by name, never by bit) and the name is not registered any more, so a later
+//  enqueue of it (against the contract) is a first appearance again.
 //  Nothing else holds a retired id: no rank has it pending (ledger.hpp), and contributions to
 //  the next cycle are built after the retiring cycle was resolved.
 #pragma once
@@ -51,6 +58,9 @@ class tensor_registry {
   /// call) and returns its id: the lowest free id, or a new one at the end of the range. A
   /// name registered before is re-registered: its previous id is retired at `cycle`.
   uint32_t add(const tensor_spec& spec, uint64_t cycle);
+  /// Retires the live id `id` at the end of cycle `cycle` (no later than the last add()):
+  /// its name is no longer registered; the id is handed out again from cycle + reuse_delay.
+  void retire(uint32_t id, uint64_t cycle);
   /// The current id of `name` (never a retired one).
   std::optional<uint32_t> find(std::string_view name) const;
   /// Requires id < size(). A retired id keeps its last spec until it is handed out again.
@@ -60,7 +70,7 @@ class tensor_registry {
   std::size_t size() const { return specs_.size(); }
   /// Requires id < size(): the id stands for no name now (retired, maybe free again).
   bool retired(uint32_t id) const { return !live_[id]; }
-  /// Re-registrations so far (each retired one id).
+  /// Ids retired so far (re-registrations and transient names).
   std::size_t retired_count() const { return retired_count_; }
   /// Registrations that got an id handed out before (rule 1).
   std::size_t reused_count() const { return reused_count_; }

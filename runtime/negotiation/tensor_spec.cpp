@@ -5,6 +5,10 @@
 #include <tuple>
 
 namespace chorus {
+namespace {
+// The device byte's top bit carries tensor_spec::transient.
+constexpr uint8_t transient_bit = 0x80;
+}  // namespace
 
 std::string_view name_of(collective_kind k) {
   static constexpr std::string_view names[] = {"allreduce", "broadcast", "allgather", "reducescatter", "alltoall"};
@@ -27,8 +31,8 @@ int64_t tensor_spec::num_elements() const {
 int64_t tensor_spec::byte_size() const { return num_elements() * static_cast<int64_t>(size_of(type)); }
 
 bool spec_less(const tensor_spec& a, const tensor_spec& b) {
-  return std::tie(a.name, a.kind, a.type, a.shape, a.op, a.root, a.device, a.process_set) <
-         std::tie(b.name, b.kind, b.type, b.shape, b.op, b.root, b.device, b.process_set);
+  return std::tie(a.name, a.kind, a.type, a.shape, a.op, a.root, a.device, a.process_set, a.transient) <
+         std::tie(b.name, b.kind, b.type, b.shape, b.op, b.root, b.device, b.process_set, b.transient);
 }
 
 std::optional<std::string> first_difference(const tensor_spec& a, const tensor_spec& b) {
@@ -39,6 +43,7 @@ std::optional<std::string> first_difference(const tensor_spec& a, const tensor_s
   if (a.root != b.root) return "root";
   if (a.device != b.device) return "device";
   if (a.process_set != b.process_set) return "process set";
+  if (a.transient != b.transient) return "transient";
   return std::nullopt;
 }
 
@@ -50,6 +55,7 @@ std::string field_value(const tensor_spec& s, std::string_view field) {
   if (field == "root") return std::to_string(s.root);
   if (field == "device") return std::string(name_of(s.device));
   if (field == "process set") return std::to_string(s.process_set);
+  if (field == "transient") return s.transient ? "true" : "false";
   return "?";
 }
 
@@ -85,7 +91,7 @@ void write(byte_writer& w, const tensor_spec& s) {
   w.u8(static_cast<uint8_t>(s.kind));
   w.u8(static_cast<uint8_t>(s.type));
   w.u8(static_cast<uint8_t>(s.op));
-  w.u8(static_cast<uint8_t>(s.device));
+  w.u8(static_cast<uint8_t>(static_cast<uint8_t>(s.device) | (s.transient ? transient_bit : 0)));
   w.svarint(s.root);
   w.varint(static_cast<uint64_t>(s.process_set));
   w.str(s.name);
@@ -101,11 +107,14 @@ bool read(byte_reader& r, tensor_spec& s) {
   if (kind >= collective_kind_count) return r.fail("spec collective", "unknown collective " + std::to_string(kind));
   if (type >= dtype_count) return r.fail("spec dtype", "unknown dtype " + std::to_string(type));
   if (op >= reduce_op_count) return r.fail("spec op", "unknown reduce op " + std::to_string(op));
+  bool transient = (device & transient_bit) != 0;
+  device = static_cast<uint8_t>(device & ~transient_bit);
   if (device >= device_kind_count) return r.fail("spec device", "unknown device " + std::to_string(device));
   s.kind = static_cast<collective_kind>(kind);
   s.type = static_cast<dtype>(type);
   s.op = static_cast<reduce_op>(op);
   s.device = static_cast<device_kind>(device);
+  s.transient = transient;
   int64_t root = 0;
   uint64_t pset = 0;
   if (!r.svarint(root, "spec root") || !r.varint(pset, "spec process set")) return false;

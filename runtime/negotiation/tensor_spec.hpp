@@ -1,7 +1,7 @@
 // What a rank says about one collective operation when it first announces a tensor name:
-// the collective, dtype, shape, reduce op, root, device class and process set. Ranks must
-// agree on all of it; first_difference() names the field that differs. Specs travel in
-// gossip messages through the compact binary codec below.
+// the collective, dtype, shape, reduce op, root, device class, process set and whether the
+// name is transient (used once). Ranks must agree on all of it; first_difference() names the
+// field that differs. Specs travel in gossip messages through the compact binary codec below.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +38,11 @@ struct tensor_spec {
   int root = -1;                                    ///< broadcast root rank, -1 otherwise
   device_kind device = device_kind::cpu;
   int process_set = 0;                              ///< 0 = all ranks of the job
+  /// The caller uses this name once and never enqueues it again (a fresh name per call, as
+  /// chorus.torch's "<collective>.noname.<handle>"): its id is retired on every rank at the
+  /// end of the cycle that agrees it (registry.hpp), so one-shot names do not grow the
+  /// registry and the bitmaps. Enqueued again anyway, the name simply registers anew.
+  bool transient = false;
 
   bool operator==(const tensor_spec&) const = default;
   /// Product of the dimensions (1 for a scalar).
@@ -50,11 +55,12 @@ struct tensor_spec {
 bool spec_less(const tensor_spec& a, const tensor_spec& b);
 
 /// The first field in which two specs differ, by these names, in this order: "collective",
-/// "dtype", "shape", "op", "root", "device", "process set". Names are not compared.
+/// "dtype", "shape", "op", "root", "device", "process set", "transient". Names are not compared.
 std::optional<std::string> first_difference(const tensor_spec& a, const tensor_spec& b);
 
 /// The value of a field named as by first_difference(), printed for a human:
-/// shape "[512,256]", dtype "f32", op "sum", root "0", collective "allreduce", device "cpu".
+/// shape "[512,256]", dtype "f32", op "sum", root "0", collective "allreduce", device "cpu",
+/// transient "true".
 std::string field_value(const tensor_spec& s, std::string_view field);
 
 /// "[512,256]"; "[]" for a scalar.
@@ -67,8 +73,9 @@ std::string describe(const tensor_spec& s);
 /// a root inside [0, world_size) for broadcast. errc::invalid_argument otherwise.
 status validate(const tensor_spec& s, int world_size);
 
-/// Compact binary form: u8 kind | u8 dtype | u8 op | u8 device | svarint root |
-/// varint process_set | string name | varint ndim | svarint dims...
+/// Compact binary form: u8 kind | u8 dtype | u8 op | u8 device (bit 7: transient) |
+/// svarint root | varint process_set | string name | varint ndim | svarint dims...
+/// (the transient flag rides in the device byte: a non-transient spec encodes as before).
 void write(byte_writer& w, const tensor_spec& s);
 bool read(byte_reader& r, tensor_spec& s);
 std::vector<std::byte> encode(const tensor_spec& s);

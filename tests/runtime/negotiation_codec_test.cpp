@@ -47,7 +47,9 @@ TEST(TensorSpec, FirstDifferenceNamesTheField) {
   EXPECT_EQ(differ([](tensor_spec& b) { b.kind = collective_kind::allgather; }), "collective");
   EXPECT_EQ(differ([](tensor_spec& b) { b.device = device_kind::cpu; }), "device");
   EXPECT_EQ(differ([](tensor_spec& b) { b.process_set = 0; }), "process set");
+  EXPECT_EQ(differ([](tensor_spec& b) { b.transient = true; }), "transient");
   EXPECT_EQ(differ([](tensor_spec& b) { b.name = "other"; }), "none");
+  EXPECT_EQ(field_value(a, "transient"), "false");
   EXPECT_EQ(field_value(a, "shape"), "[512,256]");
   EXPECT_EQ(field_value(a, "dtype"), "bf16");
   EXPECT_EQ(field_value(a, "device"), "cuda");
@@ -73,6 +75,29 @@ TEST(TensorSpec, CodecRoundTripsAndReportsTruncation) {
   auto err = decode_tensor_spec(bad);
   ASSERT_FALSE(err.ok());
   EXPECT_EQ(err.error().message(), "negotiation codec: unknown dtype 42 at byte 4 reading spec dtype");
+}
+
+// The transient flag rides in the device byte's top bit: a transient spec round-trips, sorts
+// apart from its non-transient twin, and a non-transient spec encodes as before (same bytes).
+TEST(TensorSpec, TransientFlagRoundTripsInTheDeviceByte) {
+  auto plain = sample_spec();
+  auto once = plain;
+  once.transient = true;
+  auto a = encode(plain), b = encode(once);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(a[3], std::byte{static_cast<uint8_t>(device_kind::cuda)});
+  EXPECT_EQ(b[3], std::byte{static_cast<uint8_t>(0x80 | static_cast<uint8_t>(device_kind::cuda))});
+  auto back = decode_tensor_spec(b);
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back.value(), once);
+  EXPECT_TRUE(back.value().transient);
+  EXPECT_FALSE(decode_tensor_spec(a).value().transient);
+  EXPECT_NE(plain, once);
+  EXPECT_TRUE(spec_less(plain, once) != spec_less(once, plain));
+  b[3] = std::byte{0x80 | 5};  // transient, unknown device
+  auto err = decode_tensor_spec(b);
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.error().message().find("unknown device 5"), std::string::npos) << err.error().message();
 }
 
 TEST(DynamicBitmap, SetTestCountAndMerges) {

@@ -5,7 +5,9 @@
 // rank, on some ranks only (mismatch), on a late rank, and beside a joined rank. Through the
 // scale simulator with every message through the codec; batches are read by name right after
 // the call that reported them, as the negotiator actor reads them. Randomised: the seed is
-// printed; CHORUS_TEST_SEED re-runs it.
+// printed; CHORUS_TEST_SEED re-runs it. Transient names (tensor_spec::transient, chorus.torch's
+// unnamed ops) retire at the end of the cycle that agrees them: a fresh one every step keeps
+// the range bounded too, ranks that disagree about the flag get a mismatch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -229,6 +231,133 @@ TEST_P(id_reuse, random_re_registrations_and_mismatches_give_identical_ids_on_ev
   EXPECT_GT(sim->strategy(0).registry().reused_count(), 0u);
 }
 
+tensor_spec transient_spec(std::string name, std::vector<int64_t> shape) {
+  auto s = spec(std::move(name), std::move(shape));
+  s.transient = true;
+  return s;
+}
+
+/// Every rank got the same ids for the same names at the same cycles.
+void expect_identical_assignments(simulator& sim) {
+  const auto& a0 = sim.record(0).assigned;
+  for (int r = 1; r < sim.size(); ++r) {
+    const auto& a = sim.record(r).assigned;
+    ASSERT_EQ(a.size(), a0.size()) << "rank " << r;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(std::tie(a[i].name, a[i].id, a[i].cycle), std::tie(a0[i].name, a0[i].id, a0[i].cycle))
+          << "assignment " << i << " on rank " << r;
+      EXPECT_EQ(a[i].spec, a0[i].spec) << "assignment " << i << " on rank " << r;
+    }
+  }
+}
+
+// hvd.allreduce(loss) without a name every step, as chorus.torch names it: a fresh
+// "allreduce.noname.<handle>" per step, marked transient, beside a named gradient. 1000 steps,
+// now and then one rank late. A transient name's id is retired at the end of the cycle that
+// agrees it and handed out again after the reuse delay, so the id range stays at the live
+// names plus the transient ids of the last cycles, and so does every message. Without the
+// retirement the range is 1001 ids and every bitmap carries 1000 bits. Every 100 steps an old
+// transient name comes back (against the contract): it registers anew and is agreed as usual.
+TEST_P(id_reuse, one_transient_name_per_step_keeps_ids_and_messages_bounded) {
+  auto [strategy, n] = GetParam();
+  std::mt19937_64 rng(chorus::testing::seed_for("negotiation_id_reuse_test", 400 + static_cast<uint64_t>(n)));
+  auto sim = make_sim(strategy, n, rng());
+  auto grad = spec("grad", {64});
+  std::size_t largest_early = 0;
+  for (int step = 0; step < 1000; ++step) {
+    auto name = "allreduce.noname." + std::to_string(step);
+    if (step % 100 == 99) name = "allreduce.noname." + std::to_string(step - 50);  // comes back
+    auto loss = transient_spec(name, {1});
+    std::vector<std::size_t> before;
+    for (int r = 0; r < n; ++r) before.push_back(sim->record(r).batch_names.size());
+    int late = n > 1 && rng() % 8 == 0 ? static_cast<int>(rng() % static_cast<uint64_t>(n)) : -1;
+    run_step(*sim, std::vector<std::vector<tensor_spec>>(static_cast<std::size_t>(n), {grad, loss}), rng, late);
+    if (::testing::Test::HasFatalFailure()) return;
+    auto want = std::vector<std::string>{"grad", name};
+    std::sort(want.begin(), want.end());
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(agreed_since(*sim, before[static_cast<std::size_t>(r)], r), want) << "step " << step << " rank " << r;
+      const auto& reg = sim->strategy(r).registry();
+      ASSERT_LE(reg.size(), 2 + delay) << "step " << step << " rank " << r;
+      ASSERT_EQ(reg.live_count(), 1u) << "step " << step << " rank " << r;
+      ASSERT_FALSE(reg.find(name)) << "step " << step << " rank " << r;
+    }
+    if (step < 20)
+      for (int r = 0; r < n; ++r) largest_early = std::max(largest_early, sim->record(r).largest_message_bytes);
+  }
+  EXPECT_EQ(sim->divergence(), "");
+  expect_identical_registries(*sim);
+  expect_identical_assignments(*sim);
+  const auto& reg = sim->strategy(0).registry();
+  EXPECT_EQ(reg.retired_count(), 1000u);
+  EXPECT_GE(reg.reused_count(), 1000u - 2 * delay);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(sim->record(r).errors.empty()) << "rank " << r;
+    EXPECT_TRUE(sim->record(r).rejected.empty()) << "rank " << r;
+    EXPECT_TRUE(sim->record(r).warnings.empty()) << "rank " << r;
+    EXPECT_FALSE(sim->record(r).fatal) << "rank " << r;
+    if (n > 1) {
+      EXPECT_LE(sim->record(r).largest_message_bytes, largest_early + 4) << "rank " << r;
+    }
+  }
+}
+
+// Ranks that disagree about whether an operation is transient: the usual mismatch error,
+// identical on every rank, naming the tensor, the field and the ranks; both for a first
+// appearance and for a name registered (not transient) whose next operation some ranks mark
+// transient. The name is usable afterwards.
+TEST_P(id_reuse, a_transient_disagreement_is_a_mismatch_on_every_rank) {
+  auto [strategy, n] = GetParam();
+  std::mt19937_64 rng(chorus::testing::seed_for("negotiation_id_reuse_test", 500 + static_cast<uint64_t>(n)));
+  auto sim = make_sim(strategy, n, rng());
+  auto plain = spec("z", {2});
+  auto once = transient_spec("z", {2});
+  // The larger group is the reference (of two equal ones, the one with the lower spec).
+  auto want = n == 2 ? std::string("allreduce('z'): transient false on rank 1 but true on rank 0")
+                     : "allreduce('z'): transient true on rank 0 but false on ranks 1-" + std::to_string(n - 1);
+  // (N = 1: no disagreement possible; only step 3.)
+  std::size_t want_errors = n > 1 ? 2 : 0;
+  if (n > 1) {
+    // 1. First appearance: rank 0 transient, the others not.
+    std::vector<std::vector<tensor_spec>> specs(static_cast<std::size_t>(n), {plain});
+    specs[0] = {once};
+    run_step(*sim, specs, rng);
+    if (::testing::Test::HasFatalFailure()) return;
+    for (int r = 0; r < n; ++r) {
+      const auto& e = sim->record(r).errors;
+      ASSERT_EQ(e.size(), 1u) << "rank " << r;
+      EXPECT_EQ(e[0].name, "z");
+      EXPECT_EQ(e[0].message, want) << "rank " << r;
+    }
+    // 2. z registered, not transient; then rank 0 marks its next operation transient, the
+    //    others enqueue the registered spec (one bit): a mismatch again.
+    run_step(*sim, std::vector<std::vector<tensor_spec>>(static_cast<std::size_t>(n), {plain}), rng);
+    if (::testing::Test::HasFatalFailure()) return;
+    for (int r = 0; r < n; ++r) ASSERT_TRUE(sim->strategy(r).registry().find("z")) << "rank " << r;
+    run_step(*sim, specs, rng);
+    if (::testing::Test::HasFatalFailure()) return;
+    for (int r = 0; r < n; ++r) {
+      const auto& e = sim->record(r).errors;
+      ASSERT_EQ(e.size(), 2u) << "rank " << r;
+      EXPECT_EQ(e[1].message, want) << "rank " << r;
+    }
+  }
+  // 3. Every rank marks it transient: agreed, and z leaves the registry.
+  std::vector<std::size_t> before;
+  for (int r = 0; r < n; ++r) before.push_back(sim->record(r).batch_names.size());
+  run_step(*sim, std::vector<std::vector<tensor_spec>>(static_cast<std::size_t>(n), {once}), rng);
+  if (::testing::Test::HasFatalFailure()) return;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(agreed_since(*sim, before[static_cast<std::size_t>(r)], r), std::vector<std::string>{"z"});
+    EXPECT_FALSE(sim->strategy(r).registry().find("z")) << "rank " << r;
+    EXPECT_EQ(sim->record(r).errors.size(), want_errors) << "rank " << r;
+    EXPECT_TRUE(sim->record(r).warnings.empty()) << "rank " << r;
+    EXPECT_FALSE(sim->record(r).fatal) << "rank " << r;
+  }
+  expect_identical_registries(*sim);
+  EXPECT_EQ(sim->divergence(), "");
+}
+
 std::string param_name(const ::testing::TestParamInfo<id_reuse::ParamType>& info) {
   return std::get<0>(info.param) + "_n" + std::to_string(std::get<1>(info.param));
 }
@@ -282,6 +411,45 @@ TEST_P(id_reuse_join, a_joined_rank_follows_reused_ids) {
     EXPECT_FALSE(sim->record(r).fatal);
   }
   expect_identical_registries(*sim);
+  EXPECT_EQ(sim->divergence(), "");
+}
+
+// A joined rank takes part in the other ranks' transient operations (it never announces them)
+// and follows their retirement; after the join ends every rank uses transient names again.
+TEST_P(id_reuse_join, a_joined_rank_follows_transient_names) {
+  auto [strategy, n] = GetParam();
+  std::mt19937_64 rng(chorus::testing::seed_for("negotiation_id_reuse_test", 600 + static_cast<uint64_t>(n)));
+  auto sim = make_sim(strategy, n, rng());
+  int handle = 0;
+  auto step_with = [&](bool joined_last) {
+    auto name = "allreduce.noname." + std::to_string(handle++);
+    std::vector<std::vector<tensor_spec>> specs(static_cast<std::size_t>(n), {spec("g", {4}), transient_spec(name, {1})});
+    if (joined_last) specs.back().clear();
+    std::vector<std::size_t> before;
+    for (int r = 0; r < n; ++r) before.push_back(sim->record(r).batch_names.size());
+    run_step(*sim, specs, rng);
+    if (::testing::Test::HasFatalFailure()) return;
+    auto want = std::vector<std::string>{"allreduce.noname." + std::to_string(handle - 1), "g"};
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(agreed_since(*sim, before[static_cast<std::size_t>(r)], r), want) << "rank " << r;
+      EXPECT_LE(sim->strategy(r).registry().size(), 2 + delay) << "rank " << r;
+      EXPECT_FALSE(sim->strategy(r).registry().find(want[0])) << "rank " << r;
+    }
+    expect_identical_registries(*sim);
+  };
+  step_with(false);
+  sim->request_join(n - 1);
+  ASSERT_TRUE(sim->run_until_idle());
+  for (int step = 0; step < 30 && !::testing::Test::HasFatalFailure(); ++step) step_with(true);
+  for (int r = 0; r < n - 1; ++r) sim->request_join(r);
+  ASSERT_TRUE(sim->run_until_idle());
+  for (int r = 0; r < n; ++r) ASSERT_EQ(sim->record(r).joins.size(), 1u) << "rank " << r;
+  for (int step = 0; step < 10 && !::testing::Test::HasFatalFailure(); ++step) step_with(false);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(sim->record(r).errors.empty()) << "rank " << r;
+    EXPECT_FALSE(sim->record(r).fatal) << "rank " << r;
+  }
+  expect_identical_assignments(*sim);
   EXPECT_EQ(sim->divergence(), "");
 }
 

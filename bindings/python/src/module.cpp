@@ -152,21 +152,26 @@ PYBIND11_MODULE(_chorus_torch, m) {
 
   m.def(
       "allreduce_async",
-      [](at::Tensor t, const std::string& name, int op) {
+      [](at::Tensor t, const std::string& name, int op, bool transient) {
         auto rop = to_reduce_op(op);
-        return submit([&] { return torch_op::allreduce(name, t, rop); });
+        return submit([&] { return torch_op::allreduce(name, t, rop, transient); });
       },
-      py::arg("tensor"), py::arg("name"), py::arg("op"), "Reduces `tensor` in place across all ranks.");
+      py::arg("tensor"), py::arg("name"), py::arg("op"), py::arg("transient") = false,
+      "Reduces `tensor` in place across all ranks.");
   m.def(
       "broadcast_async",
-      [](at::Tensor t, const std::string& name, int root) {
-        return submit([&] { return torch_op::broadcast(name, t, root); });
+      [](at::Tensor t, const std::string& name, int root, bool transient) {
+        return submit([&] { return torch_op::broadcast(name, t, root, transient); });
       },
-      py::arg("tensor"), py::arg("name"), py::arg("root"), "Copies rank `root`'s `tensor` into every rank's.");
+      py::arg("tensor"), py::arg("name"), py::arg("root"), py::arg("transient") = false,
+      "Copies rank `root`'s `tensor` into every rank's.");
   m.def(
       "allgather_async",
-      [](at::Tensor t, const std::string& name) { return submit([&] { return torch_op::allgather(name, t); }); },
-      py::arg("tensor"), py::arg("name"), "Concatenates every rank's `tensor` along the first dimension.");
+      [](at::Tensor t, const std::string& name, bool transient) {
+        return submit([&] { return torch_op::allgather(name, t, transient); });
+      },
+      py::arg("tensor"), py::arg("name"), py::arg("transient") = false,
+      "Concatenates every rank's `tensor` along the first dimension.");
   chorus::python::register_scatter_ops(m);
   chorus::python::register_join(m);
 }

@@ -72,28 +72,28 @@ torch_op::~torch_op() {
   }
 }
 
-std::unique_ptr<torch_op> torch_op::allreduce(const std::string& name, at::Tensor target, reduce_op op) {
+std::unique_ptr<torch_op> torch_op::allreduce(const std::string& name, at::Tensor target, reduce_op op, bool transient) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::allreduce, std::move(target)));
   o->buffer_ = checked_buffer(o->kind_, name, o->target_, o->staged_);
-  o->h_ = allreduce_async(name, view_of(o->buffer_), op);
+  o->h_ = allreduce_async(op_name(name, transient), view_of(o->buffer_), op);
   return o;
 }
 
-std::unique_ptr<torch_op> torch_op::broadcast(const std::string& name, at::Tensor target, int root) {
+std::unique_ptr<torch_op> torch_op::broadcast(const std::string& name, at::Tensor target, int root, bool transient) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::broadcast, std::move(target)));
   o->buffer_ = checked_buffer(o->kind_, name, o->target_, o->staged_);
-  o->h_ = broadcast_async(name, view_of(o->buffer_), root);
+  o->h_ = broadcast_async(op_name(name, transient), view_of(o->buffer_), root);
   return o;
 }
 
-std::unique_ptr<torch_op> torch_op::allgather(const std::string& name, at::Tensor input) {
+std::unique_ptr<torch_op> torch_op::allgather(const std::string& name, at::Tensor input, bool transient) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::allgather, std::move(input)));
   o->buffer_ = checked_buffer(o->kind_, name, o->target_, o->staged_);
   o->staged_ = false;  // the input is only read: nothing to copy back
   if (o->buffer_.dim() == 0)
     throw argument_error(describe_call(o->kind_, name) +
                          ": allgather needs a tensor with at least one dimension, got a scalar (use .view(1))");
-  o->h_ = allgather_async(name, view_of(o->buffer_));
+  o->h_ = allgather_async(op_name(name, transient), view_of(o->buffer_));
   return o;
 }
 

@@ -33,12 +33,17 @@ tensor_view view_of(const at::Tensor& buffer);
 /// moved; destroying it waits until the operation ended (Chorus may still write the buffer).
 class torch_op {
  public:
-  static std::unique_ptr<torch_op> allreduce(const std::string& name, at::Tensor target, reduce_op op);
-  static std::unique_ptr<torch_op> broadcast(const std::string& name, at::Tensor target, int root);
-  static std::unique_ptr<torch_op> allgather(const std::string& name, at::Tensor input);
+  /// `transient`: the name is used once (chorus::op_name; chorus.torch's unnamed ops).
+  static std::unique_ptr<torch_op> allreduce(const std::string& name, at::Tensor target, reduce_op op,
+                                             bool transient = false);
+  static std::unique_ptr<torch_op> broadcast(const std::string& name, at::Tensor target, int root,
+                                             bool transient = false);
+  static std::unique_ptr<torch_op> allgather(const std::string& name, at::Tensor input, bool transient = false);
   /// Defined in scatter_ops.cpp, built only when the C++ API has reducescatter and alltoall.
-  static std::unique_ptr<torch_op> reducescatter(const std::string& name, at::Tensor input, reduce_op op);
-  static std::unique_ptr<torch_op> alltoall(const std::string& name, at::Tensor input, std::vector<int64_t> splits);
+  static std::unique_ptr<torch_op> reducescatter(const std::string& name, at::Tensor input, reduce_op op,
+                                                 bool transient = false);
+  static std::unique_ptr<torch_op> alltoall(const std::string& name, at::Tensor input, std::vector<int64_t> splits,
+                                            bool transient = false);
   torch_op(const torch_op&) = delete;
   torch_op& operator=(const torch_op&) = delete;
   ~torch_op();

@@ -9,7 +9,8 @@ goes through one staging copy.
 
 Names. Operations are named "<collective>.<name>", or "<collective>.noname.<handle>" when no
 name is given (handles count up from 0 after init(), so ranks that issue the same calls agree
-on the names, as in Horovod). As in Horovod, a name may come back with another spec (dtype,
+on the names, as in Horovod). Such a fresh name is used once: it is negotiated as transient, so
+Chorus frees it once agreed and a loop of unnamed calls does not grow the negotiation state. As in Horovod, a name may come back with another spec (dtype,
 shape, op, root) once its previous operation has ended; the ranks compare every operation's
 spec, and a mismatch raises on every rank. A name still pending on this rank raises at once."""
 
@@ -64,6 +65,13 @@ def _op_name(prefix, name, handle):
     if name is None or name == "":
         return "%s.noname.%d" % (prefix, handle)
     return "%s.%s" % (prefix, name)
+
+
+def _unnamed(name):
+    """True for an op the user did not name: its name ("<collective>.noname.<handle>", fresh per
+    call) is used once, so Chorus negotiates it as transient and frees its id once agreed
+    (without that, every unnamed call would widen every negotiation message by one bit)."""
+    return name is None or name == ""
 
 
 def _grad_name(name):
@@ -137,7 +145,8 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
 
     def submit(handle):
         _scale_(output, prescale_factor)
-        yield _lib.allreduce_async(output.detach(), _op_name("allreduce", name, handle), code)
+        yield _lib.allreduce_async(output.detach(), _op_name("allreduce", name, handle), code,
+                                   transient=_unnamed(name))
 
     def finish(results, ops):
         _scale_(output, postscale_factor)
@@ -210,7 +219,8 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
         for i, out in enumerate(outputs):
             _scale_(out, prescale_factor)
             member = "%s.%d" % (name, i) if name else "grouped.noname.%d.%d" % (handle, i)
-            yield _lib.allreduce_async(out.detach(), _op_name("allreduce", member, handle), code)
+            yield _lib.allreduce_async(out.detach(), _op_name("allreduce", member, handle), code,
+                                       transient=_unnamed(name))
 
     def finish(results, ops):
         for out in outputs:
@@ -292,8 +302,9 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 
 # ---------------------------------------------------------------------------------- allgather
 
-def _allgather_submit(tensor, name, handle):
-    return _lib.allgather_async(tensor.detach(), _op_name("allgather", name, handle))
+def _allgather_submit(tensor, name, handle, transient=None):
+    return _lib.allgather_async(tensor.detach(), _op_name("allgather", name, handle),
+                                transient=_unnamed(name) if transient is None else transient)
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -339,7 +350,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     def submit(handle):
         base = name if name else "grouped.noname.%d" % handle
         for i, t in enumerate(tensors):
-            yield _allgather_submit(t, "%s.%d" % (base, i), handle)
+            yield _allgather_submit(t, "%s.%d" % (base, i), handle, transient=_unnamed(name))
 
     return _start(submit, lambda results, ops: list(results))
 
@@ -356,7 +367,8 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
 
     def submit(handle):
         root = int(root_rank)
-        yield _lib.broadcast_async(output.detach(), _op_name("broadcast", name, handle), root)
+        yield _lib.broadcast_async(output.detach(), _op_name("broadcast", name, handle), root,
+                                   transient=_unnamed(name))
 
     return _start(submit, lambda results, ops: output)
 

@@ -10,7 +10,7 @@ from chorus.common.process_sets import global_process_set
 from chorus.torch.basics import _CHORUS_OP, Max
 from chorus.torch.compression import Compression
 from chorus.torch.mpi_ops import (Average, _chorus_op, _fresh_copy, _grad_name, _op_name, _scale_, _start,
-                                  allgather, grouped_allgather, size, synchronize)
+                                  _unnamed, allgather, grouped_allgather, size, synchronize)
 
 _MISSING = ("hvd.%s is not supported yet: this build's Chorus runtime has no %s (it is being added to the "
             "runtime and the pipeline); %s")
@@ -23,12 +23,13 @@ def _require(what, collective, instead):
 
 # ------------------------------------------------------------------------------ reducescatter
 
-def _submit_reducescatter(tensor, name, handle, code, prescale_factor):
+def _submit_reducescatter(tensor, name, handle, code, prescale_factor, transient=None):
     src = tensor
     if prescale_factor != 1.0:
         src = _fresh_copy(tensor)  # the input is not modified
         _scale_(src, prescale_factor)
-    return _lib.reducescatter_async(src.detach(), _op_name("reducescatter", name, handle), code)
+    return _lib.reducescatter_async(src.detach(), _op_name("reducescatter", name, handle), code,
+                                    transient=_unnamed(name) if transient is None else transient)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
@@ -92,7 +93,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     def submit(handle):
         for i, t in enumerate(tensors):
             member = "%s.%d" % (name, i) if name else "grouped.noname.%d.%d" % (handle, i)
-            yield _submit_reducescatter(t, member, handle, code, prescale_factor)
+            yield _submit_reducescatter(t, member, handle, code, prescale_factor, transient=_unnamed(name))
 
     def finish(results, ops):
         for r in results:
@@ -150,7 +151,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         return results[0], torch.tensor(_lib.received_splits(ops[0]), dtype=torch.int32)
 
     return _start(lambda handle: [_lib.alltoall_async(tensor.detach(), _op_name("alltoall", name, handle),
-                                                      split_list)], finish)
+                                                      split_list, transient=_unnamed(name))], finish)
 
 
 class HorovodAlltoall(torch.autograd.Function):
