@@ -30,16 +30,12 @@
 
 namespace chorus::testrank {
 
+/// In pipeline_modes.cpp: prints "testrank error: <st>", shuts down, returns 3.
+int fail(const status& st);
+
 namespace {
 
 using namespace std::chrono_literals;
-
-int failed(const status& st) {
-  std::printf("testrank error: %s\n", st.to_string().c_str());
-  std::fflush(stdout);
-  shutdown();
-  return 3;
-}
 
 bool exists(const std::string& path) {
   struct stat st {};
@@ -52,7 +48,7 @@ bool exists(const std::string& path) {
 int run_ctrl_job(int argc, char** argv) {
   if (argc < 3) return 2;
   const std::string go = argv[2];
-  if (auto st = init(); !st.ok()) return failed(st);
+  if (auto st = init(); !st.ok()) return fail(st);
   const int rank = chorus::rank(), size = chorus::size();
   std::printf("ready\n");
   std::fflush(stdout);
@@ -61,14 +57,14 @@ int run_ctrl_job(int argc, char** argv) {
   for (int step = 0; after_go < 20; ++step) {
     if (std::chrono::steady_clock::now() > deadline) {
       std::printf("ctrl-job: no go file after 60 s\n");
-      return failed({errc::timeout, "no go file"});
+      return fail({errc::timeout, "no go file"});
     }
     std::vector<float> g(64, static_cast<float>(rank + 1 + step % 5));
     float seen = exists(go) ? 1.0f : 0.0f;
     auto h1 = allreduce_async("ctrl.grad", {g.data(), dtype::f32, {64}}, reduce_op::sum);
     auto h2 = allreduce_async("ctrl.go", {&seen, dtype::f32, {}}, reduce_op::max);
-    if (auto st = h1.wait(30s); !st.ok()) return failed(st);
-    if (auto st = h2.wait(30s); !st.ok()) return failed(st);
+    if (auto st = h1.wait(30s); !st.ok()) return fail(st);
+    if (auto st = h2.wait(30s); !st.ok()) return fail(st);
     float want = static_cast<float>(size * (size + 1) / 2 + size * (step % 5));
     for (float x : g)
       if (x != want) {
@@ -90,15 +86,15 @@ int run_ctrl_job(int argc, char** argv) {
 /// pipeline-ctrl-intruder
 int run_ctrl_intruder() {
   auto env = read_process_env();
-  if (!env) return failed(env.error());
+  if (!env) return fail(env.error());
   env->rank = env->size - 1;  // a client of rank 0's store, as a rank would be
   auto rdv = rendezvous::open(*env);
-  if (!rdv) return failed(rdv.error());
+  if (!rdv) return fail(rdv.error());
   auto ep = (*rdv)->get("ctrl/0", std::chrono::seconds(20));
-  if (!ep) return failed(ep.error());
+  if (!ep) return fail(ep.error());
   std::string host;
   uint16_t port = 0;
-  if (!split_host_port(*ep, host, port)) return failed({errc::rendezvous, "bad ctrl/0: " + *ep});
+  if (!split_host_port(*ep, host, port)) return fail({errc::rendezvous, "bad ctrl/0: " + *ep});
 
   caf::actor_system_config cfg;
   cfg.load<caf::io::middleman>();
@@ -106,7 +102,7 @@ int run_ctrl_intruder() {
   cfg.set("logger.console-verbosity", caf::atom("quiet"));
   caf::actor_system sys{cfg};
   auto gate = sys.middleman().remote_actor(host, port);
-  if (!gate) return failed({errc::connection_lost, "cannot reach rank 0's control port: " + sys.render(gate.error())});
+  if (!gate) return fail({errc::connection_lost, "cannot reach rank 0's control port: " + sys.render(gate.error())});
   auto decoy = sys.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
   control_sealer guess(1, env->size, wire::control_key("not-the-job-secret", env->job_id));
   int sent = 0;

@@ -38,16 +38,18 @@ int run_pipeline_c_api(int argc, char** argv);
 int run_ctrl_job(int argc, char** argv);
 int run_ctrl_intruder();
 
-namespace {
-
-using namespace std::chrono_literals;
-
+/// Prints "testrank error: <st>", shuts chorus down, returns exit code 3 (also used by
+/// pipeline_intruder.cpp).
 int fail(const status& st) {
   std::printf("testrank error: %s\n", st.to_string().c_str());
   std::fflush(stdout);
   shutdown();
   return 3;
 }
+
+namespace {
+
+using namespace std::chrono_literals;
 
 int finish(int code) {
   std::fflush(stdout);
