@@ -39,7 +39,7 @@ struct op_name {
   std::string name;
   bool transient = false;
   op_name(std::string n, bool once = false) : name(std::move(n)), transient(once) {}  // NOLINT: implicit
-  op_name(const char* n) : name(n) {}                                                 // NOLINT: implicit
+  op_name(const char* n) : name(n ? n : "") {}  // NOLINT: implicit; null is an empty name (refused at enqueue)
 };
 /// op_name{name, true}: a name this rank enqueues once (see op_name).
 inline op_name transient(std::string name) { return op_name(std::move(name), true); }
