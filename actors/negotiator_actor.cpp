@@ -30,8 +30,23 @@ status shutdown_join(int rank) {
   return {errc::shutdown, "join on rank " + std::to_string(rank) + ": shut down before every rank joined"};
 }
 
+/// Whether messages to rank `to` can be sent now (its handle is known, or the link carries them).
+bool reachable(const negotiator_state& s, int to) {
+  if (to < 0 || to >= s.cfg.size || to == s.cfg.rank) return false;
+  if (s.cfg.send_control) return true;
+  return to < static_cast<int>(s.peers.size()) && s.peers[static_cast<std::size_t>(to)];
+}
+
 void send_gossip(self_ptr self, const negotiation::outgoing_message& m) {
   auto& s = self->state;
+  if (s.cfg.send_control) {
+    auto bytes = negotiation::encode(m.message);
+    std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    observer_of(s.wired).on_gossip_sent(m.to, data, now_of(self));
+    s.cfg.send_control(m.to, control_kind::gossip, -1, data);  // false: the peer left; its loss reports itself
+    ++s.stats.messages_sent;
+    return;
+  }
   if (m.to < 0 || m.to >= static_cast<int>(s.peers.size()) || !s.peers[static_cast<std::size_t>(m.to)]) {
     CHORUS_LOG(error, "negotiator", "no control connection to rank=" << m.to << "; message dropped");
     return;
@@ -54,6 +69,11 @@ void send_gossip(self_ptr self, const negotiation::outgoing_message& m) {
 /// Tells peer `to` that this rank lost rank `origin` (see peer_lost).
 void send_gone(self_ptr self, int to, int origin, const std::string& why) {
   auto& s = self->state;
+  if (s.cfg.send_control) {
+    s.cfg.send_control(to, control_kind::gone, origin,
+                       std::span(reinterpret_cast<const uint8_t*>(why.data()), why.size()));
+    return;
+  }
   auto& peer = s.peers[static_cast<std::size_t>(to)];
   if (s.sealer)
     caf::anon_send(peer, s.sealer->make(to, control_kind::gone, std::vector<uint8_t>(why.begin(), why.end()), origin));
@@ -94,9 +114,8 @@ void peer_lost(self_ptr self, int origin, const status& why) {
   auto& s = self->state;
   status cause = why;
   if (s.failed.ok()) {
-    for (std::size_t r = 0; r < s.peers.size(); ++r)
-      if (s.peers[r] && static_cast<int>(r) != s.cfg.rank && static_cast<int>(r) != origin)
-        send_gone(self, static_cast<int>(r), origin, why.message());
+    for (int r = 0; r < s.cfg.size; ++r)
+      if (r != origin && reachable(s, r)) send_gone(self, r, origin, why.message());
     if (s.cfg.on_peer_lost) s.cfg.on_peer_lost(why);
   } else if (s.failed.code() == errc::connection_lost) {
     cause = s.failed;
@@ -136,8 +155,7 @@ void flush_unsent(self_ptr self) {
   auto unsent = std::move(s.unsent);
   s.unsent.clear();
   for (auto& m : unsent) {
-    bool known = m.to >= 0 && m.to < static_cast<int>(s.peers.size()) && s.peers[static_cast<std::size_t>(m.to)];
-    if (known || s.connected) send_gossip(self, m);
+    if (reachable(s, m.to) || s.connected) send_gossip(self, m);
     else s.unsent.push_back(std::move(m));
   }
 }
@@ -147,8 +165,7 @@ void apply(self_ptr self, negotiation::actions a) {
   auto& s = self->state;
   auto now = now_of(self);
   for (auto& m : a.send) {
-    bool known = m.to >= 0 && m.to < static_cast<int>(s.peers.size()) && s.peers[static_cast<std::size_t>(m.to)];
-    if (!known && (s.peers.empty() || !s.connected))  // the peer's hello is still on its way
+    if (!reachable(s, m.to) && (s.peers.empty() || !s.connected))  // the peer's hello is still on its way
       s.unsent.push_back(std::move(m));
     else
       send_gossip(self, m);

@@ -1,17 +1,20 @@
 // The negotiator: one per rank, a thin actor around a negotiation_strategy (gossip or central,
 // runtime/negotiation/). It feeds the strategy local tensor_ready events, gossip_bytes from
-// peer negotiators (through this rank's control gate) and timer ticks, and carries out the
-// actions: sealed gossip to peers' control gates (over CAF remote actors), batch_agreed to fusion, op_finished (errors) to the producer, stall
-// warnings to the log. It owns the ops that are still being negotiated (by name).
+// peer negotiators (through the control link's edge, actors/control_edge.hpp, or this rank's
+// control gate) and timer ticks, and carries out the actions: gossip to peers (on the control
+// link, or sealed to their control gates over CAF remote actors), batch_agreed to fusion,
+// op_finished (errors) to the producer, stall warnings to the log. It owns the ops that are
+// still being negotiated (by name).
 // Failure rules: a spec mismatch ends that op on every rank with the same text; a fatal
-// action (stall shutdown, protocol violation), a lost peer (down_msg) or stop_atom ends every
-// op in negotiation and every later one with that error.
+// action (stall shutdown, protocol violation), a lost peer (down_msg, or gone_atom from the
+// link's edge) or stop_atom ends every op in negotiation and every later one with that error.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -42,6 +45,11 @@ struct negotiator_config {
   /// other process ever learns this actor's handle. Unset (in-process jobs): gossip_bytes and
   /// gone_atom straight to the peer negotiators.
   std::optional<wire::mac> control_key;
+  /// The pipeline's control link (actors/control_edge.hpp): when set, every message to a peer
+  /// is written on it by rank (false: that peer's connection is closed, and its loss arrives
+  /// from the edge), and every peer counts as reachable from the start: the link was connected
+  /// with the data plane. peers_connected and control_key are then unused.
+  std::function<bool(int to, control_kind kind, int origin, std::span<const uint8_t> data)> send_control;
 };
 
 struct negotiator_state {

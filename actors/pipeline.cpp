@@ -8,6 +8,7 @@
 
 #include "actors/chunk_runner.hpp"
 #include "actors/completion_actor.hpp"
+#include "actors/control_edge.hpp"
 #include "actors/control_gate.hpp"
 #include "actors/control_plane.hpp"
 #include "actors/fusion_actor.hpp"
@@ -27,7 +28,8 @@ struct pipeline::impl {
   std::unique_ptr<caf::actor_system> sys;
   pipeline_wired actors;
   std::shared_ptr<chunk_gate> gate = std::make_shared<chunk_gate>();
-  std::shared_ptr<control_gate> control;  ///< what peers reach; closed first on the way out
+  std::shared_ptr<control_gate> control;  ///< CAF control plane: what peers reach; closed first on the way out
+  std::shared_ptr<tcp::control_link> link;  ///< TCP control plane; closed first, released last
 
   std::vector<caf::actor> all() const {
     std::vector<caf::actor> v{actors.producer, actors.negotiator, actors.fusion, actors.completion};
@@ -39,10 +41,12 @@ struct pipeline::impl {
     gate->close();
     if (control) control->close();
     control.reset();
+    if (link) link->close();  // later sends are dropped; the negotiator may still make some
     for (auto& a : all())
       if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     actors = {};
     sys.reset();
+    link.reset();
   }
 };
 
@@ -59,7 +63,7 @@ negotiation::negotiation_options negotiation_options_of(const pipeline_options& 
 /// Latency over throughput: workers sleep instead of spinning (TOOLCHAIN.md: remote round
 /// trips 320-530 µs with CAF's default polling, 89-101 µs with these on two cores).
 void tune(caf::actor_system_config& cfg, const pipeline_options& o) {
-  cfg.load<caf::io::middleman>();
+  if (o.control_plane == "caf") cfg.load<caf::io::middleman>();  // the TCP control plane needs no CAF I/O
   register_types(cfg);
   cfg.set("scheduler.max-threads", static_cast<std::size_t>(o.scheduler_threads));
   cfg.set("work-stealing.aggressive-poll-attempts", std::size_t{0});
@@ -96,8 +100,15 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
                                     " streams=" + std::to_string(streams) + " start_window=" +
                                     std::to_string(opts.start_window) + " chunks_in_flight=" +
                                     std::to_string(opts.chunks_in_flight) + "; each must be at least 1"};
+  if (opts.control_plane != "tcp" && opts.control_plane != "caf")
+    return status{errc::config, "pipeline: control_plane='" + opts.control_plane + "'; expected tcp or caf"};
   auto p = std::make_unique<impl>(comm);
   p->opts = opts;
+  if (opts.control_plane == "tcp") {
+    p->link = comm.data_plane().take_control_link();
+    if (!p->link)
+      return status{errc::config, "pipeline: this communicator's control link is taken (one pipeline per communicator)"};
+  }
   tune(p->cfg, opts);
   try {
     p->sys = std::make_unique<caf::actor_system>(p->cfg);
@@ -117,9 +128,13 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   // A peer lost on the control plane breaks the data plane with the same cause (so that our
   // peers' errors name that peer, not us). The communicator outlives the pipeline's actors.
   nc.on_peer_lost = [c = &comm](const status& why) { c->abort(why); };
-  nc.control_key = comm.data_plane().control_key();
+  if (p->link) {
+    nc.send_control = control_edge_sender(p->link);
+  } else {
+    nc.control_key = comm.data_plane().control_key();
+  }
   a.negotiator = sys.spawn(negotiator_actor, nc);
-  p->control = control_gate::spawn(sys, rank, size, *nc.control_key, a.negotiator, opts.observer);
+  if (!p->link) p->control = control_gate::spawn(sys, rank, size, *nc.control_key, a.negotiator, opts.observer);
   fusion_config fc;
   fc.rank = rank;
   fc.size = size;
@@ -149,14 +164,20 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
                             std::chrono::steady_clock::now());
   for (auto& actor : p->all()) caf::anon_send(actor, a);
 
-  // 2. Control plane: publish, exchange, connect (bounded by connect_timeout).
-  auto peers = connect_control_plane(sys, comm, p->control->handle(), opts.connect_timeout);
-  if (!peers) {
-    p->stop_actors();
-    return peers.error();
+  // 2. Control plane: the link is connected already (with the data plane); CAF's publishes,
+  //    exchanges endpoints and connects (bounded by connect_timeout).
+  if (p->link) {
+    p->link->start(control_edge_handlers(a.negotiator));
+  } else {
+    auto peers = connect_control_plane(sys, comm, p->control->handle(), opts.connect_timeout);
+    if (!peers) {
+      p->stop_actors();
+      return peers.error();
+    }
+    caf::anon_send(a.negotiator, peers_connected{std::move(*peers), p->control->handle()});
   }
-  caf::anon_send(a.negotiator, peers_connected{std::move(*peers), p->control->handle()});
-  CHORUS_LOG(info, "pipeline", "started negotiation=" << opts.negotiation << " streams=" << streams
+  CHORUS_LOG(info, "pipeline", "started negotiation=" << opts.negotiation << " control_plane=" << opts.control_plane
+                                                      << " streams=" << streams
                                                       << " fusion_threshold=" << opts.fusion_threshold
                                                       << " chunk_bytes=" << opts.chunk_bytes
                                                       << " cycle_time_us=" << opts.cycle_time.count());

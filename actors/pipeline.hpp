@@ -1,7 +1,7 @@
 // The actor pipeline of one rank (shared/DESIGN.md §1): boots a CAF actor system, spawns the
 // producer, negotiator, fusion, one sender per stream and completion, connects this rank's
-// negotiator to every peer's over CAF's I/O layer (the control plane) and hands enqueued
-// operations to them. Bulk bytes go through the communicator's data plane, never through CAF.
+// negotiator to every peer's (the control plane: the data plane's control link, or CAF's I/O
+// layer) and hands enqueued operations to them. Bulk bytes go through the communicator's data plane, never through CAF.
 // Thread-safety: enqueue(), stats() and shutdown() may be called from any thread.
 #pragma once
 
@@ -25,6 +25,10 @@ class communicator;
 
 struct pipeline_options {
   std::string negotiation = "gossip";          ///< CHORUS_NEGOTIATION=gossip|central
+  /// CHORUS_CONTROL_PLANE=tcp|caf: what carries gossip between ranks. tcp: the data plane's
+  /// control link (actors/control_edge.hpp); caf: CAF remote actors behind a control gate
+  /// (actors/control_plane.hpp), the slower alternative, kept to measure against.
+  std::string control_plane = "tcp";
   std::chrono::microseconds cycle_time{1000};  ///< CHORUS_CYCLE_TIME_MS (alias HOROVOD_CYCLE_TIME), lower bound on cycle spacing
   std::size_t fusion_threshold = 64u << 20;    ///< CHORUS_FUSION_THRESHOLD (alias HOROVOD_FUSION_THRESHOLD)
   std::size_t chunk_bytes = 4u << 20;          ///< CHORUS_CHUNK_BYTES

@@ -69,6 +69,10 @@ result<pipeline_options> pipeline_options::from_env(const std::function<const ch
     if (o.negotiation != "gossip" && o.negotiation != "central")
       return bad("CHORUS_NEGOTIATION", v, "gossip or central");
   }
+  if (const char* v = get("CHORUS_CONTROL_PLANE"); v && *v) {
+    o.control_plane = v;
+    if (o.control_plane != "tcp" && o.control_plane != "caf") return bad("CHORUS_CONTROL_PLANE", v, "tcp or caf");
+  }
   auto number = [&](double max) { return [&get, max](const char* n) { return read_number(get, n, max); }; };
   auto whole = [&](uint64_t min, uint64_t max) {
     return [&get, min, max](const char* n) { return read_whole(get, n, min, max); };

@@ -20,6 +20,7 @@ enum class frame_kind : uint16_t {
   data = 1,       ///< a segment of one collective step: payload lands at `offset` of the chunk
   goodbye = 2,    ///< the sender is shutting down cleanly; no more frames follow
   abort = 3,      ///< the sender found the job broken; payload is the reason; it closes next
+  control = 4,    ///< control link only (transport/tcp/control_link.hpp): kind u8 | origin i32 | bytes
   hello = 16,     ///< handshake 1: client's rank, stream and nonce
   challenge = 17, ///< handshake 2: server's nonce and proof of the secret
   proof = 18,     ///< handshake 3: client's proof of the secret

@@ -3,6 +3,9 @@
 // peer loss, a hello that would redirect rank 1's gossip to it) and exit(kill) to rank 0's
 // control gate while the job runs. Each is refused and logged on rank 0, naming what it
 // claimed to be; the gate stays up; every allreduce of the job stays exact and none fails.
+// The job runs the CAF control plane (CHORUS_CONTROL_PLANE=caf), where such a port exists;
+// the default TCP control link is a connection of the data plane's mesh, behind its handshake
+// (failure_test: a wrong secret is refused and the job goes on).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -16,7 +19,7 @@ namespace {
 TEST(control_plane_intruder, is_refused_and_the_job_goes_on) {
   std::string go = ::testing::TempDir() + "chorus-ctrl-go-" + random_hex(6);
   std::remove(go.c_str());
-  local_job job(2, {CHORUS_TESTRANK_PATH, "pipeline-ctrl-job", go});
+  local_job job(2, {CHORUS_TESTRANK_PATH, "pipeline-ctrl-job", go}, {{"CHORUS_CONTROL_PLANE", "caf"}});
   ASSERT_TRUE(job.wait_for_output(0, "ready", std::chrono::seconds(30))) << job.output(0);
   ASSERT_TRUE(job.wait_for_output(1, "ready", std::chrono::seconds(30))) << job.output(1);
 

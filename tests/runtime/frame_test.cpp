@@ -62,8 +62,8 @@ TEST(frame, round_trip_of_random_headers_and_extremes) {
   const uint64_t seed = test_seed();
   std::printf("seed=%llu (CHORUS_TEST_SEED)\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
-  const frame_kind kinds[] = {frame_kind::data,  frame_kind::goodbye, frame_kind::hello, frame_kind::challenge,
-                              frame_kind::proof, frame_kind::accept,  frame_kind::reject};
+  const frame_kind kinds[] = {frame_kind::data,  frame_kind::goodbye, frame_kind::control, frame_kind::hello,
+                              frame_kind::challenge, frame_kind::proof, frame_kind::accept, frame_kind::reject};
   for (int i = 0; i < 2000; ++i) {
     frame_header h;
     h.kind = kinds[rng() % std::size(kinds)];
@@ -146,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(
         bad_header{"version_2", [](bytes& b, frame_limits&) { put_le(b, 4, 2, 2); },
                    "protocol version 2, expected 1"},
         bad_header{"kind_0", [](bytes& b, frame_limits&) { put_le(b, 6, 0, 2); }, "unknown frame kind 0"},
-        bad_header{"kind_4", [](bytes& b, frame_limits&) { put_le(b, 6, 4, 2); }, "unknown frame kind 4"},
+        bad_header{"kind_5", [](bytes& b, frame_limits&) { put_le(b, 6, 5, 2); }, "unknown frame kind 5"},
         bad_header{"kind_15", [](bytes& b, frame_limits&) { put_le(b, 6, 15, 2); }, "unknown frame kind 15"},
         bad_header{"kind_21", [](bytes& b, frame_limits&) { put_le(b, 6, 21, 2); }, "unknown frame kind 21"},
         bad_header{"kind_65535", [](bytes& b, frame_limits&) { put_le(b, 6, 65535, 2); },
@@ -164,8 +164,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(frame, is_known_kind_matches_the_enum) {
   int known = 0;
   for (uint32_t k = 0; k <= 0xffff; ++k) known += is_known_kind(static_cast<uint16_t>(k));
-  EXPECT_EQ(known, 8);
-  for (auto k : {1, 2, 3, 16, 17, 18, 19, 20}) EXPECT_TRUE(is_known_kind(static_cast<uint16_t>(k))) << k;
+  EXPECT_EQ(known, 9);
+  for (auto k : {1, 2, 3, 4, 16, 17, 18, 19, 20}) EXPECT_TRUE(is_known_kind(static_cast<uint16_t>(k))) << k;
 }
 
 TEST(frame, describe_names_the_routing_fields) {

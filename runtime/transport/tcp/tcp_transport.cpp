@@ -51,7 +51,9 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
                                                               const tcp_options& opts) {
   std::unique_ptr<tcp_transport> t(new tcp_transport(env, opts));
   auto deadline = clock::now() + opts.connect_timeout;
-  handshake_config cfg{env.job_id, env.job_secret, env.rank, env.size, opts.num_streams};
+  // Streams 0..S-1 carry data; one more connection per peer is the control link.
+  const int control_stream = opts.num_streams;
+  handshake_config cfg{env.job_id, env.job_secret, env.rank, env.size, opts.num_streams + 1};
   if (cfg.secret.empty()) {
     if (env.size > 1)
       CHORUS_LOG(warn, "tcp", "CHORUS_JOB_SECRET is not set: connections use a well-known default secret; "
@@ -80,7 +82,7 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   for (int p = 0; p < env.rank; ++p) {
     auto ep = parse_endpoint(t->peer_endpoints_[p]);
     if (!ep) return ep.error();
-    for (int s = 0; s < opts.num_streams; ++s) {
+    for (int s = 0; s <= control_stream; ++s) {
       auto fd = connect_to(*ep, deadline);
       if (!fd)
         return status{fd.error().code(), "rank " + std::to_string(env.rank) + " to rank " + std::to_string(p) +
@@ -96,7 +98,15 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   if (!inbound) return inbound.error();
   for (int p = env.rank + 1; p < env.size; ++p) fds[p] = std::move((*inbound)[p]);
 
-  // 4. Hand every socket to Asio.
+  // 4. The control connections to the control link, every other socket to Asio.
+  std::vector<unique_fd> control(static_cast<std::size_t>(env.size));
+  for (int p = 0; p < env.size; ++p) {
+    if (fds[p].empty()) continue;
+    tune_socket(fds[p][control_stream].get(), 0);
+    control[p] = std::move(fds[p][control_stream]);
+    fds[p].pop_back();
+  }
+  t->control_link_ = std::make_shared<control_link>(env.rank, std::move(control), t->limits_);
   for (int p = 0; p < env.size; ++p) {
     for (int s = 0; s < static_cast<int>(fds[p].size()); ++s) {
       tune_socket(fds[p][s].get(), opts.socket_buffer_bytes);

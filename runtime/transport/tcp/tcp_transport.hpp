@@ -1,6 +1,7 @@
 // The TCP data plane: S connections ("streams") to every other rank, one Asio I/O thread.
 // Setup (blocking, at init): listen, publish our endpoint at the rendezvous, connect to every
-// lower rank and accept every higher one, each connection authenticated by the handshake.
+// lower rank and accept every higher one, each connection authenticated by the handshake; one
+// more connection per peer makes the control link (control_link.hpp), for whoever takes it.
 // Then frames flow: send() queues a frame on (peer, stream); received payloads go to the
 // frame_sink. A broken connection ends in peer_failed() for that peer, never a hang.
 #pragma once
@@ -18,6 +19,7 @@
 #include "runtime/transport/frame_sink.hpp"
 #include "runtime/transport/transport.hpp"
 #include "runtime/transport/tcp/acceptor.hpp"
+#include "runtime/transport/tcp/control_link.hpp"
 #include "runtime/transport/tcp/tcp_connection.hpp"
 #include "runtime/wire/control_seal.hpp"
 
@@ -73,6 +75,9 @@ class tcp_transport final : public transport {
   /// The key that seals this job's control-plane messages (wire/control_seal.hpp), derived
   /// from the same job secret the handshake proves.
   const wire::mac& control_key() const { return control_key_; }
+  /// The control link (control_link.hpp), built with the mesh: one more authenticated
+  /// connection to every peer. The first call hands it over; later calls return null.
+  std::shared_ptr<control_link> take_control_link() { return std::move(control_link_); }
 
  private:
   friend class tcp_connection;
@@ -94,6 +99,7 @@ class tcp_transport final : public transport {
   frame_sink* sink_ = nullptr;
   std::unique_ptr<acceptor> acceptor_;
   wire::mac control_key_{};
+  std::shared_ptr<control_link> control_link_;
   std::vector<std::vector<std::unique_ptr<tcp_connection>>> conns_;  // [peer][stream]
   std::vector<bool> peer_down_;
   bool closing_ = false;

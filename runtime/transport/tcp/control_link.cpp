@@ -1,0 +1,316 @@
+// The control link (control_link.hpp): direct non-blocking writes, one poll(2) thread for
+// reads and for what the kernel did not take at once.
+#include "runtime/transport/tcp/control_link.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/core/log.hpp"
+
+namespace chorus::tcp {
+
+namespace {
+
+constexpr std::size_t message_head = 5;  // kind u8 | origin i32
+constexpr std::size_t read_quantum = 64 * 1024;
+
+std::vector<std::byte> frame_of(const wire::frame_limits& limits, wire::frame_kind kind, uint8_t ckind, int32_t origin,
+                                std::span<const uint8_t> data) {
+  bool control = kind == wire::frame_kind::control;
+  std::size_t payload = control ? message_head + data.size() : 0;
+  std::vector<std::byte> out(wire::frame_header_size + payload);
+  wire::frame_header h;
+  h.kind = kind;
+  h.job_id = limits.job_id;
+  h.length = static_cast<uint32_t>(payload);
+  wire::encode(h, out.data());
+  if (control) {
+    auto* p = out.data() + wire::frame_header_size;
+    p[0] = static_cast<std::byte>(ckind);
+    auto o = static_cast<uint32_t>(origin);
+    for (int i = 0; i < 4; ++i) p[1 + i] = static_cast<std::byte>((o >> (8 * i)) & 0xff);
+    if (!data.empty()) std::memcpy(p + message_head, data.data(), data.size());
+  }
+  return out;
+}
+
+std::string who(int peer) { return "rank " + std::to_string(peer); }
+
+}  // namespace
+
+struct control_link::conn {
+  int peer = -1;
+  unique_fd fd;
+  std::mutex mu;                 // guards out, writable, goodbye_sent (senders and the thread)
+  std::vector<std::byte> out;    // bytes the kernel has not taken yet, in order
+  bool writable = true;          // false after our goodbye or a failed write
+  bool goodbye_sent = false;
+  // The link's thread only:
+  std::vector<std::byte> in;
+  std::size_t have = 0;
+  bool goodbye_received = false;
+  bool ended = false;     // nothing more will be read
+  bool reported = false;  // on_closed was called (or suppressed by close)
+
+  /// Writes `bytes` after what is queued; false if the connection cannot be written.
+  /// Sets `queued` when bytes are left for the thread. Call with mu held.
+  bool write_locked(const std::vector<std::byte>& bytes, bool& queued) {
+    std::size_t done = 0;
+    if (out.empty()) {
+      ssize_t n = ::send(fd.get(), bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          writable = false;  // the read side reports the cause
+          return false;
+        }
+        n = 0;
+      }
+      done = static_cast<std::size_t>(n);
+    }
+    if (done < bytes.size()) {
+      out.insert(out.end(), bytes.begin() + static_cast<std::ptrdiff_t>(done), bytes.end());
+      queued = true;
+    }
+    return true;
+  }
+};
+
+control_link::control_link(int rank, std::vector<unique_fd> fds, const wire::frame_limits& limits)
+    : rank_(rank), limits_(limits), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  conns_.resize(fds.size());
+  for (std::size_t p = 0; p < fds.size(); ++p) {
+    if (fds[p].get() < 0) continue;
+    auto c = std::make_unique<conn>();
+    c->peer = static_cast<int>(p);
+    c->fd = std::move(fds[p]);
+    conns_[p] = std::move(c);
+  }
+}
+
+control_link::~control_link() { close(std::chrono::milliseconds(200)); }
+
+void control_link::start(handlers h) {
+  handlers_ = std::move(h);
+  thread_ = std::thread([this] { run(); });
+}
+
+bool control_link::send(int to, uint8_t kind, int32_t origin, std::span<const uint8_t> data) {
+  if (to < 0 || to >= size() || !conns_[static_cast<std::size_t>(to)]) return false;
+  if (message_head + data.size() > limits_.max_payload) {
+    CHORUS_LOG(error, "tcp", "control message of " << data.size() << " bytes to " << who(to)
+                                                   << " is over the frame limit; dropped");
+    return false;
+  }
+  auto& c = *conns_[static_cast<std::size_t>(to)];
+  auto bytes = frame_of(limits_, wire::frame_kind::control, kind, origin, data);
+  bool queued = false, ok = false;
+  {
+    std::lock_guard lk(c.mu);
+    if (!c.writable || closing_.load(std::memory_order_acquire)) return false;
+    ok = c.write_locked(bytes, queued);
+  }
+  if (queued) wake();
+  return ok;
+}
+
+void control_link::say_goodbye(conn& c) {
+  bool queued = false;
+  {
+    std::lock_guard lk(c.mu);
+    if (c.goodbye_sent || !c.writable) return;
+    c.goodbye_sent = true;
+    c.write_locked(frame_of(limits_, wire::frame_kind::goodbye, 0, 0, {}), queued);
+    c.writable = false;  // nothing may follow a goodbye
+  }
+  if (queued) wake();
+}
+
+void control_link::wake() {
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_.get(), &one, sizeof one);
+}
+
+std::size_t control_link::backlog_bytes() {
+  std::size_t n = 0;
+  for (auto& c : conns_)
+    if (c) {
+      std::lock_guard lk(c->mu);
+      n += c->out.size();
+    }
+  return n;
+}
+
+void control_link::flush(conn& c) {
+  std::lock_guard lk(c.mu);
+  std::size_t done = 0;
+  while (done < c.out.size()) {
+    ssize_t n = ::send(c.fd.get(), c.out.data() + done, c.out.size() - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {  // the read side reports the cause
+        c.writable = false;
+        c.out.clear();
+        return;
+      }
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+void control_link::end(conn& c, const status& why) {
+  c.ended = true;
+  {
+    std::lock_guard lk(c.mu);
+    c.writable = false;
+    c.out.clear();
+  }
+  report(c, why, false);
+}
+
+void control_link::report(conn& c, const status& why, bool clean) {
+  if (c.reported) return;
+  c.reported = true;
+  if (closing_.load(std::memory_order_acquire)) return;
+  if (!clean) CHORUS_LOG(debug, "tcp", "control link: " << why.message());
+  if (handlers_.on_closed) handlers_.on_closed(c.peer, why, clean);
+}
+
+void control_link::read_from(conn& c) {
+  for (;;) {
+    if (c.in.size() - c.have < read_quantum) c.in.resize(c.have + read_quantum);
+    ssize_t n = ::recv(c.fd.get(), c.in.data() + c.have, c.in.size() - c.have, MSG_DONTWAIT);
+    if (n == 0) {
+      if (c.goodbye_received) c.ended = true;
+      else end(c, {errc::connection_lost, who(c.peer) + "'s control connection closed without a goodbye (the process exited or was killed)"});
+      return;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (c.goodbye_received) c.ended = true;
+      else end(c, {errc::connection_lost, who(c.peer) + "'s control connection failed: " + std::strerror(errno)});
+      return;
+    }
+    c.have += static_cast<std::size_t>(n);
+    // Every complete frame, in order.
+    std::size_t at = 0;
+    while (!c.ended && c.have - at >= wire::frame_header_size) {
+      auto h = wire::decode(c.in.data() + at, c.have - at, limits_);
+      if (!h) {
+        end(c, {errc::protocol, who(c.peer) + " sent a bad control frame: " + h.error().message()});
+        ::shutdown(c.fd.get(), SHUT_RDWR);
+        return;
+      }
+      bool control = h->kind == wire::frame_kind::control, bye = h->kind == wire::frame_kind::goodbye;
+      if ((!control && !bye) || (control && h->length < message_head) || c.goodbye_received) {
+        end(c, {errc::protocol, who(c.peer) + " sent a bad control frame: " + wire::describe(*h) +
+                                    (c.goodbye_received ? " after its goodbye" : " (expected control or goodbye)")});
+        ::shutdown(c.fd.get(), SHUT_RDWR);
+        return;
+      }
+      std::size_t whole = wire::frame_header_size + h->length;
+      if (c.have - at < whole) {
+        if (c.in.size() < whole) {  // room for the rest of one large frame
+          std::memmove(c.in.data(), c.in.data() + at, c.have - at);
+          c.have -= at;
+          at = 0;
+          c.in.resize(whole + read_quantum);
+        }
+        break;
+      }
+      const auto* p = reinterpret_cast<const uint8_t*>(c.in.data() + at + wire::frame_header_size);
+      at += whole;
+      if (bye) {
+        c.goodbye_received = true;
+        say_goodbye(c);  // the peer's close waits for ours
+        report(c, {errc::shutdown, who(c.peer) + " left the job (it shut down)"}, true);
+        continue;  // and read on until its EOF
+      }
+      if (closing_.load(std::memory_order_acquire) || !handlers_.on_message) continue;
+      uint32_t o = 0;
+      for (int i = 0; i < 4; ++i) o |= static_cast<uint32_t>(p[1 + i]) << (8 * i);
+      handlers_.on_message(c.peer, p[0], static_cast<int32_t>(o),
+                           std::vector<uint8_t>(p + message_head, p + h->length));
+    }
+    if (at > 0) {
+      std::memmove(c.in.data(), c.in.data() + at, c.have - at);
+      c.have -= at;
+    }
+  }
+}
+
+bool control_link::settled() {
+  for (auto& c : conns_) {
+    if (!c) continue;
+    if (!c->ended && !c->goodbye_received) return false;
+    std::lock_guard lk(c->mu);
+    if (!c->out.empty() && c->writable) return false;
+  }
+  return true;
+}
+
+void control_link::run() {
+  std::vector<pollfd> fds;
+  std::vector<conn*> who_of;
+  for (;;) {
+    bool closing = closing_.load(std::memory_order_acquire);
+    if (closing && (settled() || clock::now() >= close_deadline_)) break;
+    fds.assign(1, pollfd{wake_.get(), POLLIN, 0});
+    who_of.assign(1, nullptr);
+    for (auto& c : conns_) {
+      if (!c || c->ended) continue;
+      short ev = POLLIN;
+      {
+        std::lock_guard lk(c->mu);
+        if (!c->out.empty()) ev |= POLLOUT;
+      }
+      fds.push_back({c->fd.get(), ev, 0});
+      who_of.push_back(c.get());
+    }
+    int timeout = -1;
+    if (closing) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(close_deadline_ - clock::now()).count();
+      timeout = static_cast<int>(std::max<int64_t>(1, left));
+    }
+    int n = ::poll(fds.data(), fds.size(), timeout);
+    if (n < 0 && errno != EINTR) {
+      CHORUS_LOG(error, "tcp", "control link: poll failed: " << std::strerror(errno));
+      break;
+    }
+    if (n <= 0) continue;
+    if (fds[0].revents & POLLIN) {
+      uint64_t v = 0;
+      [[maybe_unused]] auto r = ::read(wake_.get(), &v, sizeof v);
+    }
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      auto& c = *who_of[i];
+      if (fds[i].revents & POLLOUT) flush(c);
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_from(c);
+    }
+  }
+}
+
+void control_link::close(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lk(close_mu_);
+    if (closed_) return;
+    closed_ = true;
+  }
+  close_deadline_ = clock::now() + grace;
+  closing_.store(true, std::memory_order_release);
+  for (auto& c : conns_)
+    if (c) say_goodbye(*c);
+  wake();
+  if (thread_.joinable()) thread_.join();
+  for (auto& c : conns_)
+    if (c) c->fd.reset();
+}
+
+}  // namespace chorus::tcp

@@ -1,0 +1,88 @@
+// The control link: one authenticated TCP connection to every peer for small control messages
+// (the negotiators' gossip), apart from the data plane's bulk streams. tcp_transport::connect
+// opens it with the mesh (one more connection per peer, through the same handshake) and hands
+// it to whoever carries control messages: the pipeline turns what arrives into actor messages
+// for its negotiator (actors/control_edge.hpp). Latency over throughput:
+//   - send() writes from the caller's thread with a non-blocking send(2); only bytes the kernel
+//     does not take at once wait for the link's thread. It never blocks.
+//   - one thread sleeps in poll(2) on every connection, decodes frames and calls on_message on
+//     that thread, in the order the peer sent them.
+// Frames are data-plane frames (wire/frame.hpp): kind control (payload: kind u8 | origin i32 LE
+// | bytes) and goodbye. A connection ends cleanly with a goodbye each way (a link answers a
+// peer's goodbye with its own at once); anything else (EOF without a goodbye, a reset, a frame
+// that fails validation) ends it with on_closed(peer, why, false), why naming the peer.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "runtime/core/status.hpp"
+#include "runtime/transport/tcp/socket_util.hpp"
+#include "runtime/wire/frame.hpp"
+
+namespace chorus::tcp {
+
+class control_link {
+ public:
+  struct handlers {
+    /// A control message from `peer`, as the peer passed it to send().
+    std::function<void(int peer, uint8_t kind, int32_t origin, std::vector<uint8_t> data)> on_message;
+    /// The connection to `peer` ended: after its goodbye (clean), or not (why names the peer
+    /// and the cause). At most once per peer.
+    std::function<void(int peer, const status& why, bool clean)> on_closed;
+  };
+
+  /// `fds[p]`: the authenticated connection to rank p (empty for our own rank).
+  control_link(int rank, std::vector<unique_fd> fds, const wire::frame_limits& limits);
+  ~control_link();
+  control_link(const control_link&) = delete;
+  control_link& operator=(const control_link&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(conns_.size()); }
+
+  /// Starts the thread; handlers are called on it from then on. Once.
+  void start(handlers h);
+  /// Sends one message to `to`. Any thread; never blocks. False when the connection to `to`
+  /// is closed (the peer left, or the link is closing): the message is dropped.
+  bool send(int to, uint8_t kind, int32_t origin, std::span<const uint8_t> data);
+  /// Says goodbye to every peer, waits up to `grace` for theirs (or their connection's end),
+  /// then stops the thread and closes every connection. No handler runs after it began.
+  /// Call from outside the handlers; idempotent.
+  void close(std::chrono::milliseconds grace = std::chrono::seconds(1));
+  /// Bytes still waiting for the kernel to take them, over all connections (tests).
+  std::size_t backlog_bytes();
+
+ private:
+  struct conn;
+  void run();
+  void read_from(conn& c);
+  void flush(conn& c);
+  /// Nothing more can be read or written on `c`: reports `why` (not clean).
+  void end(conn& c, const status& why);
+  /// Calls on_closed once per peer, unless the link is closing.
+  void report(conn& c, const status& why, bool clean);
+  void say_goodbye(conn& c);
+  void wake();
+  bool settled();
+
+  int rank_;
+  wire::frame_limits limits_;
+  std::vector<std::unique_ptr<conn>> conns_;  // by rank; null for ours
+  unique_fd wake_;                             // eventfd: new backlog, or close
+  handlers handlers_;
+  std::atomic<bool> closing_{false};
+  clock::time_point close_deadline_{};  // written before closing_ is set
+  std::mutex close_mu_;
+  bool closed_ = false;
+  std::thread thread_;
+};
+
+}  // namespace chorus::tcp
