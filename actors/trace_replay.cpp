@@ -43,6 +43,7 @@ result<std::vector<rank_decisions>> replay_trace(const telemetry::trace::replay_
   const int n = in.size;
   negotiation::negotiation_options nopts;
   nopts.cycle_time = std::chrono::milliseconds(1);  // virtual time: see the header, step 2
+  nopts.early_start = false;                        // the same cycles, started by the clock
   nopts.stall_warning_time = negotiation::duration::zero();
   nopts.stall_shutdown_time = negotiation::duration::zero();
   for (int r = 0; r < n; ++r)

@@ -10,9 +10,9 @@
 //  2. Move the virtual clock to the next timer and run every message, until nothing is left:
 //     the ranks start or join cycle c, gossip, finish it, agree, plan. If cycle c did not run
 //     (no rank had anything new), stop: every later cycle would carry another number.
-// The negotiators run with cycle_time = 1 ms of virtual time, so a rank given several
-// tensors in step 1 cannot start cycle c after the first of them: all of them join c, as
-// in the recording. (Cycle 1 starts at once; a recorded rank joins cycle 1 with one tensor
+// The negotiators run with cycle_time = 1 ms of virtual time and without early starts
+// (negotiation_options::early_start), so a rank given several tensors in step 1 cannot start
+// cycle c after the first of them: all of them join c, as in the recording. (Cycle 1 starts at once; a recorded rank joins cycle 1 with one tensor
 // at most, since the first starts it.)
 #pragma once
 

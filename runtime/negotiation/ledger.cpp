@@ -52,9 +52,27 @@ bool negotiation_ledger::has_new() const {
   return fresh_ids_ || !fresh_names_.empty() || fresh_score_ || shutdown_fresh_ || join_fresh_ || stall_.has_new();
 }
 
+bool negotiation_ledger::has_awaited() const {
+  if (failed_ || (!fresh_ids_ && fresh_names_.empty())) return false;
+  bool any = false;
+  for (const auto& [name, groups] : table_) {
+    if (table_ranks(groups).test(static_cast<std::size_t>(rank_))) continue;  // announced here already
+    if (!local_names_.count(name)) return false;                              // awaited, not here yet
+    any = true;
+  }
+  if (awaited_.any()) {
+    dynamic_bitmap missing = awaited_;
+    missing.and_not(pending_ids_);
+    if (missing.any()) return false;
+    any = true;
+  }
+  return any;
+}
+
 gossip_message negotiation_ledger::contribution() {
   gossip_message m;
   pending_ids_.resize(registry_.size());
+  contributed_ = pending_ids_;
   m.ready_and = pending_ids_;
   m.ready_or = pending_ids_;
   std::sort(fresh_names_.begin(), fresh_names_.end(), spec_less);
@@ -207,6 +225,8 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
   dynamic_bitmap pending = merged.ready_or;
   pending.resize(registry_.size());
   pending.and_not(agreed);
+  awaited_ = pending;
+  awaited_.and_not(contributed_);
   std::vector<std::string> names;
   for (const auto& [name, groups] : table_) names.push_back(name);
   stall_.observe(pending, names, now);

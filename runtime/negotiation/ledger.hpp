@@ -48,6 +48,13 @@ class negotiation_ledger {
 
   /// Something not yet contributed to a cycle: the reason to start one.
   bool has_new() const;
+  /// This rank has caught up: everything other ranks were waiting for at the end of the last
+  /// cycle (ids pending there and not here, names announced there and not here) is now new
+  /// here. A cycle started now may agree all of it at once, so the gossip strategy starts one
+  /// without waiting out the cycle time. A rank that is a little late (at N=2: its tensor
+  /// reached its negotiator just after its peer's cycle did) then costs one cycle, not a
+  /// cycle time, and a rank that is far behind still sends everything in one cycle.
+  bool has_awaited() const;
   bool failed() const { return failed_; }
 
   /// This rank's contribution to the cycle that starts now (payload only). Takes the fresh
@@ -72,6 +79,8 @@ class negotiation_ledger {
   // Local: what this rank has enqueued and not yet seen agreed.
   dynamic_bitmap pending_ids_;
   bool fresh_ids_ = false;
+  dynamic_bitmap contributed_;  // pending_ids_ as of the last contribution
+  dynamic_bitmap awaited_;      // after the last resolve: pending on another rank, not in contributed_
   std::map<std::string, tensor_spec> local_names_;
   std::vector<tensor_spec> fresh_names_;
   std::optional<double> fresh_score_;

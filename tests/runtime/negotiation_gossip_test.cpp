@@ -407,5 +407,77 @@ TEST(GossipNegotiator, TheCycleTimeIsALowerBoundOnSpacing) {
   EXPECT_EQ(g.on_timer(t + 5ms).cycles.size(), 1u);
 }
 
+// Two gossip negotiators wired by hand: every message is delivered at once, in order.
+struct hand_wired_pair {
+  explicit hand_wired_pair(negotiation_options o) : ranks{gossip_negotiator(0, 2, o), gossip_negotiator(1, 2, o)} {}
+  gossip_negotiator ranks[2];
+  std::vector<uint32_t> agreed[2];  // ids, in agreed order
+  int cycles[2] = {0, 0};
+
+  /// Applies `a` (produced by rank `r` at `now`) and delivers what follows until quiet; returns
+  /// the number of messages rank `r` sent in `a` itself.
+  std::size_t pump(int r, actions a, time_point now) {
+    std::size_t first = a.send.size();
+    std::vector<std::pair<int, actions>> todo{{r, std::move(a)}};
+    while (!todo.empty()) {
+      auto [who, acts] = std::move(todo.back());
+      todo.pop_back();
+      cycles[who] += static_cast<int>(acts.cycles.size());
+      for (auto& b : acts.batches) agreed[who].insert(agreed[who].end(), b.ids.begin(), b.ids.end());
+      for (auto& m : acts.send) todo.push_back({m.to, ranks[m.to].on_message(m.message, now)});
+    }
+    return first;
+  }
+};
+
+TEST(GossipNegotiator, ARankThatCaughtUpStartsAtOnceInsteadOfAfterTheCycleTime) {
+  for (bool early : {true, false}) {
+    SCOPED_TRACE(early ? "early_start" : "no early_start");
+    negotiation_options o;
+    o.cycle_time = 10ms;
+    o.early_start = early;
+    hand_wired_pair job(o);
+    time_point t0{};
+    auto x = spec("x", {4}), y = spec("y", {8});
+    // The first cycles register x and y: both ranks have both before any message moves.
+    actions first[2][2];
+    for (int r : {0, 1}) {
+      first[r][0] = job.ranks[r].local_ready(x, t0);
+      first[r][1] = job.ranks[r].local_ready(y, t0);
+    }
+    for (int r : {0, 1})
+      for (auto& a : first[r]) job.pump(r, std::move(a), t0);
+    for (int r : {0, 1}) job.pump(r, job.ranks[r].on_timer(t0 + 10ms), t0 + 10ms);
+    ASSERT_EQ(job.agreed[0].size(), 2u);
+    ASSERT_EQ(job.agreed[1].size(), 2u);
+    // Next cycle: rank 0 has x and y when its cycle time lets it start; rank 1 joins it with
+    // nothing (its tensors are late).
+    int joined = job.cycles[1];
+    auto t1 = t0 + 20ms;
+    EXPECT_EQ(job.pump(0, job.ranks[0].local_ready(x, t1 - 5ms), t1 - 5ms), 0u);
+    EXPECT_EQ(job.pump(0, job.ranks[0].local_ready(y, t1 - 5ms), t1 - 5ms), 0u);
+    EXPECT_EQ(job.pump(0, job.ranks[0].on_timer(t1), t1), 1u);
+    ASSERT_EQ(job.cycles[1], joined + 1);
+    ASSERT_EQ(job.agreed[1].size(), 2u);
+    // 100 µs later rank 1 has x, not yet y: rank 0 still waits for y, so no cycle starts.
+    auto t2 = t1 + 100us;
+    EXPECT_EQ(job.pump(1, job.ranks[1].local_ready(x, t2), t2), 0u);
+    // Now y: rank 1 has caught up. Early: it starts cycle 3 at once and both agree x and y.
+    // Without: it waits until its cycle time has passed since it joined cycle 2.
+    auto t3 = t2 + 100us;
+    auto a = job.ranks[1].local_ready(y, t3);
+    ASSERT_TRUE(a.wake_at || !a.send.empty());
+    if (!early) EXPECT_EQ(*a.wake_at, t1 + 10ms);
+    EXPECT_EQ(job.pump(1, std::move(a), t3), early ? 1u : 0u);
+    EXPECT_EQ(job.agreed[0].size(), early ? 4u : 2u);
+    EXPECT_EQ(job.agreed[1].size(), early ? 4u : 2u);
+    if (!early) {
+      job.pump(1, job.ranks[1].on_timer(t1 + 10ms), t1 + 10ms);
+      EXPECT_EQ(job.agreed[0].size(), 4u);
+    }
+    EXPECT_EQ(job.agreed[0], job.agreed[1]);
+  }
+}
+
 }  // namespace
 }  // namespace chorus::negotiation
