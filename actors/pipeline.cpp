@@ -55,6 +55,7 @@ namespace {
 negotiation::negotiation_options negotiation_options_of(const pipeline_options& o) {
   negotiation::negotiation_options n;
   n.cycle_time = o.cycle_time;
+  n.early_start = o.early_start;
   n.stall_warning_time = o.stall_check;
   n.stall_shutdown_time = o.stall_shutdown;
   return n;
@@ -102,6 +103,22 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
                                     std::to_string(opts.chunks_in_flight) + "; each must be at least 1"};
   if (opts.control_plane != "tcp" && opts.control_plane != "caf")
     return status{errc::config, "pipeline: control_plane='" + opts.control_plane + "'; expected tcp or caf"};
+  // Every rank must run the same control plane: the other one's gossip would go unread.
+  if (size > 1) {
+    auto& store = comm.store();
+    if (auto st = store.publish("plane/" + std::to_string(rank), opts.control_plane); !st.ok())
+      return status{st.code(), "pipeline: " + st.message()};
+    auto planes = store.gather("plane/", opts.connect_timeout);
+    if (!planes) return status{planes.error().code(), "pipeline: " + planes.error().message()};
+    std::string others;
+    for (int r = 0; r < size; ++r)
+      if ((*planes)[static_cast<std::size_t>(r)] != opts.control_plane)
+        others += " rank " + std::to_string(r) + " runs " + (*planes)[static_cast<std::size_t>(r)] + ";";
+    if (!others.empty())
+      return status{errc::config, "pipeline: rank " + std::to_string(rank) + " runs control plane " +
+                                      opts.control_plane + " (CHORUS_CONTROL_PLANE), but" + others +
+                                      " set it alike on every rank"};
+  }
   auto p = std::make_unique<impl>(comm);
   p->opts = opts;
   if (opts.control_plane == "tcp") {
@@ -236,6 +253,13 @@ void pipeline::shutdown() {
   if (auto lost = p.comm.failure(); lost.code() == errc::connection_lost)
     caf::anon_send(p.actors.negotiator, gone_atom::value, -1, lost.message());
   caf::anon_send(p.actors.negotiator, stop_atom::value);
+  // The relay goes out on the control link before its goodbye: wait until the negotiator has
+  // handled both (it answers this after them, in mailbox order).
+  {
+    caf::scoped_actor self{*p.sys};
+    self->request(p.actors.negotiator, std::chrono::seconds(5), stats_atom::value)
+        .receive([](negotiation_stats&) {}, [](caf::error&) {});
+  }
   // 2. Chunks already agreed keep running (peers wait for them) until the grace ends.
   {
     caf::scoped_actor self{*p.sys};

@@ -30,6 +30,9 @@ struct pipeline_options {
   /// (actors/control_plane.hpp), the slower alternative, kept to measure against.
   std::string control_plane = "tcp";
   std::chrono::microseconds cycle_time{1000};  ///< CHORUS_CYCLE_TIME_MS (alias HOROVOD_CYCLE_TIME), lower bound on cycle spacing
+  /// CHORUS_EARLY_START=1: a rank that caught up with what its peers wait for starts a cycle at
+  /// once, not after cycle_time (negotiation::negotiation_options::early_start).
+  bool early_start = false;
   std::size_t fusion_threshold = 64u << 20;    ///< CHORUS_FUSION_THRESHOLD (alias HOROVOD_FUSION_THRESHOLD)
   std::size_t chunk_bytes = 4u << 20;          ///< CHORUS_CHUNK_BYTES
   /// CHORUS_IN_PLACE_BYTES: allreduce tensors at least this large are reduced in place instead

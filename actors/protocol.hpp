@@ -4,10 +4,15 @@
 //   runner ─chunk_ran─▶ sender ─chunk_done─▶ completion ─window_moved─▶ fusion
 //   completion / negotiator ─op_finished─▶ producer ─▶ the op's done callback
 //   API ─join_enqueued─▶ producer ─join_atom─▶ negotiator ─join_finished─▶ producer (Horovod's join)
-//   negotiator ─sealed_control─▶ peer's control gate ─gossip_bytes / hello_atom / gone_atom─▶ its negotiator
-// Only sealed_control crosses processes (actors/control_gate.hpp checks its seal). Every type has an inspect() (so all can be registered
-// and printed); fields that are pointers, buffers or callbacks are left out of it, because the
-// messages holding them never leave the rank.
+//   between ranks, by default: negotiator ─frame on the control link─▶ peer's control edge
+//     ─gossip_bytes / gone_atom─▶ its negotiator (actors/control_edge.hpp; no actor message
+//     crosses processes)
+//   with CHORUS_CONTROL_PLANE=caf: negotiator ─sealed_control─▶ peer's control gate
+//     ─gossip_bytes / hello_atom / gone_atom─▶ its negotiator (only sealed_control crosses
+//     processes; actors/control_gate.hpp checks its seal)
+// Every type has an inspect() (so all can be registered and printed); fields that are
+// pointers, buffers or callbacks are left out of it, because the messages holding them never
+// leave the rank.
 #pragma once
 
 #include <chrono>

@@ -106,9 +106,11 @@ void gossip_negotiator::advance(time_point now, actions& out) {
       continue;
     }
     bool joined = !early_.empty() && early_.begin()->first.first == last_cycle_ + 1;
-    bool may_start = !last_start_ || now >= *last_start_ + ledger_.options().cycle_time ||
-                     (ledger_.options().early_start && ledger_.has_awaited());
-    if (joined || (ledger_.has_new() && may_start)) {
+    auto may_start = [&] {
+      return !last_start_ || now >= *last_start_ + ledger_.options().cycle_time ||
+             (ledger_.options().early_start && ledger_.has_awaited());
+    };
+    if (joined || (ledger_.has_new() && may_start())) {
       start_cycle(now, out);
       continue;
     }

@@ -6,10 +6,11 @@
 //     never starts cycle c+1 before finishing c.
 //  2. A rank starts cycle c when it has something new (a tensor became ready, a stall query,
 //     a score, a shutdown request) and at least cycle_time has passed since it started c-1;
-//     or at once when it holds a message of cycle c (it joins, maybe with nothing new); or at
+//     or at once when it holds a message of cycle c (it joins, maybe with nothing new). An
+//     idle job therefore sends nothing at all. With negotiation_options::early_start, also at
 //     once when what other ranks were waiting for at the end of c-1 is now all new here
 //     (negotiation_ledger::has_awaited: a late rank that caught up completes the agreement
-//     without waiting out the cycle time). An idle job therefore sends nothing at all.
+//     without waiting out the cycle time).
 //  3. Starting, the rank snapshots its contribution (negotiation_ledger::contribution()):
 //     what becomes ready later belongs to the next cycle. That makes each cycle's merged
 //     state a fixed function of the N snapshots.

@@ -36,11 +36,12 @@ struct negotiation_options {
   /// After this long the job stops with that tensor's error on every rank; 0 = off
   /// (CHORUS_STALL_SHUTDOWN_TIME_SECONDS).
   duration stall_shutdown_time = duration::zero();
-  /// Gossip: a rank that caught up with what the others wait for starts a cycle at once
-  /// instead of after cycle_time (negotiation_ledger::has_awaited). Which ops a cycle holds
-  /// does not depend on it, only when cycles start; trace replay turns it off (it hands each
-  /// rank a cycle's ops together, which an early start would split).
-  bool early_start = true;
+  /// Gossip (CHORUS_EARLY_START=1): a rank that caught up with what the others wait for
+  /// starts a cycle at once instead of after cycle_time (negotiation_ledger::has_awaited), an
+  /// exception to cycle_time's lower bound on spacing, so off unless asked for. Changes when a
+  /// rank takes its snapshot, so trace replay, which hands each rank a cycle's ops together,
+  /// runs without it.
+  bool early_start = false;
 };
 
 /// A message for rank `to`.

@@ -23,6 +23,7 @@ TEST(pipeline_options, defaults_without_variables) {
   ASSERT_TRUE(o.ok()) << o.error().to_string();
   EXPECT_EQ(o->negotiation, "gossip");
   EXPECT_EQ(o->control_plane, "tcp");
+  EXPECT_FALSE(o->early_start);
   EXPECT_EQ(o->cycle_time, std::chrono::microseconds(1000));
   EXPECT_EQ(o->fusion_threshold, 64u << 20);
   EXPECT_EQ(o->chunk_bytes, 4u << 20);
@@ -36,6 +37,7 @@ TEST(pipeline_options, defaults_without_variables) {
 TEST(pipeline_options, chorus_variables) {
   auto o = read({{"CHORUS_NEGOTIATION", "central"},
                  {"CHORUS_CONTROL_PLANE", "caf"},
+                 {"CHORUS_EARLY_START", "1"},
                  {"CHORUS_CYCLE_TIME_MS", "0.25"},
                  {"CHORUS_FUSION_THRESHOLD", "1048576"},
                  {"CHORUS_CHUNK_BYTES", "65536"},
@@ -48,6 +50,7 @@ TEST(pipeline_options, chorus_variables) {
   ASSERT_TRUE(o.ok()) << o.error().to_string();
   EXPECT_EQ(o->negotiation, "central");
   EXPECT_EQ(o->control_plane, "caf");
+  EXPECT_TRUE(o->early_start);
   EXPECT_EQ(o->cycle_time, std::chrono::microseconds(250));
   EXPECT_EQ(o->fusion_threshold, 1048576u);
   EXPECT_EQ(o->chunk_bytes, 65536u);
@@ -81,6 +84,7 @@ TEST(pipeline_options, horovod_aliases) {
 TEST(pipeline_options, bad_values_name_the_variable) {
   for (const auto& [name, value] : env_map{{"CHORUS_NEGOTIATION", "ring"},
                                            {"CHORUS_CONTROL_PLANE", "udp"},
+                                           {"CHORUS_EARLY_START", "yes"},
                                            {"CHORUS_CYCLE_TIME_MS", "-1"},
                                            {"HOROVOD_CYCLE_TIME", "fast"},
                                            {"CHORUS_FUSION_THRESHOLD", "64MB"},

@@ -46,9 +46,10 @@ std::string who(int peer) { return "rank " + std::to_string(peer); }
 struct control_link::conn {
   int peer = -1;
   unique_fd fd;
-  std::mutex mu;                 // guards out, writable, goodbye_sent (senders and the thread)
+  std::mutex mu;                 // guards out, writable, broken, goodbye_sent (senders and the thread)
   std::vector<std::byte> out;    // bytes the kernel has not taken yet, in order
-  bool writable = true;          // false after our goodbye or a failed write
+  bool writable = true;          // false after our goodbye or once broken: send() refuses
+  bool broken = false;           // a write failed or the connection ended badly: out is dropped
   bool goodbye_sent = false;
   // The link's thread only:
   std::vector<std::byte> in;
@@ -66,6 +67,8 @@ struct control_link::conn {
       if (n < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
           writable = false;  // the read side reports the cause
+          broken = true;
+          out.clear();
           return false;
         }
         n = 0;
@@ -154,6 +157,7 @@ void control_link::flush(conn& c) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {  // the read side reports the cause
         c.writable = false;
+        c.broken = true;
         c.out.clear();
         return;
       }
@@ -169,6 +173,7 @@ void control_link::end(conn& c, const status& why) {
   {
     std::lock_guard lk(c.mu);
     c.writable = false;
+    c.broken = true;
     c.out.clear();
   }
   report(c, why, false);
@@ -183,7 +188,7 @@ void control_link::report(conn& c, const status& why, bool clean) {
 }
 
 void control_link::read_from(conn& c) {
-  for (;;) {
+  for (int reads = 0; reads < 16; ++reads) {  // then the other peers get their turn (poll is level-triggered)
     if (c.in.size() - c.have < read_quantum) c.in.resize(c.have + read_quantum);
     ssize_t n = ::recv(c.fd.get(), c.in.data() + c.have, c.in.size() - c.have, MSG_DONTWAIT);
     if (n == 0) {
@@ -251,7 +256,7 @@ bool control_link::settled() {
     if (!c) continue;
     if (!c->ended && !c->goodbye_received) return false;
     std::lock_guard lk(c->mu);
-    if (!c->out.empty() && c->writable) return false;
+    if (!c->out.empty() && !c->broken) return false;  // e.g. our goodbye still queued
   }
   return true;
 }
@@ -274,7 +279,7 @@ void control_link::run() {
       fds.push_back({c->fd.get(), ev, 0});
       who_of.push_back(c.get());
     }
-    int timeout = -1;
+    int timeout = wake_.get() < 0 ? 10 : -1;  // without the eventfd, look for new backlog and close by polling
     if (closing) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(close_deadline_ - clock::now()).count();
       timeout = static_cast<int>(std::max<int64_t>(1, left));
@@ -309,6 +314,7 @@ void control_link::close(std::chrono::milliseconds grace) {
     if (c) say_goodbye(*c);
   wake();
   if (thread_.joinable()) thread_.join();
+  handlers_ = {};  // they may hold actor handles: let them go with the link's close
   for (auto& c : conns_)
     if (c) c->fd.reset();
 }
