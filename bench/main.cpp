@@ -1,7 +1,8 @@
 // chorus-bench: run under `chorusrun -np N`.
-//   chorus-bench allreduce [--impl chorus|gloo|both] [--sizes 4K,64K,1M,16M,64M]
+//   chorus-bench allreduce [--impl chorus|gloo|floor|both|all] [--sizes 4K,64K,1M,16M,64M]
 //                          [--streams S] [--chunk-bytes B] [--segment-bytes B]
-//       one RESULT line per size and implementation (see bench/allreduce_protocol.hpp)
+//       one RESULT line per size and implementation (see bench/allreduce_protocol.hpp); both is
+//       chorus and gloo, all adds floor: a bare-socket ring of two ranks (bench/floor)
 //   chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace]
 //       ResNet-50 gradients through the actor pipeline vs the bare collectives; --metrics adds
 //       as many steps with Prometheus metrics on, interleaved (RESULT pipeline_metrics ...);
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "bench/allreduce_protocol.hpp"
+#include "bench/floor/tcp_floor.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/env/process_env.hpp"
 #ifdef CHORUS_WITH_GLOO
@@ -55,7 +57,7 @@ struct options {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "chorus-bench: %s\n"
-               "usage: chorus-bench allreduce [--impl chorus|gloo|both] [--sizes 4K,64K,1M,16M,64M]\n"
+               "usage: chorus-bench allreduce [--impl chorus|gloo|floor|both|all] [--sizes 4K,64K,1M,16M,64M]\n"
                "                              [--streams S] [--chunk-bytes B] [--segment-bytes B]\n"
                "       chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace]\n"
                "       chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]\n"
@@ -100,7 +102,8 @@ options parse(int argc, char** argv) {
 #endif
     else usage(("unknown option " + a).c_str());
   }
-  if (o.impl != "chorus" && o.impl != "gloo" && o.impl != "both") usage("--impl must be chorus, gloo or both");
+  if (o.impl != "chorus" && o.impl != "gloo" && o.impl != "floor" && o.impl != "both" && o.impl != "all")
+    usage("--impl must be chorus, gloo, floor, both or all");
   return o;
 }
 
@@ -133,6 +136,9 @@ int run_allreduce(const options& o, const process_env& env) {
   auto comm = communicator::create(env);
   if (!comm) throw std::runtime_error(comm.error().to_string());
   auto& c = **comm;
+  const bool run_chorus = o.impl == "chorus" || o.impl == "both" || o.impl == "all";
+  const bool run_gloo = o.impl == "gloo" || o.impl == "both" || o.impl == "all";
+  const bool run_floor = o.impl == "floor" || o.impl == "all";
   std::size_t max_bytes = 0;
   for (auto s : o.sizes) max_bytes = std::max(max_bytes, s);
   float* buffer = pretouched_buffer(std::max<std::size_t>(max_bytes, 4096));
@@ -145,7 +151,7 @@ int run_allreduce(const options& o, const process_env& env) {
   bench::allreduce_impl theirs;
   char dir[128];
   std::snprintf(dir, sizeof dir, "/tmp/chorus-bench-gloo-%016llx", static_cast<unsigned long long>(env.job_id));
-  if (o.impl != "chorus") {
+  if (run_gloo) {
     gloo = bench::gloo_peer::connect(env.rank, env.size, dir);
     if (!gloo) throw std::runtime_error("Gloo rendezvous failed");
     theirs.name = "gloo_tcp";
@@ -158,18 +164,29 @@ int run_allreduce(const options& o, const process_env& env) {
 #else
   if (o.impl == "gloo") throw std::runtime_error("chorus-bench was built without Gloo (libgloo-dev)");
 #endif
-  // Sizes interleave the implementations so that both see the same machine noise.
+  std::unique_ptr<bench::tcp_floor> floor;
+  bench::allreduce_impl bare;
+  if (run_floor) {
+    floor = bench::tcp_floor::connect(c);
+    if (!floor && c.rank() == 0) std::printf("# tcp_floor: measured with 2 ranks only, skipped\n");
+    bare.name = "tcp_floor";
+    bare.rank = c.rank();
+    bare.size = c.size();
+    bare.allreduce_sum = [&](float* d, std::size_t n) { floor->allreduce_sum(d, n); };
+    bare.barrier = [&] { floor->barrier(); };
+    bare.allreduce_max = [&](double* d, std::size_t n) { floor->allreduce_max(d, n); };
+  }
+  auto report = [&](const bench::allreduce_impl& impl, std::size_t bytes) {
+    auto r = bench::measure(impl, buffer, bytes);
+    if (c.rank() == 0) std::printf("%s\n", bench::result_line(impl, r).c_str()), std::fflush(stdout);
+  };
+  // Sizes interleave the implementations so that all see the same machine noise.
   for (auto bytes : o.sizes) {
-    if (o.impl != "gloo") {
-      auto r = bench::measure(ours, buffer, bytes);
-      if (c.rank() == 0) std::printf("%s\n", bench::result_line(ours, r).c_str()), std::fflush(stdout);
-    }
+    if (run_chorus) report(ours, bytes);
 #ifdef CHORUS_WITH_GLOO
-    if (gloo) {
-      auto r = bench::measure(theirs, buffer, bytes);
-      if (c.rank() == 0) std::printf("%s\n", bench::result_line(theirs, r).c_str()), std::fflush(stdout);
-    }
+    if (gloo) report(theirs, bytes);
 #endif
+    if (floor) report(bare, bytes);
   }
 #ifdef CHORUS_WITH_GLOO
   if (gloo) {

@@ -1,0 +1,203 @@
+// Bare-socket ring allreduce of two ranks: the loopback TCP floor chorus-bench reports.
+#include "bench/floor/tcp_floor.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/collectives/communicator.hpp"
+#include "runtime/collectives/reduce.hpp"
+
+namespace chorus::bench {
+namespace {
+
+constexpr std::size_t segment_bytes = 512u << 10;  // Chorus' default segment
+
+[[noreturn]] void sys_fail(const std::string& what) {
+  throw std::runtime_error("tcp_floor: " + what + ": " + std::strerror(errno));
+}
+
+void wait_for(int fd, short events) {
+  pollfd p{fd, events, 0};
+  while (poll(&p, 1, -1) < 0)
+    if (errno != EINTR) sys_fail("poll");
+}
+
+}  // namespace
+
+std::unique_ptr<tcp_floor> tcp_floor::connect(communicator& c) {
+  if (c.size() != 2) return nullptr;
+  int32_t announce[3] = {0, 0, 0};  // port, token low, token high
+  int listener = -1;
+  if (c.rank() == 0) {
+    listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (listener < 0) sys_fail("socket");
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0 || listen(listener, 4) < 0 ||
+        getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) < 0)
+      sys_fail("listen on 127.0.0.1");
+    std::random_device rd;
+    announce[0] = ntohs(a.sin_port);
+    announce[1] = static_cast<int32_t>(rd());
+    announce[2] = static_cast<int32_t>(rd());
+  }
+  auto st = c.broadcast(announce, 3, dtype::i32, 0);
+  if (!st.ok()) throw std::runtime_error("tcp_floor: handing out the port: " + st.to_string());
+  int fd = -1;
+  if (c.rank() == 1) {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(announce[0]));
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0) sys_fail("connect to rank 0");
+    if (send(fd, &announce[1], 8, MSG_NOSIGNAL) != 8) sys_fail("send the token");
+  } else {
+    for (;;) {
+      fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) sys_fail("accept");
+      int32_t token[2];
+      if (recv(fd, token, 8, MSG_WAITALL) == 8 && token[0] == announce[1] && token[1] == announce[2]) break;
+      close(fd);  // not rank 1
+    }
+    close(listener);
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) sys_fail("fcntl");
+  std::unique_ptr<tcp_floor> f(new tcp_floor(fd, c.rank()));
+  f->scratch_.assign(segment_bytes / sizeof(float), 0.0f);
+  return f;
+}
+
+tcp_floor::~tcp_floor() { close(fd_); }
+
+void tcp_floor::fail(const char* what) const {
+  throw std::runtime_error(std::string("tcp_floor: ") + what + " on rank " + std::to_string(rank_) + ": " +
+                           (errno ? std::strerror(errno) : "the peer closed the connection"));
+}
+
+void tcp_floor::send_all(const void* p, std::size_t n) {
+  auto* b = static_cast<const char*>(p);
+  while (n) {
+    ssize_t r = send(fd_, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r > 0) {
+      b += r;
+      n -= static_cast<std::size_t>(r);
+    } else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+      wait_for(fd_, POLLOUT);
+    } else {
+      fail("send");
+    }
+  }
+}
+
+void tcp_floor::recv_all(void* p, std::size_t n) {
+  auto* b = static_cast<char*>(p);
+  while (n) {
+    ssize_t r = recv(fd_, b, n, MSG_DONTWAIT);
+    if (r > 0) {
+      b += r;
+      n -= static_cast<std::size_t>(r);
+    } else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+      wait_for(fd_, POLLIN);
+    } else {
+      errno = r == 0 ? 0 : errno;
+      fail("recv");
+    }
+  }
+}
+
+void tcp_floor::barrier() {
+  char out = 0, in = 0;
+  send_all(&out, 1);
+  recv_all(&in, 1);
+}
+
+void tcp_floor::allreduce_max(double* data, std::size_t count) {
+  std::vector<double> theirs(count);
+  send_all(data, count * sizeof(double));
+  recv_all(theirs.data(), count * sizeof(double));
+  for (std::size_t i = 0; i < count; ++i) data[i] = std::max(data[i], theirs[i]);
+}
+
+void tcp_floor::allreduce_sum(float* data, std::size_t count) {
+  // Rank 0 reduces [0, h), rank 1 [h, count). Each sends the other's half, then the reduced
+  // segments of its own as they are made; the peer's stream is its sends in that order, so the
+  // first bytes in are for reducing and the rest land in place.
+  auto* base = reinterpret_cast<char*>(data);
+  const std::size_t h = count / 2 * sizeof(float), total = count * sizeof(float);
+  char* mine = rank_ == 0 ? base : base + h;
+  char* theirs = rank_ == 0 ? base + h : base;
+  const std::size_t mine_n = rank_ == 0 ? h : total - h, theirs_n = total - mine_n;
+
+  struct piece {
+    const char* p;
+    std::size_t n;
+  };
+  std::deque<piece> out;
+  for (std::size_t o = 0; o < theirs_n; o += segment_bytes)
+    out.push_back({theirs + o, std::min(segment_bytes, theirs_n - o)});
+  std::size_t sent = 0, reduced = 0, fill = 0, gathered = 0;
+  auto* scratch = reinterpret_cast<char*>(scratch_.data());
+  while (reduced < mine_n || gathered < theirs_n || !out.empty()) {
+    for (int k = 0; k < 16; ++k) {  // reads first: they free the peer's sends and make our next ones
+      ssize_t r;
+      if (reduced < mine_n) {
+        std::size_t seg = std::min(segment_bytes, mine_n - reduced);
+        r = recv(fd_, scratch + fill, seg - fill, MSG_DONTWAIT);
+        if (r > 0 && (fill += static_cast<std::size_t>(r)) == seg) {
+          reduce_into(mine + reduced, scratch, seg / sizeof(float), dtype::f32, reduce_op::sum);
+          out.push_back({mine + reduced, seg});
+          reduced += seg;
+          fill = 0;
+        }
+      } else if (gathered < theirs_n) {
+        r = recv(fd_, theirs + gathered, theirs_n - gathered, MSG_DONTWAIT);
+        if (r > 0) gathered += static_cast<std::size_t>(r);
+      } else {
+        break;
+      }
+      if (r == 0) {
+        errno = 0;
+        fail("allreduce");
+      }
+      if (r < 0) {
+        if (errno != EAGAIN && errno != EINTR) fail("allreduce");
+        break;
+      }
+    }
+    while (!out.empty()) {
+      ssize_t r = send(fd_, out.front().p + sent, out.front().n - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (r < 0) {
+        if (errno != EAGAIN && errno != EINTR) fail("allreduce");
+        break;
+      }
+      if ((sent += static_cast<std::size_t>(r)) == out.front().n) {
+        out.pop_front();
+        sent = 0;
+      }
+    }
+    if (reduced < mine_n || gathered < theirs_n || !out.empty())
+      wait_for(fd_, static_cast<short>((reduced < mine_n || gathered < theirs_n ? POLLIN : 0) |
+                                       (out.empty() ? 0 : POLLOUT)));
+  }
+}
+
+}  // namespace chorus::bench
