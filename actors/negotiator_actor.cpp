@@ -37,10 +37,22 @@ bool reachable(const negotiator_state& s, int to) {
   return to < static_cast<int>(s.peers.size()) && s.peers[static_cast<std::size_t>(to)];
 }
 
+void peer_lost(self_ptr self, int origin, const status& why);
+
 void send_gossip(self_ptr self, const negotiation::outgoing_message& m) {
   auto& s = self->state;
   if (s.cfg.send_control) {
     auto bytes = negotiation::encode(m.message);
+    if (s.cfg.max_control_bytes && bytes.size() > s.cfg.max_control_bytes) {
+      // The peer would wait for this message forever: stop the job, as if this rank were lost,
+      // so that every rank's pending ops end with the reason.
+      std::string why = "rank " + std::to_string(s.cfg.rank) + "'s gossip to rank " + std::to_string(m.to) + " is " +
+                        std::to_string(bytes.size()) + " bytes, over the control link's limit of " +
+                        std::to_string(s.cfg.max_control_bytes) +
+                        " (too many new tensor names in one cycle?); negotiation stopped";
+      peer_lost(self, s.cfg.rank, {errc::protocol, why});
+      return;
+    }
     std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     observer_of(s.wired).on_gossip_sent(m.to, data, now_of(self));
     s.cfg.send_control(m.to, control_kind::gossip, -1, data);  // false: the peer left; its loss reports itself
@@ -165,11 +177,13 @@ void apply(self_ptr self, negotiation::actions a) {
   auto& s = self->state;
   auto now = now_of(self);
   for (auto& m : a.send) {
+    if (!s.failed.ok()) return;  // a gossip too large to send stopped negotiation
     if (!reachable(s, m.to) && (s.peers.empty() || !s.connected))  // the peer's hello is still on its way
       s.unsent.push_back(std::move(m));
     else
       send_gossip(self, m);
   }
+  if (!s.failed.ok()) return;
   auto& obs = observer_of(s.wired);
   for (auto& e : a.errors) {
     status err{errc::mismatch, e.message};

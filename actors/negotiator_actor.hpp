@@ -50,6 +50,10 @@ struct negotiator_config {
   /// from the edge), and every peer counts as reachable from the start: the link was connected
   /// with the data plane. peers_connected and control_key are then unused.
   std::function<bool(int to, control_kind kind, int origin, std::span<const uint8_t> data)> send_control;
+  /// With send_control: the largest message the link carries (0: no limit). A gossip over it
+  /// cannot reach its peer, which would wait for it forever; instead the job stops, naming
+  /// this rank, the peer and the sizes, on every rank.
+  std::size_t max_control_bytes = 0;
 };
 
 struct negotiator_state {

@@ -147,6 +147,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   nc.on_peer_lost = [c = &comm](const status& why) { c->abort(why); };
   if (p->link) {
     nc.send_control = control_edge_sender(p->link);
+    nc.max_control_bytes = p->link->max_message_bytes();
   } else {
     nc.control_key = comm.data_plane().control_key();
   }

@@ -9,6 +9,7 @@
 #include <caf/scheduler/test_coordinator.hpp>
 
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <random>
 #include <set>
@@ -55,7 +56,9 @@ struct ranks_fixture {
   std::vector<caf::actor> negotiators, sinks;
   uint64_t next_handle = 1;
 
-  ranks_fixture(int n, const std::string& strategy, negotiation::negotiation_options opts = {}) {
+  /// `tweak` may change each rank's config before it is spawned (e.g. to wire a control link).
+  ranks_fixture(int n, const std::string& strategy, negotiation::negotiation_options opts = {},
+                const std::function<void(negotiator_config&)>& tweak = {}) {
     register_types(cfg);
     cfg.set("scheduler.policy", caf::atom("testing"));
     cfg.set("logger.file-verbosity", caf::atom("quiet"));
@@ -67,6 +70,7 @@ struct ranks_fixture {
       c.size = n;
       c.strategy = strategy;
       c.options = opts;
+      if (tweak) tweak(c);
       negotiators.push_back(sys->spawn(negotiator_actor, c));
       sinks.push_back(sys->spawn(sink_actor));
     }
@@ -289,6 +293,51 @@ TEST(negotiator_actor, a_lost_peer_fails_pending_ops_naming_it) {
     EXPECT_NE(e.message().find("rank 2"), std::string::npos) << e.message();
     EXPECT_NE(e.message().find("allreduce('w')"), std::string::npos) << e.message();
   }
+}
+
+TEST(negotiator_actor, a_gossip_over_the_link_limit_stops_every_rank_naming_the_sender) {
+  // Two ranks on a modelled control link that carries at most 64 bytes per message, as the
+  // TCP control link carries at most its frame limit: a message over it would never arrive.
+  std::vector<caf::actor>* peers = nullptr;
+  std::vector<std::string> lost(2);
+  auto link = [&](negotiator_config& c) {
+    c.max_control_bytes = 64;
+    c.on_peer_lost = [&lost, r = c.rank](const status& why) { lost[static_cast<std::size_t>(r)] = why.message(); };
+    c.send_control = [&peers](int to, control_kind kind, int origin, std::span<const uint8_t> data) {
+      auto& to_actor = (*peers)[static_cast<std::size_t>(to)];
+      if (kind == control_kind::gossip)
+        caf::anon_send(to_actor, gossip_bytes{std::vector<uint8_t>(data.begin(), data.end())});
+      else
+        caf::anon_send(to_actor, gone_atom::value, origin, std::string(data.begin(), data.end()));
+      return true;
+    };
+  };
+  ranks_fixture f(2, "gossip", {}, link);
+  peers = &f.negotiators;
+  f.ready(0, spec("short", {4}));
+  f.ready(1, spec("short", {4}));
+  f.settle();
+  ASSERT_EQ(f.batches(0), (std::vector<std::vector<std::string>>{{"short"}})) << "small gossip still flows";
+  ASSERT_EQ(f.batches(1), f.batches(0));
+  const std::string long_name(200, 'g');
+  f.ready(0, spec(long_name, {4}));  // rank 0 announces it first: its gossip carries the name
+  f.ready(1, spec(long_name, {4}));
+  f.settle();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(f.sink(r).finished.size(), 1u) << "rank " << r << " must not wait for a message that never comes";
+    const auto& e = f.sink(r).finished.front().result;
+    EXPECT_FALSE(e.ok());
+    EXPECT_NE(e.message().find("rank 0's gossip to rank 1 is"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("over the control link's limit of 64"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find(long_name), std::string::npos) << "names the tensor: " << e.message();
+    EXPECT_NE(lost[static_cast<std::size_t>(r)].find("rank 0's gossip"), std::string::npos)
+        << "rank " << r << " breaks its data plane with the cause: '" << lost[static_cast<std::size_t>(r)] << "'";
+  }
+  f.ready(1, spec("after", {4}));
+  f.settle();
+  ASSERT_EQ(f.sink(1).finished.size(), 2u);
+  EXPECT_NE(f.sink(1).finished.back().result.message().find("rank 0's gossip"), std::string::npos)
+      << "a later op ends with the same cause";
 }
 
 TEST(negotiator_actor, stop_fails_what_is_pending_and_everything_after) {

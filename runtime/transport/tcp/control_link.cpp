@@ -16,7 +16,7 @@ namespace chorus::tcp {
 
 namespace {
 
-constexpr std::size_t message_head = 5;  // kind u8 | origin i32
+constexpr std::size_t message_head = control_link::message_head;
 constexpr std::size_t read_quantum = 64 * 1024;
 
 std::vector<std::byte> frame_of(const wire::frame_limits& limits, wire::frame_kind kind, uint8_t ckind, int32_t origin,
@@ -104,7 +104,7 @@ void control_link::start(handlers h) {
 
 bool control_link::send(int to, uint8_t kind, int32_t origin, std::span<const uint8_t> data) {
   if (to < 0 || to >= size() || !conns_[static_cast<std::size_t>(to)]) return false;
-  if (message_head + data.size() > limits_.max_payload) {
+  if (data.size() > max_message_bytes()) {
     CHORUS_LOG(error, "tcp", "control message of " << data.size() << " bytes to " << who(to)
                                                    << " is over the frame limit; dropped");
     return false;
@@ -193,7 +193,9 @@ void control_link::read_from(conn& c) {
     ssize_t n = ::recv(c.fd.get(), c.in.data() + c.have, c.in.size() - c.have, MSG_DONTWAIT);
     if (n == 0) {
       if (c.goodbye_received) c.ended = true;
-      else end(c, {errc::connection_lost, who(c.peer) + "'s control connection closed without a goodbye (the process exited or was killed)"});
+      else
+        end(c, {errc::connection_lost,
+                who(c.peer) + "'s control connection closed without a goodbye (the process exited or was killed)"});
       return;
     }
     if (n < 0) {

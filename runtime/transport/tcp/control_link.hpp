@@ -53,6 +53,10 @@ class control_link {
   /// Sends one message to `to`. Any thread; never blocks. False when the connection to `to`
   /// is closed (the peer left, or the link is closing): the message is dropped.
   bool send(int to, uint8_t kind, int32_t origin, std::span<const uint8_t> data);
+  /// A control frame's payload: kind u8 | origin i32 | data.
+  static constexpr std::size_t message_head = 5;
+  /// The largest `data` send() carries: the frame limit less the message's own head.
+  std::size_t max_message_bytes() const { return limits_.max_payload - message_head; }
   /// Says goodbye to every peer, waits up to `grace` for theirs (or their connection's end),
   /// then stops the thread and closes every connection. No handler runs after it began.
   /// Call from outside the handlers; idempotent.
