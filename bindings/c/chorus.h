@@ -125,6 +125,15 @@ int chorus_stop_timeline(void);
  *  the process (across chorus_shutdown() and chorus_init()). */
 int64_t chorus_register(const char* name);
 
+/** As chorus_register, for a name used once or rarely (Horovod's unnamed ops, e.g. a loss
+ *  averaged for logging under a fresh name each step): its operations are negotiated as
+ *  transient, so every rank frees the negotiated id as soon as each operation is agreed and
+ *  one-off names do not grow the negotiation's messages. Every rank must register a name the
+ *  same way: ranks that disagree get CHORUS_ERR_MISMATCH naming the tensor ("transient").
+ *  Returns -1 for a NULL or empty name, or for a name already registered with
+ *  chorus_register (and chorus_register returns -1 for a name registered here). */
+int64_t chorus_register_transient(const char* name);
+
 /** Allreduce, in place on `data` (`ndim` dimensions in `shape`, outermost first; ndim 0 = one
  *  element; `shape` may be NULL when ndim is 0). Returns a handle (>= 0) or, when the call is
  *  rejected (unknown id, bad dtype/op, negative dimension, NULL data, not initialized, the

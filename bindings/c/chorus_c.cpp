@@ -33,6 +33,7 @@ struct tables {
   std::mutex mu;
   std::unordered_map<std::string, int64_t> ids;
   std::vector<std::string> names;
+  std::vector<bool> transient;  ///< by id: registered with chorus_register_transient
   std::unordered_map<int64_t, std::shared_ptr<op_state>> handles;
   int64_t next_handle = 0;
 };
@@ -80,6 +81,7 @@ std::optional<chorus::tensor_spec> spec_of(const char* fn, chorus::collective_ki
                                                       std::string(fn) + ": tensor id " + std::to_string(id) +
                                                           " is not registered; get ids from chorus_register(name)");
     spec.name = tab().names[static_cast<std::size_t>(id)];
+    spec.transient = tab().transient[static_cast<std::size_t>(id)];
   }
   spec.kind = kind;
   const bool reduces = kind == chorus::collective_kind::allreduce || kind == chorus::collective_kind::reducescatter;
@@ -221,14 +223,29 @@ int chorus_stop_timeline(void) {
   return CHORUS_OK;
 }
 
-int64_t chorus_register(const char* name) {
+namespace {
+int64_t register_name(const char* fn, const char* name, bool transient) {
   if (name == nullptr || *name == '\0')
-    return fail<int64_t>(-1, std::string("chorus_register: ") + (name ? "empty" : "NULL") +
+    return fail<int64_t>(-1, std::string(fn) + ": " + (name ? "empty" : "NULL") +
                                  " tensor name; every gradient needs a unique, non-empty name");
   std::lock_guard lk(tab().mu);
   auto [it, fresh] = tab().ids.emplace(name, static_cast<int64_t>(tab().names.size()));
-  if (fresh) tab().names.emplace_back(name);
+  if (fresh) {
+    tab().names.emplace_back(name);
+    tab().transient.push_back(transient);
+  } else if (tab().transient[static_cast<std::size_t>(it->second)] != transient) {
+    return fail<int64_t>(-1, std::string(fn) + "('" + name + "'): already registered with " +
+                                 (transient ? "chorus_register" : "chorus_register_transient") +
+                                 "; a name is transient or not for the life of the process");
+  }
   return it->second;
+}
+}  // namespace
+
+int64_t chorus_register(const char* name) { return register_name("chorus_register", name, false); }
+
+int64_t chorus_register_transient(const char* name) {
+  return register_name("chorus_register_transient", name, true);
 }
 
 int64_t chorus_enqueue_allreduce(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,

@@ -106,6 +106,37 @@ TEST(c_api_lifecycle, register_is_idempotent_and_rejects_empty_names) {
   EXPECT_TRUE(has(chorus_last_error(), "NULL")) << chorus_last_error();
 }
 
+TEST(c_api_lifecycle, a_name_is_registered_transient_or_not_never_both) {
+  int64_t once = chorus_register_transient("loss.step0");
+  EXPECT_GE(once, 0) << chorus_last_error();
+  EXPECT_EQ(chorus_register_transient("loss.step0"), once);
+  EXPECT_EQ(chorus_register("loss.step0"), -1);
+  EXPECT_TRUE(has(chorus_last_error(), "chorus_register('loss.step0'): already registered with "
+                                       "chorus_register_transient"))
+      << chorus_last_error();
+  int64_t named = chorus_register("fc2.weight");
+  ASSERT_GE(named, 0);
+  EXPECT_EQ(chorus_register_transient("fc2.weight"), -1);
+  EXPECT_TRUE(has(chorus_last_error(), "already registered with chorus_register;")) << chorus_last_error();
+  EXPECT_EQ(chorus_register("fc2.weight"), named) << "the refusal changed nothing";
+  EXPECT_EQ(chorus_register_transient(""), -1);
+  EXPECT_TRUE(has(chorus_last_error(), "chorus_register_transient: empty tensor name")) << chorus_last_error();
+  EXPECT_EQ(chorus_register_transient(nullptr), -1);
+}
+
+TEST_F(c_api, transient_names_used_once_each_complete_exactly) {
+  for (int step = 0; step < 50; ++step) {
+    int64_t id = chorus_register_transient(("metric.once." + std::to_string(step)).c_str());
+    ASSERT_GE(id, 0) << chorus_last_error();
+    double v = step + 0.5;
+    int64_t h = chorus_enqueue_allreduce(id, &v, nullptr, 0, CHORUS_FLOAT64, CHORUS_OP_SUM, nullptr, nullptr);
+    ASSERT_GE(h, 0) << chorus_last_error();
+    ASSERT_EQ(chorus_wait(h, 10000), CHORUS_OK) << chorus_error_string(h);
+    EXPECT_EQ(v, step + 0.5);
+    chorus_release(h);
+  }
+}
+
 TEST(c_api_lifecycle, status_names) {
   EXPECT_STREQ(chorus_status_name(CHORUS_OK), "ok");
   EXPECT_STREQ(chorus_status_name(CHORUS_ERR_CONNECTION_LOST), "connection_lost");

@@ -5,7 +5,9 @@
 // blocks included; handle and callback); ranks run r+1 allreduce steps and join (even ranks
 // wait on the handle, odd ones take the callback): every rank must get last rank N-1; then a
 // reducescatter and an alltoall whose shapes differ on the last rank: every rank must get
-// CHORUS_ERR_MISMATCH with a text naming the tensor (printed as "mismatch error: ...").
+// CHORUS_ERR_MISMATCH with a text naming the tensor (printed as "mismatch error: ..."); 30
+// allreduces under transient names, one per step; a name transient on all ranks but the last:
+// a mismatch again.
 // Prints "pipeline-c-api: all exact, last rank L".
 // Exit codes: 0 pass, 1 wrong result, 3 an operation failed, 4 an operation hung.
 #include <atomic>
@@ -255,6 +257,26 @@ int check_mismatch(int rank, int size) {
   expect(s.status == CHORUS_ERR_MISMATCH && s.error.find("alltoall('c.a2a.mismatch')") != std::string::npos &&
              s.rows.empty() && s.splits.empty(),
          "alltoall shape mismatch in the callback");
+
+  // Transient names (chorus_register_transient): a fresh name per step, exact every time;
+  // then one name registered transient on all ranks but the last: a mismatch on every rank.
+  for (int step = 0; step < 30; ++step) {
+    int64_t v = rank + step;
+    h = chorus_enqueue_allreduce(chorus_register_transient(("c.once." + std::to_string(step)).c_str()), &v, nullptr, 0,
+                                 CHORUS_INT64, CHORUS_OP_SUM, nullptr, nullptr);
+    if (h < 0) return rejected("c.once");
+    if (int rc = ended(h, "c.once")) return rc;
+    chorus_release(h);
+    expect(v == int64_t{size} * (size - 1) / 2 + int64_t{size} * step, "transient allreduce " + std::to_string(step));
+  }
+  int64_t flag_id = odd_one ? chorus_register("c.flag.mismatch") : chorus_register_transient("c.flag.mismatch");
+  float x = 1;
+  h = chorus_enqueue_allreduce(flag_id, &x, nullptr, 0, CHORUS_FLOAT32, CHORUS_OP_SUM, nullptr, nullptr);
+  if (h < 0) return rejected("c.flag.mismatch");
+  st = chorus_wait(h, wait_ms);
+  std::printf("mismatch error: %s: %s\n", chorus_status_name(st), chorus_error_string(h));
+  expect(st == CHORUS_ERR_MISMATCH, "transient flag mismatch");
+  chorus_release(h);
   return 0;
 }
 
