@@ -100,6 +100,7 @@ void fail_all(self_ptr self, const status& why, bool prefix_name) {
     s.failed = why;
     observer_of(s.wired).on_error(to_string(why.code()), why, now_of(self));
   }
+  s.arrived.clear();
   for (auto& [name, op] : s.pending) {
     std::string text = why.message();
     if (prefix_name) text = describe(op.spec) + ": " + text;
@@ -246,6 +247,27 @@ void apply(self_ptr self, negotiation::actions a) {
   if (a.wake_at) schedule_timer(self, *a.wake_at);
 }
 
+/// Hands the strategy every op that arrived since the last hand-over, in arrival order, in
+/// one call: a cycle that starts now takes them all.
+void hand_over(self_ptr self) {
+  auto& s = self->state;
+  if (s.arrived.empty()) return;
+  auto names = std::move(s.arrived);
+  s.arrived.clear();
+  if (!s.failed.ok() || !s.strategy) return;  // fail_all or stop_atom ended them
+  auto now = now_of(self);
+  auto cycle = s.strategy->contribution_cycle();
+  std::vector<tensor_spec> specs;
+  specs.reserve(names.size());
+  for (const auto& name : names) {
+    auto it = s.pending.find(name);
+    if (it == s.pending.end()) continue;
+    observer_of(s.wired).on_ready(it->second.handle, it->second.spec, cycle, now);
+    specs.push_back(it->second.spec);
+  }
+  apply(self, s.strategy->local_ready_all(std::move(specs), now));
+}
+
 }  // namespace
 
 negotiation_stats summarize(const negotiator_state& s) {
@@ -341,11 +363,12 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
           finish_op(self, t.op, {errc::invalid_argument, describe(t.op.spec) + ": already being negotiated"});
           return;
         }
-        auto spec = t.op.spec;
-        observer_of(st.wired).on_ready(t.op.handle, spec, st.strategy->contribution_cycle(), now_of(self));
-        st.pending.emplace(spec.name, std::move(t.op));
-        apply(self, st.strategy->local_ready(std::move(spec), now_of(self)));
+        auto name = t.op.spec.name;
+        st.pending.emplace(name, std::move(t.op));
+        st.arrived.push_back(std::move(name));
+        if (st.arrived.size() == 1) self->send(self, hand_atom::value);
       },
+      [=](hand_atom) { hand_over(self); },
       [=](const gossip_bytes& g) {
         auto& st = self->state;
         ++st.stats.messages_received;
@@ -356,6 +379,7 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
           fail_all(self, {errc::protocol, "bad control message: " + m.error().message()}, true);
           return;
         }
+        hand_over(self);  // what arrived before this message joins the cycle it may start
         apply(self, st.strategy->on_message(*m, now_of(self)));
       },
       [=](gone_atom, const std::string& why) {
@@ -373,6 +397,7 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
         auto& st = self->state;
         if (st.timer_at && st.timer_at->time_since_epoch().count() == stamp) st.timer_at.reset();
         if (!st.failed.ok() || !st.strategy) return;
+        hand_over(self);
         apply(self, st.strategy->on_timer(now_of(self)));
       },
       [=](join_atom) {
@@ -385,6 +410,7 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
           return;
         }
         st.joining = true;
+        hand_over(self);
         apply(self, st.strategy->request_join(now_of(self)));
       },
       [=](stop_atom) {
@@ -396,6 +422,7 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
         }
         for (auto& [name, op] : st.pending) finish_op(self, op, shutdown_error(op.spec));
         st.pending.clear();
+        st.arrived.clear();
         if (st.failed.ok()) st.failed = {errc::shutdown, "rank " + std::to_string(st.cfg.rank) + " shut down"};
       },
       [=](stats_atom) { return summarize(self->state); },

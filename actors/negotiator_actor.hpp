@@ -8,6 +8,10 @@
 // Failure rules: a spec mismatch ends that op on every rank with the same text; a fatal
 // action (stall shutdown, protocol violation), a lost peer (down_msg, or gone_atom from the
 // link's edge) or stop_atom ends every op in negotiation and every later one with that error.
+// Ops that arrive together go to the strategy together: a tensor_ready is held until the
+// messages already in the mailbox have been read (hand_atom to itself), or until the next
+// gossip, tick or join, so that gradients produced microseconds apart (a layer's weight and
+// bias) share one cycle instead of the second waiting out the cycle time.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +69,7 @@ struct negotiator_state {
   std::vector<negotiation::outgoing_message> unsent;   ///< produced before the destination's handle was known
   bool connected = false;                              ///< a handle for every peer (lower: connected, higher: hello)
   std::unordered_map<std::string, op_ref> pending;     ///< ops in negotiation, by name
+  std::vector<std::string> arrived;                    ///< of those, not handed to the strategy yet (a hand_atom is queued)
   std::optional<negotiation::time_point> timer_at;     ///< the earliest tick already scheduled
   status failed;                                       ///< not ok: negotiation has stopped
   bool stopped = false;                                ///< stop_atom arrived (shutdown of this rank)

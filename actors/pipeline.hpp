@@ -33,6 +33,9 @@ struct pipeline_options {
   /// CHORUS_EARLY_START=1: a rank that caught up with what its peers wait for starts a cycle at
   /// once, not after cycle_time (negotiation::negotiation_options::early_start).
   bool early_start = false;
+  /// CHORUS_HOLD_WHEN_AHEAD=0|1: a rank ahead of its peers starts no cycle for new tensors; it
+  /// joins the cycle the peers start when they catch up (negotiation::negotiation_options).
+  bool hold_when_ahead = true;
   std::size_t fusion_threshold = 64u << 20;    ///< CHORUS_FUSION_THRESHOLD (alias HOROVOD_FUSION_THRESHOLD)
   std::size_t chunk_bytes = 4u << 20;          ///< CHORUS_CHUNK_BYTES
   /// CHORUS_IN_PLACE_BYTES: allreduce tensors at least this large are reduced in place instead

@@ -78,6 +78,11 @@ result<pipeline_options> pipeline_options::from_env(const std::function<const ch
     if (e != "0" && e != "1") return bad("CHORUS_EARLY_START", v, "0 or 1");
     o.early_start = e == "1";
   }
+  if (const char* v = get("CHORUS_HOLD_WHEN_AHEAD"); v && *v) {
+    std::string e = v;
+    if (e != "0" && e != "1") return bad("CHORUS_HOLD_WHEN_AHEAD", v, "0 or 1");
+    o.hold_when_ahead = e == "1";
+  }
   auto number = [&](double max) { return [&get, max](const char* n) { return read_number(get, n, max); }; };
   auto whole = [&](uint64_t min, uint64_t max) {
     return [&get, min, max](const char* n) { return read_whole(get, n, min, max); };

@@ -50,6 +50,7 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;        ///< negotiato
 using gone_atom = caf::atom_constant<caf::atom("peergone")>;      ///< negotiator: (why) a peer that left cleanly is still missed; from a peer: (origin rank, why) it lost that rank
 using hello_atom = caf::atom_constant<caf::atom("ctrlhello")>;    ///< negotiator ← its gate: (rank, that rank's gate), sent by the higher rank over the one connection
 using join_atom = caf::atom_constant<caf::atom("join")>;          ///< negotiator ← producer: this rank joins (Horovod's join)
+using hand_atom = caf::atom_constant<caf::atom("handover")>;      ///< negotiator → itself: hand the strategy the ops that arrived since the last one
 
 // ---- values carried by messages ----
 

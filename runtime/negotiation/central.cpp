@@ -16,6 +16,13 @@ actions central_negotiator::local_ready(tensor_spec spec, time_point now) {
   return out;
 }
 
+actions central_negotiator::local_ready_all(std::vector<tensor_spec> specs, time_point now) {
+  actions out;
+  for (auto& spec : specs) ledger_.local_ready(std::move(spec), out);
+  advance(now, out);
+  return out;
+}
+
 actions central_negotiator::submit_score(double score, time_point now) {
   actions out;
   ledger_.submit_score(score);

@@ -39,6 +39,7 @@ class central_negotiator final : public negotiation_strategy {
   central_negotiator(int rank, int size, const negotiation_options& options);
 
   actions local_ready(tensor_spec spec, time_point now) override;
+  actions local_ready_all(std::vector<tensor_spec> specs, time_point now) override;
   actions on_message(const gossip_message& message, time_point now) override;
   actions on_timer(time_point now) override;
   actions submit_score(double score, time_point now) override;

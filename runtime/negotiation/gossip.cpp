@@ -30,6 +30,13 @@ actions gossip_negotiator::local_ready(tensor_spec spec, time_point now) {
   return out;
 }
 
+actions gossip_negotiator::local_ready_all(std::vector<tensor_spec> specs, time_point now) {
+  actions out;
+  for (auto& spec : specs) ledger_.local_ready(std::move(spec), out);
+  advance(now, out);
+  return out;
+}
+
 actions gossip_negotiator::submit_score(double score, time_point now) {
   actions out;
   ledger_.submit_score(score);
@@ -110,14 +117,14 @@ void gossip_negotiator::advance(time_point now, actions& out) {
       return !last_start_ || now >= *last_start_ + ledger_.options().cycle_time ||
              (ledger_.options().early_start && ledger_.has_awaited());
     };
-    if (joined || (ledger_.has_new() && may_start())) {
+    if (joined || (ledger_.has_new() && !ledger_.holds_back() && may_start())) {
       start_cycle(now, out);
       continue;
     }
     break;
   }
   out.wake_at = ledger_.next_deadline();
-  if (!running_ && ledger_.has_new() && last_start_) {
+  if (!running_ && ledger_.has_new() && !ledger_.holds_back() && last_start_) {
     auto start_at = *last_start_ + ledger_.options().cycle_time;
     if (!out.wake_at || start_at < *out.wake_at) out.wake_at = start_at;
   }

@@ -10,7 +10,9 @@
 //     idle job therefore sends nothing at all. With negotiation_options::early_start, also at
 //     once when what other ranks were waiting for at the end of c-1 is now all new here
 //     (negotiation_ledger::has_awaited: a late rank that caught up completes the agreement
-//     without waiting out the cycle time).
+//     without waiting out the cycle time). With negotiation_options::hold_when_ahead, a rank
+//     ahead of the others starts no cycle for new tensors: it joins the next one
+//     (negotiation_ledger::holds_back).
 //  3. Starting, the rank snapshots its contribution (negotiation_ledger::contribution()):
 //     what becomes ready later belongs to the next cycle. That makes each cycle's merged
 //     state a fixed function of the N snapshots.
@@ -40,6 +42,7 @@ class gossip_negotiator final : public negotiation_strategy {
   gossip_negotiator(int rank, int size, const negotiation_options& options);
 
   actions local_ready(tensor_spec spec, time_point now) override;
+  actions local_ready_all(std::vector<tensor_spec> specs, time_point now) override;
   actions on_message(const gossip_message& message, time_point now) override;
   actions on_timer(time_point now) override;
   actions submit_score(double score, time_point now) override;

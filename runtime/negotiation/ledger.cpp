@@ -69,6 +69,12 @@ bool negotiation_ledger::has_awaited() const {
   return any;
 }
 
+bool negotiation_ledger::holds_back() const {
+  if (!options_.hold_when_ahead || !ahead_ || failed_) return false;
+  bool only_tensors = !fresh_score_ && !shutdown_fresh_ && !join_fresh_ && !stall_.has_new();
+  return only_tensors && (fresh_ids_ || !fresh_names_.empty());
+}
+
 gossip_message negotiation_ledger::contribution() {
   gossip_message m;
   pending_ids_.resize(registry_.size());
@@ -227,6 +233,17 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
   pending.and_not(agreed);
   awaited_ = pending;
   awaited_.and_not(contributed_);
+  //    Ahead: something this rank contributed is still pending (some rank lacks it), and no
+  //    rank has an id or a name this rank lacks.
+  dynamic_bitmap waiting = pending_ids_;
+  waiting.and_with(contributed_);
+  bool waits = waiting.any(), behind = awaited_.any();
+  for (const auto& [name, groups] : table_) {
+    bool here = table_ranks(groups).test(static_cast<std::size_t>(rank_));
+    waits = waits || here;
+    behind = behind || !here;
+  }
+  ahead_ = waits && !behind;
   std::vector<std::string> names;
   for (const auto& [name, groups] : table_) names.push_back(name);
   stall_.observe(pending, names, now);

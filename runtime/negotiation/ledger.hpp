@@ -55,6 +55,14 @@ class negotiation_ledger {
   /// reached its negotiator just after its peer's cycle did) then costs one cycle, not a
   /// cycle time, and a rank that is far behind still sends everything in one cycle.
   bool has_awaited() const;
+  /// With negotiation_options::hold_when_ahead: this rank is ahead (it waited for other ranks
+  /// at the end of the last cycle, and no rank had anything it lacked) and only tensors are
+  /// new here, so it need not start a cycle: the ranks behind start the next one when they
+  /// catch up, and this rank contributes everything new when it joins. Two ranks cannot both
+  /// be ahead of each other, so some rank always can start (no rank waits on a holder that
+  /// waits on it), and anything not a tensor (score, shutdown, join, stall report) starts a
+  /// cycle as before.
+  bool holds_back() const;
   bool failed() const { return failed_; }
 
   /// This rank's contribution to the cycle that starts now (payload only). Takes the fresh
@@ -81,6 +89,7 @@ class negotiation_ledger {
   bool fresh_ids_ = false;
   dynamic_bitmap contributed_;  // pending_ids_ as of the last contribution
   dynamic_bitmap awaited_;      // after the last resolve: pending on another rank, not in contributed_
+  bool ahead_ = false;          // after the last resolve: see holds_back()
   std::map<std::string, tensor_spec> local_names_;
   std::vector<tensor_spec> fresh_names_;
   std::optional<double> fresh_score_;

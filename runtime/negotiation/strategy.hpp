@@ -42,6 +42,15 @@ struct negotiation_options {
   /// rank takes its snapshot, so trace replay, which hands each rank a cycle's ops together,
   /// runs without it.
   bool early_start = false;
+  /// Gossip (CHORUS_HOLD_WHEN_AHEAD=1, the pipeline's default): a rank that is ahead (at the
+  /// end of the last cycle it waited for other ranks, and no rank had anything it lacked)
+  /// starts no cycle for new tensors of its own; it announces them when it joins the next
+  /// cycle a peer starts, which the peers do when they catch up. A tensor can be agreed no
+  /// earlier than the last rank has it, so holding costs no latency, and it saves the cycle
+  /// the rank ahead would start for each new tensor only to hear that its peers lack it
+  /// (negotiation_ledger::holds_back). Scores, shutdown, join and stall reports are never
+  /// held. Off here so that the strategy tests and the simulator count cycles without it.
+  bool hold_when_ahead = false;
 };
 
 /// A message for rank `to`.
@@ -137,6 +146,9 @@ class negotiation_strategy {
   virtual ~negotiation_strategy() = default;
   /// A local operation on `spec.name` is ready to be reduced.
   virtual actions local_ready(tensor_spec spec, time_point now) = 0;
+  /// Several local operations ready at once: local_ready() for each, in order, except that
+  /// no cycle starts before all of them are in, so a cycle that starts takes them all.
+  virtual actions local_ready_all(std::vector<tensor_spec> specs, time_point now) = 0;
   /// A message from a peer, in any order relative to others.
   virtual actions on_message(const gossip_message& message, time_point now) = 0;
   /// The time asked for in wake_at has come (calling it earlier or more often is harmless).

@@ -340,6 +340,25 @@ TEST(negotiator_actor, a_gossip_over_the_link_limit_stops_every_rank_naming_the_
       << "a later op ends with the same cause";
 }
 
+TEST(negotiator_actor, ops_that_arrive_together_share_one_cycle) {
+  // A layer's weight and bias are enqueued microseconds apart: both are in the mailbox when the
+  // negotiator runs, and it hands them to the strategy together, so the cycle that the first
+  // starts takes the second too (one cycle, one batch) instead of the second waiting out the
+  // cycle time for a cycle of its own.
+  negotiation::negotiation_options o;
+  o.cycle_time = 1ms;
+  ranks_fixture f(2, "gossip", o);
+  for (int r : {0, 1}) {
+    f.ready(r, spec("layer.weight", {8, 4}));
+    f.ready(r, spec("layer.bias", {8}));
+  }
+  f.settle();
+  for (int r : {0, 1}) {
+    EXPECT_EQ(f.batches(r), (std::vector<std::vector<std::string>>{{"layer.bias", "layer.weight"}})) << "rank " << r;
+    EXPECT_EQ(f.neg(r).stats.cycles, 1u) << "rank " << r;
+  }
+}
+
 TEST(negotiator_actor, stop_fails_what_is_pending_and_everything_after) {
   ranks_fixture f(2, "gossip");
   f.ready(0, spec("a", {8}));

@@ -24,6 +24,7 @@ TEST(pipeline_options, defaults_without_variables) {
   EXPECT_EQ(o->negotiation, "gossip");
   EXPECT_EQ(o->control_plane, "tcp");
   EXPECT_FALSE(o->early_start);
+  EXPECT_TRUE(o->hold_when_ahead);
   EXPECT_EQ(o->cycle_time, std::chrono::microseconds(1000));
   EXPECT_EQ(o->fusion_threshold, 64u << 20);
   EXPECT_EQ(o->chunk_bytes, 4u << 20);
@@ -38,6 +39,7 @@ TEST(pipeline_options, chorus_variables) {
   auto o = read({{"CHORUS_NEGOTIATION", "central"},
                  {"CHORUS_CONTROL_PLANE", "caf"},
                  {"CHORUS_EARLY_START", "1"},
+                 {"CHORUS_HOLD_WHEN_AHEAD", "0"},
                  {"CHORUS_CYCLE_TIME_MS", "0.25"},
                  {"CHORUS_FUSION_THRESHOLD", "1048576"},
                  {"CHORUS_CHUNK_BYTES", "65536"},
@@ -51,6 +53,7 @@ TEST(pipeline_options, chorus_variables) {
   EXPECT_EQ(o->negotiation, "central");
   EXPECT_EQ(o->control_plane, "caf");
   EXPECT_TRUE(o->early_start);
+  EXPECT_FALSE(o->hold_when_ahead);
   EXPECT_EQ(o->cycle_time, std::chrono::microseconds(250));
   EXPECT_EQ(o->fusion_threshold, 1048576u);
   EXPECT_EQ(o->chunk_bytes, 65536u);
@@ -85,6 +88,7 @@ TEST(pipeline_options, bad_values_name_the_variable) {
   for (const auto& [name, value] : env_map{{"CHORUS_NEGOTIATION", "ring"},
                                            {"CHORUS_CONTROL_PLANE", "udp"},
                                            {"CHORUS_EARLY_START", "yes"},
+                                           {"CHORUS_HOLD_WHEN_AHEAD", "2"},
                                            {"CHORUS_CYCLE_TIME_MS", "-1"},
                                            {"HOROVOD_CYCLE_TIME", "fast"},
                                            {"CHORUS_FUSION_THRESHOLD", "64MB"},

@@ -79,6 +79,7 @@ TEST(GossipNegotiator, EveryRankAgreesForOneToSeventeenRanks) {
       std::mt19937_64 rng(seed);
       negotiation_options nego;
       nego.cycle_time = 100us;
+      nego.hold_when_ahead = trial != 0;  // ranks ahead hold their new tensors: still live
       auto sim = make_sim(n, seed, nego, trial == 0);
       auto tensors = model(12);
       const int steps = 3;
@@ -477,6 +478,96 @@ TEST(GossipNegotiator, ARankThatCaughtUpStartsAtOnceInsteadOfAfterTheCycleTime) 
     }
     EXPECT_EQ(job.agreed[0], job.agreed[1]);
   }
+}
+
+// Registers x and y on both ranks of `job` (both have both before any message moves).
+void register_both(hand_wired_pair& job, const tensor_spec& x, const tensor_spec& y, time_point t0,
+                   duration cycle_time) {
+  actions first[2];
+  for (int r : {0, 1}) first[r] = job.ranks[r].local_ready_all({x, y}, t0);
+  for (int r : {0, 1}) job.pump(r, std::move(first[r]), t0);
+  for (int r : {0, 1}) job.pump(r, job.ranks[r].on_timer(t0 + cycle_time), t0 + cycle_time);
+}
+
+TEST(GossipNegotiator, TensorsReadyTogetherShareACycle) {
+  negotiation_options o;
+  o.cycle_time = 1ms;
+  hand_wired_pair job(o);
+  auto x = spec("x", {4}), y = spec("y", {8});
+  register_both(job, x, y, time_point{}, o.cycle_time);
+  EXPECT_EQ(job.cycles[0], 1);
+  EXPECT_EQ(job.agreed[0].size(), 2u);
+  // One at a time, the second waits out the cycle time and needs a cycle of its own.
+  auto t = time_point{} + 10ms;
+  EXPECT_EQ(job.pump(0, job.ranks[0].local_ready(x, t), t), 1u);
+  auto late = job.ranks[0].local_ready(y, t);
+  EXPECT_TRUE(late.send.empty());
+  ASSERT_TRUE(late.wake_at);
+  EXPECT_EQ(*late.wake_at, t + 1ms);
+}
+
+TEST(GossipNegotiator, ARankAheadHoldsNewTensorsForTheCycleItsPeerStarts) {
+  for (bool hold : {true, false}) {
+    SCOPED_TRACE(hold ? "hold_when_ahead" : "without hold_when_ahead");
+    negotiation_options o;
+    o.cycle_time = 1ms;
+    o.hold_when_ahead = hold;
+    hand_wired_pair job(o);
+    auto x = spec("x", {4}), y = spec("y", {8});
+    time_point t0{};
+    register_both(job, x, y, t0, o.cycle_time);
+    int registered = job.cycles[0];
+    // Rank 0 has x first: it starts a cycle, rank 1 joins it without x. Rank 0 is now ahead.
+    auto t1 = t0 + 10ms;
+    EXPECT_EQ(job.pump(0, job.ranks[0].local_ready(x, t1), t1), 1u);
+    EXPECT_EQ(job.cycles[1], registered + 1);
+    // Then y on rank 0. Ahead, it holds y: no cycle now, and none when its cycle time is up.
+    // Without holding, it starts one for y once the cycle time is up (and learns rank 1 lacks y).
+    auto t2 = t1 + 100us;
+    auto a = job.ranks[0].local_ready(y, t2);
+    EXPECT_TRUE(a.send.empty());
+    if (hold) EXPECT_TRUE(!a.wake_at || *a.wake_at > t2 + 1s) << "a timer for a held tensor";
+    job.pump(0, std::move(a), t2);
+    EXPECT_EQ(job.pump(0, job.ranks[0].on_timer(t1 + 1ms), t1 + 1ms), hold ? 0u : 1u);
+    // Rank 1 catches up with x and y at once: it starts a cycle, rank 0 joins it (with y if it
+    // held it), and both tensors are agreed in that one cycle on both ranks.
+    auto t3 = t1 + 5ms;
+    EXPECT_EQ(job.pump(1, job.ranks[1].local_ready_all({x, y}, t3), t3), 1u);
+    ASSERT_EQ(job.agreed[0].size(), 4u);
+    EXPECT_EQ(job.agreed[0], job.agreed[1]);
+    EXPECT_EQ(job.cycles[0], registered + (hold ? 2 : 3));
+    EXPECT_EQ(job.cycles[1], job.cycles[0]);
+    // Nobody is ahead now: a new tensor starts a cycle at once again.
+    auto t4 = t3 + 10ms;
+    EXPECT_EQ(job.pump(0, job.ranks[0].local_ready(x, t4), t4), 1u);
+  }
+}
+
+TEST(GossipNegotiator, RanksAheadOfEachOtherNeverBothHold) {
+  // Rank 0 waits for p, which rank 1 lacks; rank 1 waits for q, which rank 0 lacks. Neither is
+  // ahead, so a tensor new on both (z) starts a cycle and is agreed, even though p and q are
+  // still pending. (If both held z, neither would ever announce it.)
+  negotiation_options o;
+  o.cycle_time = 1ms;
+  o.hold_when_ahead = true;
+  hand_wired_pair job(o);
+  auto p = spec("p", {1}), q = spec("q", {2}), z = spec("z", {3});
+  time_point t0{};
+  actions first[2];
+  for (int r : {0, 1}) first[r] = job.ranks[r].local_ready_all({p, q, z}, t0);
+  for (int r : {0, 1}) job.pump(r, std::move(first[r]), t0);
+  ASSERT_EQ(job.agreed[0].size(), 3u);
+  auto t1 = t0 + 10ms;
+  job.pump(0, job.ranks[0].local_ready(p, t1), t1);
+  auto t2 = t1 + 2ms;
+  job.pump(1, job.ranks[1].local_ready(q, t2), t2);
+  auto t3 = t2 + 2ms;
+  job.pump(0, job.ranks[0].local_ready(z, t3), t3);
+  job.pump(1, job.ranks[1].local_ready(z, t3 + 2ms), t3 + 2ms);
+  for (int r : {0, 1}) job.pump(r, job.ranks[r].on_timer(t3 + 5ms), t3 + 5ms);
+  ASSERT_EQ(job.agreed[0].size(), 4u);
+  EXPECT_EQ(job.agreed[0], job.agreed[1]);
+  EXPECT_EQ(job.ranks[0].registry().spec(job.agreed[0].back()).name, "z");
 }
 
 }  // namespace
