@@ -14,8 +14,11 @@ group beside Chorus) holds four copies of the same model and, in every round, tr
     solo    N=2: both ranks train a plain model, no communication (the ceiling of two trainers)
     plain   N=1: rank 0 trains a plain model while rank 1 waits in a Gloo barrier
 
-The order of the four turns rotates from round to round. Ratios are taken within each round
-(blocks seconds apart) and summarised by their median:
+The order of the four turns is shuffled every round (seeded by the round, the same on both
+ranks): a fixed rotation put chorus after plain in three rounds of four. --control trains a
+second DDP copy in chorus' turn, and prints its ratio as ddpcopy/ddp: how far from 1 the
+bench itself is. Ratios are taken within each round (blocks seconds apart) and summarised by
+their median:
 
     RESULT train <model> <impl> <N> <samples_per_s>      median over rounds
     RESULT paired <model> <what> <median ratio>          chorus/ddp, and scaling efficiencies
@@ -28,6 +31,7 @@ on sockets)."""
 import argparse
 import copy
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -60,10 +64,11 @@ def worker(args):
         for impl in IMPLS:
             m = copy.deepcopy(base)
             opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
-            if impl == "chorus":
+            ddp = impl == "ddp" or (impl == "chorus" and args.control)
+            if impl == "chorus" and not args.control:
                 opt = hvd.DistributedOptimizer(opt, named_parameters=[(model_name + "." + k, p)
                                                                       for k, p in m.named_parameters()])
-            nets[impl] = torch.nn.parallel.DistributedDataParallel(m) if impl == "ddp" else m
+            nets[impl] = torch.nn.parallel.DistributedDataParallel(m) if ddp else m
             opts[impl] = opt
         x, y = make_batch(model_name, args.batch)
 
@@ -75,7 +80,7 @@ def worker(args):
         rates = {impl: [] for impl in IMPLS}
         bg = {impl: [] for impl in IMPLS}
         for r in range(args.rounds):
-            order = IMPLS[r % len(IMPLS):] + IMPLS[:r % len(IMPLS)]
+            order = random.Random(r).sample(IMPLS, len(IMPLS))  # the same on both ranks
             for impl in order:
                 trains = impl != "plain" or rank == 0
                 if trains:
@@ -115,7 +120,7 @@ def worker(args):
     os._exit(0)
 
 
-def report(model_name, rates, bg, batch, steps):
+def report(model_name, rates, bg, batch, steps, control=False):
     n_of = {"chorus": 2, "ddp": 2, "solo": 2, "plain": 1}
     for impl in IMPLS:
         print("RESULT train %s %s %d %.1f" % (model_name, impl, n_of[impl], statistics.median(rates[impl])))
@@ -127,9 +132,9 @@ def report(model_name, rates, bg, batch, steps):
         print("  %s %s per round: %s" % (model_name, label, " ".join("%.3f" % v for v in per_round)),
               file=sys.stderr)
 
-    paired("chorus/ddp", "chorus", "ddp", 1)
+    paired("ddpcopy/ddp" if control else "chorus/ddp", "chorus", "ddp", 1)
     for impl in ("chorus", "ddp", "solo"):
-        paired("%s_scaling" % impl, impl, "plain", 2)
+        paired("%s_scaling" % ("ddpcopy" if control and impl == "chorus" else impl), impl, "plain", 2)
     print("  (%s: batch %d per rank, %d timed steps per block, %d rounds; samples/s per round: %s)"
           % (model_name, batch, steps, len(rates["chorus"]),
              "; ".join("%s %s" % (i, "/".join("%.1f" % v for v in rates[i])) for i in IMPLS)), file=sys.stderr)
@@ -144,12 +149,15 @@ def main():
     p.add_argument("--warm", type=int, default=1, help="untimed steps at the start of each block")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--timeout", type=int, default=1800)
+    p.add_argument("--control", action="store_true", help="a second DDP copy in chorus' turn (the bench's own bias)")
     p.add_argument("--chorusrun", default=os.path.join(HERE, "..", "..", "build", "bindings", "cli", "chorusrun"))
     args = p.parse_args()
     if args.worker:
         return worker(args)
     me = [sys.executable, os.path.abspath(__file__), "--worker", "--models", args.models, "--batch",
           str(args.batch), "--steps", str(args.steps), "--warm", str(args.warm), "--rounds", str(args.rounds)]
+    if args.control:
+        me.append("--control")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CHORUS_METRICS_PORT="0",
                PAIRED_GLOO_PORT=str(free_port()))
     proc = subprocess.run([args.chorusrun, "-np", "2", "--no-prefix", "--timeout", str(args.timeout), "--"] + me,
@@ -164,7 +172,7 @@ def main():
         by_model[model_name][0][impl] = [float(v) for v in rates.split(",")]
         by_model[model_name][1][impl] = [float(v) for v in bgs.split(",")]
     for model_name, (rates, bg) in by_model.items():
-        report(model_name, rates, bg, args.batch, args.steps)
+        report(model_name, rates, bg, args.batch, args.steps, args.control)
     return 0
 
 
