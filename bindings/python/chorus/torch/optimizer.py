@@ -163,6 +163,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits until every gradient was averaged over all ranks (enqueueing those backward did
         not produce: parameters without a gradient this step still take part)."""
+        # A group whose members did not all produce a gradient is enqueued now, whole (members
+        # without one send zeros), under the same name as on a rank where it completed; and
+        # every group's count starts again at zero, so the next step's backward enqueues it
+        # when all of its gradients are ready, not when leftovers of this step add up.
+        for group in self._group_counts:
+            if group not in self._handles:
+                for p in group:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+                    self._handles.pop(p, None)
+                self._handles[group] = self._grouped_allreduce_grad_async(group)
+            self._group_counts[group] = 0
         done = set()
         for key in self._handles:
             done.update(key) if isinstance(key, tuple) else done.add(key)
@@ -218,6 +230,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles = {}
         self._synchronized = False
         self._should_synchronize = True
+        for group in self._group_counts:
+            self._group_counts[group] = 0
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step
         super(self.__class__, self).load_state_dict(*args, **kwargs)
