@@ -101,3 +101,20 @@ def test_allreduce_op_mismatch_across_ranks():
     with pytest.raises(ChorusArgumentError, match="op"):
         hvd.allreduce(torch.ones(3), op=hvd.Sum if hvd.rank() == 0 else hvd.Max, name="bad_op")
     still_works()
+
+
+def test_distributed_optimizer_parameter_shape_mismatch_across_ranks():
+    # Rank 0's model has a wider hidden layer: its gradients disagree in shape with the other
+    # ranks'. step() raises, naming the parameter, on every rank; the job goes on.
+    width = 5 if hvd.rank() == 0 else 4
+    model = torch.nn.Sequential(torch.nn.Linear(3, width), torch.nn.Linear(width, 2))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=[("mm." + k, p) for k, p in model.named_parameters()])
+    model(torch.ones(4, 3)).sum().backward()
+    with pytest.raises(ChorusArgumentError, match=r"mm\.\d\.(weight|bias).*shape|shape.*mm\.\d\.(weight|bias)"):
+        opt.step()
+    # Every gradient's operation was waited for and dropped: zero_grad() (which refuses while
+    # any is pending) goes through, and the runtime takes new work.
+    assert not opt._handles
+    opt.zero_grad()
+    still_works()

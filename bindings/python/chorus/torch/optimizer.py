@@ -12,7 +12,8 @@ from chorus.common.process_sets import _check as _check_process_set
 from chorus.common.process_sets import global_process_set
 from chorus.torch.compression import Compression
 from chorus.torch.mpi_ops import Adasum, Average
-from chorus.torch.mpi_ops import allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async
+from chorus.torch.mpi_ops import _chorus_op, _lib, _op_name, _scale_
+from chorus.torch.mpi_ops import grouped_allreduce_async_, sparse_allreduce_async
 from chorus.torch.mpi_ops import size, synchronize
 
 
@@ -135,10 +136,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.grad = p.grad.to_dense()
             else:
                 return sparse_allreduce_async(p.grad, name=name, op=self.op), None
+        # The hook runs inside backward, on the training thread, once per gradient: it submits
+        # straight to the runtime (no handle table, no generator) and returns a callable that
+        # waits, which synchronize() accepts as a handle. Same name and op as allreduce_async_.
         compressed, ctx = self._compression.compress(p.grad)
         pre, post = self._scale_factors()
-        handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre, postscale_factor=post)
-        return handle, ctx
+        _scale_(compressed, pre)
+        sub = _lib.allreduce_async(compressed, _op_name("allreduce", name, None), _chorus_op(self.op))
+
+        def wait():
+            sub.wait()
+            out = sub.result()
+            _scale_(out, post)
+            return out
+        return wait, ctx
 
     def _grouped_allreduce_grad_async(self, group):
         for p in group:
@@ -185,17 +196,25 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for key, (handle, ctx) in list(self._handles.items()):
             if handle is None:
                 self._handles[key] = self._allreduce_grad_async(key)
+        # Every handle is waited for even after one failed (no gradient may be released while
+        # the runtime still writes it); the first error is raised once all ended, and the
+        # optimizer is left ready for the next backward.
+        error = None
         for key, (handle, ctx) in self._handles.items():
-            if isinstance(key, tuple):
-                outputs = synchronize(handle)
-                for gp, out, gctx in zip(key, outputs, ctx):
-                    self._allreduce_delay[gp] = self.backward_passes_per_step
-                    self._apply(gp, out, gctx)
-            else:
-                output = handle() if callable(handle) else synchronize(handle)
-                self._allreduce_delay[key] = self.backward_passes_per_step
-                self._apply(key, output, ctx)
+            members = key if isinstance(key, tuple) else (key,)
+            for gp in members:
+                self._allreduce_delay[gp] = self.backward_passes_per_step
+            try:
+                if isinstance(key, tuple):
+                    for gp, out, gctx in zip(key, synchronize(handle), ctx):
+                        self._apply(gp, out, gctx)
+                else:
+                    self._apply(key, handle() if callable(handle) else synchronize(handle), ctx)
+            except Exception as e:  # noqa: BLE001 - re-raised below, after the others ended
+                error = error or e
         self._handles.clear()
+        if error is not None:
+            raise error
         self._synchronized = True
 
     @contextmanager
