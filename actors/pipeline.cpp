@@ -220,6 +220,21 @@ void pipeline::enqueue(op_request r) {
     r.done({errc::shutdown, describe(r.spec) + ": shut down with '" + r.spec.name + "' pending"}, {}, {});
 }
 
+void pipeline::enqueue_all(std::vector<op_request> rs) {
+  {
+    std::shared_lock lk(mu_);
+    if (!stopped_) {
+      ops_enqueued e{{}, std::chrono::steady_clock::now()};
+      e.requests.reserve(rs.size());
+      for (auto& r : rs) e.requests.push_back(std::make_shared<op_request>(std::move(r)));
+      caf::anon_send(impl_->actors.producer, std::move(e));
+      return;
+    }
+  }
+  for (auto& r : rs)
+    if (r.done) r.done({errc::shutdown, describe(r.spec) + ": shut down with '" + r.spec.name + "' pending"}, {}, {});
+}
+
 void pipeline::join(std::function<void(const status&, int)> done) {
   {
     std::shared_lock lk(mu_);

@@ -103,6 +103,9 @@ class pipeline {
   /// Hands `r` to the producer; never blocks on the network. After shutdown() `r.done` runs
   /// at once, on the calling thread, with errc::shutdown.
   void enqueue(op_request r);
+  /// enqueue() for several requests in one message: the producer admits them in order and
+  /// the negotiator hands them to the strategy together (one cycle for ops ready together).
+  void enqueue_all(std::vector<op_request> rs);
 
   /// Horovod's join: from now on this rank takes part in every collective the other ranks
   /// agree on with neutral data (the reduce op's identity, no rows), until every rank has

@@ -86,6 +86,31 @@ void fail_remaining(caf::stateful_actor<producer_state>* self) {
 
 }  // namespace
 
+namespace {
+
+/// Checks a request and, when it may run, records it and tells the negotiator; else ends it.
+void admit(caf::stateful_actor<producer_state>* self, const std::shared_ptr<op_request>& request, steady_time at) {
+  auto& s = self->state;
+  const auto& r = *request;
+  status st = check_request(r, s.cfg.rank, s.cfg.size);
+  if (st.ok() && s.draining) st = {errc::shutdown, describe(r.spec) + ": shut down with '" + r.spec.name + "' pending"};
+  if (st.ok() && s.names.count(r.spec.name))
+    st = {errc::invalid_argument, describe(r.spec) + ": an operation named '" + r.spec.name +
+                                      "' is already pending on rank " + std::to_string(s.cfg.rank)};
+  if (!st.ok()) {
+    call_done(request, st, {}, {});
+    return;
+  }
+  uint64_t h = s.next_handle++;
+  s.table.emplace(h, request);
+  s.names.insert(r.spec.name);
+  s.enqueued_at.emplace(h, at);
+  observer_of(s.peers).on_enqueue(h, r.spec, at);
+  self->send(s.peers.negotiator, tensor_ready{make_op_ref(h, r, at)});
+}
+
+}  // namespace
+
 status check_request(const op_request& r, int rank, int size) {
   const auto& s = r.spec;
   auto bad = [&](const std::string& why) {
@@ -151,25 +176,9 @@ caf::behavior producer_actor(caf::stateful_actor<producer_state>* self, producer
   });
   return {
       [=](const pipeline_wired& w) { self->state.peers = w; },
-      [=](const op_enqueued& e) {
-        auto& s = self->state;
-        const auto& r = *e.request;
-        status st = check_request(r, s.cfg.rank, s.cfg.size);
-        if (st.ok() && s.draining)
-          st = {errc::shutdown, describe(r.spec) + ": shut down with '" + r.spec.name + "' pending"};
-        if (st.ok() && s.names.count(r.spec.name))
-          st = {errc::invalid_argument, describe(r.spec) + ": an operation named '" + r.spec.name +
-                                            "' is already pending on rank " + std::to_string(s.cfg.rank)};
-        if (!st.ok()) {
-          call_done(e.request, st, {}, {});
-          return;
-        }
-        uint64_t h = s.next_handle++;
-        s.table.emplace(h, e.request);
-        s.names.insert(r.spec.name);
-        s.enqueued_at.emplace(h, e.at);
-        observer_of(s.peers).on_enqueue(h, r.spec, e.at);
-        self->send(s.peers.negotiator, tensor_ready{make_op_ref(h, r, e.at)});
+      [=](const op_enqueued& e) { admit(self, e.request, e.at); },
+      [=](const ops_enqueued& e) {
+        for (const auto& r : e.requests) admit(self, r, e.at);
       },
       [=](join_enqueued& j) {
         auto& s = self->state;

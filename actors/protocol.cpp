@@ -13,6 +13,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<gossip_bytes>("chorus.gossip_bytes");
   cfg.add_message_type<sealed_control>("chorus.sealed_control");
   cfg.add_message_type<op_enqueued>("chorus.op_enqueued");
+  cfg.add_message_type<ops_enqueued>("chorus.ops_enqueued");
   cfg.add_message_type<tensor_ready>("chorus.tensor_ready");
   cfg.add_message_type<peers_connected>("chorus.peers_connected");
   cfg.add_message_type<batch_agreed>("chorus.batch_agreed");

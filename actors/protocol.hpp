@@ -127,6 +127,9 @@ struct chunk_work {
 
 /// API → producer: a new operation (the request owns the callback).
 struct op_enqueued { std::shared_ptr<op_request> request; steady_time at{}; };
+/// API → producer: operations submitted together (pipeline::enqueue_all), admitted in order.
+/// The negotiator reads their tensor_ready back to back, so they share a cycle.
+struct ops_enqueued { std::vector<std::shared_ptr<op_request>> requests; steady_time at{}; };
 /// producer → negotiator: a local operation is ready to be negotiated.
 struct tensor_ready { op_ref op; };
 /// control gate → negotiator (in-process jobs: negotiator ↔ negotiator): one encoded
@@ -236,6 +239,10 @@ typename Inspector::result_type inspect(Inspector& f, negotiation_stats& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, op_enqueued&) {
   return f(caf::meta::type_name("op_enqueued"));  // the request and its callback stay local
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ops_enqueued&) {
+  return f(caf::meta::type_name("ops_enqueued"));  // as op_enqueued
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tensor_ready& x) {

@@ -1,6 +1,9 @@
 // The public C++ API (chorus.hpp): free functions over the session, the handle, and the
 // translation of a tensor_view into the tensor_spec every rank negotiates.
 #include "bindings/cpp/chorus.hpp"
+
+#include <algorithm>
+
 #include "bindings/cpp/boundary.hpp"
 #include "bindings/cpp/op_state.hpp"
 #include "bindings/cpp/session.hpp"
@@ -123,6 +126,28 @@ status stop_timeline() { return session::instance().stop_timeline(); }
 
 handle allreduce_async(const op_name& name, tensor_view v, reduce_op op) {
   return submit(collective_kind::allreduce, name, v, op, -1, {});
+}
+
+std::vector<handle> allreduce_async(const std::vector<op_name>& names, const std::vector<tensor_view>& views,
+                                    reduce_op op) {
+  std::vector<std::shared_ptr<op_state>> states;
+  std::vector<void*> data;
+  const std::size_t n = std::max(names.size(), views.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    tensor_view v = i < views.size() ? views[i] : tensor_view{};
+    op_name name = i < names.size() ? names[i] : op_name{std::string()};
+    states.push_back(std::make_shared<op_state>(spec_of(collective_kind::allreduce, name, v, op, -1), nullptr));
+    data.push_back(v.data);
+  }
+  if (names.size() != views.size()) {
+    for (auto& st : states)
+      st->complete({errc::invalid_argument, describe(st->spec) + ": allreduce_async got " +
+                                                std::to_string(names.size()) + " names for " +
+                                                std::to_string(views.size()) + " tensors"});
+  } else {
+    session::instance().submit_all(states, data);
+  }
+  return {states.begin(), states.end()};
 }
 
 handle broadcast_async(const op_name& name, tensor_view v, int root) {

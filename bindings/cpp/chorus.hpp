@@ -161,6 +161,15 @@ using gather_callback =
 /// pending) give a handle that already ended with errc::invalid_argument naming the tensor.
 handle allreduce_async(const op_name& name, tensor_view v, reduce_op op = reduce_op::average);
 
+/// Several allreduces submitted as one call: they reach the runtime in one message, so tensors
+/// ready at the same moment (a layer's weight and bias) share a negotiation cycle and, when
+/// small, a fused buffer. Each is still its own operation (own name, own handle, returned in
+/// order) and ends on its own: one rejected at the call ends with its error, the others go on.
+/// `names` and `views` must have the same length (otherwise every handle ends with
+/// errc::invalid_argument).
+std::vector<handle> allreduce_async(const std::vector<op_name>& names, const std::vector<tensor_view>& views,
+                                    reduce_op op = reduce_op::average);
+
 /// Copies rank `root`'s `v` into `v` on every other rank, in place. `root` must be in
 /// [0, size()).
 handle broadcast_async(const op_name& name, tensor_view v, int root);

@@ -141,15 +141,51 @@ void session::shutdown() {
   CHORUS_LOG(info, "api", "shut down");
 }
 
+namespace {
+status no_job(const tensor_spec& spec, bool was_shut_down) {
+  if (was_shut_down) return {errc::shutdown, describe(spec) + ": Chorus was shut down; call chorus::init() to start again"};
+  return {errc::invalid_argument, describe(spec) + ": Chorus is not initialized; call chorus::init() first"};
+}
+}  // namespace
+
 status session::submit(const std::shared_ptr<op_state>& op, void* data, void* output, std::vector<int64_t> splits) {
   const tensor_spec& spec = op->spec;
   if (auto st = check_operation(spec, data); !st.ok()) return st;
   std::shared_lock lk(job_mu_);
-  if (!job_) {
-    if (was_shut_down_)
-      return {errc::shutdown, describe(spec) + ": Chorus was shut down; call chorus::init() to start again"};
-    return {errc::invalid_argument, describe(spec) + ": Chorus is not initialized; call chorus::init() first"};
+  if (!job_) return no_job(spec, was_shut_down_);
+  op_request r;
+  if (auto st = admit(op, data, output, std::move(splits), r); !st.ok()) return st;
+  job_->pipe->enqueue(std::move(r));
+  return {};
+}
+
+void session::submit_all(const std::vector<std::shared_ptr<op_state>>& ops, const std::vector<void*>& data) {
+  std::vector<std::pair<std::size_t, status>> rejected;  // ended after the lock is released
+  {
+    std::vector<op_request> rs;
+    rs.reserve(ops.size());
+    std::shared_lock lk(job_mu_);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const tensor_spec& spec = ops[i]->spec;
+      status st = check_operation(spec, data[i]);
+      if (st.ok() && !job_) st = no_job(spec, was_shut_down_);
+      if (st.ok() && spec.kind != collective_kind::allreduce && spec.kind != collective_kind::broadcast)
+        st = {errc::invalid_argument, describe(spec) + ": only allreduce and broadcast are submitted together"};
+      op_request r;
+      if (st.ok()) st = admit(ops[i], data[i], nullptr, {}, r);
+      if (st.ok())
+        rs.push_back(std::move(r));
+      else
+        rejected.emplace_back(i, std::move(st));
+    }
+    if (!rs.empty()) job_->pipe->enqueue_all(std::move(rs));
   }
+  for (auto& [i, st] : rejected) ops[i]->complete(std::move(st));
+}
+
+status session::admit(const std::shared_ptr<op_state>& op, void* data, void* output, std::vector<int64_t> splits,
+                      op_request& r) {
+  const tensor_spec& spec = op->spec;
   if (auto st = check_root(spec, job_->env.size); !st.ok()) return st;
   if (auto st = check_splits(spec, splits, job_->env.size); !st.ok()) return st;
   {
@@ -159,7 +195,6 @@ status session::submit(const std::shared_ptr<op_state>& op, void* data, void* ou
               describe(spec) + ": an operation named '" + spec.name +
                   "' is still pending on this rank; names must be unique among pending operations"};
   }
-  op_request r;
   r.spec = spec;
   r.input = data;
   switch (spec.kind) {
@@ -172,7 +207,6 @@ status session::submit(const std::shared_ptr<op_state>& op, void* data, void* ou
   r.done = [this, op](const status& st, std::vector<std::byte> gathered, std::vector<int64_t> first_dims) {
     finished(op, st, std::move(gathered), std::move(first_dims));
   };
-  job_->pipe->enqueue(std::move(r));
   return {};
 }
 

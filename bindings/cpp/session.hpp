@@ -19,6 +19,10 @@
 #include "runtime/core/status.hpp"
 #include "runtime/negotiation/tensor_spec.hpp"
 
+namespace chorus {
+struct op_request;  // actors/pipeline.hpp
+}  // namespace chorus
+
 namespace chorus::detail {
 
 class session {
@@ -41,6 +45,10 @@ class session {
   /// exactly once, later or already.
   status submit(const std::shared_ptr<op_state>& op, void* data, void* output = nullptr,
                 std::vector<int64_t> splits = {});
+  /// submit() for several in-place operations (allreduce, broadcast) at once: those accepted
+  /// reach the pipeline in one message (pipeline::enqueue_all), so that ops ready together
+  /// share a negotiation cycle. A rejected one ends here with its error; the others go on.
+  void submit_all(const std::vector<std::shared_ptr<op_state>>& ops, const std::vector<void*>& data);
   /// Hands a join to the pipeline (pipeline::join); `op` ends exactly once, with
   /// op->last_rank set on success. On rejection (not initialized) returns the error.
   status join(const std::shared_ptr<op_state>& op);
@@ -54,6 +62,10 @@ class session {
  private:
   struct job;
   session() = default;
+  /// submit()'s checks and bookkeeping, under job_mu_ (shared) held by the caller with job_
+  /// set: the request for the pipeline, or the rejection.
+  status admit(const std::shared_ptr<op_state>& op, void* data, void* output, std::vector<int64_t> splits,
+               op_request& r);
   /// The pipeline's done: leaves the pending table, then ends `op` (or, during shutdown,
   /// after the data plane closed: until then it may still write into the buffer).
   void finished(const std::shared_ptr<op_state>& op, const status& st, std::vector<std::byte> gathered,

@@ -46,6 +46,22 @@ struct producer_fixture {
     caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
     sched->run();
   }
+  void enqueue_all(std::vector<tensor_spec> specs) {
+    ops_enqueued e;
+    for (auto& s : specs) e.requests.push_back(std::make_shared<op_request>(request(std::move(s))));
+    caf::anon_send(producer, std::move(e));
+    sched->run();
+  }
+  op_request request(tensor_spec s) {
+    op_request r;
+    r.spec = s;
+    r.input = buf.data();
+    r.output = s.kind == collective_kind::allgather ? nullptr : buf.data();
+    r.done = [this, name = s.name](const status& st, std::vector<std::byte>, std::vector<int64_t>) {
+      calls[name].push_back(st);
+    };
+    return r;
+  }
   void enqueue(tensor_spec s) {
     op_request r;
     r.spec = s;
@@ -64,6 +80,21 @@ struct producer_fixture {
 
 tensor_spec make(std::string name, collective_kind k, std::vector<int64_t> shape, device_kind d = device_kind::cpu) {
   return tensor_spec{std::move(name), k, dtype::f32, std::move(shape), reduce_op::sum, -1, d, 0};
+}
+
+TEST(producer_actor, ops_enqueued_together_are_admitted_in_order_and_refused_one_by_one) {
+  producer_fixture f;
+  f.enqueue(make("held", collective_kind::allreduce, {4}));
+  f.enqueue_all({make("l.weight", collective_kind::allreduce, {4}), make("held", collective_kind::allreduce, {4}),
+                 make("l.bias", collective_kind::allreduce, {2})});
+  // The pending name is refused alone; its neighbours reach the negotiator, in order.
+  ASSERT_EQ(f.calls["held"].size(), 1u);
+  EXPECT_EQ(f.calls["held"][0].code(), errc::invalid_argument);
+  ASSERT_EQ(f.ready().size(), 3u);
+  EXPECT_EQ(f.ready()[0].op.spec.name, "held");
+  EXPECT_EQ(f.ready()[1].op.spec.name, "l.weight");
+  EXPECT_EQ(f.ready()[2].op.spec.name, "l.bias");
+  EXPECT_EQ(f.calls.count("l.weight"), 0u);  // pending, not ended
 }
 
 TEST(producer_actor, refuses_what_the_pipeline_cannot_run_naming_tensor_and_rank) {

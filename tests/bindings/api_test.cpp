@@ -96,6 +96,29 @@ TEST_F(api, average_of_one_rank_is_the_value_itself) {
   EXPECT_EQ(h.name(), "scalar");
 }
 
+TEST_F(api, allreduces_submitted_together_end_one_by_one) {
+  std::vector<float> w{1, 2, 3}, b{4};
+  std::vector<double> d{5};
+  auto hs = allreduce_async(std::vector<op_name>{"together.w", "together.b", "together.d", ""},
+                            {{w.data(), dtype::f32, {3}}, {b.data(), dtype::f32, {1}}, {d.data(), dtype::f64, {1}},
+                             {b.data(), dtype::f32, {1}}},
+                            reduce_op::sum);
+  ASSERT_EQ(hs.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(hs[i].wait(std::chrono::seconds(10)).ok()) << hs[i].result().to_string();
+  EXPECT_EQ(w, (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(d[0], 5.0);
+  ASSERT_TRUE(hs[3].poll());  // the empty name alone is refused, at the call
+  EXPECT_EQ(hs[3].result().code(), errc::invalid_argument);
+
+  auto odd = allreduce_async(std::vector<op_name>{"odd.a", "odd.b"}, {{w.data(), dtype::f32, {3}}});
+  ASSERT_EQ(odd.size(), 2u);
+  for (auto& h : odd) {
+    ASSERT_TRUE(h.poll());
+    EXPECT_EQ(h.result().code(), errc::invalid_argument);
+    EXPECT_TRUE(mentions(h.result(), "2 names for 1 tensors")) << h.result().to_string();
+  }
+}
+
 TEST_F(api, broadcast_from_root_0_and_allgather_of_one_rank) {
   std::vector<int32_t> b = {4, 5, 6};
   auto hb = broadcast_async("b", {b.data(), dtype::i32, {3}}, 0);

@@ -265,3 +265,20 @@ def test_not_yet_supported_raise_clearly():
         hvd.remove_process_set(hvd.global_process_set)
     # The job is unharmed: a collective still works.
     assert torch.equal(hvd.allreduce(t, op=hvd.Sum), t * hvd.size())
+
+
+def test_allreduces_submitted_together():
+    # The extension's batch form (DistributedOptimizer's path for gradients ready together):
+    # each tensor is its own operation, reduced in place, whatever its dtype.
+    from chorus import _chorus_torch as lib
+    ts = [torch.full((3,), float(hvd.rank() + 1)), torch.full((2, 2), hvd.rank() + 1, dtype=torch.float64),
+          torch.full((5,), hvd.rank() + 1, dtype=torch.int32)]
+    ops = lib.allreduce_async_all(ts, ["together.a", "together.b", "together.c"], 0)  # 0: sum
+    for op in ops:
+        op.wait()
+        op.result()
+    total = sum(range(1, hvd.size() + 1))
+    for t in ts:
+        assert torch.equal(t, torch.full_like(t, total)), t
+    with pytest.raises(ValueError, match="2 names for 1 tensors"):
+        lib.allreduce_async_all([torch.ones(1)], ["together.x", "together.y"], 0)

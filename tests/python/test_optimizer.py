@@ -190,3 +190,45 @@ def test_a_group_only_partly_ready_is_reduced_whole_and_counted_afresh():
         pytest.skip("batch not divisible")
     for a, b in zip(_branchy_run(True), _branchy_run(False)):
         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
+class _Recorder:
+    """Stands in for the extension module inside chorus.torch.optimizer: records the names of
+    every allreduce_async_all call and forwards everything to the real module."""
+
+    def __init__(self, lib):
+        self._lib, self.together = lib, []
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def allreduce_async_all(self, tensors, names, op):
+        self.together.append(list(names))
+        return self._lib.allreduce_async_all(tensors, names, op)
+
+
+@pytest.mark.parametrize("together_s", [0.0, 60.0], ids=["never", "always"])
+def test_gradients_ready_together_are_submitted_in_one_call(monkeypatch, together_s):
+    # Whether two gradients count as "ready together" is learned from the hook times of the
+    # last pass (_TOGETHER_S apart at most). At 0 nothing is ever held; at 60 s every hook of
+    # this small model follows its predecessor "at once", so from the second step on all of
+    # them go to Chorus in one call at the end of backward. Results are the same either way.
+    from chorus.torch import optimizer as optimizer_module
+    recorder = _Recorder(optimizer_module._lib)
+    monkeypatch.setattr(optimizer_module, "_lib", recorder)
+    monkeypatch.setattr(optimizer_module, "_TOGETHER_S", together_s)
+    if hvd.size() == 3 and BATCH % 3:
+        pytest.skip("batch not divisible")
+    got = distributed_params(sgd)
+    for a, b in zip(got, reference_params(sgd)):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    params = sorted(n for n, _ in make_model().named_parameters())
+    if together_s == 0.0:
+        assert recorder.together == []
+    else:
+        # Step 1 learns; steps 2..STEPS each submit everything at once. (Names are
+        # "allreduce.[opt<k>.]<parameter>": optimizers after a process' first are prefixed.)
+        assert len(recorder.together) == STEPS - 1, recorder.together
+        for call in recorder.together:
+            assert sorted(n.split(".", 1)[1].split(".", 1)[1] if n.split(".")[1].startswith("opt") else
+                          n.split(".", 1)[1] for n in call) == params, call

@@ -159,6 +159,27 @@ PYBIND11_MODULE(_chorus_torch, m) {
       py::arg("tensor"), py::arg("name"), py::arg("op"), py::arg("transient") = false,
       "Reduces `tensor` in place across all ranks.");
   m.def(
+      "allreduce_async_all",
+      [](const std::vector<at::Tensor>& ts, const std::vector<std::string>& names, int op) {
+        auto rop = to_reduce_op(op);
+        std::vector<std::unique_ptr<torch_op>> ops;
+        try {
+          ops = torch_op::allreduce_all(names, ts, rop);
+        } catch (const chorus::python::argument_error& e) {
+          raise_argument(e.what());
+        }
+        // As submit(): an operation rejected at the call raises here (the others were
+        // submitted; their Op objects wait for them when dropped).
+        for (auto& o : ops)
+          if (o->poll() && !o->finish().ok()) raise(o->finish());
+        py::list out;
+        for (auto& o : ops) out.append(py::cast(std::move(o)));
+        return out;
+      },
+      py::arg("tensors"), py::arg("names"), py::arg("op"),
+      "Reduces each tensor in place across all ranks, submitted together (one negotiation "
+      "cycle for tensors ready at the same moment); one Op per tensor, in order.");
+  m.def(
       "broadcast_async",
       [](at::Tensor t, const std::string& name, int root, bool transient) {
         return submit([&] { return torch_op::broadcast(name, t, root, transient); });

@@ -79,6 +79,26 @@ std::unique_ptr<torch_op> torch_op::allreduce(const std::string& name, at::Tenso
   return o;
 }
 
+std::vector<std::unique_ptr<torch_op>> torch_op::allreduce_all(const std::vector<std::string>& names,
+                                                              const std::vector<at::Tensor>& targets, reduce_op op) {
+  if (names.size() != targets.size())
+    throw argument_error("allreduce_async_all: " + std::to_string(names.size()) + " names for " +
+                         std::to_string(targets.size()) + " tensors");
+  std::vector<std::unique_ptr<torch_op>> ops;
+  std::vector<op_name> op_names;
+  std::vector<tensor_view> views;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    std::unique_ptr<torch_op> o(new torch_op(collective_kind::allreduce, targets[i]));
+    o->buffer_ = checked_buffer(o->kind_, names[i], o->target_, o->staged_);
+    op_names.push_back(op_name(names[i], false));
+    views.push_back(view_of(o->buffer_));
+    ops.push_back(std::move(o));
+  }
+  auto handles = allreduce_async(op_names, views, op);
+  for (std::size_t i = 0; i < ops.size(); ++i) ops[i]->h_ = std::move(handles[i]);
+  return ops;
+}
+
 std::unique_ptr<torch_op> torch_op::broadcast(const std::string& name, at::Tensor target, int root, bool transient) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::broadcast, std::move(target)));
   o->buffer_ = checked_buffer(o->kind_, name, o->target_, o->staged_);

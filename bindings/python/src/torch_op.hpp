@@ -36,6 +36,10 @@ class torch_op {
   /// `transient`: the name is used once (chorus::op_name; chorus.torch's unnamed ops).
   static std::unique_ptr<torch_op> allreduce(const std::string& name, at::Tensor target, reduce_op op,
                                              bool transient = false);
+  /// Several named allreduces in one call (chorus::allreduce_async over vectors): they reach
+  /// the runtime together. Argument errors of one tensor throw before anything is submitted.
+  static std::vector<std::unique_ptr<torch_op>> allreduce_all(const std::vector<std::string>& names,
+                                                              const std::vector<at::Tensor>& targets, reduce_op op);
   static std::unique_ptr<torch_op> broadcast(const std::string& name, at::Tensor target, int root,
                                              bool transient = false);
   static std::unique_ptr<torch_op> allgather(const std::string& name, at::Tensor input, bool transient = false);

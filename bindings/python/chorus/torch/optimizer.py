@@ -3,6 +3,7 @@ ranks before the step. A hook on each parameter's gradient accumulator hands the
 Chorus the moment backward produced it (so communication overlaps the rest of backward);
 step() waits only for what is still in flight."""
 
+import time
 import warnings
 from contextlib import contextmanager
 
@@ -35,6 +36,23 @@ def _split(items, n):
 # first prefixes its names with "opt<k>.". Every rank builds its optimizers in the same order,
 # so the names agree.
 _instances = [0]
+
+# Gradients that become ready together (a layer's weight and bias come from one autograd node,
+# back to back) are handed to Chorus in one call, so they share a negotiation cycle and a fused
+# buffer instead of waking the runtime once each. Which ones: those whose hook ran within
+# _TOGETHER_S of the previous one in the last backward pass. A gradient held for its partner
+# waits at most until the next hook, or the end of backward.
+_TOGETHER_S = 0.001
+
+
+def _waiter(sub, post):
+    """A handle for synchronize(): waits for `sub` and returns its output, scaled by `post`."""
+    def wait():
+        sub.wait()
+        out = sub.result()
+        _scale_(out, post)
+        return out
+    return wait
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -78,6 +96,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         self._p_to_group = {}
         self._group_counts = {}
+        self._held = []             # gradients waiting for the one expected right after them
+        self._held_since = 0.0
+        self._pass_order = []       # (parameter, hook time) in this backward pass
+        self._hold_for_next = {}    # parameter -> its next gradient came within _TOGETHER_S last pass
+        self._end_queued = False
         if groups:
             for group in groups:
                 group = tuple(group)
@@ -119,9 +142,55 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                         self._group_counts[group] = 0
                         return
                 else:
-                    handle, ctx = self._allreduce_grad_async(p)
+                    self._ready(p)
+                    return
             self._handles[p] = (handle, ctx)
         return hook
+
+    def _ready(self, p):
+        """p's gradient is final for this step: submit it, together with those held for it,
+        or hold it when last pass its successor came right after it."""
+        now = time.perf_counter()
+        if self._held and now - self._held_since > _TOGETHER_S:
+            self._submit_held()  # the expected partner is late: do not wait for it
+        self._pass_order.append((p, now))
+        if not self._end_queued:
+            self._end_queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
+        if not self._held:
+            self._held_since = now
+        self._held.append(p)
+        if not self._hold_for_next.get(p, False):
+            self._submit_held()
+
+    def _end_of_backward(self):
+        self._submit_held()
+        order = self._pass_order
+        self._hold_for_next = {a: tb - ta < _TOGETHER_S for (a, ta), (_, tb) in zip(order, order[1:])}
+        self._pass_order = []
+        self._end_queued = False
+
+    def _submit_held(self):
+        held, self._held = self._held, []
+        dense = [p for p in held if not p.grad.is_sparse or self.sparse_as_dense]
+        alone = held if len(dense) < 2 else [p for p in held if p.grad.is_sparse and not self.sparse_as_dense]
+        for p in alone:
+            self._handles[p] = self._allreduce_grad_async(p)
+        if len(dense) < 2:
+            return
+        pre, post = self._scale_factors()
+        names, tensors, ctxs = [], [], []
+        for p in dense:
+            if p.grad.is_sparse:
+                p.grad = p.grad.to_dense()
+            compressed, ctx = self._compression.compress(p.grad)
+            _scale_(compressed, pre)
+            names.append(_op_name("allreduce", self._parameter_names.get(p), None))
+            tensors.append(compressed)
+            ctxs.append(ctx)
+        subs = _lib.allreduce_async_all(tensors, names, _chorus_op(self.op))
+        for p, sub, ctx in zip(dense, subs, ctxs):
+            self._handles[p] = (_waiter(sub, post), ctx)
 
     def _scale_factors(self):
         if self.op == Average:
@@ -143,13 +212,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         pre, post = self._scale_factors()
         _scale_(compressed, pre)
         sub = _lib.allreduce_async(compressed, _op_name("allreduce", name, None), _chorus_op(self.op))
-
-        def wait():
-            sub.wait()
-            out = sub.result()
-            _scale_(out, post)
-            return out
-        return wait, ctx
+        return _waiter(sub, post), ctx
 
     def _grouped_allreduce_grad_async(self, group):
         for p in group:
@@ -174,6 +237,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits until every gradient was averaged over all ranks (enqueueing those backward did
         not produce: parameters without a gradient this step still take part)."""
+        self._submit_held()
         # A group whose members did not all produce a gradient is enqueued now, whole (members
         # without one send zeros), under the same name as on a rank where it completed; and
         # every group's count starts again at zero, so the next step's backward enqueues it
