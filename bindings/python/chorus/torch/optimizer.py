@@ -1,7 +1,8 @@
 """DistributedOptimizer: wraps a torch optimizer so that every gradient is averaged over all
 ranks before the step. A hook on each parameter's gradient accumulator hands the gradient to
-Chorus the moment backward produced it (so communication overlaps the rest of backward);
-step() waits only for what is still in flight."""
+Chorus the moment backward produced it (so communication overlaps the rest of backward), in one
+call with those that come out together (a layer's weight and bias); step() waits only for what
+is still in flight."""
 
 import time
 import warnings
@@ -101,6 +102,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._pass_order = []       # (parameter, hook time) in this backward pass
         self._hold_for_next = {}    # parameter -> its next gradient came within _TOGETHER_S last pass
         self._end_queued = False
+        self._together_s = _TOGETHER_S
         if groups:
             for group in groups:
                 group = tuple(group)
@@ -151,7 +153,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """p's gradient is final for this step: submit it, together with those held for it,
         or hold it when last pass its successor came right after it."""
         now = time.perf_counter()
-        if self._held and now - self._held_since > _TOGETHER_S:
+        if self._held and now - self._held_since > self._together_s:
             self._submit_held()  # the expected partner is late: do not wait for it
         self._pass_order.append((p, now))
         if not self._end_queued:
@@ -166,7 +168,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _end_of_backward(self):
         self._submit_held()
         order = self._pass_order
-        self._hold_for_next = {a: tb - ta < _TOGETHER_S for (a, ta), (_, tb) in zip(order, order[1:])}
+        self._hold_for_next = {a: tb - ta < self._together_s for (a, ta), (_, tb) in zip(order, order[1:])}
         self._pass_order = []
         self._end_queued = False
 
@@ -237,6 +239,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits until every gradient was averaged over all ranks (enqueueing those backward did
         not produce: parameters without a gradient this step still take part)."""
+        if self._end_queued:  # backward ended without its callback (it raised): end it here
+            self._end_of_backward()
         self._submit_held()
         # A group whose members did not all produce a gradient is enqueued now, whole (members
         # without one send zeros), under the same name as on a rank where it completed; and
