@@ -40,9 +40,9 @@ _instances = [0]
 
 # Gradients that become ready together (a layer's weight and bias come from one autograd node,
 # back to back) are handed to Chorus in one call, so they share a negotiation cycle and a fused
-# buffer instead of waking the runtime once each. Which ones: those whose hook ran within
-# _TOGETHER_S of the previous one in the last backward pass. A gradient held for its partner
-# waits at most until the next hook, or the end of backward.
+# buffer instead of waking the runtime once each. Which ones: a gradient is held when, in the
+# last backward pass, the next hook started within _TOGETHER_S of the end of its own. A held
+# gradient waits at most until the next hook, or the end of backward.
 _TOGETHER_S = 0.001
 
 
@@ -99,7 +99,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._group_counts = {}
         self._held = []             # gradients waiting for the one expected right after them
         self._held_since = 0.0
-        self._pass_order = []       # (parameter, hook time) in this backward pass
+        self._pass_order = []       # (parameter, hook start, hook end) in this backward pass
         self._hold_for_next = {}    # parameter -> its next gradient came within _TOGETHER_S last pass
         self._end_queued = False
         self._together_s = _TOGETHER_S
@@ -155,7 +155,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         now = time.perf_counter()
         if self._held and now - self._held_since > self._together_s:
             self._submit_held()  # the expected partner is late: do not wait for it
-        self._pass_order.append((p, now))
         if not self._end_queued:
             self._end_queued = True
             torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
@@ -164,11 +163,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._held.append(p)
         if not self._hold_for_next.get(p, False):
             self._submit_held()
+        # When this hook ended: the gap to the next one leaves out this hook's own submit
+        # (which would otherwise keep a pair from ever looking "together" on a slow host).
+        self._pass_order.append((p, now, time.perf_counter()))
 
     def _end_of_backward(self):
         self._submit_held()
         order = self._pass_order
-        self._hold_for_next = {a: tb - ta < self._together_s for (a, ta), (_, tb) in zip(order, order[1:])}
+        self._hold_for_next = {a: b_start - a_end < self._together_s
+                               for (a, _, a_end), (_, b_start, _) in zip(order, order[1:])}
         self._pass_order = []
         self._end_queued = False
 
