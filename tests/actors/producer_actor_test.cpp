@@ -63,14 +63,7 @@ struct producer_fixture {
     return r;
   }
   void enqueue(tensor_spec s) {
-    op_request r;
-    r.spec = s;
-    r.input = buf.data();
-    r.output = s.kind == collective_kind::allgather ? nullptr : buf.data();
-    r.done = [this, name = s.name](const status& st, std::vector<std::byte>, std::vector<int64_t>) {
-      calls[name].push_back(st);
-    };
-    caf::anon_send(producer, op_enqueued{std::make_shared<op_request>(std::move(r)), {}});
+    caf::anon_send(producer, op_enqueued{std::make_shared<op_request>(request(std::move(s))), {}});
     sched->run();
   }
   std::vector<tensor_ready>& ready() {
