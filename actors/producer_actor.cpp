@@ -84,10 +84,6 @@ void fail_remaining(caf::stateful_actor<producer_state>* self) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 /// Checks a request and, when it may run, records it and tells the negotiator; else ends it.
 void admit(caf::stateful_actor<producer_state>* self, const std::shared_ptr<op_request>& request, steady_time at) {
   auto& s = self->state;

@@ -1,5 +1,5 @@
 // The whole message protocol of the actor pipeline, in one place (shared/DESIGN.md §1):
-//   API ─op_enqueued─▶ producer ─tensor_ready─▶ negotiator ◀─gossip_bytes─▶ peer negotiators
+//   API ─op_enqueued (ops_enqueued)─▶ producer ─tensor_ready─▶ negotiator ◀─gossip_bytes─▶ peers
 //   negotiator ─batch_agreed─▶ fusion ─bucket_planned─▶ completion, ─chunk_work─▶ senders
 //   runner ─chunk_ran─▶ sender ─chunk_done─▶ completion ─window_moved─▶ fusion
 //   completion / negotiator ─op_finished─▶ producer ─▶ the op's done callback
