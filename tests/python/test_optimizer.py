@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import chorus.torch as hvd
+from chorus.torch.buckets import Bucket
 
 BATCH = 12  # divisible by 2 and 3
 STEPS = 5
@@ -61,10 +62,14 @@ def adam(params, scale):
     return torch.optim.Adam(params, lr=0.01 * scale)
 
 
+@pytest.mark.parametrize("bucket_bytes", ["", "0", "300"], ids=["buckets", "unbucketed", "small_buckets"])
 @pytest.mark.parametrize("kwargs", [{}, {"num_groups": 2}, {"gradient_predivide_factor": 2.0},
                                     {"op": hvd.Average, "compression": hvd.Compression.none}],
                          ids=["default", "num_groups", "predivide", "explicit"])
-def test_matches_one_process_on_the_full_batch(kwargs):
+def test_matches_one_process_on_the_full_batch(kwargs, bucket_bytes, monkeypatch):
+    # CHORUS_BUCKET_BYTES: "" the default (this model's gradients all go in one bucket), 0 no
+    # buckets, 300 one bucket of three gradients, the others alone.
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", bucket_bytes)
     if hvd.size() == 3 and BATCH % 3:
         pytest.skip("batch not divisible")
     for make_opt in (sgd, adam):
@@ -87,8 +92,10 @@ def test_explicit_groups_and_fp16_compression():
         assert torch.allclose(a, b, atol=5e-3), (a - b).abs().max()
 
 
-def test_backward_passes_per_step_accumulates_locally():
+@pytest.mark.parametrize("bucket_bytes", ["", "0"], ids=["buckets", "unbucketed"])
+def test_backward_passes_per_step_accumulates_locally(bucket_bytes, monkeypatch):
     # Two micro-batches of half size, summed: twice the mean gradient of the shard.
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", bucket_bytes)
     got = distributed_params(sgd, passes=2)
     want = reference_params(sgd, lr_scale=2.0)
     for a, b in zip(got, want):
@@ -137,18 +144,82 @@ def test_bad_arguments():
         hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), process_set=hvd.ProcessSet([0]))
 
 
-def test_hooks_enqueue_every_gradient_during_backward():
-    # Each gradient is handed to Chorus by its accumulator hook while backward runs, so after
-    # backward every parameter has an allreduce in flight (or done) before step() is called.
+@pytest.mark.parametrize("bucket_bytes", ["", "0", "300"], ids=["buckets", "unbucketed", "small_buckets"])
+def test_hooks_enqueue_every_gradient_during_backward(bucket_bytes, monkeypatch):
+    # Each gradient (or bucket of gradients, once all of them exist) is handed to Chorus by
+    # its accumulator hook while backward runs, so after backward every parameter has an
+    # allreduce in flight (or done) before step() is called.
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", bucket_bytes)
     model = make_model()
     opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
     x, y = batches()[0]
     torch.nn.functional.cross_entropy(model(my_shard(x)), my_shard(y)).backward()
-    params = set(model.parameters())
-    assert set(opt._handles) == params
+    covered = [q for key in opt._handles for q in (key.params if isinstance(key, Bucket) else [key])]
+    assert len(covered) == len(set(covered)) == len(list(model.parameters()))
+    assert set(covered) == set(model.parameters())
     assert all(handle is not None for handle, _ in opt._handles.values())
+    # (Names of an optimizer after a process' first start with "opt<k>.".)
+    buckets = sorted(re.sub(r"^opt\d+\.", "", key.name) for key in opt._handles if isinstance(key, Bucket))
+    assert buckets == {"": ["bucket0.4.bias"], "0": [], "300": ["bucket0.4.bias"]}[bucket_bytes], buckets
     opt.step()
     assert not opt._handles
+
+
+def test_buckets_follow_backward_order_and_close_at_the_cap(monkeypatch):
+    # Parameters in reverse registration order, a bucket closed once it holds 300 bytes or
+    # more, parameters of 300 bytes or more and buckets of one left alone. make_model's
+    # gradients: 4.bias 16 B, 4.weight 256, 2.bias 64 | 2.weight 1024 | 0.bias 64 | 0.weight 640.
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", "300")
+    model = make_model()
+    opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
+    names = {p: n for n, p in model.named_parameters()}
+    assert [(re.sub(r"^opt\d+\.", "", b.name), [names[p] for p in b.params]) for b in opt._buckets] == \
+        [("bucket0.4.bias", ["4.bias", "4.weight", "2.bias"])]
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", "lots")
+    with pytest.raises(ValueError, match="CHORUS_BUCKET_BYTES"):
+        hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
+
+
+class _SparseNet(torch.nn.Module):
+    """An embedding with sparse gradients beside a dense layer: both small enough to share a
+    bucket, until the embedding's gradient turns out sparse."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        self.emb = torch.nn.Embedding(20, 4, sparse=True)
+        self.out = torch.nn.Linear(4, 4)
+
+    def forward(self, idx):
+        return self.out(self.emb(idx).sum(1))
+
+
+def test_a_sparse_gradient_leaves_its_bucket():
+    g = torch.Generator().manual_seed(13)
+    data = [(torch.randint(0, 20, (BATCH, 3), generator=g), torch.randint(0, 4, (BATCH,), generator=g))
+            for _ in range(STEPS)]
+
+    def run(distributed):
+        model = _SparseNet()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        if distributed:
+            opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+            assert [len(b.params) for b in opt._buckets] == [3]
+        for idx, y in data:
+            opt.zero_grad()
+            if distributed:
+                idx, y = my_shard(idx), my_shard(y)
+            torch.nn.functional.cross_entropy(model(idx), y).backward()
+            opt.step()
+        if distributed:
+            assert [len(b.params) for b in opt._buckets] == [2]
+            assert model.emb.weight.grad.is_sparse
+        return [p.detach() for p in model.parameters()]
+
+    if hvd.size() == 3 and BATCH % 3:
+        pytest.skip("batch not divisible")
+    for a, b in zip(run(True), run(False)):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
 
 
 class _Branchy(torch.nn.Module):
@@ -166,18 +237,24 @@ class _Branchy(torch.nn.Module):
         return out + self.branch(x) if step % 2 == 0 else out
 
 
-def _branchy_run(distributed):
+def _branchy_run(distributed, groups=True):
     model = _Branchy()
     opt = sgd(model.parameters(), 1.0)
     if distributed:
         group = [model.trunk.weight, model.branch.weight]
-        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), groups=[group])
+        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
+                                       groups=[group] if groups else None)
     for step, (x, y) in enumerate(batches()):
         opt.zero_grad()
         if distributed:
             x, y = my_shard(x), my_shard(y)
         torch.nn.functional.cross_entropy(model(x, step), y).backward()
-        if distributed and step % 2 == 0:
+        if distributed and not groups:
+            # The one bucket (all four gradients) goes during backward when the branch was
+            # used; otherwise synchronize() sends it whole, with zeros for the branch.
+            assert [len(b.params) for b in opt._buckets] == [4]
+            assert (opt._buckets[0] in opt._handles) == (step % 2 == 0)
+        elif distributed and step % 2 == 0:
             # After a step where the group was only partly ready, backward enqueues it again
             # as one whole group, once both of its gradients exist.
             keys = set(opt._handles)
@@ -191,6 +268,13 @@ def test_a_group_only_partly_ready_is_reduced_whole_and_counted_afresh():
     if hvd.size() == 3 and BATCH % 3:
         pytest.skip("batch not divisible")
     for a, b in zip(_branchy_run(True), _branchy_run(False)):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
+def test_a_bucket_only_partly_ready_is_reduced_whole():
+    if hvd.size() == 3 and BATCH % 3:
+        pytest.skip("batch not divisible")
+    for a, b in zip(_branchy_run(True, groups=False), _branchy_run(False)):
         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
 
 
@@ -216,6 +300,7 @@ def test_gradients_ready_together_are_submitted_in_one_call(monkeypatch, togethe
     # this small model follows its predecessor "at once", so from the second step on all of
     # them go to Chorus in one call at the end of backward. Results are the same either way.
     from chorus.torch import optimizer as optimizer_module
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", "0")  # every gradient its own operation
     recorder = _Recorder(optimizer_module._lib)
     monkeypatch.setattr(optimizer_module, "_lib", recorder)
     monkeypatch.setattr(optimizer_module, "_TOGETHER_S", together_s)

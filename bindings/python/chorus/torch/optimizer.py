@@ -1,8 +1,9 @@
 """DistributedOptimizer: wraps a torch optimizer so that every gradient is averaged over all
 ranks before the step. A hook on each parameter's gradient accumulator hands the gradient to
 Chorus the moment backward produced it (so communication overlaps the rest of backward), in one
-call with those that come out together (a layer's weight and bias); step() waits only for what
-is still in flight."""
+call with those that come out together (a layer's weight and bias); small gradients go in
+buckets, one operation per bucket once all of its gradients exist (chorus/torch/buckets.py);
+step() waits only for what is still in flight."""
 
 import time
 import warnings
@@ -12,6 +13,7 @@ import torch
 
 from chorus.common.process_sets import _check as _check_process_set
 from chorus.common.process_sets import global_process_set
+from chorus.torch.buckets import Bucket, bucket_bytes_from_env, make_buckets
 from chorus.torch.compression import Compression
 from chorus.torch.mpi_ops import Adasum, Average
 from chorus.torch.mpi_ops import _chorus_op, _lib, _op_name, _scale_
@@ -46,6 +48,27 @@ _instances = [0]
 _TOGETHER_S = 0.001
 
 
+class _Refused:
+    """An operation the runtime refused when it was submitted (inside backward, e.g. a name a
+    peer announced with another shape): waiting for it raises the refusal, so that the error
+    comes out of synchronize() like any other, not out of the middle of backward."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def wait(self):
+        raise self.error
+
+    result = wait
+
+
+def _submit(tensor, name, op):
+    try:
+        return _lib.allreduce_async(tensor, name, op)
+    except Exception as e:  # noqa: BLE001 - raised by synchronize()
+        return _Refused(e)
+
+
 def _waiter(sub, post):
     """A handle for synchronize(): waits for `sub` and returns its output, scaled by `post`."""
     def wait():
@@ -53,6 +76,22 @@ def _waiter(sub, post):
         out = sub.result()
         _scale_(out, post)
         return out
+    return wait
+
+
+def _bucket_waiter(sub, post, bucket, ctx, compression, names):
+    """A handle for synchronize(): waits for a bucket's operation and unpacks it into the
+    members' gradients. An error names the members and their shapes on this rank."""
+    def wait():
+        try:
+            out = _waiter(sub, post)()
+        except Exception as e:  # noqa: BLE001 - re-raised, with the members named
+            try:
+                named = type(e)("%s [gradient bucket %s: %s]" % (e, bucket.name, bucket.describe(names)))
+            except Exception:  # noqa: BLE001 - an exception type that takes other arguments
+                raise e
+            raise named from e
+        bucket.unpack(compression.decompress(out, ctx))
     return wait
 
 
@@ -103,6 +142,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._hold_for_next = {}    # parameter -> its next gradient came within _TOGETHER_S last pass
         self._end_queued = False
         self._together_s = _TOGETHER_S
+        self._buckets = []
+        self._bucket_of = {}        # parameter -> its Bucket
         if groups:
             for group in groups:
                 group = tuple(group)
@@ -111,6 +152,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._group_counts[group] = 0
         if size() > 1:
             self._register_hooks()
+            # Buckets only where a bucket's result equals its members' one by one: no explicit
+            # groups, and a compression that works element by element (the built-in ones).
+            if not groups and compression in (Compression.none, Compression.fp16, Compression.bf16):
+                params = [p for p in all_params if p.requires_grad]
+                self._buckets = make_buckets(params, self._parameter_names, prefix, bucket_bytes_from_env())
+                self._bucket_of = {p: b for b in self._buckets for p in b.params}
 
     # -- hooks ------------------------------------------------------------------------------
 
@@ -126,7 +173,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignore):
-            if p in self._handles and self._handles[p][0] is not None and self._allreduce_delay[p] <= 0:
+            already = (p in self._bucket_of) or (p in self._handles and self._handles[p][0] is not None)
+            if already and self._allreduce_delay[p] <= 0:
                 raise AssertionError("Gradients were computed more than backward_passes_per_step times "
                                      "before call to step(). Increase backward_passes_per_step to "
                                      "accumulate gradients locally.")
@@ -150,14 +198,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return hook
 
     def _ready(self, p):
-        """p's gradient is final for this step: submit it, together with those held for it,
-        or hold it when last pass its successor came right after it."""
-        now = time.perf_counter()
-        if self._held and now - self._held_since > self._together_s:
-            self._submit_held()  # the expected partner is late: do not wait for it
+        """p's gradient is final for this step: submit it (or its bucket, once all of the
+        bucket's gradients are), together with those held for it, or hold it when last pass its
+        successor came right after it."""
         if not self._end_queued:
             self._end_queued = True
             torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
+        bucket = self._bucket_of.get(p)
+        if bucket is not None:
+            if p.grad.is_sparse and not self.sparse_as_dense:
+                self._unbucket(p)  # p goes on alone, below
+            else:
+                bucket.ready += 1
+                if bucket.ready < len(bucket.params):
+                    return
+                p = bucket
+        now = time.perf_counter()
+        if self._held and now - self._held_since > self._together_s:
+            self._submit_held()  # the expected partner is late: do not wait for it
         if not self._held:
             self._held_since = now
         self._held.append(p)
@@ -175,27 +233,62 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._pass_order = []
         self._end_queued = False
 
+    def _unbucket(self, p):
+        """p's gradient is sparse: p leaves its bucket for good, to be reduced alone (sparse-ness
+        belongs to the module, so every rank does the same). A bucket left with one member is
+        dissolved. What p's leaving completes (the rest of the bucket, or its last member) is
+        held, to go with p."""
+        bucket = self._bucket_of.pop(p)
+        bucket.remove(p)
+        if len(bucket.params) == 1:
+            self._buckets = [b for b in self._buckets if b is not bucket]
+            del self._bucket_of[bucket.params[0]]
+            if bucket.ready:
+                self._held.append(bucket.params[0])
+        elif bucket.ready == len(bucket.params):
+            self._held.append(bucket)
+
     def _submit_held(self):
         held, self._held = self._held, []
-        dense = [p for p in held if not p.grad.is_sparse or self.sparse_as_dense]
-        alone = held if len(dense) < 2 else [p for p in held if p.grad.is_sparse and not self.sparse_as_dense]
-        for p in alone:
-            self._handles[p] = self._allreduce_grad_async(p)
-        if len(dense) < 2:
+        items = []  # parameters and buckets, reduced as dense tensors
+        for x in held:
+            if not isinstance(x, Bucket) and x.grad.is_sparse and not self.sparse_as_dense:
+                self._handles[x] = self._allreduce_grad_async(x)
+            else:
+                items.append(x)
+        if len(items) == 1 and not isinstance(items[0], Bucket):
+            self._handles[items[0]] = self._allreduce_grad_async(items[0])
+            return
+        if not items:
             return
         pre, post = self._scale_factors()
         names, tensors, ctxs = [], [], []
-        for p in dense:
-            if p.grad.is_sparse:
-                p.grad = p.grad.to_dense()
-            compressed, ctx = self._compression.compress(p.grad)
+        for x in items:
+            if isinstance(x, Bucket):
+                compressed, ctx = self._compression.compress(x.pack())
+                names.append(_op_name("allreduce", x.name, None))
+            else:
+                if x.grad.is_sparse:
+                    x.grad = x.grad.to_dense()
+                compressed, ctx = self._compression.compress(x.grad)
+                names.append(_op_name("allreduce", self._parameter_names.get(x), None))
             _scale_(compressed, pre)
-            names.append(_op_name("allreduce", self._parameter_names.get(p), None))
             tensors.append(compressed)
             ctxs.append(ctx)
-        subs = _lib.allreduce_async_all(tensors, names, _chorus_op(self.op))
-        for p, sub, ctx in zip(dense, subs, ctxs):
-            self._handles[p] = (_waiter(sub, post), ctx)
+        op = _chorus_op(self.op)
+        if len(items) == 1:
+            subs = [_submit(tensors[0], names[0], op)]
+        else:
+            try:
+                subs = _lib.allreduce_async_all(tensors, names, op)
+            except Exception as e:  # noqa: BLE001 - raised by synchronize()
+                subs = [_Refused(e)] * len(items)
+        for x, sub, ctx in zip(items, subs, ctxs):
+            if isinstance(x, Bucket):
+                self._handles[x] = (_bucket_waiter(sub, post, x, ctx, self._compression, self._parameter_names),
+                                    None)
+            else:
+                self._handles[x] = (_waiter(sub, post), ctx)
 
     def _scale_factors(self):
         if self.op == Average:
@@ -216,7 +309,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         compressed, ctx = self._compression.compress(p.grad)
         pre, post = self._scale_factors()
         _scale_(compressed, pre)
-        sub = _lib.allreduce_async(compressed, _op_name("allreduce", name, None), _chorus_op(self.op))
+        sub = _submit(compressed, _op_name("allreduce", name, None), _chorus_op(self.op))
         return _waiter(sub, post), ctx
 
     def _grouped_allreduce_grad_async(self, group):
@@ -257,9 +350,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     self._handles.pop(p, None)
                 self._handles[group] = self._grouped_allreduce_grad_async(group)
             self._group_counts[group] = 0
+        # Likewise a bucket not complete on this rank (some members without a gradient, or not
+        # at their last backward pass): reduced whole now, zeros for gradients that do not exist.
+        for bucket in self._buckets:
+            if bucket not in self._handles:
+                for p in bucket.params:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+                    self._handles.pop(p, None)
+                self._held.append(bucket)
+            bucket.ready = 0
+        self._submit_held()
         done = set()
         for key in self._handles:
-            done.update(key) if isinstance(key, tuple) else done.add(key)
+            if isinstance(key, Bucket):
+                done.update(key.params)
+            else:
+                done.update(key) if isinstance(key, tuple) else done.add(key)
         for p in self._requires_update - done:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
@@ -272,11 +379,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # optimizer is left ready for the next backward.
         error = None
         for key, (handle, ctx) in self._handles.items():
-            members = key if isinstance(key, tuple) else (key,)
+            members = key.params if isinstance(key, Bucket) else key if isinstance(key, tuple) else (key,)
             for gp in members:
                 self._allreduce_delay[gp] = self.backward_passes_per_step
             try:
-                if isinstance(key, tuple):
+                if isinstance(key, Bucket):
+                    handle()  # unpacks into the members' gradients
+                elif isinstance(key, tuple):
                     for gp, out, gctx in zip(key, synchronize(handle), ctx):
                         self._apply(gp, out, gctx)
                 else:
@@ -322,6 +431,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         for group in self._group_counts:
             self._group_counts[group] = 0
+        for bucket in self._buckets:
+            bucket.ready = 0
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step
         super(self.__class__, self).load_state_dict(*args, **kwargs)

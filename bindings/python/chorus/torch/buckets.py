@@ -1,0 +1,94 @@
+"""Gradient buckets for DistributedOptimizer: small gradients are reduced as one flat tensor
+per bucket (as DDP does), not one Chorus operation each.
+
+Each operation costs the runtime the same few actor messages and wake-ups whatever its size,
+and on a host where the trainers use every core that CPU time is taken from training. A
+bucket packs the gradients of several small parameters into one preallocated buffer, is
+reduced as one operation and is unpacked into the gradients by synchronize().
+
+Buckets are built once, from the parameters in reverse registration order (the order
+backward usually produces their gradients), by dtype, closing a bucket when it holds
+CHORUS_BUCKET_BYTES (default 1 MiB) or more. A parameter that alone reaches that size is not
+bucketed: the runtime reduces large tensors in place. Every rank builds the same buckets from
+the same model, so a bucket's name and size agree everywhere. CHORUS_BUCKET_BYTES=0 turns
+buckets off: every gradient is its own operation, as in Horovod."""
+
+import os
+
+import torch
+
+DEFAULT_BUCKET_BYTES = 1 << 20
+
+
+def bucket_bytes_from_env():
+    """CHORUS_BUCKET_BYTES, or the default; a clear error for anything but a count of bytes."""
+    raw = os.environ.get("CHORUS_BUCKET_BYTES", "")
+    if raw == "":
+        return DEFAULT_BUCKET_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError("CHORUS_BUCKET_BYTES must be a number of bytes (0 turns buckets off), got %r" % raw)
+    return value
+
+
+def _nbytes(p):
+    return p.numel() * p.element_size()
+
+
+class Bucket:
+    """Parameters whose gradients are reduced together, as one flat tensor named `name`."""
+
+    def __init__(self, name, params):
+        self.name = name
+        self.params = list(params)
+        self.ready = 0  # members whose gradient is final for this step
+        self._alloc()
+
+    def _alloc(self):
+        # Zero-filled now, so that its pages are touched before training, not mid-backward.
+        self.flat = torch.zeros(sum(p.numel() for p in self.params), dtype=self.params[0].dtype)
+
+    def pack(self):
+        """The members' gradients, copied into the flat buffer; returns it."""
+        torch.cat([p.grad.reshape(-1) for p in self.params], out=self.flat)
+        return self.flat
+
+    def unpack(self, flat):
+        """Copies the reduced flat tensor back into the members' gradients."""
+        offset = 0
+        for p in self.params:
+            n = p.numel()
+            p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+            offset += n
+
+    def remove(self, p):
+        """Takes `p` out for good (its gradient turned out sparse)."""
+        self.params = [q for q in self.params if q is not p]
+        if self.params:
+            self._alloc()
+
+    def describe(self, names):
+        """'a [2, 5], b [2]': the members and their shapes on this rank."""
+        return ", ".join("%s %s" % (names.get(p, "?"), list(p.shape)) for p in self.params)
+
+
+def make_buckets(params, names, prefix, cap):
+    """Buckets of `params` (in registration order; named by `names`, a dict), at most about
+    `cap` bytes each; parameters left alone are not in any bucket. Names are
+    "<prefix>bucket<k>.<first member>", with the member's name as given by the user."""
+    if cap <= 0:
+        return []
+    groups, open_by_dtype = [], {}
+    for p in reversed(params):
+        if _nbytes(p) >= cap:
+            continue
+        members = open_by_dtype.setdefault(p.dtype, [])
+        members.append(p)
+        if sum(_nbytes(q) for q in members) >= cap:
+            groups.append(open_by_dtype.pop(p.dtype))
+    groups.extend(open_by_dtype.values())
+    groups = [g for g in groups if len(g) > 1]
+    return [Bucket("%sbucket%d.%s" % (prefix, k, names[g[0]][len(prefix):]), g) for k, g in enumerate(groups)]
