@@ -102,6 +102,21 @@ def test_backward_passes_per_step_accumulates_locally(bucket_bytes, monkeypatch)
         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
 
 
+def test_a_bucket_is_reduced_once_after_several_backward_passes(monkeypatch):
+    # Passes before the last leave placeholders for their parameters; the bucket replaces
+    # them, so that synchronize() does not reduce its members a second time, one by one.
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", "")
+    model = make_model()
+    opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters(),
+                                   backward_passes_per_step=2)
+    x, y = batches()[0]
+    for _ in range(2):
+        torch.nn.functional.cross_entropy(model(my_shard(x)), my_shard(y)).backward()
+    assert list(opt._handles) == opt._buckets and len(opt._buckets) == 1
+    opt.step()
+    assert not opt._handles
+
+
 def test_op_sum_and_unnamed_parameters():
     model = make_model()
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1 / hvd.size()), op=hvd.Sum)

@@ -212,6 +212,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 bucket.ready += 1
                 if bucket.ready < len(bucket.params):
                     return
+                for q in bucket.params:  # placeholders of earlier backward passes
+                    self._handles.pop(q, None)
                 p = bucket
         now = time.perf_counter()
         if self._held and now - self._held_since > self._together_s:
