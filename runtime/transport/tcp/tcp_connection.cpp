@@ -11,10 +11,22 @@ namespace {
 constexpr std::size_t max_batch = 8;  // frames per gather-write: small enough that forwarded segments are not held behind a long batch
 // After a failed write, how long the read side has to report the peer's own last words first.
 constexpr auto write_grace = std::chrono::milliseconds(250);
+// A frame the shared-memory ring cannot take yet waits for the receiver to hand back room,
+// checking every ring_poll, up to ring_patience checks; then it goes on TCP. The receiver
+// frees room as fast as it copies (tens of microseconds per segment) unless it is stalled.
+constexpr auto ring_poll = std::chrono::microseconds(30);
+constexpr int ring_patience = 64;
 }
 
-tcp_connection::tcp_connection(tcp_transport& owner, int fd, int peer, int stream, std::size_t scratch_bytes)
-    : owner_(owner), socket_(owner.io_), peer_(peer), stream_(stream), scratch_(scratch_bytes) {
+tcp_connection::tcp_connection(tcp_transport& owner, int fd, int peer, int stream, std::size_t scratch_bytes,
+                               std::unique_ptr<shm::ring_writer> shm_out, std::unique_ptr<shm::ring_reader> shm_in)
+    : owner_(owner),
+      socket_(owner.io_),
+      peer_(peer),
+      stream_(stream),
+      scratch_(scratch_bytes),
+      shm_out_(std::move(shm_out)),
+      shm_in_(std::move(shm_in)) {
   socket_.assign(asio::ip::tcp::v4(), fd);
   // Pre-touch the scratch so the first frames do not pay for fresh pages.
   std::memset(scratch_.data(), 0, scratch_.size());
@@ -33,7 +45,7 @@ void tcp_connection::send(const wire::frame_header& h, const std::byte* payload)
     release_queue();
     return;
   }
-  if (in_flight_ == 0) start_write();
+  if (in_flight_ == 0 && !ring_timer_pending_) start_write();
 }
 
 void tcp_connection::cancel(uint64_t sequence) {
@@ -71,14 +83,58 @@ void tcp_connection::send_abort(const std::string& reason) {
 
 void tcp_connection::start_write() {
   write_bufs_.clear();
-  in_flight_ = std::min(queue_.size(), max_batch);
-  for (std::size_t i = 0; i < in_flight_; ++i) {
+  std::size_t batch = std::min(queue_.size(), max_batch);
+  in_flight_ = 0;
+  for (std::size_t i = 0; i < batch; ++i) {
     auto& o = queue_[i];
+    if (shm_out_ && !place_in_ring(o, i == 0)) {
+      if (i == 0) {  // wait for the receiver to hand back room
+        wait_for_ring();
+        return;
+      }
+      break;  // written once the frames before it are
+    }
     write_bufs_.push_back(asio::buffer(o.head));
-    if (o.header.length) write_bufs_.push_back(asio::buffer(o.payload, o.header.length));
+    if (o.header.length && o.header.kind != wire::frame_kind::shm_data)
+      write_bufs_.push_back(asio::buffer(o.payload, o.header.length));
+    ++in_flight_;
   }
+  if (shm_out_) shm::ring_writer::publish();  // the payloads are in the ring before any header leaves
   asio::async_write(socket_, write_bufs_,
                     [this](const asio::error_code& ec, std::size_t n) { on_written(ec, n); });
+}
+
+void tcp_connection::wait_for_ring() {
+  if (!ring_timer_) ring_timer_ = std::make_unique<asio::steady_timer>(socket_.get_executor());
+  ring_timer_pending_ = true;
+  ring_timer_->expires_after(ring_poll);
+  ring_timer_->async_wait([this](const asio::error_code& ec) {
+    ring_timer_pending_ = false;
+    if (ec || !open_ || write_broken_ || queue_.empty()) return;
+    start_write();
+  });
+}
+
+bool tcp_connection::place_in_ring(outgoing& o, bool may_give_up) {
+  if (o.header.kind != wire::frame_kind::data || o.header.length == 0) return true;
+  std::byte* slot = shm_out_->reserve(o.header.length);
+  if (!slot) {
+    if (o.header.length <= shm_out_->capacity() && !(may_give_up && ring_waited_ >= ring_patience)) {
+      ++ring_waited_;
+      return false;
+    }
+    // Too big for the ring, or the receiver has kept it full for long: this one goes on TCP.
+    ring_waited_ = 0;
+    count(shm_misses_, 1);
+    return true;
+  }
+  ring_waited_ = 0;
+  std::memcpy(slot, o.payload, o.header.length);
+  o.header.kind = wire::frame_kind::shm_data;
+  wire::encode(o.header, o.head.data());
+  count(shm_frames_, 1);
+  count(bytes_sent_, o.header.length);  // the stream's traffic, whichever way the bytes went
+  return true;
 }
 
 void tcp_connection::on_written(const asio::error_code& ec, std::size_t n) {
@@ -89,7 +145,10 @@ void tcp_connection::on_written(const asio::error_code& ec, std::size_t n) {
   for (std::size_t i = 0; i < done; ++i) {
     auto h = queue_.front().header;
     queue_.pop_front();
-    if (h.kind == wire::frame_kind::data) sink->sent(peer_, h);
+    if (h.kind == wire::frame_kind::data || h.kind == wire::frame_kind::shm_data) {
+      h.kind = wire::frame_kind::data;
+      sink->sent(peer_, h);
+    }
   }
   if (ec) {
     fail("write", ec);
@@ -151,6 +210,10 @@ void tcp_connection::on_header(const asio::error_code& ec) {
     });
     return;
   }
+  if (current_.kind == wire::frame_kind::shm_data) {
+    on_shm_payload();
+    return;
+  }
   if (current_.kind != wire::frame_kind::data) {
     owner_.connection_failed(*this, status{errc::protocol, "rank " + std::to_string(peer_) +
                                                                " sent an unexpected frame: " + wire::describe(current_)});
@@ -176,6 +239,28 @@ void tcp_connection::on_payload(const asio::error_code& ec, std::byte* where) {
   }
   count(bytes_received_, current_.length);
   owner_.sink()->delivered(peer_, current_, where);
+  if (open_) read_header();
+}
+
+void tcp_connection::on_shm_payload() {
+  const std::byte* data = shm_in_ ? shm_in_->next(current_.length) : nullptr;
+  if (!data) {
+    owner_.connection_failed(*this, status{errc::protocol, "rank " + std::to_string(peer_) + " stream " +
+                                                               std::to_string(stream_) + " sent a bad frame: " +
+                                                               wire::describe(current_) +
+                                                               (shm_in_ ? " does not fit its shared-memory ring"
+                                                                        : " names a shared-memory ring that was "
+                                                                          "never set up")});
+    return;
+  }
+  current_.kind = wire::frame_kind::data;  // the engine sees a data frame, wherever its bytes were
+  count(bytes_received_, current_.length);
+  std::byte* where = owner_.sink()->destination(peer_, current_);
+  if (where) std::memcpy(where, data, current_.length);
+  // Without a destination the sink reads the ring in place (e.g. reduces from it) before
+  // delivered() returns; only then may the sender reuse those bytes.
+  owner_.sink()->delivered(peer_, current_, where ? where : const_cast<std::byte*>(data));
+  shm_in_->release();
   if (open_) read_header();
 }
 
@@ -222,6 +307,7 @@ void tcp_connection::close() {
   open_ = false;
   asio::error_code ignored;
   if (write_grace_timer_) write_grace_timer_->cancel();
+  if (ring_timer_) ring_timer_->cancel();
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);  // in-flight operations complete with operation_aborted
   release_queue();

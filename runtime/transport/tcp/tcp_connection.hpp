@@ -1,5 +1,7 @@
 // One stream to one peer: an Asio socket with a queue of outgoing frames (written in batches
-// with one gather-write) and a read loop that puts each payload where the sink says.
+// with one gather-write) and a read loop that puts each payload where the sink says. To a peer
+// on the same host, data payloads go through shared-memory rings when they fit (shm/ring.hpp):
+// only their headers are written to the socket.
 // Lives on the transport's I/O thread; no method may be called from another thread.
 #pragma once
 
@@ -13,6 +15,7 @@
 #include <asio.hpp>
 
 #include "runtime/transport/frame_sink.hpp"
+#include "runtime/transport/shm/ring.hpp"
 #include "runtime/wire/frame.hpp"
 
 namespace chorus::tcp {
@@ -21,7 +24,9 @@ class tcp_transport;
 
 class tcp_connection {
  public:
-  tcp_connection(tcp_transport& owner, int fd, int peer, int stream, std::size_t scratch_bytes);
+  /// `shm_out` / `shm_in`: this stream's rings to / from the peer, or null (TCP only).
+  tcp_connection(tcp_transport& owner, int fd, int peer, int stream, std::size_t scratch_bytes,
+                 std::unique_ptr<shm::ring_writer> shm_out = nullptr, std::unique_ptr<shm::ring_reader> shm_in = nullptr);
   tcp_connection(const tcp_connection&) = delete;
   tcp_connection& operator=(const tcp_connection&) = delete;
 
@@ -44,6 +49,9 @@ class tcp_connection {
   /// Bytes written / read so far; any thread (relaxed: for metrics, not for synchronisation).
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
+  /// Data frames sent through the ring / on TCP although a ring exists (it was full); any thread.
+  uint64_t shm_frames() const { return shm_frames_.load(std::memory_order_relaxed); }
+  uint64_t shm_misses() const { return shm_misses_.load(std::memory_order_relaxed); }
 
  private:
   struct outgoing {
@@ -57,6 +65,12 @@ class tcp_connection {
   void read_header();
   void on_header(const asio::error_code& ec);
   void on_payload(const asio::error_code& ec, std::byte* where);
+  void on_shm_payload();
+  /// Moves a data frame's payload into the ring (true; frames of other kinds: nothing to do),
+  /// or says it must wait for room (false). With `may_give_up`, after waiting long enough it
+  /// leaves the frame for TCP (true) instead.
+  bool place_in_ring(outgoing& o, bool may_give_up);
+  void wait_for_ring();
   void fail(const std::string& what, const asio::error_code& ec);
   void release_queue();
 
@@ -75,6 +89,11 @@ class tcp_connection {
   std::array<std::byte, wire::frame_header_size> read_head_{};
   wire::frame_header current_{};
   std::vector<std::byte> scratch_;
+  std::unique_ptr<shm::ring_writer> shm_out_;
+  std::unique_ptr<shm::ring_reader> shm_in_;
+  std::unique_ptr<asio::steady_timer> ring_timer_;
+  bool ring_timer_pending_ = false;  // a frame waits for ring room; no write is in flight
+  int ring_waited_ = 0;               // checks so far for the frame at the queue's head
   std::string abort_reason_;  // outgoing: kept alive until written
   bool close_when_written_ = false;
   // A write failed (the peer closed): the read side, always waiting, reports first when it can
@@ -86,6 +105,8 @@ class tcp_connection {
   // Written by the I/O thread only (a plain load + store, no locked add), read by metrics.
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
+  std::atomic<uint64_t> shm_frames_{0};
+  std::atomic<uint64_t> shm_misses_{0};
   void count(std::atomic<uint64_t>& c, std::size_t n) {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }

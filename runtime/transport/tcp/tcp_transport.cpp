@@ -1,10 +1,12 @@
 // Mesh setup, the I/O thread, failure propagation and the goodbye exchange at close.
 #include "runtime/transport/tcp/tcp_transport.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <future>
 
 #include "runtime/core/log.hpp"
+#include "runtime/transport/shm/lanes.hpp"
 
 namespace chorus::tcp {
 namespace {
@@ -35,6 +37,9 @@ result<tcp_options> tcp_options::from_env() {
   auto t = env_number("CHORUS_CONNECT_TIMEOUT_SECONDS", 60, 1, 3600);
   if (!t) return t.error();
   o.connect_timeout = std::chrono::seconds(*t);
+  auto m = env_number("CHORUS_SHM_BYTES", static_cast<long>(o.shm_bytes), 0, 1l << 30);
+  if (!m) return m.error();
+  o.shm_bytes = static_cast<std::size_t>(*m);
   if (const char* h = std::getenv("CHORUS_HOST"); h && *h) o.bind_host = h;
   return o;
 }
@@ -107,15 +112,24 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
     fds[p].pop_back();
   }
   t->control_link_ = std::make_shared<control_link>(env.rank, std::move(control), t->limits_);
+
+  // 5. Shared-memory rings to the ranks on this host, then the data connections to Asio.
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+  auto lanes = shm::open_lanes(env, rdv, opts.num_streams, opts.shm_bytes,
+                               std::max(left, std::chrono::milliseconds(1000)));
+  if (!lanes) return lanes.error();
   for (int p = 0; p < env.size; ++p) {
     for (int s = 0; s < static_cast<int>(fds[p].size()); ++s) {
       tune_socket(fds[p][s].get(), opts.socket_buffer_bytes);
-      t->conns_[p].push_back(
-          std::make_unique<tcp_connection>(*t, fds[p][s].release(), p, s, opts.scratch_bytes));
+      auto& lane = (*lanes)[p][s];
+      if (lane.out) ++t->shm_streams_;
+      t->conns_[p].push_back(std::make_unique<tcp_connection>(*t, fds[p][s].release(), p, s, opts.scratch_bytes,
+                                                              std::move(lane.out), std::move(lane.in)));
     }
   }
   CHORUS_LOG(info, "tcp", "mesh ready endpoint=" << me << " peers=" << env.size - 1
-                                                 << " streams=" << opts.num_streams);
+                                                 << " streams=" << opts.num_streams
+                                                 << " shm_streams=" << t->shm_streams_);
   return t;
 }
 
@@ -227,6 +241,20 @@ void tcp_transport::close(std::chrono::milliseconds grace) {
   });
   thread_.join();
   acceptor_.reset();
+  if (shm_streams_ == 0) return;
+  auto use = shm_counts();
+  CHORUS_LOG(info, "tcp", "data frames through shared memory: " << use.frames
+                              << ", on TCP although a ring existed: " << use.missed);
+}
+
+tcp_transport::shm_use tcp_transport::shm_counts() const {
+  shm_use u;
+  for (auto& per_peer : conns_)
+    for (auto& c : per_peer) {
+      u.frames += c->shm_frames();
+      u.missed += c->shm_misses();
+    }
+  return u;
 }
 
 }  // namespace chorus::tcp

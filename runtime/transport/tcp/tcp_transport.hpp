@@ -2,7 +2,8 @@
 // Setup (blocking, at init): listen, publish our endpoint at the rendezvous, connect to every
 // lower rank and accept every higher one, each connection authenticated by the handshake; one
 // more connection per peer makes the control link (control_link.hpp), for whoever takes it.
-// Then frames flow: send() queues a frame on (peer, stream); received payloads go to the
+// Rings in shared memory are set up for the streams to ranks on the same host (shm/lanes.hpp):
+// their payloads skip the socket, their headers still go on it. Then frames flow: send() queues a frame on (peer, stream); received payloads go to the
 // frame_sink. A broken connection ends in peer_failed() for that peer, never a hang.
 #pragma once
 
@@ -31,6 +32,9 @@ struct tcp_options {
   /// measured about twice as fast on loopback as a fixed 1-16 MiB.
   int socket_buffer_bytes = 0;
   std::size_t scratch_bytes = 1 << 20;      ///< receive scratch per connection (pre-touched)
+  /// CHORUS_SHM_BYTES: the shared-memory ring per stream and direction to a rank on the same
+  /// host (transport/shm/ring.hpp); payloads then bypass the kernel's TCP path. 0: TCP only.
+  std::size_t shm_bytes = 2u << 20;
   uint32_t max_payload = 64u << 20;         ///< frames announcing more are refused
   std::chrono::milliseconds connect_timeout{60000};  ///< CHORUS_CONNECT_TIMEOUT_SECONDS
   std::string bind_host;                    ///< CHORUS_HOST; empty: the address towards the rendezvous
@@ -70,6 +74,15 @@ class tcp_transport final : public transport {
   /// Call from outside the I/O thread; idempotent.
   void close(std::chrono::milliseconds grace) override;
   void close() { close(std::chrono::seconds(5)); }
+  /// Streams to peers whose data frames may go through a shared-memory ring (transport/shm).
+  int shm_streams() const { return shm_streams_; }
+  /// Data frames sent so far through the rings, and on TCP although a ring existed (too big for
+  /// it, or it stayed full); any thread, relaxed.
+  struct shm_use {
+    uint64_t frames = 0;
+    uint64_t missed = 0;
+  };
+  shm_use shm_counts() const;
   /// Connections the acceptor refused (e.g. a wrong job secret).
   int refused_connections() const { return acceptor_ ? acceptor_->refused() : 0; }
   /// The key that seals this job's control-plane messages (wire/control_seal.hpp), derived
@@ -102,6 +115,7 @@ class tcp_transport final : public transport {
   std::shared_ptr<control_link> control_link_;
   std::vector<std::vector<std::unique_ptr<tcp_connection>>> conns_;  // [peer][stream]
   std::vector<bool> peer_down_;
+  int shm_streams_ = 0;
   bool closing_ = false;
   bool closed_ = false;
   std::unique_ptr<asio::steady_timer> close_timer_;

@@ -107,7 +107,11 @@ int main(int argc, char** argv) {
   if (mode == "collectives") {
     auto st = testrank::check_all_collectives(c);
     if (!st.ok()) return fail(st);
-    std::printf("testrank: collectives exact on rank %d of %d, %d streams\n", c.rank(), c.size(), c.num_streams());
+    auto shm = c.data_plane().shm_counts();
+    std::printf("testrank: collectives exact on rank %d of %d, %d streams, %d through shared memory "
+                "(frames %llu, on TCP %llu)\n",
+                c.rank(), c.size(), c.num_streams(), c.data_plane().shm_streams(),
+                static_cast<unsigned long long>(shm.frames), static_cast<unsigned long long>(shm.missed));
     return 0;
   }
   if (mode == "allreduce-loop" && argc >= 3) {

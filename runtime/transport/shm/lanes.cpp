@@ -1,0 +1,123 @@
+// The three rendezvous rounds that set up the shared-memory rings.
+#include "runtime/transport/shm/lanes.hpp"
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "runtime/core/log.hpp"
+
+namespace chorus::shm {
+namespace {
+
+struct announced {
+  int peer;
+  int stream;
+  std::string name;
+  uint64_t nonce;
+};
+
+uint64_t random_nonce() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+std::string hex(uint64_t v) {
+  std::ostringstream os;
+  os << std::hex << v;
+  return os.str();
+}
+
+}  // namespace
+
+std::string host_identity() {
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return boot + "/" + name;
+}
+
+result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendezvous& rdv, int streams,
+                                                  std::size_t ring_bytes, std::chrono::milliseconds timeout) {
+  std::vector<std::vector<lane>> lanes(static_cast<std::size_t>(env.size));
+  for (auto& l : lanes) l.resize(static_cast<std::size_t>(streams));
+  if (env.size == 1) return lanes;
+  const std::string me = std::to_string(env.rank);
+
+  // 1. Who shares our host.
+  std::string host = ring_bytes ? host_identity() : "off";
+  auto st = rdv.publish("shm-host/" + me, host);
+  if (!st.ok()) return st;
+  auto hosts = rdv.gather("shm-host/", timeout);
+  if (!hosts) return hosts.error();
+
+  // 2. A segment per stream for each such peer.
+  std::vector<std::unique_ptr<segment>> created;  // [peer * streams + stream]
+  created.resize(static_cast<std::size_t>(env.size * streams));
+  std::ostringstream mine;
+  for (int p = 0; p < env.size && ring_bytes; ++p) {
+    if (p == env.rank || (*hosts)[p] != host) continue;
+    for (int s = 0; s < streams; ++s) {
+      uint64_t nonce = random_nonce();
+      std::string name = "/chorus-" + hex(env.job_id) + "-" + me + "-" + std::to_string(p) + "-" +
+                         std::to_string(s) + "-" + hex(nonce);
+      auto seg = segment::create(name, ring_bytes, nonce);
+      if (!seg) {
+        CHORUS_LOG(warn, "shm", seg.error().message() << "; rank " << p << " stream " << s << " uses TCP only");
+        continue;
+      }
+      created[static_cast<std::size_t>(p * streams + s)] = std::move(*seg);
+      mine << p << ' ' << s << ' ' << name << ' ' << nonce << '\n';
+    }
+  }
+  st = rdv.publish("shm-ring/" + me, mine.str());
+  if (!st.ok()) return st;
+  auto rings = rdv.gather("shm-ring/", timeout);
+  if (!rings) return rings.error();
+
+  // 3. Open what is addressed to us; say which ones we can read.
+  std::ostringstream ok;
+  for (int q = 0; q < env.size; ++q) {
+    if (q == env.rank) continue;
+    std::istringstream in((*rings)[q]);
+    announced a;
+    while (in >> a.peer >> a.stream >> a.name >> a.nonce) {
+      if (a.peer != env.rank || a.stream < 0 || a.stream >= streams) continue;
+      auto seg = segment::open(a.name, a.nonce);
+      if (!seg) {
+        CHORUS_LOG(warn, "shm", seg.error().message() << "; rank " << q << " stream " << a.stream
+                                                       << " sends on TCP only");
+        continue;
+      }
+      lanes[q][a.stream].in = std::make_unique<ring_reader>(std::move(*seg));
+      ok << q << ' ' << a.stream << '\n';
+    }
+  }
+  st = rdv.publish("shm-ok/" + me, ok.str());
+  if (!st.ok()) return st;
+  auto oks = rdv.gather("shm-ok/", timeout);
+  if (!oks) return oks.error();
+  int used = 0;
+  for (int p = 0; p < env.size; ++p) {
+    if (p == env.rank) continue;
+    std::istringstream in((*oks)[p]);
+    int who = 0, s = 0;
+    while (in >> who >> s) {
+      if (who != env.rank || s < 0 || s >= streams) continue;
+      auto& seg = created[static_cast<std::size_t>(p * streams + s)];
+      if (!seg) continue;
+      seg->unlink();
+      lanes[p][s].out = std::make_unique<ring_writer>(std::move(seg));
+      ++used;
+    }
+  }
+  // What nobody opened is removed with `created` (the segment's destructor unlinks it).
+  if (used) CHORUS_LOG(info, "shm", "shared-memory rings to " << used << " peer streams, " << ring_bytes << " bytes each");
+  return lanes;
+}
+
+}  // namespace chorus::shm

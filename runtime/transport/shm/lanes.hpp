@@ -1,0 +1,35 @@
+// Which streams get a shared-memory ring (ring.hpp), agreed at init through the rendezvous.
+// Every rank takes part in the same three rounds whatever it decides, so a rank with the lanes
+// switched off (CHORUS_SHM_BYTES=0) or on another host only makes its peers use TCP:
+//   1. "shm-host/<r>": the host's identity (boot id and host name), or "off";
+//   2. "shm-ring/<r>": for each stream to each peer with our identity, the segment we created
+//      for our frames to it (name and nonce);
+//   3. "shm-ok/<r>": the segments addressed to us that we could open and check (another IPC
+//      namespace, for one, cannot).
+// A sender uses a ring only when its receiver said so in round 3. Failures to create or open
+// a segment are logged and cost that lane only; only the rendezvous failing is an error.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "runtime/env/process_env.hpp"
+#include "runtime/rendezvous/rendezvous.hpp"
+#include "runtime/transport/shm/ring.hpp"
+
+namespace chorus::shm {
+
+struct lane {
+  std::unique_ptr<ring_writer> out;  ///< our frames to the peer; null: TCP only
+  std::unique_ptr<ring_reader> in;   ///< the peer's frames to us; null: it sends on TCP only
+};
+
+/// lanes[peer][stream]; all null when size is 1. `ring_bytes` 0 switches our side off.
+result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendezvous& rdv, int streams,
+                                                  std::size_t ring_bytes, std::chrono::milliseconds timeout);
+
+/// This host's identity for round 1 (boot id and host name).
+std::string host_identity();
+
+}  // namespace chorus::shm

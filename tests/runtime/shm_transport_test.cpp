@@ -1,0 +1,192 @@
+// The TCP data plane with shared-memory rings, two ranks in threads of this process on
+// 127.0.0.1: payloads of every size arrive intact and in order whether they went through the
+// ring (waiting for room) or on TCP (too big for it); a rank with the rings off makes both
+// sides use TCP; a shared-memory frame that names no ring, or a payload larger than the ring,
+// is a bad frame that fails the peer with a message naming rank and stream.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "runtime/rendezvous/rendezvous.hpp"
+#include "runtime/transport/tcp/tcp_transport.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+
+uint16_t free_port() {
+  asio::io_context io;
+  asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  return a.local_endpoint().port();
+}
+
+// Keeps what arrives, per stream, and what failed; waits with a bound.
+struct collecting_sink final : frame_sink {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::vector<std::vector<std::byte>>> got = std::vector<std::vector<std::vector<std::byte>>>(4);
+  std::vector<std::string> failures;
+  std::size_t sent_count = 0;
+  std::byte* destination(int, const wire::frame_header&) override { return nullptr; }
+  void delivered(int, const wire::frame_header& h, std::byte* data) override {
+    std::lock_guard<std::mutex> l(mu);
+    got[h.sequence % 4].emplace_back(data, data + h.length);
+    cv.notify_all();
+  }
+  void sent(int, const wire::frame_header&) override {
+    std::lock_guard<std::mutex> l(mu);
+    ++sent_count;
+    cv.notify_all();
+  }
+  void peer_failed(int peer, const status& why) override {
+    std::lock_guard<std::mutex> l(mu);
+    failures.push_back("peer " + std::to_string(peer) + ": " + why.to_string());
+    cv.notify_all();
+  }
+  template <class Pred>
+  bool wait(Pred pred) {
+    std::unique_lock<std::mutex> l(mu);
+    return cv.wait_for(l, 20s, pred);
+  }
+};
+
+struct two_ranks {
+  std::unique_ptr<rendezvous> rdv[2];
+  std::unique_ptr<tcp::tcp_transport> t[2];
+  collecting_sink sink[2];
+
+  explicit two_ranks(std::size_t shm0, std::size_t shm1) {
+    uint16_t port = free_port();
+    std::size_t shm[2] = {shm0, shm1};
+    auto make = [&](int r) -> status {
+      process_env env;
+      env.rank = r;
+      env.size = 2;
+      env.local_rank = r;
+      env.local_size = 2;
+      env.rendezvous_port = port;
+      env.rendezvous_timeout = 10s;
+      env.job_secret = "shm-transport-test-secret";
+      env.job_id = 0x5a5a;
+      env.source = "chorus";
+      auto rdv_r = rendezvous::open(env);
+      if (!rdv_r) return rdv_r.error();
+      rdv[r] = std::move(*rdv_r);
+      tcp::tcp_options opts;
+      opts.connect_timeout = 10s;
+      opts.shm_bytes = shm[r];
+      auto tr = tcp::tcp_transport::connect(env, *rdv[r], opts);
+      if (!tr) return tr.error();
+      t[r] = std::move(*tr);
+      return {};
+    };
+    auto f1 = std::async(std::launch::async, make, 1);
+    auto st0 = make(0);
+    auto st1 = f1.get();
+    EXPECT_TRUE(st0.ok()) << st0.to_string();
+    EXPECT_TRUE(st1.ok()) << st1.to_string();
+    if (!t[0] || !t[1]) return;
+    for (int r = 0; r < 2; ++r) t[r]->start(&sink[r]);
+  }
+  bool ok() const { return t[0] && t[1]; }
+  // Sends on rank `from`'s I/O thread.
+  void send(int from, int stream, const wire::frame_header& h, const std::byte* payload) {
+    t[from]->post([this, from, stream, h, payload] { t[from]->send(1 - from, stream, h, payload); });
+  }
+  ~two_ranks() {
+    auto c1 = std::async(std::launch::async, [this] {
+      if (t[1]) t[1]->close(2s);
+    });
+    if (t[0]) t[0]->close(2s);
+    c1.get();
+  }
+};
+
+wire::frame_header frame(uint64_t seq, uint32_t length, wire::frame_kind kind = wire::frame_kind::data) {
+  wire::frame_header h;
+  h.kind = kind;
+  h.job_id = 0x5a5a;
+  h.sequence = seq;
+  h.length = length;
+  return h;
+}
+
+TEST(shm_transport, payloads_arrive_intact_and_in_order_through_the_ring_and_on_tcp) {
+  two_ranks job(256 << 10, 256 << 10);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job.t[0]->shm_streams(), 2);
+  EXPECT_EQ(job.t[1]->shm_streams(), 2);
+  // 300 frames per stream, 1 byte to 300 KiB: some too big for the 256 KiB ring.
+  std::mt19937 rng(77);
+  const int per_stream = 300;
+  std::vector<std::vector<std::byte>> payloads;
+  for (int i = 0; i < 2 * per_stream; ++i) {
+    std::vector<std::byte> p(1 + rng() % (300 << 10));
+    for (std::size_t k = 0; k < p.size(); ++k) p[k] = static_cast<std::byte>((i * 131 + k * 7) & 0xff);
+    payloads.push_back(std::move(p));
+  }
+  // Frame i goes on stream i % 2 with sequence i % 2 (the sink files by sequence).
+  for (int i = 0; i < 2 * per_stream; ++i)
+    job.send(0, i % 2, frame(static_cast<uint64_t>(i % 2), static_cast<uint32_t>(payloads[i].size())),
+             payloads[i].data());
+  ASSERT_TRUE(job.sink[1].wait([&] { return job.sink[1].got[0].size() + job.sink[1].got[1].size() == 2u * per_stream; }))
+      << "frames missing";
+  ASSERT_TRUE(job.sink[0].wait([&] { return job.sink[0].sent_count == 2u * per_stream; }));
+  for (int i = 0; i < 2 * per_stream; ++i)
+    ASSERT_EQ(job.sink[1].got[i % 2][i / 2], payloads[i]) << "frame " << i;
+  auto use = job.t[0]->shm_counts();
+  EXPECT_GT(use.frames, 0u);
+  EXPECT_GT(use.missed, 0u);  // the frames over 256 KiB
+  EXPECT_EQ(use.frames + use.missed, 2u * per_stream);
+  EXPECT_TRUE(job.sink[0].failures.empty() && job.sink[1].failures.empty());
+}
+
+TEST(shm_transport, a_rank_with_the_rings_off_gets_tcp_both_ways) {
+  two_ranks job(256 << 10, 0);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job.t[0]->shm_streams(), 0);
+  EXPECT_EQ(job.t[1]->shm_streams(), 0);
+  std::vector<std::byte> p(100000, std::byte{3});
+  job.send(0, 0, frame(0, static_cast<uint32_t>(p.size())), p.data());
+  job.send(1, 1, frame(1, static_cast<uint32_t>(p.size())), p.data());
+  ASSERT_TRUE(job.sink[1].wait([&] { return job.sink[1].got[0].size() == 1; }));
+  ASSERT_TRUE(job.sink[0].wait([&] { return job.sink[0].got[1].size() == 1; }));
+  EXPECT_EQ(job.sink[1].got[0][0], p);
+  EXPECT_EQ(job.sink[0].got[1][0], p);
+  EXPECT_EQ(job.t[0]->shm_counts().frames, 0u);
+}
+
+TEST(shm_transport, a_shared_memory_frame_without_a_ring_is_a_bad_frame) {
+  two_ranks job(0, 0);
+  ASSERT_TRUE(job.ok());
+  std::byte p[16] = {};
+  job.send(0, 1, frame(0, 16, wire::frame_kind::shm_data), p);
+  ASSERT_TRUE(job.sink[1].wait([&] { return !job.sink[1].failures.empty(); }));
+  EXPECT_EQ(job.sink[1].failures[0],
+            "peer 0: protocol: rank 0 stream 1 sent a bad frame: kind=5 seq=0 step=0 offset=0 length=16 names a "
+            "shared-memory ring that was never set up");
+}
+
+TEST(shm_transport, a_shared_memory_frame_larger_than_the_ring_is_a_bad_frame) {
+  two_ranks job(64 << 10, 64 << 10);
+  ASSERT_TRUE(job.ok());
+  ASSERT_EQ(job.t[0]->shm_streams(), 2);
+  std::byte p[16] = {};
+  job.send(0, 0, frame(0, 100000, wire::frame_kind::shm_data), p);  // only the header is written
+  ASSERT_TRUE(job.sink[1].wait([&] { return !job.sink[1].failures.empty(); }));
+  EXPECT_EQ(job.sink[1].failures[0],
+            "peer 0: protocol: rank 0 stream 0 sent a bad frame: kind=5 seq=0 step=0 offset=0 length=100000 does "
+            "not fit its shared-memory ring");
+}
+
+}  // namespace
+}  // namespace chorus
