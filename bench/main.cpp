@@ -144,8 +144,11 @@ int run_allreduce(const options& o, const process_env& env) {
   float* buffer = pretouched_buffer(std::max<std::size_t>(max_bytes, 4096));
   auto ours = chorus_impl(c);
   if (c.rank() == 0)
-    std::printf("# chorus-bench allreduce: N=%d streams=%d chunk_bytes=%zu segment_bytes=%zu\n", c.size(),
-                c.num_streams(), c.options().chunk_bytes, c.options().segment_bytes);
+    std::printf("# chorus-bench allreduce: N=%d streams=%d chunk_bytes=%zu segment_bytes=%zu shm_streams=%d "
+                "(chorus_tcp: payloads through shared-memory rings where shm_streams > 0, CHORUS_SHM_BYTES=0: "
+                "TCP only)\n",
+                c.size(), c.num_streams(), c.options().chunk_bytes, c.options().segment_bytes,
+                c.data_plane().shm_streams());
 #ifdef CHORUS_WITH_GLOO
   std::unique_ptr<bench::gloo_peer> gloo;
   bench::allreduce_impl theirs;
@@ -208,8 +211,9 @@ int run_demo(const process_env& env) {
   if (!comm) throw std::runtime_error(comm.error().to_string());
   auto& c = **comm;
   double setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("rank %d of %d: connected to %d peer(s) over %d authenticated TCP streams each in %.1f ms\n", c.rank(),
-              c.size(), c.size() - 1, c.num_streams(), setup_ms);
+  std::printf("rank %d of %d: connected to %d peer(s) over %d authenticated TCP streams each in %.1f ms; "
+              "%d of those streams carry their payloads through shared memory\n",
+              c.rank(), c.size(), c.size() - 1, c.num_streams(), setup_ms, c.data_plane().shm_streams());
   std::fflush(stdout);
   check_status(c.barrier(), "barrier");
 

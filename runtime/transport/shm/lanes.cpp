@@ -12,6 +12,8 @@
 namespace chorus::shm {
 namespace {
 
+constexpr const char* name_prefix = "/chorus-";
+
 struct announced {
   int peer;
   int stream;
@@ -63,7 +65,7 @@ result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendez
     if (p == env.rank || (*hosts)[p] != host) continue;
     for (int s = 0; s < streams; ++s) {
       uint64_t nonce = random_nonce();
-      std::string name = "/chorus-" + hex(env.job_id) + "-" + me + "-" + std::to_string(p) + "-" +
+      std::string name = name_prefix + hex(env.job_id) + "-" + me + "-" + std::to_string(p) + "-" +
                          std::to_string(s) + "-" + hex(nonce);
       auto seg = segment::create(name, ring_bytes, nonce);
       if (!seg) {
@@ -87,6 +89,10 @@ result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendez
     announced a;
     while (in >> a.peer >> a.stream >> a.name >> a.nonce) {
       if (a.peer != env.rank || a.stream < 0 || a.stream >= streams) continue;
+      if (a.name.rfind(name_prefix, 0) != 0) {  // the store is not authenticated: open nothing else
+        CHORUS_LOG(warn, "shm", "rank " << q << " announced a segment not named " << name_prefix << "...: " << a.name);
+        continue;
+      }
       auto seg = segment::open(a.name, a.nonce);
       if (!seg) {
         CHORUS_LOG(warn, "shm", seg.error().message() << "; rank " << q << " stream " << a.stream
