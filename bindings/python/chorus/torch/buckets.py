@@ -81,14 +81,16 @@ def make_buckets(params, names, prefix, cap):
     "<prefix>bucket<k>.<first member>", with the member's name as given by the user."""
     if cap <= 0:
         return []
-    groups, open_by_dtype = [], {}
+    groups, open_by_dtype = [], {}  # dtype -> [members, bytes so far]
     for p in reversed(params):
-        if _nbytes(p) >= cap:
+        size = _nbytes(p)
+        if size >= cap:
             continue
-        members = open_by_dtype.setdefault(p.dtype, [])
-        members.append(p)
-        if sum(_nbytes(q) for q in members) >= cap:
-            groups.append(open_by_dtype.pop(p.dtype))
-    groups.extend(open_by_dtype.values())
+        open_bucket = open_by_dtype.setdefault(p.dtype, [[], 0])
+        open_bucket[0].append(p)
+        open_bucket[1] += size
+        if open_bucket[1] >= cap:
+            groups.append(open_by_dtype.pop(p.dtype)[0])
+    groups.extend(members for members, _ in open_by_dtype.values())
     groups = [g for g in groups if len(g) > 1]
     return [Bucket("%sbucket%d.%s" % (prefix, k, names[g[0]][len(prefix):]), g) for k, g in enumerate(groups)]
