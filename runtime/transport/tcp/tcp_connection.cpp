@@ -175,9 +175,7 @@ void tcp_connection::on_header(const asio::error_code& ec) {
   }
   auto h = wire::decode(read_head_.data(), read_head_.size(), owner_.limits());
   if (!h) {
-    owner_.connection_failed(*this, status{errc::protocol, "rank " + std::to_string(peer_) + " stream " +
-                                                               std::to_string(stream_) + " sent a bad frame: " +
-                                                               h.error().message()});
+    bad_frame(h.error().message());
     return;
   }
   current_ = *h;
@@ -245,12 +243,8 @@ void tcp_connection::on_payload(const asio::error_code& ec, std::byte* where) {
 void tcp_connection::on_shm_payload() {
   const std::byte* data = shm_in_ ? shm_in_->next(current_.length) : nullptr;
   if (!data) {
-    owner_.connection_failed(*this, status{errc::protocol, "rank " + std::to_string(peer_) + " stream " +
-                                                               std::to_string(stream_) + " sent a bad frame: " +
-                                                               wire::describe(current_) +
-                                                               (shm_in_ ? " does not fit its shared-memory ring"
-                                                                        : " names a shared-memory ring that was "
-                                                                          "never set up")});
+    bad_frame(wire::describe(current_) + (shm_in_ ? " does not fit its shared-memory ring"
+                                                   : " names a shared-memory ring that was never set up"));
     return;
   }
   current_.kind = wire::frame_kind::data;  // the engine sees a data frame, wherever its bytes were
@@ -262,6 +256,11 @@ void tcp_connection::on_shm_payload() {
   owner_.sink()->delivered(peer_, current_, where ? where : const_cast<std::byte*>(data));
   shm_in_->release();
   if (open_) read_header();
+}
+
+void tcp_connection::bad_frame(const std::string& what) {
+  owner_.connection_failed(*this, status{errc::protocol, "rank " + std::to_string(peer_) + " stream " +
+                                                             std::to_string(stream_) + " sent a bad frame: " + what});
 }
 
 void tcp_connection::fail(const std::string& what, const asio::error_code& ec) {
