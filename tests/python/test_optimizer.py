@@ -195,6 +195,54 @@ def test_buckets_follow_backward_order_and_close_at_the_cap(monkeypatch):
         hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
 
 
+class _RegisteredOutOfOrder(torch.nn.Module):
+    """Layers registered last, middle, first: the order backward produces their gradients
+    (last layer first) is not the reverse of the registration order."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(5)
+        self.last = torch.nn.Linear(8, 4)    # weight 128 B, bias 16 B
+        self.first = torch.nn.Linear(6, 8)   # weight 192 B, bias 32 B
+        self.middle = torch.nn.Linear(8, 8)  # weight 256 B, bias 32 B
+
+    def forward(self, x):
+        return self.last(torch.tanh(self.middle(torch.tanh(self.first(x)))))
+
+
+def test_buckets_are_rebuilt_from_the_first_steps_backward_order_of_rank_0(monkeypatch):
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", "300")
+    model = _RegisteredOutOfOrder()
+    opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
+    names = {p: n for n, p in model.named_parameters()}
+
+    def layout():
+        return [(re.sub(r"^opt\d+\.", "", b.name), [names[p] for p in b.params]) for b in opt._buckets]
+
+    # Reverse registration order: middle.bias, middle.weight | first.bias, first.weight | ...
+    assert layout() == [("bucket0.middle.bias", ["middle.bias", "middle.weight", "first.bias"]),
+                        ("bucket1.first.weight", ["first.weight", "last.bias", "last.weight"])]
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(BATCH, 6, generator=g), torch.randint(0, 4, (BATCH,), generator=g)
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    if hvd.rank() != 0:
+        opt._first_step.reverse()  # another order here: rank 0's must win
+    opt.step()
+    # Backward produced last, middle, first (bias before weight within a layer, as autograd
+    # ran them here); every rank now has the buckets of rank 0's order.
+    seen = hvd.allgather_object(layout())
+    assert all(s == seen[0] for s in seen), seen
+    assert [n for _, members in seen[0] for n in members][:2] in (["last.bias", "last.weight"],
+                                                                   ["last.weight", "last.bias"])
+    assert sorted(n for _, members in seen[0] for n in members) == sorted(names.values())
+    # Training goes on with them, and the buckets stay as they are.
+    for _ in range(2):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    assert layout() == seen[0]
+
+
 class _SparseNet(torch.nn.Module):
     """An embedding with sparse gradients beside a dense layer: both small enough to share a
     bucket, until the embedding's gradient turns out sparse."""

@@ -6,12 +6,16 @@ and on a host where the trainers use every core that CPU time is taken from trai
 bucket packs the gradients of several small parameters into one preallocated buffer, is
 reduced as one operation and is unpacked into the gradients by synchronize().
 
-Buckets are built once, from the parameters in reverse registration order (the order
+Buckets are first built from the parameters in reverse registration order (the order
 backward usually produces their gradients), by dtype, closing a bucket when it holds
 CHORUS_BUCKET_BYTES (default 1 MiB) or more. A parameter that alone reaches that size is not
 bucketed: the runtime reduces large tensors in place. Every rank builds the same buckets from
-the same model, so a bucket's name and size agree everywhere. CHORUS_BUCKET_BYTES=0 turns
-buckets off: every gradient is its own operation, as in Horovod."""
+the same model, so a bucket's name and size agree everywhere. After the first step they are
+built once more, from the order in which that step's backward pass actually produced the
+gradients (rank 0's, broadcast, so that every rank builds the same ones), as DDP does: a model
+that registers its layers in another order than it uses them would otherwise get buckets that
+complete late. CHORUS_BUCKET_BYTES=0 turns buckets off: every gradient is its own operation,
+as in Horovod."""
 
 import os
 
@@ -76,13 +80,14 @@ class Bucket:
 
 
 def make_buckets(params, names, prefix, cap):
-    """Buckets of `params` (in registration order; named by `names`, a dict), at most about
-    `cap` bytes each; parameters left alone are not in any bucket. Names are
-    "<prefix>bucket<k>.<first member>", with the member's name as given by the user."""
+    """Buckets of `params` (in the order backward is expected to produce their gradients;
+    named by `names`, a dict), at most about `cap` bytes each; parameters left alone are not in
+    any bucket. Names are "<prefix>bucket<k>.<first member>", with the member's name as given
+    by the user."""
     if cap <= 0:
         return []
     groups, open_by_dtype = [], {}  # dtype -> [members, bytes so far]
-    for p in reversed(params):
+    for p in params:
         size = _nbytes(p)
         if size >= cap:
             continue

@@ -17,7 +17,7 @@ from chorus.torch.buckets import Bucket, bucket_bytes_from_env, make_buckets
 from chorus.torch.compression import Compression
 from chorus.torch.mpi_ops import Adasum, Average
 from chorus.torch.mpi_ops import _chorus_op, _lib, _op_name, _scale_
-from chorus.torch.mpi_ops import grouped_allreduce_async_, sparse_allreduce_async
+from chorus.torch.mpi_ops import broadcast_, grouped_allreduce_async_, sparse_allreduce_async
 from chorus.torch.mpi_ops import size, synchronize
 
 
@@ -144,6 +144,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._together_s = _TOGETHER_S
         self._buckets = []
         self._bucket_of = {}        # parameter -> its Bucket
+        self._bucket_args = None    # (prefix, cap) while the buckets still await their rebuild
+        self._first_step = []       # bucketed parameters, in the order the first step produced them
+        self._param_index = {p: i for i, p in enumerate(all_params)}
         if groups:
             for group in groups:
                 group = tuple(group)
@@ -156,8 +159,33 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # groups, and a compression that works element by element (the built-in ones).
             if not groups and compression in (Compression.none, Compression.fp16, Compression.bf16):
                 params = [p for p in all_params if p.requires_grad]
-                self._buckets = make_buckets(params, self._parameter_names, prefix, bucket_bytes_from_env())
-                self._bucket_of = {p: b for b in self._buckets for p in b.params}
+                cap = bucket_bytes_from_env()
+                self._set_buckets(make_buckets(params[::-1], self._parameter_names, prefix, cap))
+                if self._buckets:
+                    self._bucket_args = (prefix, cap)
+
+    def _set_buckets(self, buckets):
+        self._buckets = buckets
+        self._bucket_of = {p: b for b in buckets for p in b.params}
+
+    def _rebuild_buckets(self):
+        """After the first step: the buckets again, from the order that step's backward
+        produced the gradients in. Rank 0's order is broadcast (one small operation, once), so
+        every rank builds the same buckets; gradients the step did not produce keep their place
+        after the others."""
+        prefix, cap = self._bucket_args
+        self._bucket_args = None
+        members = [p for b in self._buckets for p in b.params]
+        seen = set()
+        order = [p for p in self._first_step if p in self._bucket_of and not (p in seen or seen.add(p))]
+        order += [p for p in members if p not in seen]
+        self._first_step = []
+        agreed = torch.tensor([self._param_index[p] for p in order], dtype=torch.int64)
+        broadcast_(agreed, root_rank=0, name=prefix + "bucket_order")
+        agreed = agreed.tolist()
+        if agreed != [self._param_index[p] for p in members]:
+            by_index = {i: p for p, i in self._param_index.items()}
+            self._set_buckets(make_buckets([by_index[i] for i in agreed], self._parameter_names, prefix, cap))
 
     # -- hooks ------------------------------------------------------------------------------
 
@@ -206,6 +234,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
         bucket = self._bucket_of.get(p)
         if bucket is not None:
+            if self._bucket_args is not None:
+                self._first_step.append(p)
             if p.grad.is_sparse and not self.sparse_as_dense:
                 self._unbucket(p)  # p goes on alone, below
             else:
@@ -397,6 +427,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles.clear()
         if error is not None:
             raise error
+        if self._bucket_args is not None:
+            self._rebuild_buckets()
         self._synchronized = True
 
     @contextmanager
