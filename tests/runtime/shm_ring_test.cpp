@@ -56,6 +56,19 @@ TEST(shm_segment, is_found_only_with_its_nonce_and_unnamed_once_opened) {
   EXPECT_EQ((*opened)->data()[100], std::byte{9});
 }
 
+TEST(shm_segment, one_of_another_user_is_refused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a segment to another user";
+  auto name = unique_name("uid");
+  auto created = segment::create(name, 4096, 3);
+  ASSERT_TRUE(static_cast<bool>(created));
+  ASSERT_EQ(::chown(("/dev/shm" + name).c_str(), 65534, 65534), 0);
+  auto opened = segment::open(name, 3);
+  ASSERT_FALSE(static_cast<bool>(opened));
+  EXPECT_EQ(opened.error().code(), errc::protocol);
+  EXPECT_EQ(opened.error().message(),
+            "shared-memory segment " + name + " belongs to uid 65534, not to this process's uid 0");
+}
+
 TEST(shm_segment, creating_an_existing_name_fails) {
   auto name = unique_name("dup");
   auto first = segment::create(name, 4096, 1);

@@ -74,6 +74,13 @@ result<std::unique_ptr<segment>> segment::open(const std::string& name, uint64_t
     ::close(fd);
     return status{errc::protocol, "shared-memory segment " + name + " is too small"};
   }
+  // The rendezvous store that announced the name is not authenticated: accept only a segment
+  // created by our own user (a peer rank runs as that user; anyone else could only inject).
+  if (st.st_uid != ::geteuid()) {
+    ::close(fd);
+    return status{errc::protocol, "shared-memory segment " + name + " belongs to uid " + std::to_string(st.st_uid) +
+                                      ", not to this process's uid " + std::to_string(::geteuid())};
+  }
   auto mapped = static_cast<std::size_t>(st.st_size);
   void* base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);

@@ -20,9 +20,9 @@ class segment {
   /// memory is reserved up front (a full /dev/shm is an error here, never a SIGBUS later) and
   /// touched. errc::config naming the segment on failure.
   static result<std::unique_ptr<segment>> create(const std::string& name, std::size_t capacity, uint64_t nonce);
-  /// Maps the segment `name` and checks that it carries `nonce`; then unlinks the name.
-  /// errc::config when it cannot be opened (e.g. another host or IPC namespace), errc::protocol
-  /// when it is not the segment announced.
+  /// Maps the segment `name` and checks that it carries `nonce` and belongs to our user; then
+  /// unlinks the name. errc::config when it cannot be opened (e.g. another host or IPC
+  /// namespace), errc::protocol when it is not the segment announced.
   static result<std::unique_ptr<segment>> open(const std::string& name, uint64_t nonce);
   ~segment();
   segment(const segment&) = delete;
