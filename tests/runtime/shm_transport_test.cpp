@@ -2,7 +2,8 @@
 // 127.0.0.1: payloads of every size arrive intact and in order whether they went through the
 // ring (waiting for room) or on TCP (too big for it); a rank with the rings off makes both
 // sides use TCP; a shared-memory frame that names no ring, or a payload larger than the ring,
-// is a bad frame that fails the peer with a message naming rank and stream.
+// is a bad frame that fails the peer with a message naming rank and stream, passed on to the
+// sender too.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -174,6 +175,11 @@ TEST(shm_transport, a_shared_memory_frame_without_a_ring_is_a_bad_frame) {
   EXPECT_EQ(job.sink[1].failures[0],
             "peer 0: protocol: rank 0 stream 1 sent a bad frame: kind=5 seq=0 step=0 offset=0 length=16 names a "
             "shared-memory ring that was never set up");
+  // The sender learns what was wrong with its frame, not just that rank 1 hung up.
+  ASSERT_TRUE(job.sink[0].wait([&] { return !job.sink[0].failures.empty(); }));
+  EXPECT_EQ(job.sink[0].failures[0],
+            "peer 1: protocol: rank 0 stream 1 sent a bad frame: kind=5 seq=0 step=0 offset=0 length=16 names a "
+            "shared-memory ring that was never set up (passed on by a peer)");
 }
 
 TEST(shm_transport, a_shared_memory_frame_larger_than_the_ring_is_a_bad_frame) {

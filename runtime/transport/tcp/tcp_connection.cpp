@@ -213,8 +213,10 @@ void tcp_connection::on_header(const asio::error_code& ec) {
     return;
   }
   if (current_.kind != wire::frame_kind::data) {
-    owner_.connection_failed(*this, status{errc::protocol, "rank " + std::to_string(peer_) +
-                                                               " sent an unexpected frame: " + wire::describe(current_)});
+    owner_.connection_failed(*this,
+                             status{errc::protocol, "rank " + std::to_string(peer_) +
+                                                        " sent an unexpected frame: " + wire::describe(current_)},
+                             true);
     return;
   }
   std::byte* where = current_.length ? owner_.sink()->destination(peer_, current_) : scratch_.data();
@@ -259,8 +261,10 @@ void tcp_connection::on_shm_payload() {
 }
 
 void tcp_connection::bad_frame(const std::string& what) {
-  owner_.connection_failed(*this, status{errc::protocol, "rank " + std::to_string(peer_) + " stream " +
-                                                             std::to_string(stream_) + " sent a bad frame: " + what});
+  owner_.connection_failed(*this,
+                           status{errc::protocol, "rank " + std::to_string(peer_) + " stream " +
+                                                      std::to_string(stream_) + " sent a bad frame: " + what},
+                           true);
 }
 
 void tcp_connection::fail(const std::string& what, const asio::error_code& ec) {

@@ -72,7 +72,7 @@ class tcp_connection {
   bool place_in_ring(outgoing& o, bool may_give_up);
   void wait_for_ring();
   void fail(const std::string& what, const asio::error_code& ec);
-  /// Fails the peer: "rank P stream S sent a bad frame: <what>".
+  /// Fails the peer, and tells it: "rank P stream S sent a bad frame: <what>".
   void bad_frame(const std::string& what);
   void release_queue();
 

@@ -170,7 +170,7 @@ stream_traffic tcp_transport::traffic(int stream) const {
   return t;
 }
 
-void tcp_transport::connection_failed(tcp_connection& c, const status& why) {
+void tcp_transport::connection_failed(tcp_connection& c, const status& why, bool tell_peer) {
   int p = c.peer();
   // Fail the ops first: closing releases queued frames (sent()), and an op whose last frames
   // were queued to the dead peer must not look finished.
@@ -181,7 +181,13 @@ void tcp_transport::connection_failed(tcp_connection& c, const status& why) {
       sink_->peer_failed(p, why);
     }
   }
-  for (auto& other : conns_[p]) other->close();
+  for (auto& other : conns_[p]) {
+    // A refused frame: the peer gets the reason as an abort notice (its error then says what
+    // was wrong with what it sent, not just that we hung up); the connection closes once that
+    // is written.
+    if (tell_peer && other->open()) other->send_abort(why.to_string());
+    else other->close();
+  }
   finish_close_if_done();
 }
 

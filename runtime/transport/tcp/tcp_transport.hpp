@@ -97,7 +97,9 @@ class tcp_transport final : public transport {
   tcp_transport(const process_env& env, const tcp_options& opts);
   const wire::frame_limits& limits() const { return limits_; }
   frame_sink* sink() const { return sink_; }
-  void connection_failed(tcp_connection& c, const status& why);
+  /// The peer of `c` is lost for `why`; with `tell_peer` (it sent a frame we refuse) it is
+  /// told why before its connections close.
+  void connection_failed(tcp_connection& c, const status& why, bool tell_peer = false);
   void goodbye_from(tcp_connection& c);
   void finish_close_if_done();
 
