@@ -16,6 +16,7 @@ namespace chorus::telemetry {
 struct stream_traffic {
   uint64_t sent = 0;
   uint64_t received = 0;
+  uint64_t shm_sent = 0;  ///< of `sent`: payload bytes through shared-memory rings
 };
 
 /// What telemetry needs to know about the rank it observes.

@@ -62,7 +62,7 @@ status session::init() {
   // destroyed before the communicator (shutdown below).
   tctx.traffic = [c = comm->get()](int s) {
     auto t = c->traffic(s);
-    return telemetry::stream_traffic{t.sent, t.received};
+    return telemetry::stream_traffic{t.sent, t.received, t.shm_sent};
   };
   auto obs = telemetry::observer_from_env(tctx, [](const char* name) { return std::getenv(name); });
   if (!obs) {

@@ -13,10 +13,12 @@
 
 namespace chorus {
 
-/// Bytes one stream moved so far over all its connections (frame headers included); monotonic.
+/// Bytes one stream moved so far over all its connections (frame headers included, payloads
+/// through shared-memory rings too); monotonic.
 struct stream_traffic {
   uint64_t sent = 0;
   uint64_t received = 0;
+  uint64_t shm_sent = 0;  ///< of `sent`: payload bytes that went through a shared-memory ring
 };
 
 class transport {

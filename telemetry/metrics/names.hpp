@@ -12,6 +12,9 @@ namespace chorus::telemetry::metric_names {
 inline constexpr const char* stream_sent_bytes = "chorus_stream_sent_bytes_total";
 /// Counter: bytes this rank read from the stream's connections.
 inline constexpr const char* stream_received_bytes = "chorus_stream_received_bytes_total";
+/// Counter: of the bytes sent, the payload bytes that went through a shared-memory ring to a
+/// rank on the same host (the rest went through the kernel's TCP).
+inline constexpr const char* stream_shm_sent_bytes = "chorus_stream_shm_sent_bytes_total";
 /// Gauge: bytes per second over the most recent window of at least 1 s, as of the scrape
 /// (label direction="sent"|"received").
 inline constexpr const char* stream_throughput = "chorus_stream_throughput_bytes_per_second";

@@ -48,13 +48,18 @@ std::vector<prometheus::MetricFamily> traffic_collector::collect_at(clock::time_
   double seconds = std::chrono::duration<double>(now - ref.at).count();
 
   prometheus::MetricFamily sent{metric_names::stream_sent_bytes,
-                                "Bytes written on the stream's connections (all peers, headers included)",
+                                "Bytes the stream sent to all peers (frame headers included, and payloads "
+                                "through shared-memory rings)",
                                 prometheus::MetricType::Counter,
                                 {}};
   prometheus::MetricFamily received{metric_names::stream_received_bytes,
                                     "Bytes read from the stream's connections (all peers, headers included)",
                                     prometheus::MetricType::Counter,
                                     {}};
+  prometheus::MetricFamily shm{metric_names::stream_shm_sent_bytes,
+                               "Payload bytes the stream sent through shared-memory rings to ranks on this host",
+                               prometheus::MetricType::Counter,
+                               {}};
   prometheus::MetricFamily rate{metric_names::stream_throughput,
                                 "Bytes per second on the stream over the latest window of at least 1 s",
                                 prometheus::MetricType::Gauge,
@@ -64,6 +69,7 @@ std::vector<prometheus::MetricFamily> traffic_collector::collect_at(clock::time_
     const auto& r = ref.per_stream[static_cast<std::size_t>(i)];
     sent.metric.push_back(series(rank_, i, static_cast<double>(c.sent), true));
     received.metric.push_back(series(rank_, i, static_cast<double>(c.received), true));
+    shm.metric.push_back(series(rank_, i, static_cast<double>(c.shm_sent), true));
     double up = seconds > 0 && c.sent >= r.sent ? static_cast<double>(c.sent - r.sent) / seconds : 0.0;
     double down =
         seconds > 0 && c.received >= r.received ? static_cast<double>(c.received - r.received) / seconds : 0.0;
@@ -71,7 +77,7 @@ std::vector<prometheus::MetricFamily> traffic_collector::collect_at(clock::time_
     rate.metric.push_back(series(rank_, i, down, false, "received"));
   }
   if (now > history_.back().at) history_.push_back(std::move(cur));
-  return {std::move(sent), std::move(received), std::move(rate)};
+  return {std::move(sent), std::move(received), std::move(shm), std::move(rate)};
 }
 
 }  // namespace chorus::telemetry

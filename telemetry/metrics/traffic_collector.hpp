@@ -1,5 +1,6 @@
 // The data plane's byte counters as Prometheus series, read at scrape time: bytes sent and
-// received per stream (counters) and each stream's throughput over a recent window (gauge).
+// received per stream and the part of those sent through shared-memory rings (counters), and
+// each stream's throughput over a recent window (gauge).
 // Reading at scrape time costs the data plane nothing beyond its relaxed per-connection counters.
 // Thread-safety: Collect() may run on several scrape threads at once (one mutex, scrapes only).
 #pragma once

@@ -172,6 +172,11 @@ TEST(pipeline_metrics, per_stream_bytes_are_the_data_planes) {
     // A ring allreduce over 2 ranks moves the whole tensor each way: 16 MiB per step at least.
     for (double b : per_rank) EXPECT_GE(b, steps * 16.0 * (1 << 20)) << name;
   }
+  // Both ranks run on this host: payloads went through the shared-memory rings on every stream
+  // (a frame the ring cannot take in time goes on TCP, so no exact total here).
+  auto shm = prom.wait_for("chorus_stream_shm_sent_bytes_total", all_positive, 30s);
+  EXPECT_TRUE(shm && all_positive(*shm)) << (shm ? "a stream sent nothing through shared memory" : "no answer")
+                                         << "\n" << prom.log();
   auto rate = prom.wait_for(
       "chorus_stream_throughput_bytes_per_second",
       [](const json& res) { return res.is_array() && res.arr().size() == 8; }, 10s);

@@ -59,7 +59,8 @@ TEST(MetricsObserver, EverySeriesExistsFromTheStartWithTheRankLabel) {
   metrics_observer m(two_streams());
   auto text = m.scrape_text();
   for (const char* name :
-       {n::stream_sent_bytes, n::stream_received_bytes, n::stream_throughput, n::stream_chunks, n::stream_steals,
+       {n::stream_sent_bytes, n::stream_received_bytes, n::stream_shm_sent_bytes, n::stream_throughput,
+        n::stream_chunks, n::stream_steals,
         n::negotiation_latency, n::cycle_duration, n::gossip_sent, n::gossip_received, n::stalled_tensors,
         n::stall_warnings, n::bucket_bytes, n::ops_enqueued, n::op_latency, n::errors, n::tunable_fusion_threshold,
         n::tunable_chunk_bytes, n::tunable_streams, n::tunable_cycle_time, n::tunable_in_place})
@@ -165,7 +166,8 @@ TEST(MetricsObserver, StalledTensorsCountUntilAgreedOrEnded) {
 TEST(TrafficCollector, CountersAreTheDataPlanesAndThroughputCoversTheLatestWindow) {
   std::array<std::atomic<uint64_t>, 2> sent{}, received{};
   auto read = [&](int s) {
-    return stream_traffic{sent[static_cast<std::size_t>(s)].load(), received[static_cast<std::size_t>(s)].load()};
+    return stream_traffic{sent[static_cast<std::size_t>(s)].load(), received[static_cast<std::size_t>(s)].load(),
+                          sent[static_cast<std::size_t>(s)].load() / 2};
   };
   auto start = traffic_collector::clock::now();
   traffic_collector c(0, 2, read, 1000ms);
@@ -177,6 +179,7 @@ TEST(TrafficCollector, CountersAreTheDataPlanesAndThroughputCoversTheLatestWindo
   auto f = c.collect_at(start + 2s);  // window: construction .. now
   EXPECT_EQ(find(f, n::stream_sent_bytes, {{"stream", "0"}})->counter.value, 2e6);
   EXPECT_EQ(find(f, n::stream_received_bytes, {{"stream", "1"}})->counter.value, 5e5);
+  EXPECT_EQ(find(f, n::stream_shm_sent_bytes, {{"stream", "0"}})->counter.value, 1e6);
   EXPECT_NEAR(rate(f, "0", "sent"), 1e6, 1e3);
   EXPECT_NEAR(rate(f, "1", "received"), 2.5e5, 1e3);
   EXPECT_EQ(rate(f, "1", "sent"), 0);

@@ -134,6 +134,7 @@ bool tcp_connection::place_in_ring(outgoing& o, bool may_give_up) {
   wire::encode(o.header, o.head.data());
   count(shm_frames_, 1);
   count(bytes_sent_, o.header.length);  // the stream's traffic, whichever way the bytes went
+  count(shm_bytes_sent_, o.header.length);
   return true;
 }
 

@@ -52,6 +52,7 @@ class tcp_connection {
   /// Data frames sent through the ring / on TCP although a ring exists (it was full); any thread.
   uint64_t shm_frames() const { return shm_frames_.load(std::memory_order_relaxed); }
   uint64_t shm_misses() const { return shm_misses_.load(std::memory_order_relaxed); }
+  uint64_t shm_bytes_sent() const { return shm_bytes_sent_.load(std::memory_order_relaxed); }
 
  private:
   struct outgoing {
@@ -109,6 +110,7 @@ class tcp_connection {
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> shm_frames_{0};
   std::atomic<uint64_t> shm_misses_{0};
+  std::atomic<uint64_t> shm_bytes_sent_{0};
   void count(std::atomic<uint64_t>& c, std::size_t n) {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }

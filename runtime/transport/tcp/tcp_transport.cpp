@@ -166,6 +166,7 @@ stream_traffic tcp_transport::traffic(int stream) const {
     if (stream >= 0 && stream < static_cast<int>(per_peer.size())) {
       t.sent += per_peer[stream]->bytes_sent();
       t.received += per_peer[stream]->bytes_received();
+      t.shm_sent += per_peer[stream]->shm_bytes_sent();
     }
   return t;
 }
