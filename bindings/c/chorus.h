@@ -142,6 +142,20 @@ int64_t chorus_register_transient(const char* name);
 int64_t chorus_enqueue_allreduce(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
                                  chorus_op op, chorus_callback cb, void* user_data);
 
+/** Several allreduces in one call (e.g. a layer's weight and bias, ready at the same moment):
+ *  they reach the runtime in one message, so they share a negotiation cycle and, when small,
+ *  a fused buffer; each is still its own operation with its own handle. Element i is
+ *  `ids[i]`, `data[i]`, `shapes[i]` (`ndims[i]` dimensions; may be NULL when 0),
+ *  `dtypes[i]`; `op`, `cb` and `user_data` are shared. `handles[i]` receives element i's
+ *  handle, or -1 when its arguments are rejected as chorus_enqueue_allreduce() would reject
+ *  them (chorus_last_error() then names the last such element); an element refused by the
+ *  runtime (e.g. the same tensor still pending) gets a handle that has already ended with its
+ *  error (and `cb` runs for it). Returns the number of handles given (>= 0), or -1 when the
+ *  arrays themselves are unusable (count < 0, a NULL array with count > 0). */
+int chorus_enqueue_allreduce_batch(int count, const int64_t* ids, void* const* data, const int64_t* const* shapes,
+                                   const int* ndims, const chorus_dtype* dtypes, chorus_op op, int64_t* handles,
+                                   chorus_callback cb, void* user_data);
+
 /** Broadcast of rank `root`'s `data` into `data` on every rank, in place. As allreduce
  *  otherwise; `root` must be in [0, chorus_size()). */
 int64_t chorus_enqueue_broadcast(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,

@@ -106,11 +106,10 @@ std::optional<chorus::tensor_spec> spec_of(const char* fn, chorus::collective_ki
 
 using submit_fn = std::function<chorus::status(const std::shared_ptr<op_state>&)>;
 
-/// Gives the operation a handle (in the table before submission: the callback may run, and
-/// release the handle, before we return), then `submit`s it; a rejected one leaves the table
-/// again and returns -1 with the error, without calling back.
-int64_t start(chorus::tensor_spec spec, std::string label, chorus_callback cb, void* user_data,
-              const submit_fn& submit) {
+/// A handle and its operation, in the table (before submission: the callback may run, and
+/// release the handle, before the enqueue call returns).
+std::pair<int64_t, std::shared_ptr<op_state>> new_handle(chorus::tensor_spec spec, std::string label,
+                                                         chorus_callback cb, void* user_data) {
   int64_t h;
   {
     std::lock_guard lk(tab().mu);
@@ -127,6 +126,14 @@ int64_t start(chorus::tensor_spec spec, std::string label, chorus_callback cb, v
     std::lock_guard lk(tab().mu);
     tab().handles.emplace(h, state);
   }
+  return {h, state};
+}
+
+/// Gives the operation a handle, then `submit`s it; a rejected one leaves the table again and
+/// returns -1 with the error, without calling back.
+int64_t start(chorus::tensor_spec spec, std::string label, chorus_callback cb, void* user_data,
+              const submit_fn& submit) {
+  auto [h, state] = new_handle(std::move(spec), std::move(label), cb, user_data);
   auto st = submit(state);
   if (!st.ok()) {
     std::lock_guard lk(tab().mu);
@@ -252,6 +259,31 @@ int64_t chorus_enqueue_allreduce(int64_t id, void* data, const int64_t* shape, i
                                  chorus_op op, chorus_callback cb, void* user_data) {
   return enqueue("chorus_enqueue_allreduce", chorus::collective_kind::allreduce, id, data, shape, ndim, dtype, op, -1,
                  cb, user_data);
+}
+
+int chorus_enqueue_allreduce_batch(int count, const int64_t* ids, void* const* data, const int64_t* const* shapes,
+                                   const int* ndims, const chorus_dtype* dtypes, chorus_op op, int64_t* handles,
+                                   chorus_callback cb, void* user_data) {
+  const char* fn = "chorus_enqueue_allreduce_batch";
+  if (count < 0) return fail<int>(-1, std::string(fn) + ": count " + std::to_string(count) + " is negative");
+  if (count > 0 && (!ids || !data || !shapes || !ndims || !dtypes || !handles))
+    return fail<int>(-1, std::string(fn) + ": ids, data, shapes, ndims, dtypes and handles must not be NULL");
+  std::vector<std::shared_ptr<op_state>> ops;
+  std::vector<void*> in_place;
+  for (int i = 0; i < count; ++i) {
+    auto spec = spec_of(fn, chorus::collective_kind::allreduce, ids[i], shapes[i], ndims[i], dtypes[i], op, -1);
+    if (!spec) {
+      handles[i] = -1;
+      continue;
+    }
+    auto [h, state] = new_handle(std::move(*spec), {}, cb, user_data);
+    handles[i] = h;
+    ops.push_back(std::move(state));
+    in_place.push_back(data[i]);
+  }
+  // What the runtime refuses (null data, not initialized, still pending) ends there, with its error.
+  if (!ops.empty()) chorus::detail::session::instance().submit_all(ops, in_place);
+  return static_cast<int>(ops.size());
 }
 
 int64_t chorus_enqueue_broadcast(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype, int root,

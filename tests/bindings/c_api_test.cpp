@@ -183,6 +183,54 @@ TEST_F(c_api, callbacks_run_once_with_the_handle_and_user_data) {
   EXPECT_EQ(v[2], 3);
 }
 
+TEST_F(c_api, batch_gives_a_handle_per_element_and_refuses_bad_ones_alone) {
+  const int64_t ids[4] = {chorus_register("batch.w"), 12345, chorus_register("batch.b"), chorus_register("batch.x")};
+  float w[4] = {1, 2, 3, 4};
+  int64_t b = 7;
+  void* data[4] = {w, w, &b, nullptr};  // element 3: NULL data
+  const int64_t w_shape[] = {2, 2}, one[] = {1};
+  const int64_t* shapes[4] = {w_shape, w_shape, nullptr, one};
+  const int ndims[4] = {2, 2, 0, 1};
+  const chorus_dtype dtypes[4] = {CHORUS_FLOAT32, CHORUS_FLOAT32, CHORUS_INT64, CHORUS_FLOAT32};
+  int64_t handles[4];
+  EXPECT_EQ(chorus_enqueue_allreduce_batch(4, ids, data, shapes, ndims, dtypes, CHORUS_OP_SUM, handles, nullptr, nullptr),
+            3);
+  EXPECT_EQ(handles[1], -1);  // unknown id: no handle, as chorus_enqueue_allreduce would say
+  EXPECT_TRUE(has(chorus_last_error(), "chorus_enqueue_allreduce_batch: tensor id 12345 is not registered"))
+      << chorus_last_error();
+  ASSERT_GE(handles[0], 0);
+  ASSERT_GE(handles[2], 0);
+  ASSERT_GE(handles[3], 0);
+  EXPECT_EQ(chorus_wait(handles[0], 10000), CHORUS_OK) << chorus_error_string(handles[0]);
+  EXPECT_EQ(chorus_wait(handles[2], 10000), CHORUS_OK) << chorus_error_string(handles[2]);
+  EXPECT_EQ(w[3], 4);  // one rank: the sum is the input
+  EXPECT_EQ(b, 7);
+  // NULL data: refused by the runtime, so its handle has already ended with the reason.
+  EXPECT_EQ(chorus_wait(handles[3], 0), CHORUS_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(chorus_error_string(handles[3]), "batch.x")) << chorus_error_string(handles[3]);
+  for (int i : {0, 2, 3}) chorus_release(handles[i]);
+  EXPECT_EQ(chorus_enqueue_allreduce_batch(-1, nullptr, nullptr, nullptr, nullptr, nullptr, CHORUS_OP_SUM, nullptr,
+                                           nullptr, nullptr),
+            -1);
+  EXPECT_TRUE(has(chorus_last_error(), "count -1 is negative")) << chorus_last_error();
+  EXPECT_EQ(chorus_enqueue_allreduce_batch(1, ids, nullptr, shapes, ndims, dtypes, CHORUS_OP_SUM, handles, nullptr,
+                                           nullptr),
+            -1);
+  EXPECT_TRUE(has(chorus_last_error(), "must not be NULL")) << chorus_last_error();
+  EXPECT_EQ(chorus_enqueue_allreduce_batch(0, nullptr, nullptr, nullptr, nullptr, nullptr, CHORUS_OP_SUM, nullptr,
+                                           nullptr, nullptr),
+            0);
+  // The callback runs for an element the runtime refused, too.
+  callback_log log;
+  EXPECT_EQ(chorus_enqueue_allreduce_batch(1, &ids[3], &data[3], &shapes[3], &ndims[3], &dtypes[3], CHORUS_OP_SUM,
+                                           handles, record, &log),
+            1);
+  EXPECT_EQ(log.calls.load(), 1);
+  EXPECT_EQ(log.status.load(), CHORUS_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(log.handle.load(), handles[0]);
+  EXPECT_NE(log.error.find("batch.x"), std::string::npos) << log.error;
+}
+
 TEST_F(c_api, broadcast_and_allgather) {
   int64_t shape[] = {2, 2};
   uint8_t b[4] = {9, 8, 7, 6};

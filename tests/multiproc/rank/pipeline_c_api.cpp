@@ -280,6 +280,32 @@ int check_mismatch(int rank, int size) {
   return 0;
 }
 
+/// Three allreduces of different dtypes and shapes in one chorus_enqueue_allreduce_batch call.
+int check_batch(int rank, int size) {
+  const int64_t ids[3] = {chorus_register("c.batch.w"), chorus_register("c.batch.b"), chorus_register("c.batch.n")};
+  std::vector<float> w(6, static_cast<float>(rank + 1));
+  std::vector<double> b(3, 2.0 * rank);
+  int32_t n = rank;
+  void* data[3] = {w.data(), b.data(), &n};
+  const int64_t w_shape[] = {2, 3}, b_shape[] = {3};
+  const int64_t* shapes[3] = {w_shape, b_shape, nullptr};
+  const int ndims[3] = {2, 1, 0};
+  const chorus_dtype dtypes[3] = {CHORUS_FLOAT32, CHORUS_FLOAT64, CHORUS_INT32};
+  int64_t handles[3];
+  int given = chorus_enqueue_allreduce_batch(3, ids, data, shapes, ndims, dtypes, CHORUS_OP_SUM, handles, nullptr,
+                                             nullptr);
+  if (given != 3) return rejected("c.batch");
+  for (int64_t h : handles) {
+    if (int rc = ended(h, "c.batch")) return rc;
+    chorus_release(h);
+  }
+  const int ranks_sum = size * (size - 1) / 2;
+  expect(w[0] == static_cast<float>(ranks_sum + size) && w[5] == w[0], "batch: float32 [2, 3]");
+  expect(b[0] == 2.0 * ranks_sum && b[2] == b[0], "batch: float64 [3]");
+  expect(n == ranks_sum, "batch: int32 scalar");
+  return 0;
+}
+
 }  // namespace
 
 int run_pipeline_c_api(int, char**) {
@@ -288,6 +314,7 @@ int run_pipeline_c_api(int, char**) {
   self = rank;
   std::printf("pipeline-c-api rank=%d size=%d\n", rank, size);
   int last = -1;
+  if (int rc = check_batch(rank, size)) return rc;
   if (int rc = check_reducescatter(rank, size)) return rc;
   if (int rc = check_alltoall(rank, size)) return rc;
   if (int rc = check_join(rank, size, last)) return rc;
