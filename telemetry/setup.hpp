@@ -8,16 +8,14 @@
 #include <memory>
 
 #include "runtime/core/status.hpp"
+#include "runtime/transport/transport.hpp"
 #include "telemetry/observer.hpp"
 
 namespace chorus::telemetry {
 
-/// Bytes a stream moved so far (all peers together); monotonic.
-struct stream_traffic {
-  uint64_t sent = 0;
-  uint64_t received = 0;
-  uint64_t shm_sent = 0;  ///< of `sent`: payload bytes through shared-memory rings
-};
+/// Bytes a stream moved so far: the data plane's own counters (runtime/transport/transport.hpp).
+using stream_traffic = chorus::stream_traffic;
+
 
 /// What telemetry needs to know about the rank it observes.
 struct context {

@@ -60,10 +60,7 @@ status session::init() {
   tctx.streams = (*comm)->num_streams();
   // The observer reads the data plane at every scrape: the pipeline (which owns it) is always
   // destroyed before the communicator (shutdown below).
-  tctx.traffic = [c = comm->get()](int s) {
-    auto t = c->traffic(s);
-    return telemetry::stream_traffic{t.sent, t.received, t.shm_sent};
-  };
+  tctx.traffic = [c = comm->get()](int s) { return c->traffic(s); };
   auto obs = telemetry::observer_from_env(tctx, [](const char* name) { return std::getenv(name); });
   if (!obs) {
     (*comm)->close();
