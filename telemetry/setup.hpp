@@ -16,7 +16,6 @@ namespace chorus::telemetry {
 /// Bytes a stream moved so far: the data plane's own counters (runtime/transport/transport.hpp).
 using stream_traffic = chorus::stream_traffic;
 
-
 /// What telemetry needs to know about the rank it observes.
 struct context {
   int rank = 0;
