@@ -250,6 +250,8 @@ void control_link::read_from(conn& c) {
       std::memmove(c.in.data(), c.in.data() + at, c.have - at);
       c.have -= at;
     }
+    // A large message grew the buffer (up to the frame limit): give it back once it is empty.
+    if (c.have == 0 && c.in.size() > 4 * read_quantum) std::vector<std::byte>(read_quantum).swap(c.in);
   }
 }
 
