@@ -51,6 +51,7 @@ struct control_link::conn {
   bool writable = true;          // false after our goodbye or once broken: send() refuses
   bool broken = false;           // a write failed or the connection ended badly: out is dropped
   bool goodbye_sent = false;
+  std::string write_error;       // why the first failed write failed (strerror), for the read side's report
   // The link's thread only:
   std::vector<std::byte> in;
   std::size_t have = 0;
@@ -68,6 +69,7 @@ struct control_link::conn {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
           writable = false;  // the read side reports the cause
           broken = true;
+          if (write_error.empty()) write_error = std::strerror(errno);
           out.clear();
           return false;
         }
@@ -158,6 +160,7 @@ void control_link::flush(conn& c) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) {  // the read side reports the cause
         c.writable = false;
         c.broken = true;
+        if (c.write_error.empty()) c.write_error = std::strerror(errno);
         c.out.clear();
         return;
       }
@@ -166,6 +169,11 @@ void control_link::flush(conn& c) {
     done += static_cast<std::size_t>(n);
   }
   c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+std::string control_link::write_note(conn& c) {
+  std::lock_guard lk(c.mu);
+  return c.write_error.empty() ? "" : " (writing to it had failed: " + c.write_error + ")";
 }
 
 void control_link::end(conn& c, const status& why) {
@@ -194,15 +202,20 @@ void control_link::read_from(conn& c) {
     if (n == 0) {
       if (c.goodbye_received) c.ended = true;
       else
-        end(c, {errc::connection_lost,
-                who(c.peer) + "'s control connection closed without a goodbye (the process exited or was killed)"});
+        end(c, {errc::connection_lost, who(c.peer) +
+                                           "'s control connection closed without a goodbye (the process exited or "
+                                           "was killed)" +
+                                           write_note(c)});
       return;
     }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       if (c.goodbye_received) c.ended = true;
-      else end(c, {errc::connection_lost, who(c.peer) + "'s control connection failed: " + std::strerror(errno)});
+      else {
+        std::string reason = std::strerror(errno);
+        end(c, {errc::connection_lost, who(c.peer) + "'s control connection failed: " + reason + write_note(c)});
+      }
       return;
     }
     c.have += static_cast<std::size_t>(n);

@@ -71,6 +71,8 @@ class control_link {
   void flush(conn& c);
   /// Nothing more can be read or written on `c`: reports `why` (not clean).
   void end(conn& c, const status& why);
+  /// " (writing to it had failed: <why>)" when a write to `c` failed first, else "".
+  static std::string write_note(conn& c);
   /// Calls on_closed once per peer, unless the link is closing.
   void report(conn& c, const status& why, bool clean);
   void say_goodbye(conn& c);
