@@ -25,4 +25,12 @@ std::string status::to_string() const {
   return std::string(chorus::to_string(code_)) + ": " + message_;
 }
 
+status status_from_string(const std::string& text, errc otherwise) {
+  for (int c = 1; c <= static_cast<int>(errc::internal); ++c) {
+    std::string name = std::string(to_string(static_cast<errc>(c))) + ": ";
+    if (text.rfind(name, 0) == 0) return {static_cast<errc>(c), text.substr(name.size())};
+  }
+  return {otherwise, text};
+}
+
 }  // namespace chorus

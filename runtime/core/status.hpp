@@ -45,6 +45,10 @@ class status {
   std::string message_;
 };
 
+/// The status a peer sent as text (status::to_string(), e.g. in an abort notice): its code and
+/// its words; `otherwise` when the text does not start with a known code.
+status status_from_string(const std::string& text, errc otherwise);
+
 /// A value or the status that explains why there is none.
 template <class T>
 class result {

@@ -190,22 +190,14 @@ void tcp_connection::on_header(const asio::error_code& ec) {
   if (current_.kind == wire::frame_kind::abort) {
     if (scratch_.size() < current_.length) scratch_.resize(current_.length);
     asio::async_read(socket_, asio::buffer(scratch_.data(), current_.length), [this](const asio::error_code& e, std::size_t) {
-      std::string reason = e ? "(reason lost: " + e.message() + ")"
-                             : std::string(reinterpret_cast<const char*>(scratch_.data()), current_.length);
+      std::string text = e ? "(reason lost: " + e.message() + ")"
+                           : std::string(reinterpret_cast<const char*>(scratch_.data()), current_.length);
       // The reason is a status ("connection_lost: rank 1 ..."): keep its code and its words,
       // which name the origin of the failure. The messenger (a survivor that stopped because
       // of it) goes to the log only: an error that named it would blame the wrong rank.
-      errc code = errc::protocol;
-      for (int c = 1; c <= static_cast<int>(errc::internal); ++c) {
-        std::string name = std::string(to_string(static_cast<errc>(c))) + ": ";
-        if (reason.rfind(name, 0) == 0) {
-          code = static_cast<errc>(c);
-          reason = reason.substr(name.size());
-          break;
-        }
-      }
-      CHORUS_LOG(info, "tcp", "rank " << peer_ << " aborted the job: " << reason);
-      owner_.connection_failed(*this, status{code, reason + " (passed on by a peer)"});
+      status reason = status_from_string(text, errc::protocol);
+      CHORUS_LOG(info, "tcp", "rank " << peer_ << " aborted the job: " << reason.message());
+      owner_.connection_failed(*this, status{reason.code(), reason.message() + " (passed on by a peer)"});
     });
     return;
   }
