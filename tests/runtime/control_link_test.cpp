@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -226,6 +227,39 @@ TEST_P(ControlLinkBadFrame, EndsTheConnectionNamingThePeerAndTheReason) {
   EXPECT_NE(text.find("rank 0 sent a bad control frame"), std::string::npos) << text;
   EXPECT_NE(text.find(GetParam().expect), std::string::npos) << text;
   EXPECT_TRUE(in.messages.empty());
+  // The sender is told why, in an abort frame, before the connection closes.
+  std::array<std::byte, wire::frame_header_size> head{};
+  ASSERT_TRUE(recv_all(x.get(), head.data(), head.size(), clock::now() + 5s).ok());
+  auto back = wire::decode(head.data(), head.size(), limits());
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->kind, wire::frame_kind::abort);
+  std::string reason(back->length, '\0');
+  ASSERT_TRUE(recv_all(x.get(), reason.data(), reason.size(), clock::now() + 5s).ok());
+  EXPECT_EQ(reason, "protocol: " + text);
+}
+
+TEST(ControlLink, AnAbortFrameEndsTheConnectionWithTheReasonItGives) {
+  auto [x, y] = tcp_pair();
+  std::vector<unique_fd> fds(2);
+  fds[0] = std::move(y);
+  control_link link(1, std::move(fds), limits());
+  inbox in;
+  link.start(in.handlers());
+  std::string text = "protocol: rank 1 sent a bad control frame: wrong magic";
+  std::vector<std::byte> frame(wire::frame_header_size + text.size());
+  wire::frame_header h;
+  h.kind = wire::frame_kind::abort;
+  h.job_id = job;
+  h.length = static_cast<uint32_t>(text.size());
+  wire::encode(h, frame.data());
+  std::memcpy(frame.data() + wire::frame_header_size, text.data(), text.size());
+  ASSERT_TRUE(send_all(x.get(), frame.data(), frame.size(), clock::now() + 5s).ok());
+  ASSERT_TRUE(in.wait_closed());
+  EXPECT_EQ(in.closes[0].peer, 0);
+  EXPECT_FALSE(in.closes[0].clean);
+  EXPECT_EQ(in.closes[0].why.code(), errc::protocol);
+  EXPECT_EQ(in.closes[0].why.message(), "rank 1 sent a bad control frame: wrong magic (passed on by rank 0)");
+  EXPECT_FALSE(link.send(0, 1, -1, bytes_of(1, 1)));
 }
 
 void put_u16(std::byte* p, uint16_t v) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/core/log.hpp"
@@ -171,6 +172,25 @@ void control_link::flush(conn& c) {
   c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
+void control_link::refuse(conn& c, const status& why) {
+  // Best effort, without waiting: the idle control connection's send buffer has room for it.
+  std::string text = why.to_string();
+  std::vector<std::byte> frame(wire::frame_header_size + text.size());
+  wire::frame_header h;
+  h.kind = wire::frame_kind::abort;
+  h.job_id = limits_.job_id;
+  h.length = static_cast<uint32_t>(std::min<std::size_t>(text.size(), limits_.max_payload));
+  wire::encode(h, frame.data());
+  std::memcpy(frame.data() + wire::frame_header_size, text.data(), h.length);
+  {
+    std::lock_guard lk(c.mu);
+    if (c.out.empty() && !c.broken)
+      (void)::send(c.fd.get(), frame.data(), wire::frame_header_size + h.length, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  end(c, why);
+  ::shutdown(c.fd.get(), SHUT_RDWR);
+}
+
 std::string control_link::write_note(conn& c) {
   std::lock_guard lk(c.mu);
   return c.write_error.empty() ? "" : " (writing to it had failed: " + c.write_error + ")";
@@ -224,15 +244,14 @@ void control_link::read_from(conn& c) {
     while (!c.ended && c.have - at >= wire::frame_header_size) {
       auto h = wire::decode(c.in.data() + at, c.have - at, limits_);
       if (!h) {
-        end(c, {errc::protocol, who(c.peer) + " sent a bad control frame: " + h.error().message()});
-        ::shutdown(c.fd.get(), SHUT_RDWR);
+        refuse(c, {errc::protocol, who(c.peer) + " sent a bad control frame: " + h.error().message()});
         return;
       }
       bool control = h->kind == wire::frame_kind::control, bye = h->kind == wire::frame_kind::goodbye;
-      if ((!control && !bye) || (control && h->length < message_head) || c.goodbye_received) {
-        end(c, {errc::protocol, who(c.peer) + " sent a bad control frame: " + wire::describe(*h) +
-                                    (c.goodbye_received ? " after its goodbye" : " (expected control or goodbye)")});
-        ::shutdown(c.fd.get(), SHUT_RDWR);
+      bool abort = h->kind == wire::frame_kind::abort;
+      if ((!control && !bye && !abort) || (control && h->length < message_head) || c.goodbye_received) {
+        refuse(c, {errc::protocol, who(c.peer) + " sent a bad control frame: " + wire::describe(*h) +
+                                       (c.goodbye_received ? " after its goodbye" : " (expected control or goodbye)")});
         return;
       }
       std::size_t whole = wire::frame_header_size + h->length;
@@ -247,6 +266,11 @@ void control_link::read_from(conn& c) {
       }
       const auto* p = reinterpret_cast<const uint8_t*>(c.in.data() + at + wire::frame_header_size);
       at += whole;
+      if (abort) {  // the peer refused something we sent, and says what
+        auto why = status_from_string(std::string(reinterpret_cast<const char*>(p), h->length), errc::protocol);
+        end(c, {why.code(), why.message() + " (passed on by " + who(c.peer) + ")"});
+        return;
+      }
       if (bye) {
         c.goodbye_received = true;
         say_goodbye(c);  // the peer's close waits for ours

@@ -10,7 +10,9 @@
 // Frames are data-plane frames (wire/frame.hpp): kind control (payload: kind u8 | origin i32 LE
 // | bytes) and goodbye. A connection ends cleanly with a goodbye each way (a link answers a
 // peer's goodbye with its own at once); anything else (EOF without a goodbye, a reset, a frame
-// that fails validation) ends it with on_closed(peer, why, false), why naming the peer.
+// that fails validation) ends it with on_closed(peer, why, false), why naming the peer. A frame
+// that fails validation is answered with an abort frame giving the reason, so that the sender's
+// on_closed says what was wrong with what it sent.
 #pragma once
 
 #include <atomic>
@@ -71,6 +73,8 @@ class control_link {
   void flush(conn& c);
   /// Nothing more can be read or written on `c`: reports `why` (not clean).
   void end(conn& c, const status& why);
+  /// A frame from `c` is refused: tells the peer `why` in an abort frame, then end(c, why).
+  void refuse(conn& c, const status& why);
   /// " (writing to it had failed: <why>)" when a write to `c` failed first, else "".
   static std::string write_note(conn& c);
   /// Calls on_closed once per peer, unless the link is closing.
