@@ -92,6 +92,27 @@ def test_explicit_groups_and_fp16_compression():
         assert torch.allclose(a, b, atol=5e-3), (a - b).abs().max()
 
 
+def test_groups_of_small_gradients_become_flat_buckets_and_others_stay_grouped(monkeypatch):
+    # 0.weight 640 B + 0.bias 64: each under 700, one flat bucket; 2.weight is 1024 B: its
+    # group stays a grouped operation. Results as on one process either way.
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", "700")
+    model = make_model()
+    params = list(model.parameters())
+    opt = hvd.DistributedOptimizer(sgd(params, 1.0), named_parameters=model.named_parameters(),
+                                   groups=[params[:2], params[2:4]])
+    names = {p: n for n, p in model.named_parameters()}
+    assert [(re.sub(r"^opt\d+\.", "", b.name), [names[p] for p in b.params]) for b in opt._buckets] == \
+        [("group0.0.weight", ["0.weight", "0.bias"])]
+    assert list(opt._group_counts) == [tuple(params[2:4])]
+    for x, y in batches():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(my_shard(x)), my_shard(y)).backward()
+        opt.step()
+    assert [b.name for b in opt._buckets] == [b.name for b in opt._buckets[:1]]  # never re-cut
+    for a, b in zip(model.parameters(), reference_params(sgd)):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
 @pytest.mark.parametrize("bucket_bytes", ["", "0"], ids=["buckets", "unbucketed"])
 def test_backward_passes_per_step_accumulates_locally(bucket_bytes, monkeypatch):
     # Two micro-batches of half size, summed: twice the mean gradient of the shard.
@@ -317,6 +338,10 @@ def _branchy_run(distributed, groups=True):
             # used; otherwise synchronize() sends it whole, with zeros for the branch.
             assert [len(b.params) for b in opt._buckets] == [4]
             assert (opt._buckets[0] in opt._handles) == (step % 2 == 0)
+        elif distributed and opt._buckets:
+            # The group, small, is a flat bucket of its two gradients: likewise.
+            assert [len(b.params) for b in opt._buckets] == [2] and not opt._group_counts
+            assert (opt._buckets[0] in opt._handles) == (step % 2 == 0)
         elif distributed and step % 2 == 0:
             # After a step where the group was only partly ready, backward enqueues it again
             # as one whole group, once both of its gradients exist.
@@ -327,7 +352,11 @@ def _branchy_run(distributed, groups=True):
     return [p.detach() for p in model.parameters()]
 
 
-def test_a_group_only_partly_ready_is_reduced_whole_and_counted_afresh():
+@pytest.mark.parametrize("bucket_bytes", ["0", ""], ids=["grouped_op", "flat_bucket"])
+def test_a_group_only_partly_ready_is_reduced_whole_and_counted_afresh(bucket_bytes, monkeypatch):
+    # CHORUS_BUCKET_BYTES=0 keeps the group a grouped operation; by default it is small enough
+    # to be one flat bucket.
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", bucket_bytes)
     if hvd.size() == 3 and BATCH % 3:
         pytest.skip("batch not divisible")
     for a, b in zip(_branchy_run(True), _branchy_run(False)):

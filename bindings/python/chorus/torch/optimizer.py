@@ -13,7 +13,7 @@ import torch
 
 from chorus.common.process_sets import _check as _check_process_set
 from chorus.common.process_sets import global_process_set
-from chorus.torch.buckets import Bucket, bucket_bytes_from_env, make_buckets
+from chorus.torch.buckets import Bucket, _nbytes, bucket_bytes_from_env, make_buckets
 from chorus.torch.compression import Compression
 from chorus.torch.mpi_ops import Adasum, Average
 from chorus.torch.mpi_ops import _chorus_op, _lib, _op_name, _scale_
@@ -155,14 +155,33 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._group_counts[group] = 0
         if size() > 1:
             self._register_hooks()
-            # Buckets only where a bucket's result equals its members' one by one: no explicit
-            # groups, and a compression that works element by element (the built-in ones).
-            if not groups and compression in (Compression.none, Compression.fp16, Compression.bf16):
-                params = [p for p in all_params if p.requires_grad]
+            # Buckets only where a bucket's result equals its members' one by one: a
+            # compression that works element by element (the built-in ones).
+            if compression in (Compression.none, Compression.fp16, Compression.bf16):
                 cap = bucket_bytes_from_env()
-                self._set_buckets(make_buckets(params[::-1], self._parameter_names, prefix, cap))
-                if self._buckets:
-                    self._bucket_args = (prefix, cap)
+                if groups:
+                    self._flatten_small_groups(prefix, cap)
+                else:
+                    params = [p for p in all_params if p.requires_grad]
+                    self._set_buckets(make_buckets(params[::-1], self._parameter_names, prefix, cap))
+                    if self._buckets:
+                        self._bucket_args = (prefix, cap)
+
+    def _flatten_small_groups(self, prefix, cap):
+        """Explicit groups whose members share a dtype and are each under `cap` bytes become
+        flat buckets: one operation per group instead of one per member, the same result. A
+        group with a large member stays a grouped operation (packing it would copy the large
+        gradient twice a step); the user's groups are kept as they are, never re-cut."""
+        if cap <= 0:
+            return
+        flat = [g for g in self._group_counts
+                if len(g) > 1 and len({p.dtype for p in g}) == 1 and all(_nbytes(p) < cap for p in g)]
+        for g in flat:
+            del self._group_counts[g]
+            for p in g:
+                del self._p_to_group[p]
+        self._set_buckets([Bucket("%sgroup%d.%s" % (prefix, k, self._parameter_names[g[0]][len(prefix):]), g)
+                           for k, g in enumerate(flat)])
 
     def _set_buckets(self, buckets):
         self._buckets = buckets
