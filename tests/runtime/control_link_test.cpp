@@ -202,15 +202,27 @@ struct bad_frame_case {
   const char* expect;
 };
 
+/// Rank 1's link, started, with rank 0 a bare socket (`raw`) that writes whatever a test wants.
+struct link_and_raw_peer {
+  unique_fd raw;
+  std::unique_ptr<control_link> link;
+  inbox in;
+  link_and_raw_peer() {
+    auto [x, y] = tcp_pair();
+    raw = std::move(x);
+    std::vector<unique_fd> fds(2);
+    fds[0] = std::move(y);
+    link = std::make_unique<control_link>(1, std::move(fds), limits());
+    link->start(in.handlers());
+  }
+};
+
 class ControlLinkBadFrame : public ::testing::TestWithParam<bad_frame_case> {};
 
 TEST_P(ControlLinkBadFrame, EndsTheConnectionNamingThePeerAndTheReason) {
-  auto [x, y] = tcp_pair();
-  std::vector<unique_fd> fds(2);
-  fds[0] = std::move(y);
-  control_link link(1, std::move(fds), limits());
-  inbox in;
-  link.start(in.handlers());
+  link_and_raw_peer j;
+  auto& x = j.raw;
+  auto& in = j.in;
   std::vector<std::byte> frame(wire::frame_header_size + 5);
   wire::frame_header h;
   h.kind = wire::frame_kind::control;
@@ -239,12 +251,9 @@ TEST_P(ControlLinkBadFrame, EndsTheConnectionNamingThePeerAndTheReason) {
 }
 
 TEST(ControlLink, AnAbortFrameEndsTheConnectionWithTheReasonItGives) {
-  auto [x, y] = tcp_pair();
-  std::vector<unique_fd> fds(2);
-  fds[0] = std::move(y);
-  control_link link(1, std::move(fds), limits());
-  inbox in;
-  link.start(in.handlers());
+  link_and_raw_peer j;
+  auto& x = j.raw;
+  auto& in = j.in;
   std::string text = "protocol: rank 1 sent a bad control frame: wrong magic";
   std::vector<std::byte> frame(wire::frame_header_size + text.size());
   wire::frame_header h;
@@ -259,7 +268,7 @@ TEST(ControlLink, AnAbortFrameEndsTheConnectionWithTheReasonItGives) {
   EXPECT_FALSE(in.closes[0].clean);
   EXPECT_EQ(in.closes[0].why.code(), errc::protocol);
   EXPECT_EQ(in.closes[0].why.message(), "rank 1 sent a bad control frame: wrong magic (passed on by rank 0)");
-  EXPECT_FALSE(link.send(0, 1, -1, bytes_of(1, 1)));
+  EXPECT_FALSE(j.link->send(0, 1, -1, bytes_of(1, 1)));
 }
 
 void put_u16(std::byte* p, uint16_t v) {
