@@ -2,12 +2,12 @@
 #include "runtime/transport/shm/lanes.hpp"
 
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include <unistd.h>
 
 #include "runtime/core/log.hpp"
+#include "runtime/wire/handshake.hpp"
 
 namespace chorus::shm {
 namespace {
@@ -21,9 +21,12 @@ struct announced {
   uint64_t nonce;
 };
 
-uint64_t random_nonce() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+// 64 bits of the handshake's nonce source (OpenSSL's generator, the OS's as a fallback).
+uint64_t segment_nonce() {
+  auto n = wire::random_nonce();
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = v << 8 | n[static_cast<std::size_t>(i)];
+  return v;
 }
 
 std::string hex(uint64_t v) {
@@ -64,7 +67,7 @@ result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendez
   for (int p = 0; p < env.size && ring_bytes; ++p) {
     if (p == env.rank || (*hosts)[p] != host) continue;
     for (int s = 0; s < streams; ++s) {
-      uint64_t nonce = random_nonce();
+      uint64_t nonce = segment_nonce();
       std::string name = name_prefix + hex(env.job_id) + "-" + me + "-" + std::to_string(p) + "-" +
                          std::to_string(s) + "-" + hex(nonce);
       auto seg = segment::create(name, ring_bytes, nonce);
