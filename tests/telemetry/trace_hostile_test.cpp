@@ -139,7 +139,7 @@ TEST(TraceHostile, OneBigStringReferencedAMillionTimesIsRefusedWithBoundedMemory
                  msg.find("at byte offset ") != std::string::npos;
     return named ? 0 : 2;
   });
-  EXPECT_EQ(rc, 0) << "1: decoded a 60 GB expansion; 2: error without file, cause or offset; 3: ran out of memory";
+  ASSERT_EQ(rc, 0) << "1: decoded a 60 GB expansion; 2: error without file, cause or offset; 3: ran out of memory";
   // In this process: the message itself, and the offset is the bucket record's.
   auto f = read_trace(path);
   ASSERT_TRUE(f.ok());
