@@ -2,7 +2,6 @@
 #include "runtime/config/reader.hpp"
 
 #include <charconv>
-#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -74,11 +73,7 @@ result<uint64_t> parse_whole(std::string_view name, std::string_view text, uint6
 }
 
 result<double> parse_decimal(std::string_view name, std::string_view text, double min, double max) {
-  auto expected = [&] {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "a number in [%g, %g]", min, max);
-    return std::string(buf);
-  };
+  auto expected = [&] { return "a number in [" + number_text(min) + ", " + number_text(max) + "]"; };
   double d = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
   if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || !std::isfinite(d) || d < min ||

@@ -3,6 +3,7 @@
 #include "runtime/config/variables.hpp"
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 
 namespace chorus::cfg {
@@ -106,18 +107,18 @@ constexpr std::array table{
 };
 // clang-format on
 
-std::string number(double x, bool whole) {
+}  // namespace
+
+std::span<const variable> variables() { return table; }
+
+std::string number_text(double x) {
   char buf[64];
-  if (whole)
-    std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(x));
+  if (x == std::floor(x) && std::fabs(x) < 1e15)
+    std::snprintf(buf, sizeof buf, "%.0f", x);
   else
     std::snprintf(buf, sizeof buf, "%g", x);
   return buf;
 }
-
-}  // namespace
-
-std::span<const variable> variables() { return table; }
 
 const variable* find(std::string_view name) {
   for (const auto& v : table)
@@ -128,9 +129,9 @@ const variable* find(std::string_view name) {
 std::string allowed(const variable& v) {
   switch (v.type) {
     case kind::whole:
-      return "a whole number in [" + number(v.min, true) + ", " + number(v.max, true) + "]";
+      return "a whole number in [" + number_text(v.min) + ", " + number_text(v.max) + "]";
     case kind::decimal:
-      return "a number in [" + number(v.min, false) + ", " + number(v.max, false) + "]";
+      return "a number in [" + number_text(v.min) + ", " + number_text(v.max) + "]";
     case kind::choice: {
       std::string out = "one of ";
       for (char c : v.choices) out += c == '|' ? std::string(", ") : std::string(1, c);

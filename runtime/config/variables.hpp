@@ -43,6 +43,8 @@ struct variable {
 std::span<const variable> variables();
 /// The entry for `name` (a CHORUS_ name or its HOROVOD_ alias); nullptr when there is none.
 const variable* find(std::string_view name);
+/// A number as the messages show it: whole numbers without exponent ("1000000000"), else %g.
+std::string number_text(double x);
 /// What `v` allows, in words: "a whole number in [1, 64]", "one of gossip, central".
 std::string allowed(const variable& v);
 
