@@ -1,28 +1,16 @@
-// trace_from_env: CHORUS_TRACE and CHORUS_TRACE_MAX_MB.
-#include <charconv>
-#include <string_view>
-
+// trace_from_config: the recorder CHORUS_TRACE and CHORUS_TRACE_MAX_MB ask for (read by
+// runtime/config).
 #include "telemetry/trace/recorder.hpp"
 
 namespace chorus::telemetry::trace {
 
-result<std::shared_ptr<observer>> trace_from_env(const context& ctx, const env_lookup& get) {
-  const char* dir = get ? get("CHORUS_TRACE") : nullptr;
-  if (!dir || !*dir) return std::shared_ptr<observer>{};
+result<std::shared_ptr<observer>> trace_from_config(const context& ctx, const telemetry_config& c) {
+  if (c.trace_dir.empty()) return std::shared_ptr<observer>{};
   recorder_options o;
-  o.dir = dir;
+  o.dir = c.trace_dir;
   o.rank = ctx.rank;
   o.size = ctx.size;
-  uint64_t mb = default_max_mb;
-  if (const char* v = get("CHORUS_TRACE_MAX_MB"); v && *v) {
-    std::string_view s(v);
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), mb);
-    if (ec != std::errc{} || end != s.data() + s.size() || mb > (uint64_t{1} << 40))
-      return status{errc::config, "CHORUS_TRACE_MAX_MB='" + std::string(s) +
-                                      "': expected a whole number of MiB (0 = no bound, default " +
-                                      std::to_string(default_max_mb) + ")"};
-  }
-  o.max_bytes = mb << 20;
+  o.max_bytes = c.trace_max_mb << 20;
   auto r = recorder::open(o);
   if (!r) return r.error();
   return std::shared_ptr<observer>(std::move(*r));

@@ -15,6 +15,7 @@
 
 #include <asio.hpp>
 
+#include "runtime/config/config.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
 #include "runtime/transport/frame_sink.hpp"
@@ -38,8 +39,8 @@ struct tcp_options {
   uint32_t max_payload = 64u << 20;         ///< frames announcing more are refused
   std::chrono::milliseconds connect_timeout{60000};  ///< CHORUS_CONNECT_TIMEOUT_SECONDS
   std::string bind_host;                    ///< CHORUS_HOST; empty: the address towards the rendezvous
-  /// Defaults overridden by the CHORUS_* variables above; errors name the variable.
-  static result<tcp_options> from_env();
+  /// The configured values of the variables above (runtime/config); the rest keep their defaults.
+  static tcp_options from_config(const transport_config& c);
 };
 
 class tcp_transport final : public transport {
