@@ -53,7 +53,8 @@ result<config> read_config(const env_lookup& get) {
   take(st, r.text("CHORUS_IFACE"), t.iface);
   take(st, r.text("CHORUS_HOST_ID"), t.host_id);
   take(st, r.decimal("CHORUS_CONNECT_TIMEOUT_SECONDS"), t.connect_timeout, to_ms);
-  take(st, r.decimal("CHORUS_PEER_TIMEOUT_SECONDS"), t.peer_timeout, to_ms);
+  take(st, r.whole("CHORUS_PEER_TIMEOUT_SECONDS"), t.peer_timeout,
+       [](uint64_t s) { return std::chrono::milliseconds(static_cast<int64_t>(s) * 1000); });
 
   auto& k = c.collectives;
   take(st, r.whole("CHORUS_CHUNK_BYTES"), k.chunk_bytes);

@@ -31,7 +31,7 @@ constexpr std::array table{
            "overrides host identity used to decide which ranks share memory", owner::config, ""},
   variable{"CHORUS_CONNECT_TIMEOUT_SECONDS", "", kind::decimal, "60", 0.001, 86400, "",
            "building the data plane's mesh and the control plane's connections", owner::config, "seconds"},
-  variable{"CHORUS_PEER_TIMEOUT_SECONDS", "", kind::decimal, "30", 1, 86400, "",
+  variable{"CHORUS_PEER_TIMEOUT_SECONDS", "", kind::whole, "30", 1, 86400, "",
            "a peer silent this long is declared lost", owner::config, "seconds"},
   // ---- collectives ----
   variable{"CHORUS_CHUNK_BYTES", "", kind::whole, "4194304", 1024, 64 * MiB, "",

@@ -21,6 +21,7 @@ tcp_options tcp_options::from_config(const transport_config& c) {
   o.connect_timeout = c.connect_timeout;
   o.shm_bytes = c.shm_bytes;
   o.bind_host = c.host;
+  o.peer_timeout = c.peer_timeout;
   return o;
 }
 
@@ -88,10 +89,11 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   for (int p = 0; p < env.size; ++p) {
     if (fds[p].empty()) continue;
     tune_socket(fds[p][control_stream].get(), 0);
+    set_liveness(fds[p][control_stream].get(), opts.peer_timeout);
     control[p] = std::move(fds[p][control_stream]);
     fds[p].pop_back();
   }
-  t->control_link_ = std::make_shared<control_link>(env.rank, std::move(control), t->limits_);
+  t->control_link_ = std::make_shared<control_link>(env.rank, std::move(control), t->limits_, opts.peer_timeout);
 
   // 5. Shared-memory rings to the ranks on this host, then the data connections to Asio.
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
@@ -101,6 +103,7 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   for (int p = 0; p < env.size; ++p) {
     for (int s = 0; s < static_cast<int>(fds[p].size()); ++s) {
       tune_socket(fds[p][s].get(), opts.socket_buffer_bytes);
+      set_liveness(fds[p][s].get(), opts.peer_timeout);
       auto& lane = (*lanes)[p][s];
       if (lane.out) ++t->shm_streams_;
       t->conns_[p].push_back(std::make_unique<tcp_connection>(*t, fds[p][s].release(), p, s, opts.scratch_bytes,

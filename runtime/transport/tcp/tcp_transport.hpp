@@ -39,6 +39,9 @@ struct tcp_options {
   uint32_t max_payload = 64u << 20;         ///< frames announcing more are refused
   std::chrono::milliseconds connect_timeout{60000};  ///< CHORUS_CONNECT_TIMEOUT_SECONDS
   std::string bind_host;                    ///< CHORUS_HOST; empty: the address towards the rendezvous
+  /// CHORUS_PEER_TIMEOUT_SECONDS: a peer whose runtime sent nothing for this long (no heartbeat
+  /// on the control link, no acknowledgement on a socket) is declared lost.
+  std::chrono::milliseconds peer_timeout{30000};
   /// The configured values of the variables above (runtime/config); the rest keep their defaults.
   static tcp_options from_config(const transport_config& c);
 };
