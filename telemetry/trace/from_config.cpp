@@ -1,5 +1,7 @@
 // trace_from_config: the recorder CHORUS_TRACE and CHORUS_TRACE_MAX_MB ask for (read by
-// runtime/config).
+// runtime/config). A file that cannot be created (a symlink planted at its path, a read-only
+// directory) turns recording off with a warning.
+#include "runtime/core/log.hpp"
 #include "telemetry/trace/recorder.hpp"
 
 namespace chorus::telemetry::trace {
@@ -12,7 +14,11 @@ result<std::shared_ptr<observer>> trace_from_config(const context& ctx, const te
   o.size = ctx.size;
   o.max_bytes = c.trace_max_mb << 20;
   auto r = recorder::open(o);
-  if (!r) return r.error();
+  if (!r) {
+    // As with the size bound: recording stops with one warning, training goes on.
+    CHORUS_LOG(warn, "trace", r.error().message() << "; not recording");
+    return std::shared_ptr<observer>{};
+  }
   return std::shared_ptr<observer>(std::move(*r));
 }
 
