@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "actors/stats.hpp"
+#include "runtime/config/config.hpp"
 #include "runtime/core/status.hpp"
 #include "runtime/negotiation/tensor_spec.hpp"
 #include "telemetry/observer.hpp"
@@ -57,12 +58,11 @@ struct pipeline_options {
   /// Upper bound on pooled fusion buffers (bytes); buckets beyond it use a heap buffer.
   std::size_t pool_bytes = 256u << 20;
   /// Where the actors report (telemetry/setup.hpp builds it from CHORUS_METRICS_*,
-  /// CHORUS_TRACE); null: telemetry off. Not read from the environment by from_env().
+  /// CHORUS_TRACE); null: telemetry off. Not set by from_config().
   std::shared_ptr<telemetry::observer> observer;
-  /// Defaults overridden by the variables above; errors are errc::config naming the variable.
-  static result<pipeline_options> from_env();
-  /// The same over a lookup (returns nullptr for an unset variable), for tests.
-  static result<pipeline_options> from_env(const std::function<const char*(const char*)>& get);
+  /// The configured values of the variables above (runtime/config: read_config()); the
+  /// fields without a variable keep their defaults.
+  static pipeline_options from_config(const config& c);
 };
 
 /// One collective operation handed to the pipeline. Buffers are caller-owned and untouched by

@@ -1,4 +1,4 @@
-// observer_from_env: each telemetry part reads its own variables; the parts are fanned out.
+// observer_from_config: each telemetry part is built from its configuration; the parts are fanned out.
 #include "telemetry/setup.hpp"
 
 #include <vector>
@@ -8,12 +8,12 @@
 
 namespace chorus::telemetry {
 
-result<std::shared_ptr<observer>> observer_from_env(const context& ctx, const env_lookup& get) {
+result<std::shared_ptr<observer>> observer_from_config(const context& ctx, const telemetry_config& c) {
   std::vector<std::shared_ptr<observer>> parts;
-  auto metrics = metrics_from_env(ctx, get);
+  auto metrics = metrics_from_config(ctx, c);
   if (!metrics) return metrics.error();
   parts.push_back(std::move(*metrics));
-  auto trace = trace::trace_from_env(ctx, get);
+  auto trace = trace::trace_from_config(ctx, c);
   if (!trace) return trace.error();
   parts.push_back(std::move(*trace));
   return fan_out(std::move(parts));

@@ -1,4 +1,4 @@
-// Which telemetry a rank runs, from its environment: the Prometheus exposer
+// Which telemetry a rank runs, from its configuration (runtime/config): the Prometheus exposer
 // (CHORUS_METRICS_PORT, CHORUS_METRICS_ADDR) and the trace recorder (CHORUS_TRACE,
 // CHORUS_TRACE_MAX_MB), fanned out into one observer for the actor pipeline.
 #pragma once
@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "runtime/config/config.hpp"
 #include "runtime/core/status.hpp"
 #include "runtime/transport/transport.hpp"
 #include "telemetry/observer.hpp"
@@ -26,11 +27,8 @@ struct context {
   std::function<stream_traffic(int stream)> traffic;
 };
 
-/// Reads a variable; nullptr when unset (std::getenv, or a map in tests).
-using env_lookup = std::function<const char*(const char*)>;
-
-/// The observer the environment asks for, or null when all telemetry is off. A bad value is
-/// errc::config naming the variable.
-result<std::shared_ptr<observer>> observer_from_env(const context& ctx, const env_lookup& get);
+/// The observer the configuration asks for (runtime/config: telemetry_config), or null when all
+/// telemetry is off. errc::config naming the variable when a part cannot be set up as asked.
+result<std::shared_ptr<observer>> observer_from_config(const context& ctx, const telemetry_config& c);
 
 }  // namespace chorus::telemetry

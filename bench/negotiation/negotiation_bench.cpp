@@ -239,13 +239,14 @@ int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_
   auto o = options;
   if (const char* c = std::getenv("CHORUS_BENCH_COMPARE_DATA_PLANE"); c && std::string(c) == "1")
     o.compare_data_plane = true;
-  auto opts = pipeline_options::from_env();
-  if (!opts) throw std::runtime_error(opts.error().to_string());
-  opts->negotiation = o.strategy;
-  if (o.cycle_time_us >= 0) opts->cycle_time = microseconds(o.cycle_time_us);
+  auto cfg = read_config();
+  if (!cfg) throw std::runtime_error(cfg.error().to_string());
+  auto opts = pipeline_options::from_config(*cfg);
+  opts.negotiation = o.strategy;
+  if (o.cycle_time_us >= 0) opts.cycle_time = microseconds(o.cycle_time_us);
   auto recorder = std::make_shared<cycle_recorder>();
-  opts->observer = recorder;
-  auto pipe = pipeline::start(comm, *opts);
+  opts.observer = recorder;
+  auto pipe = pipeline::start(comm, opts);
   if (!pipe) throw std::runtime_error(pipe.error().to_string());
 
   const int n = comm.size();
@@ -328,7 +329,7 @@ int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_
   if (comm.rank() == 0) {
     std::printf("# negotiation across %d processes: strategy=%s cycles=%d gap_us=%ld cycle_time_us=%lld; cycle = "
                 "first rank's cycle start -> last rank's cycle end, agreed = enqueue -> agreed (max over ranks)\n",
-                n, o.strategy.c_str(), o.cycles, o.gap_us, static_cast<long long>(opts->cycle_time.count()));
+                n, o.strategy.c_str(), o.cycles, o.gap_us, static_cast<long long>(opts.cycle_time.count()));
     std::printf("# where enqueue -> agreed goes: API -> negotiator p50 %.0f us (max over ranks), enqueue skew between "
                 "ranks p50 %.0f us (a synchronised start; the rest is this host's scheduling); last rank's enqueue -> "
                 "every rank agreed p50 %.0f us p99 %.0f us\n",

@@ -59,7 +59,7 @@ void check(const status& st, const char* what) {
 
 /// The observer of a telemetry variant, as a job would run it.
 std::shared_ptr<telemetry::observer> make_variant(const std::string& name, communicator& comm,
-                                                  const pipeline_options& opts) {
+                                                  const config& cfg, const pipeline_options& opts) {
   if (name == "metrics") {
     telemetry::context ctx;
     ctx.rank = comm.rank();
@@ -72,9 +72,8 @@ std::shared_ptr<telemetry::observer> make_variant(const std::string& name, commu
     auto m = std::make_shared<telemetry::metrics_observer>(ctx);
     // Served as in a job (CHORUS_METRICS_PORT + rank, or any free port), so the exposer's
     // threads are there too; a port in use only loses the endpoint.
-    auto where = telemetry::metrics_options::from_env([](const char* v) { return std::getenv(v); });
-    if (!where) throw std::runtime_error(where.error().to_string());
-    auto port = m->serve(where->address, where->base_port ? where->base_port + comm.rank() : 0);
+    auto where = telemetry::metrics_options::from_config(cfg.telemetry);
+    auto port = m->serve(where.address, where.base_port ? where.base_port + comm.rank() : 0);
     if (!port) std::fprintf(stderr, "# metrics: %s\n", port.error().to_string().c_str());
     telemetry::tunables t;
     t.fusion_threshold = opts.fusion_threshold;
@@ -92,11 +91,9 @@ std::shared_ptr<telemetry::observer> make_variant(const std::string& name, commu
     ctx.rank = comm.rank();
     ctx.size = comm.size();
     ctx.streams = comm.num_streams();
-    auto rec = telemetry::trace::trace_from_env(ctx, [](const char* v) -> const char* {
-      const char* set = std::getenv(v);
-      if (!set && std::string_view(v) == "CHORUS_TRACE") return "/tmp/chorus-bench-trace";
-      return set;
-    });
+    auto traced = cfg.telemetry;
+    if (traced.trace_dir.empty()) traced.trace_dir = "/tmp/chorus-bench-trace";
+    auto rec = telemetry::trace::trace_from_config(ctx, traced);
     if (!rec) throw std::runtime_error(rec.error().to_string());
     telemetry::tunables t;
     t.fusion_threshold = opts.fusion_threshold;
@@ -114,18 +111,19 @@ std::shared_ptr<telemetry::observer> make_variant(const std::string& name, commu
 
 int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds compute,
                        const std::vector<std::string>& variants) {
-  auto opts = pipeline_options::from_env();
-  if (!opts) throw std::runtime_error(opts.error().to_string());
+  auto cfg = read_config();
+  if (!cfg) throw std::runtime_error(cfg.error().to_string());
+  auto opts = pipeline_options::from_config(*cfg);
   // Variant 0 is the plain pipeline (no observer selected).
   std::vector<std::string> names{"pipeline"};
   std::vector<std::shared_ptr<telemetry::observer>> observers{nullptr};
   for (const auto& v : variants) {
     names.push_back("pipeline_" + v);
-    observers.push_back(make_variant(v, comm, *opts));
+    observers.push_back(make_variant(v, comm, *cfg, opts));
   }
   auto switcher = std::make_shared<variant_switch>();
-  if (!variants.empty()) opts->observer = switcher;
-  auto pipe = pipeline::start(comm, *opts);
+  if (!variants.empty()) opts.observer = switcher;
+  auto pipe = pipeline::start(comm, opts);
   if (!pipe) throw std::runtime_error(pipe.error().to_string());
 
   std::size_t total = resnet50_parameter_count;

@@ -1,9 +1,8 @@
-// Session lifetime: init (env → communicator → pipeline), submit (boundary checks, pending
+// Session lifetime: init (env and config → communicator → pipeline), submit (boundary checks, pending
 // table, enqueue), shutdown (pipeline first, then the data plane, then a sweep that ends any
 // operation the pipeline left without an outcome).
 #include "bindings/cpp/session.hpp"
 
-#include <cstdlib>
 #include <vector>
 
 #include "actors/pipeline.hpp"
@@ -49,9 +48,11 @@ status session::init() {
   }
   auto env = read_process_env();
   if (!env) return breadcrumb("chorus::init: ", env.error());
-  auto opts = pipeline_options::from_env();
-  if (!opts) return breadcrumb("chorus::init: ", opts.error());
-  auto comm = communicator::create(*env);
+  auto cfg = read_config();
+  if (!cfg) return breadcrumb("chorus::init: ", cfg.error());
+  log::set_level(cfg->log_level);
+  auto opts = pipeline_options::from_config(*cfg);
+  auto comm = communicator::create(*env, *cfg);
   if (!comm) return breadcrumb("chorus::init: ", comm.error());
   telemetry::context tctx;
   tctx.rank = env->rank;
@@ -61,14 +62,14 @@ status session::init() {
   // The observer reads the data plane at every scrape: the pipeline (which owns it) is always
   // destroyed before the communicator (shutdown below).
   tctx.traffic = [c = comm->get()](int s) { return c->traffic(s); };
-  auto obs = telemetry::observer_from_env(tctx, [](const char* name) { return std::getenv(name); });
+  auto obs = telemetry::observer_from_config(tctx, cfg->telemetry);
   if (!obs) {
     (*comm)->close();
     return breadcrumb("chorus::init: ", obs.error());
   }
   auto slot = std::make_shared<telemetry::observer_slot>();
-  opts->observer = telemetry::fan_out({std::move(*obs), slot});
-  auto pipe = pipeline::start(**comm, *opts);
+  opts.observer = telemetry::fan_out({std::move(*obs), slot});
+  auto pipe = pipeline::start(**comm, opts);
   if (!pipe) {
     (*comm)->close();
     return breadcrumb("chorus::init: ", pipe.error());

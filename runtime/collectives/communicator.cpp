@@ -1,7 +1,6 @@
 // Chunking, sequence numbering and stream assignment of collectives; blocking wrappers.
 #include "runtime/collectives/communicator.hpp"
 
-#include <cstdlib>
 #include <cstring>
 
 #include "runtime/collectives/alltoall_op.hpp"
@@ -11,41 +10,23 @@
 #include "runtime/core/log.hpp"
 
 namespace chorus {
-namespace {
 
-result<std::size_t> env_bytes(const char* name, std::size_t fallback, std::size_t min, std::size_t max) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 10);
-  if (*end != '\0' || n < min || n > max)
-    return status{errc::config, std::string(name) + "=" + v + " is not a byte count in [" + std::to_string(min) +
-                                    ", " + std::to_string(max) + "]"};
-  return static_cast<std::size_t>(n);
-}
-
-}  // namespace
-
-result<collective_options> collective_options::from_env() {
+collective_options collective_options::from_config(const collectives_config& c) {
   collective_options o;
-  auto c = env_bytes("CHORUS_CHUNK_BYTES", o.chunk_bytes, 1024, 64u << 20);
-  if (!c) return c.error();
-  o.chunk_bytes = *c;
-  auto s = env_bytes("CHORUS_SEGMENT_BYTES", o.segment_bytes, 1024, 64u << 20);
-  if (!s) return s.error();
-  o.segment_bytes = *s;
-  auto m = env_bytes("CHORUS_SMALL_ALLREDUCE_BYTES", o.small_bytes, 0, 64u << 20);
-  if (!m) return m.error();
-  o.small_bytes = *m;
+  o.chunk_bytes = c.chunk_bytes;
+  o.segment_bytes = c.segment_bytes;
+  o.small_bytes = c.small_bytes;
   return o;
 }
 
 result<std::unique_ptr<communicator>> communicator::create(const process_env& env) {
-  auto tcp = tcp::tcp_options::from_env();
-  if (!tcp) return tcp.error();
-  auto opts = collective_options::from_env();
-  if (!opts) return opts.error();
-  return create(env, *tcp, *opts);
+  auto cfg = read_config();
+  if (!cfg) return cfg.error();
+  return create(env, *cfg);
+}
+
+result<std::unique_ptr<communicator>> communicator::create(const process_env& env, const config& cfg) {
+  return create(env, tcp::tcp_options::from_config(cfg.transport), collective_options::from_config(cfg.collectives));
 }
 
 result<std::unique_ptr<communicator>> communicator::create(const process_env& env, const tcp::tcp_options& tcp,

@@ -23,7 +23,8 @@ struct collective_options {
   std::size_t chunk_bytes = 4u << 20;      ///< CHORUS_CHUNK_BYTES: unit of work per stream
   std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES: pipelining unit inside a chunk
   std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES: recursive doubling up to this
-  static result<collective_options> from_env();
+  /// The configured values (runtime/config).
+  static collective_options from_config(const collectives_config& c);
 };
 
 enum class allreduce_algorithm { automatic, ring, recursive_doubling };
@@ -32,8 +33,10 @@ class communicator {
  public:
   using callback = std::function<void(const status&)>;
 
-  /// Rendezvous, TCP mesh and I/O thread, configured from the CHORUS_* environment.
+  /// Rendezvous, TCP mesh and I/O thread, configured by read_config() (the CHORUS_* environment).
   static result<std::unique_ptr<communicator>> create(const process_env& env);
+  /// The same with configuration read by the caller.
+  static result<std::unique_ptr<communicator>> create(const process_env& env, const config& cfg);
   static result<std::unique_ptr<communicator>> create(const process_env& env, const tcp::tcp_options& tcp,
                                                       const collective_options& opts);
   ~communicator();

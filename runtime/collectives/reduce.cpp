@@ -18,6 +18,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "runtime/config/reader.hpp"
 #include "runtime/core/half.hpp"
 #include "runtime/core/log.hpp"
 
@@ -384,15 +385,15 @@ using avx2_flavor = flavor<f16c_codec, bf16_codec>;
 #endif
 
 // CHORUS_REDUCE_KERNELS=portable forces the baseline loops and the portable f16 conversions
-// (for debugging, and so the tests can run both); unset or "auto" picks by CPU.
+// (for debugging, and so the tests can run both); unset or "auto" picks by CPU. Read through the
+// config module at the first reduction; a bad value has already failed read_config() at init
+// (chorus::init, communicator::create), so here, where nothing can fail, it is logged as an
+// error and "auto" used.
 kernels choose_kernels() {
   const kernels portable{"portable", reduce_portable, divide_portable};
-  const char* env = std::getenv("CHORUS_REDUCE_KERNELS");
-  const std::string_view want = env ? env : "auto";
-  if (want == "portable") return portable;
-  if (want != "auto")
-    CHORUS_LOG(warn, "reduce", "CHORUS_REDUCE_KERNELS=" << want
-                                   << " not understood; expected auto or portable; using auto");
+  auto want = cfg::reader(cfg::process_lookup()).choice("CHORUS_REDUCE_KERNELS");
+  if (!want) CHORUS_LOG(error, "reduce", want.error().message() << "; using auto");
+  if (want && *want == "portable") return portable;
 #ifdef CHORUS_REDUCE_X86
   // "avx2" also checks that the OS saves the YMM registers; F16C is CPUID.1:ECX bit 29 (asked
   // directly, since not every compiler's __builtin_cpu_supports knows it).

@@ -1,4 +1,4 @@
-// Logging: level from CHORUS_LOG_LEVEL at first use, lines to stderr in one write each.
+// Logging: level from CHORUS_LOG_LEVEL (runtime/config) at first use, lines to stderr in one write each.
 #include "runtime/core/log.hpp"
 
 #include <unistd.h>
@@ -6,21 +6,20 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
+
+#include "runtime/config/config.hpp"
 
 namespace chorus::log {
 namespace {
 
+// Read through the config module at the first line logged. Logging cannot fail, so a bad value
+// means warn here; read_config() (at init) refuses it with an error naming the variable.
 level level_from_env() {
-  const char* v = std::getenv("CHORUS_LOG_LEVEL");
-  if (!v) return level::warn;
-  std::string s(v);
-  if (s == "error") return level::error;
-  if (s == "info") return level::info;
-  if (s == "debug") return level::debug;
-  if (s == "trace") return level::trace;
-  return level::warn;
+  auto word = cfg::reader(cfg::process_lookup()).choice("CHORUS_LOG_LEVEL");
+  level l = level::warn;
+  if (word) parse_log_level(*word, l);
+  return l;
 }
 
 std::atomic<int>& level_ref() {

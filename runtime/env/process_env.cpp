@@ -5,7 +5,7 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -37,16 +37,11 @@ struct family {
   bool any() const { return rank || size || local_rank || local_size; }
 };
 
+// Ranks and sizes: the config module's whole-number rule, within an int.
 result<int> parse_count(const char* var, std::string_view text) {
-  auto quoted = std::string(var) + "='" + std::string(text) + "'";
-  if (!text.empty() && text.front() == '-') return config_error(quoted + " is negative");
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec == std::errc::result_out_of_range) return config_error(quoted + " is out of range");
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    return config_error(quoted + " is not a non-negative integer");
-  }
-  return value;
+  auto value = cfg::parse_whole(var, text, 0, std::numeric_limits<int>::max());
+  if (!value) return value.error();
+  return static_cast<int>(*value);
 }
 
 // Reads `var` into `slot`; a second alias of the same field within one family must agree.
@@ -239,19 +234,9 @@ uint64_t hash_address(const std::string& text) {
 }
 
 result<std::chrono::milliseconds> read_timeout(const env_lookup& get) {
-  const char* var = "CHORUS_RENDEZVOUS_TIMEOUT_SECONDS";
-  const char* text = lookup(get, var);
-  if (!text) return std::chrono::milliseconds(60000);
-  std::string_view sv(text);
-  double seconds = 0;
-  auto [end, ec] = std::from_chars(sv.data(), sv.data() + sv.size(), seconds);
-  if (ec != std::errc() || end != sv.data() + sv.size() || !std::isfinite(seconds) ||
-      seconds <= 0 || seconds > 1e9) {
-    return config_error(std::string(var) + "='" + text + "' is not a positive number of seconds");
-  }
-  auto ms = static_cast<int64_t>(std::llround(seconds * 1000.0));
-  if (ms < 1) return config_error(std::string(var) + "='" + text + "' is below 1 ms");
-  return std::chrono::milliseconds(ms);
+  auto seconds = cfg::reader(get).decimal("CHORUS_RENDEZVOUS_TIMEOUT_SECONDS");
+  if (!seconds) return seconds.error();
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(*seconds * 1000.0)));
 }
 
 const std::vector<family_vars>& launcher_families() {
@@ -301,7 +286,7 @@ status check_below(const field& low, const field& high) {
 }  // namespace
 
 result<process_env> read_process_env() {
-  return read_process_env([](const char* name) -> const char* { return std::getenv(name); });
+  return read_process_env(cfg::process_lookup());
 }
 
 result<process_env> read_process_env(const env_lookup& get) {

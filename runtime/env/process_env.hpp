@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "runtime/config/reader.hpp"
 #include "runtime/core/status.hpp"
 
 namespace chorus {
@@ -30,9 +31,6 @@ struct process_env {
   /// (local_rank = rank, local_size = size). Set CHORUS_LOCAL_RANK/CHORUS_LOCAL_SIZE to avoid it.
   bool local_assumed = false;
 };
-
-/// Returns the value of an environment variable, or nullptr when it is unset.
-using env_lookup = std::function<const char*(const char*)>;
 
 /// Reads the process environment with ::getenv. See the overload for the rules.
 result<process_env> read_process_env();
@@ -57,7 +55,8 @@ result<process_env> read_process_env();
 /// rank 0's host); a job of more than one rank must have one. No variables at all: rank 0 of 1
 /// on 127.0.0.1, port 0.
 /// Also CHORUS_JOB_SECRET (hex), CHORUS_JOB_ID (hex, up to 16 digits) and
-/// CHORUS_RENDEZVOUS_TIMEOUT_SECONDS (a positive number, decimals allowed).
+/// CHORUS_RENDEZVOUS_TIMEOUT_SECONDS (runtime/config/variables.hpp: a number in [0.001, 1e9]).
+/// Numbers are parsed by runtime/config/reader.hpp, with its error text.
 ///
 /// Every failure is errc::config with a message naming the variable and the value seen
 /// (except the secret, whose value is never printed).

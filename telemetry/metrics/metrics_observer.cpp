@@ -1,4 +1,4 @@
-// metrics_observer: events → pre-created Prometheus series; the endpoint; metrics_from_env.
+// metrics_observer: events → pre-created Prometheus series; the endpoint; metrics_from_config.
 #include "telemetry/metrics/metrics_observer.hpp"
 
 #include <arpa/inet.h>
@@ -247,39 +247,31 @@ void metrics_observer::on_tunables(const tunables& t, time_point) {
   in_place_->Set(static_cast<double>(t.in_place_bytes));
 }
 
-// ---- environment ----
+// ---- configuration ----
 
-result<metrics_options> metrics_options::from_env(const env_lookup& get) {
+metrics_options metrics_options::from_config(const telemetry_config& c) {
   metrics_options o;
-  if (const char* v = get("CHORUS_METRICS_ADDR"); v && *v) o.address = v;
-  if (const char* v = get("CHORUS_METRICS_PORT"); v && *v) {
-    char* end = nullptr;
-    long p = std::strtol(v, &end, 10);
-    if (*end != '\0' || p < 0 || p > 65535)
-      return status{errc::config, std::string("CHORUS_METRICS_PORT='") + v +
-                                      "': expected a port number 0-65535 (0 turns metrics off)"};
-    o.base_port = static_cast<int>(p);
-  }
+  o.address = c.metrics_address;
+  o.base_port = c.metrics_port;
   return o;
 }
 
-result<std::shared_ptr<observer>> metrics_from_env(const context& ctx, const env_lookup& get) {
-  auto opts = metrics_options::from_env(get);
-  if (!opts) return opts.error();
-  if (opts->base_port == 0) return std::shared_ptr<observer>{};
-  int port = opts->base_port + ctx.local_rank;
+result<std::shared_ptr<observer>> metrics_from_config(const context& ctx, const telemetry_config& c) {
+  auto opts = metrics_options::from_config(c);
+  if (opts.base_port == 0) return std::shared_ptr<observer>{};
+  int port = opts.base_port + ctx.local_rank;
   if (port > 65535)
-    return status{errc::config, "CHORUS_METRICS_PORT=" + std::to_string(opts->base_port) + " + local rank " +
+    return status{errc::config, "CHORUS_METRICS_PORT=" + std::to_string(opts.base_port) + " + local rank " +
                                     std::to_string(ctx.local_rank) + " is past port 65535"};
   auto m = std::make_shared<metrics_observer>(ctx);
-  auto bound = m->serve(opts->address, port);
+  auto bound = m->serve(opts.address, port);
   if (!bound) {
     CHORUS_LOG(warn, "metrics", "no metrics endpoint on this rank: " << bound.error().message()
                                     << "; the job goes on without it (set CHORUS_METRICS_PORT to a free base "
                                        "port, or 0 to turn metrics off)");
     return std::shared_ptr<observer>{};
   }
-  CHORUS_LOG(info, "metrics", "serving http://" << opts->address << ":" << *bound << "/metrics");
+  CHORUS_LOG(info, "metrics", "serving http://" << opts.address << ":" << *bound << "/metrics");
   return std::shared_ptr<observer>(std::move(m));
 }
 

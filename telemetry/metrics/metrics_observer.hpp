@@ -41,8 +41,8 @@ struct metrics_options {
   std::string address = "127.0.0.1";
   /// CHORUS_METRICS_PORT: the base port; local rank r listens on base + r; 0 = metrics off.
   int base_port = 9400;
-  /// Defaults overridden by the variables above; a bad value is errc::config naming it.
-  static result<metrics_options> from_env(const env_lookup& get);
+  /// The configured values of the variables above (runtime/config).
+  static metrics_options from_config(const telemetry_config& c);
 };
 
 class metrics_observer final : public observer {
@@ -131,8 +131,9 @@ class metrics_observer final : public observer {
   std::unique_ptr<prometheus::Exposer> exposer_;  // last: stops serving before the rest goes
 };
 
-/// The metrics part of observer_from_env: null when CHORUS_METRICS_PORT=0, or (after one
+/// The metrics part of observer_from_config: null when CHORUS_METRICS_PORT=0, or (after one
 /// warning, the job goes on) when the endpoint cannot be served, e.g. its port is in use.
-result<std::shared_ptr<observer>> metrics_from_env(const context& ctx, const env_lookup& get);
+/// errc::config when the base port + local rank is past 65535.
+result<std::shared_ptr<observer>> metrics_from_config(const context& ctx, const telemetry_config& c);
 
 }  // namespace chorus::telemetry

@@ -133,9 +133,9 @@ class recorder final : public observer {
 };
 
 /// The recorder CHORUS_TRACE=<dir> asks for (null when unset or empty), bounded by
-/// CHORUS_TRACE_MAX_MB (default default_max_mb; 0 = no bound). errc::config naming the
-/// variable for a bad value. When the directory or the file cannot be created (a symlink
-/// planted at the path included), one warning and null: the job runs without recording.
-result<std::shared_ptr<observer>> trace_from_env(const context& ctx, const env_lookup& get);
+/// CHORUS_TRACE_MAX_MB (0 = no bound; bad values were refused by read_config()). When the
+/// directory or the file cannot be created (a symlink planted at the path included), one
+/// warning and null: the job runs without recording.
+result<std::shared_ptr<observer>> trace_from_config(const context& ctx, const telemetry_config& c);
 
 }  // namespace chorus::telemetry::trace

@@ -1,5 +1,6 @@
-// pipeline_options::from_env over a fake environment: defaults, CHORUS_* values, HOROVOD_*
-// aliases, contradictions and bad values (errors name the variable and the value).
+// pipeline_options::from_config over configurations read from a fake environment: defaults,
+// CHORUS_* values, HOROVOD_* aliases, contradictions and bad values (errors name the variable
+// and the value). Every variable's own rules are tested in tests/runtime/config_test.cpp.
 #include "actors/pipeline.hpp"
 
 #include <gtest/gtest.h>
@@ -12,10 +13,12 @@ namespace {
 using env_map = std::map<std::string, std::string>;
 
 result<pipeline_options> read(const env_map& env) {
-  return pipeline_options::from_env([&env](const char* name) -> const char* {
+  auto c = read_config([&env](const char* name) -> const char* {
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   });
+  if (!c) return c.error();
+  return pipeline_options::from_config(*c);
 }
 
 TEST(pipeline_options, defaults_without_variables) {
@@ -33,6 +36,14 @@ TEST(pipeline_options, defaults_without_variables) {
   EXPECT_EQ(o->scheduler_threads, 1);
   EXPECT_EQ(o->in_place_bytes, 1u << 20);
   EXPECT_EQ(o->chunks_in_flight, 2u);
+  EXPECT_EQ(o->connect_timeout, std::chrono::milliseconds(60000));
+  // The defaults of the struct and of the configuration agree.
+  pipeline_options plain;
+  EXPECT_EQ(o->start_window, plain.start_window);
+  EXPECT_EQ(o->fusion_threshold, plain.fusion_threshold);
+  EXPECT_EQ(o->in_place_bytes, plain.in_place_bytes);
+  EXPECT_EQ(o->cycle_time, plain.cycle_time);
+  EXPECT_EQ(o->connect_timeout, plain.connect_timeout);
 }
 
 TEST(pipeline_options, chorus_variables) {
@@ -48,7 +59,8 @@ TEST(pipeline_options, chorus_variables) {
                  {"CHORUS_SCHEDULER_THREADS", "2"},
                  {"CHORUS_START_WINDOW", "8"},
                  {"CHORUS_IN_PLACE_BYTES", "0"},
-                 {"CHORUS_CHUNKS_IN_FLIGHT", "4"}});
+                 {"CHORUS_CHUNKS_IN_FLIGHT", "4"},
+                 {"CHORUS_CONNECT_TIMEOUT_SECONDS", "2.5"}});
   ASSERT_TRUE(o.ok()) << o.error().to_string();
   EXPECT_EQ(o->negotiation, "central");
   EXPECT_EQ(o->control_plane, "caf");
@@ -63,6 +75,7 @@ TEST(pipeline_options, chorus_variables) {
   EXPECT_EQ(o->start_window, 8u);
   EXPECT_EQ(o->in_place_bytes, 0u);
   EXPECT_EQ(o->chunks_in_flight, 4u);
+  EXPECT_EQ(o->connect_timeout, std::chrono::milliseconds(2500));
 }
 
 TEST(pipeline_options, horovod_aliases) {
@@ -80,8 +93,8 @@ TEST(pipeline_options, horovod_aliases) {
   auto bad = read({{"CHORUS_FUSION_THRESHOLD", "100"}, {"HOROVOD_FUSION_THRESHOLD", "200"}});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code(), errc::config);
-  EXPECT_NE(bad.error().message().find("CHORUS_FUSION_THRESHOLD=100"), std::string::npos);
-  EXPECT_NE(bad.error().message().find("HOROVOD_FUSION_THRESHOLD=200"), std::string::npos);
+  EXPECT_NE(bad.error().message().find("CHORUS_FUSION_THRESHOLD='100'"), std::string::npos);
+  EXPECT_NE(bad.error().message().find("HOROVOD_FUSION_THRESHOLD='200'"), std::string::npos);
 }
 
 TEST(pipeline_options, bad_values_name_the_variable) {
@@ -98,7 +111,7 @@ TEST(pipeline_options, bad_values_name_the_variable) {
     auto o = read({{name, value}});
     ASSERT_FALSE(o.ok()) << name << "=" << value;
     EXPECT_EQ(o.error().code(), errc::config);
-    EXPECT_NE(o.error().message().find(name + "=" + value), std::string::npos) << o.error().message();
+    EXPECT_NE(o.error().message().find(name + "='" + value + "'"), std::string::npos) << o.error().message();
   }
 }
 

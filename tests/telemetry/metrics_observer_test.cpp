@@ -11,6 +11,8 @@
 #include <atomic>
 #include <map>
 #include <optional>
+#include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include "telemetry/metrics/names.hpp"
@@ -257,19 +259,19 @@ struct busy_port {
   ~busy_port() { ::close(fd); }
 };
 
-env_lookup env_of(std::map<std::string, std::string> vars) {
-  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
-  return [shared](const char* name) -> const char* {
-    auto it = shared->find(name);
-    return it == shared->end() ? nullptr : it->second.c_str();
-  };
+telemetry_config port_of(std::string port) {
+  auto c = read_config([&port](const char* name) -> const char* {
+    return std::string_view(name) == "CHORUS_METRICS_PORT" ? port.c_str() : nullptr;
+  });
+  if (!c) throw std::runtime_error(c.error().to_string());
+  return c->telemetry;
 }
 
-TEST(MetricsFromEnv, APortInUseMeansNoMetricsAndNoFailure) {
+TEST(MetricsFromConfig, APortInUseMeansNoMetricsAndNoFailure) {
   busy_port busy;
   context c = two_streams();
   c.local_rank = 0;
-  auto o = metrics_from_env(c, env_of({{"CHORUS_METRICS_PORT", std::to_string(busy.port)}}));
+  auto o = metrics_from_config(c, port_of(std::to_string(busy.port)));
   ASSERT_TRUE(o) << o.error().to_string();
   EXPECT_EQ(*o, nullptr);
   metrics_observer m(c);
@@ -278,41 +280,44 @@ TEST(MetricsFromEnv, APortInUseMeansNoMetricsAndNoFailure) {
   EXPECT_NE(served.error().message().find(std::to_string(busy.port)), std::string::npos);
 }
 
-TEST(MetricsFromEnv, PortPlusLocalRankAndOff) {
+TEST(MetricsFromConfig, PortPlusLocalRankAndOff) {
   busy_port probe;  // a port that is free once closed: close it, then serve base + local rank there
   int base = probe.port - 1;
   ::close(probe.fd);
   probe.fd = -1;
   context c = two_streams();  // local rank 1
-  auto o = metrics_from_env(c, env_of({{"CHORUS_METRICS_PORT", std::to_string(base)}}));
+  auto o = metrics_from_config(c, port_of(std::to_string(base)));
   ASSERT_TRUE(o) << o.error().to_string();
   ASSERT_NE(*o, nullptr);
   auto r = testing::http_get("127.0.0.1", base + 1, "/metrics");
   ASSERT_TRUE(r);
   EXPECT_NE(r->body.find("chorus_tunable_streams{rank=\"3\"}"), std::string::npos);
 
-  auto off = metrics_from_env(c, env_of({{"CHORUS_METRICS_PORT", "0"}}));
+  auto off = metrics_from_config(c, port_of("0"));
   ASSERT_TRUE(off);
   EXPECT_EQ(*off, nullptr);
 }
 
-TEST(MetricsFromEnv, BadValuesNameTheVariable) {
+TEST(MetricsFromConfig, BadValuesNameTheVariable) {
   for (const char* v : {"abc", "-1", "70000", "80x"}) {
-    auto o = metrics_from_env(two_streams(), env_of({{"CHORUS_METRICS_PORT", v}}));
+    auto o = read_config([v](const char* name) -> const char* {
+      return std::string_view(name) == "CHORUS_METRICS_PORT" ? v : nullptr;
+    });
     ASSERT_FALSE(o) << v;
     EXPECT_EQ(o.error().code(), errc::config);
-    EXPECT_NE(o.error().message().find("CHORUS_METRICS_PORT"), std::string::npos);
+    EXPECT_NE(o.error().message().find("CHORUS_METRICS_PORT='" + std::string(v) + "'"), std::string::npos);
   }
-  auto past = metrics_from_env(two_streams(), env_of({{"CHORUS_METRICS_PORT", "65535"}}));  // + local rank 1
+  auto past = metrics_from_config(two_streams(), port_of("65535"));  // + local rank 1
   ASSERT_FALSE(past);
   EXPECT_NE(past.error().message().find("65535"), std::string::npos);
 }
 
-TEST(MetricsFromEnv, DefaultIs9400PlusLocalRankOnLoopback) {
-  auto o = metrics_options::from_env(env_of({}));
-  ASSERT_TRUE(o);
-  EXPECT_EQ(o->base_port, 9400);
-  EXPECT_EQ(o->address, "127.0.0.1");
+TEST(MetricsFromConfig, DefaultIs9400PlusLocalRankOnLoopback) {
+  auto o = metrics_options::from_config(port_of(""));
+  EXPECT_EQ(o.base_port, 9400);
+  EXPECT_EQ(o.address, "127.0.0.1");
+  EXPECT_EQ(o.base_port, metrics_options{}.base_port);
+  EXPECT_EQ(o.address, metrics_options{}.address);
 }
 
 }  // namespace

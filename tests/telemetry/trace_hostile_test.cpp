@@ -215,16 +215,13 @@ TEST(TraceHostile, ASymlinkAtTheRecordersPathIsRefusedAndTheVictimIsUntouched) {
   std::getline(std::ifstream(victim), content);
   EXPECT_EQ(content, "precious");
 
-  // Through the environment: recording is off with a warning, the job goes on.
-  std::map<std::string, std::string> env{{"CHORUS_TRACE", traces.string()}};
-  auto get = [&](const char* k) -> const char* {
-    auto it = env.find(k);
-    return it == env.end() ? nullptr : it->second.c_str();
-  };
+  // Through the configuration (CHORUS_TRACE): recording is off with a warning, the job goes on.
+  telemetry_config c;
+  c.trace_dir = traces.string();
   context ctx;
   ctx.rank = 0;
   ctx.size = 1;
-  auto obs = trace_from_env(ctx, get);
+  auto obs = trace_from_config(ctx, c);
   ASSERT_TRUE(obs.ok()) << obs.error().to_string();
   EXPECT_EQ(*obs, nullptr);
   std::getline(std::ifstream(victim), content);

@@ -240,31 +240,35 @@ TEST(TraceReader, ABadHeaderIsAnError) {
   EXPECT_FALSE(read_trace((dir.path / "missing.trace").string()).ok());
 }
 
-TEST(TraceFromEnv, ReadsTheDirectoryAndTheBound) {
+TEST(TraceFromConfig, ReadsTheDirectoryAndTheBound) {
   temp_dir dir;
-  std::map<std::string, std::string> env;
+  context ctx;
+  ctx.rank = 3;
+  ctx.size = 4;
+  telemetry_config c;
+  auto off = trace_from_config(ctx, c);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(*off, nullptr);
+  // A bad bound never gets here: read_config() refuses it (tests/runtime/config_test.cpp).
+  std::map<std::string, std::string> env{{"CHORUS_TRACE", (dir.path / "sub").string()}, {"CHORUS_TRACE_MAX_MB", "lots"}};
   auto get = [&](const char* k) -> const char* {
     auto it = env.find(k);
     return it == env.end() ? nullptr : it->second.c_str();
   };
-  context ctx;
-  ctx.rank = 3;
-  ctx.size = 4;
-  auto off = trace_from_env(ctx, get);
-  ASSERT_TRUE(off.ok());
-  EXPECT_EQ(*off, nullptr);
-  env["CHORUS_TRACE"] = (dir.path / "sub").string();
-  env["CHORUS_TRACE_MAX_MB"] = "lots";
-  auto bad = trace_from_env(ctx, get);
+  auto bad = read_config(get);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code(), errc::config);
   EXPECT_NE(bad.error().message().find("CHORUS_TRACE_MAX_MB='lots'"), std::string::npos);
   env["CHORUS_TRACE_MAX_MB"] = "1";
-  auto on = trace_from_env(ctx, get);
+  auto good = read_config(get);
+  ASSERT_TRUE(good.ok()) << good.error().to_string();
+  EXPECT_EQ(good->telemetry.trace_max_mb, 1u);
+  auto on = trace_from_config(ctx, good->telemetry);
   ASSERT_TRUE(on.ok()) << on.error().to_string();
   ASSERT_NE(*on, nullptr);
   on->reset();
   EXPECT_TRUE(fs::exists(dir.path / "sub" / "rank-3.trace"));
+  EXPECT_EQ(telemetry_config{}.trace_max_mb, default_max_mb);
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/config/reader.hpp"
+
 extern char** environ;
 
 namespace chorus::chorusrun {
@@ -59,24 +61,26 @@ result<std::string> random_hex(size_t num_bytes) {
   return hex;
 }
 
-const char* non_empty_env(const char* name) {
-  const char* v = std::getenv(name);
-  return (v && *v) ? v : nullptr;
+// The launcher passes these on to its ranks; read through the config module like every
+// CHORUS_ variable (runtime/config/variables.hpp), where they are text.
+std::string configured_text(const char* name) {
+  auto v = cfg::reader(cfg::process_lookup()).text(name);
+  return v ? *v : std::string();
 }
 
 }  // namespace
 
 result<job_identity> make_job_identity() {
   job_identity job;
-  if (const char* rdv = non_empty_env("CHORUS_RENDEZVOUS")) {
-    job.rendezvous = rdv;
+  if (auto rdv = configured_text("CHORUS_RENDEZVOUS"); !rdv.empty()) {
+    job.rendezvous = std::move(rdv);
   } else {
     auto port = pick_free_port();
     if (!port) return port.error();
     job.rendezvous = "127.0.0.1:" + std::to_string(*port);
   }
-  if (const char* secret = non_empty_env("CHORUS_JOB_SECRET")) {
-    job.secret = secret;
+  if (auto secret = configured_text("CHORUS_JOB_SECRET"); !secret.empty()) {
+    job.secret = std::move(secret);
   } else {
     auto secret_hex = random_hex(32);
     if (!secret_hex) return secret_hex.error();

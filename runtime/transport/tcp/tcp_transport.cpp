@@ -2,7 +2,6 @@
 #include "runtime/transport/tcp/tcp_transport.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <future>
 
 #include "runtime/core/log.hpp"
@@ -11,39 +10,18 @@
 namespace chorus::tcp {
 namespace {
 
-result<long> env_number(const char* name, long fallback, long min, long max) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  if (*end != '\0' || n < min || n > max)
-    return status{errc::config, std::string(name) + "=" + v + " is not a number in [" + std::to_string(min) +
-                                    ", " + std::to_string(max) + "]"};
-  return n;
-}
-
 constexpr const char* insecure_default_secret = "chorus-default-secret-set-CHORUS_JOB_SECRET";
 
 }  // namespace
 
-result<tcp_options> tcp_options::from_env() {
+tcp_options tcp_options::from_config(const transport_config& c) {
   tcp_options o;
-  auto s = env_number("CHORUS_NUM_STREAMS", o.num_streams, 1, 64);
-  if (!s) return s.error();
-  o.num_streams = static_cast<int>(*s);
-  auto b = env_number("CHORUS_SOCKET_BUFFER_BYTES", o.socket_buffer_bytes, 0, 1 << 30);
-  if (!b) return b.error();
-  o.socket_buffer_bytes = static_cast<int>(*b);
-  auto t = env_number("CHORUS_CONNECT_TIMEOUT_SECONDS", 60, 1, 3600);
-  if (!t) return t.error();
-  o.connect_timeout = std::chrono::seconds(*t);
-  auto m = env_number("CHORUS_SHM_BYTES", static_cast<long>(o.shm_bytes), 0, 1l << 30);
-  if (!m) return m.error();
-  o.shm_bytes = static_cast<std::size_t>(*m);
-  if (const char* h = std::getenv("CHORUS_HOST"); h && *h) o.bind_host = h;
-  auto pt = env_number("CHORUS_PEER_TIMEOUT_SECONDS", 30, 1, 86400);
-  if (!pt) return pt.error();
-  o.peer_timeout = std::chrono::seconds(*pt);
+  o.num_streams = c.num_streams;
+  o.socket_buffer_bytes = c.socket_buffer_bytes;
+  o.connect_timeout = c.connect_timeout;
+  o.shm_bytes = c.shm_bytes;
+  o.bind_host = c.host;
+  o.peer_timeout = c.peer_timeout;
   return o;
 }
 

@@ -15,6 +15,7 @@
 
 #include <asio.hpp>
 
+#include "runtime/config/config.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
 #include "runtime/transport/frame_sink.hpp"
@@ -41,8 +42,8 @@ struct tcp_options {
   /// CHORUS_PEER_TIMEOUT_SECONDS: a peer whose runtime sent nothing for this long (no heartbeat
   /// on the control link, no acknowledgement on a socket) is declared lost.
   std::chrono::milliseconds peer_timeout{30000};
-  /// Defaults overridden by the CHORUS_* variables above; errors name the variable.
-  static result<tcp_options> from_env();
+  /// The configured values of the variables above (runtime/config); the rest keep their defaults.
+  static tcp_options from_config(const transport_config& c);
 };
 
 class tcp_transport final : public transport {

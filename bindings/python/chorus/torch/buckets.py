@@ -21,7 +21,8 @@ import os
 
 import torch
 
-DEFAULT_BUCKET_BYTES = 1 << 20
+DEFAULT_BUCKET_BYTES = 1 << 20  # runtime/config/variables.cpp: CHORUS_BUCKET_BYTES
+MAX_BUCKET_BYTES = 1 << 34
 
 
 def bucket_bytes_from_env():
@@ -33,8 +34,10 @@ def bucket_bytes_from_env():
         value = int(raw)
     except ValueError:
         value = -1
-    if value < 0:
-        raise ValueError("CHORUS_BUCKET_BYTES must be a number of bytes (0 turns buckets off), got %r" % raw)
+    if value < 0 or value > MAX_BUCKET_BYTES or not raw.isdigit():
+        # The rule and the words of runtime/config (reader.cpp), whose table lists this variable.
+        raise ValueError("CHORUS_BUCKET_BYTES='%s' is not allowed: expected a whole number in [0, %d] "
+                         "(default %d; 0 turns buckets off)" % (raw, MAX_BUCKET_BYTES, DEFAULT_BUCKET_BYTES))
     return value
 
 

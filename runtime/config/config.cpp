@@ -1,0 +1,99 @@
+// read_config: every config-owned variable of the table, through the reader, into typed fields.
+#include "runtime/config/config.hpp"
+
+#include <cmath>
+
+namespace chorus {
+namespace {
+
+std::chrono::milliseconds to_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000.0)));
+}
+
+// Assigns the value of `r` to `out` through `conv`, or keeps the first error in `first`.
+template <class T, class Out, class Conv>
+void take(status& first, result<T> r, Out& out, Conv conv) {
+  if (!first.ok()) return;
+  if (!r) {
+    first = r.error();
+    return;
+  }
+  out = conv(*r);
+}
+
+template <class T, class Out>
+void take(status& first, result<T> r, Out& out) {
+  take(first, std::move(r), out, [](const T& v) { return static_cast<Out>(v); });
+}
+
+}  // namespace
+
+bool parse_log_level(std::string_view text, log::level& out) {
+  static constexpr std::pair<std::string_view, log::level> words[] = {
+      {"error", log::level::error}, {"warn", log::level::warn},   {"info", log::level::info},
+      {"debug", log::level::debug}, {"trace", log::level::trace},
+  };
+  for (auto [w, l] : words)
+    if (w == text) {
+      out = l;
+      return true;
+    }
+  return false;
+}
+
+result<config> read_config(const env_lookup& get) {
+  config c;
+  cfg::reader r(get);
+  status st;
+  auto& t = c.transport;
+  take(st, r.whole("CHORUS_NUM_STREAMS"), t.num_streams);
+  take(st, r.whole("CHORUS_SOCKET_BUFFER_BYTES"), t.socket_buffer_bytes);
+  take(st, r.whole("CHORUS_SHM_BYTES"), t.shm_bytes);
+  take(st, r.text("CHORUS_HOST"), t.host);
+  take(st, r.text("CHORUS_IFACE"), t.iface);
+  take(st, r.text("CHORUS_HOST_ID"), t.host_id);
+  take(st, r.decimal("CHORUS_CONNECT_TIMEOUT_SECONDS"), t.connect_timeout, to_ms);
+  take(st, r.whole("CHORUS_PEER_TIMEOUT_SECONDS"), t.peer_timeout,
+       [](uint64_t s) { return std::chrono::milliseconds(static_cast<int64_t>(s) * 1000); });
+
+  auto& k = c.collectives;
+  take(st, r.whole("CHORUS_CHUNK_BYTES"), k.chunk_bytes);
+  take(st, r.whole("CHORUS_SEGMENT_BYTES"), k.segment_bytes);
+  take(st, r.whole("CHORUS_SMALL_ALLREDUCE_BYTES"), k.small_bytes);
+  take(st, r.choice("CHORUS_REDUCE_KERNELS"), k.reduce_kernels);
+
+  auto& p = c.pipeline;
+  take(st, r.choice("CHORUS_NEGOTIATION"), p.negotiation);
+  take(st, r.choice("CHORUS_CONTROL_PLANE"), p.control_plane);
+  take(st, r.decimal("CHORUS_CYCLE_TIME_MS"), p.cycle_time, [](double ms) {
+    return std::chrono::microseconds(static_cast<int64_t>(std::llround(ms * 1000.0)));
+  });
+  take(st, r.flag("CHORUS_EARLY_START"), p.early_start);
+  take(st, r.flag("CHORUS_HOLD_WHEN_AHEAD"), p.hold_when_ahead);
+  take(st, r.whole("CHORUS_FUSION_THRESHOLD"), p.fusion_threshold);
+  take(st, r.whole("CHORUS_IN_PLACE_BYTES"), p.in_place_bytes);
+  auto secs = [](uint64_t s) { return std::chrono::seconds(static_cast<int64_t>(s)); };
+  take(st, r.whole("CHORUS_STALL_CHECK_TIME_SECONDS"), p.stall_check, secs);
+  take(st, r.whole("CHORUS_STALL_SHUTDOWN_TIME_SECONDS"), p.stall_shutdown, secs);
+  take(st, r.whole("CHORUS_SCHEDULER_THREADS"), p.scheduler_threads);
+  take(st, r.whole("CHORUS_START_WINDOW"), p.start_window);
+  take(st, r.whole("CHORUS_CHUNKS_IN_FLIGHT"), p.chunks_in_flight);
+
+  auto& m = c.telemetry;
+  take(st, r.text("CHORUS_METRICS_ADDR"), m.metrics_address);
+  take(st, r.whole("CHORUS_METRICS_PORT"), m.metrics_port);
+  take(st, r.text("CHORUS_TRACE"), m.trace_dir);
+  take(st, r.whole("CHORUS_TRACE_MAX_MB"), m.trace_max_mb);
+
+  take(st, r.choice("CHORUS_LOG_LEVEL"), c.log_level, [](const std::string& w) {
+    log::level l = log::level::warn;
+    parse_log_level(w, l);  // the reader already held it to the table's words
+    return l;
+  });
+  if (!st.ok()) return st;
+  return c;
+}
+
+result<config> read_config() { return read_config(cfg::process_lookup()); }
+
+}  // namespace chorus

@@ -1,0 +1,79 @@
+// The typed configuration of a rank, read once from the CHORUS_* environment (with HOROVOD_*
+// aliases) by read_config(). Every module takes its part of it; nothing else reads variables.
+// Plain values; copy freely. Defaults are those of the table (variables.hpp).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "runtime/config/reader.hpp"
+#include "runtime/core/log.hpp"
+#include "runtime/core/status.hpp"
+
+namespace chorus {
+
+/// The data plane (runtime/transport).
+struct transport_config {
+  int num_streams = 2;                                ///< CHORUS_NUM_STREAMS
+  int socket_buffer_bytes = 0;                        ///< CHORUS_SOCKET_BUFFER_BYTES; 0 = kernel autotuning
+  std::size_t shm_bytes = 2u << 20;                   ///< CHORUS_SHM_BYTES; 0 = TCP only
+  std::string host;                                   ///< CHORUS_HOST; empty: towards the rendezvous
+  std::string iface;                                  ///< CHORUS_IFACE; empty: not used
+  std::string host_id;                                ///< CHORUS_HOST_ID; empty: detected
+  std::chrono::milliseconds connect_timeout{60000};   ///< CHORUS_CONNECT_TIMEOUT_SECONDS
+  std::chrono::milliseconds peer_timeout{30000};      ///< CHORUS_PEER_TIMEOUT_SECONDS
+};
+
+/// The collectives (runtime/collectives).
+struct collectives_config {
+  std::size_t chunk_bytes = 4u << 20;      ///< CHORUS_CHUNK_BYTES
+  std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES
+  std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES
+  std::string reduce_kernels = "auto";     ///< CHORUS_REDUCE_KERNELS: auto|portable
+};
+
+/// The actor pipeline and its negotiation (actors/).
+struct pipeline_config {
+  std::string negotiation = "gossip";           ///< CHORUS_NEGOTIATION
+  std::string control_plane = "tcp";            ///< CHORUS_CONTROL_PLANE
+  std::chrono::microseconds cycle_time{1000};   ///< CHORUS_CYCLE_TIME_MS (HOROVOD_CYCLE_TIME)
+  bool early_start = false;                     ///< CHORUS_EARLY_START
+  bool hold_when_ahead = true;                  ///< CHORUS_HOLD_WHEN_AHEAD
+  std::size_t fusion_threshold = 64u << 20;     ///< CHORUS_FUSION_THRESHOLD (HOROVOD_FUSION_THRESHOLD)
+  std::size_t in_place_bytes = 1u << 20;        ///< CHORUS_IN_PLACE_BYTES
+  std::chrono::seconds stall_check{60};         ///< CHORUS_STALL_CHECK_TIME_SECONDS (HOROVOD_...)
+  std::chrono::seconds stall_shutdown{0};       ///< CHORUS_STALL_SHUTDOWN_TIME_SECONDS (HOROVOD_...)
+  int scheduler_threads = 1;                    ///< CHORUS_SCHEDULER_THREADS
+  std::size_t start_window = 16;                ///< CHORUS_START_WINDOW
+  std::size_t chunks_in_flight = 2;             ///< CHORUS_CHUNKS_IN_FLIGHT
+};
+
+/// Metrics and tracing (telemetry/).
+struct telemetry_config {
+  std::string metrics_address = "127.0.0.1";  ///< CHORUS_METRICS_ADDR
+  int metrics_port = 9400;                    ///< CHORUS_METRICS_PORT; 0 = metrics off
+  std::string trace_dir;                      ///< CHORUS_TRACE; empty = off
+  uint64_t trace_max_mb = 256;                ///< CHORUS_TRACE_MAX_MB; 0 = no bound
+};
+
+/// Everything read_config() reads. (Rank, size and rendezvous come from runtime/env.)
+struct config {
+  transport_config transport;
+  collectives_config collectives;
+  pipeline_config pipeline;
+  telemetry_config telemetry;
+  log::level log_level = log::level::warn;  ///< CHORUS_LOG_LEVEL
+};
+
+/// Reads every variable of the table owned by config through `get`; the first bad value is
+/// errc::config naming the variable, the value and what is allowed.
+result<config> read_config(const env_lookup& get);
+/// The same over the process environment.
+result<config> read_config();
+
+/// CHORUS_LOG_LEVEL's words to a level; nullopt-like false when `text` is not one of them.
+bool parse_log_level(std::string_view text, log::level& out);
+
+}  // namespace chorus

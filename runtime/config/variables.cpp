@@ -1,0 +1,145 @@
+// The variable table. Defaults here are the defaults of the typed configuration (config.hpp):
+// read_config() parses them with the same reader as a user's value.
+#include "runtime/config/variables.hpp"
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+
+namespace chorus::cfg {
+namespace {
+
+constexpr double KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
+constexpr double two_pow_34 = 16 * GiB;  // 16 GiB: fusion and in-place thresholds
+constexpr double two_pow_30 = GiB;
+
+// clang-format off
+constexpr std::array table{
+  // ---- data plane (transport) ----
+  variable{"CHORUS_NUM_STREAMS", "", kind::whole, "2", 1, 64, "",
+           "TCP connections (streams) to each peer", owner::config, "connections"},
+  variable{"CHORUS_SOCKET_BUFFER_BYTES", "", kind::whole, "0", 0, GiB, "",
+           "SO_SNDBUF / SO_RCVBUF of every stream; 0 keeps the kernel's autotuning", owner::config, "bytes"},
+  variable{"CHORUS_SHM_BYTES", "", kind::whole, "2097152", 0, GiB, "",
+           "shared-memory ring per stream and direction to each rank on the same host; 0 = TCP only",
+           owner::config, "bytes"},
+  variable{"CHORUS_HOST", "", kind::text, "", 0, 0, "an address",
+           "address this rank listens on for data; empty: the address towards the rendezvous", owner::config, ""},
+  variable{"CHORUS_IFACE", "", kind::text, "", 0, 0, "a network interface name",
+           "interface whose address this rank listens on, like GLOO_SOCKET_IFNAME", owner::config, ""},
+  variable{"CHORUS_HOST_ID", "", kind::text, "", 0, 0, "any text",
+           "overrides host identity used to decide which ranks share memory", owner::config, ""},
+  variable{"CHORUS_CONNECT_TIMEOUT_SECONDS", "", kind::decimal, "60", 0.001, 86400, "",
+           "building the data plane's mesh and the control plane's connections", owner::config, "seconds"},
+  variable{"CHORUS_PEER_TIMEOUT_SECONDS", "", kind::whole, "30", 1, 86400, "",
+           "a peer silent this long is declared lost", owner::config, "seconds"},
+  // ---- collectives ----
+  variable{"CHORUS_CHUNK_BYTES", "", kind::whole, "4194304", 1024, 64 * MiB, "",
+           "a buffer is cut into chunks of this size, spread over the streams", owner::config, "bytes"},
+  variable{"CHORUS_SEGMENT_BYTES", "", kind::whole, "524288", 1024, 64 * MiB, "",
+           "pipelining unit inside a chunk's ring steps", owner::config, "bytes"},
+  variable{"CHORUS_SMALL_ALLREDUCE_BYTES", "", kind::whole, "65536", 0, 64 * MiB, "",
+           "allreduces up to this size use recursive doubling (latency)", owner::config, "bytes"},
+  variable{"CHORUS_REDUCE_KERNELS", "", kind::choice, "auto", 0, 0, "auto|portable",
+           "reduction loops: auto picks AVX2+F16C where the CPU has them; portable forces the baseline",
+           owner::config, ""},
+  // ---- pipeline and negotiation ----
+  variable{"CHORUS_NEGOTIATION", "", kind::choice, "gossip", 0, 0, "gossip|central",
+           "negotiation strategy: gossip (no root) or central (rank 0 decides)", owner::config, ""},
+  variable{"CHORUS_CONTROL_PLANE", "", kind::choice, "tcp", 0, 0, "tcp|caf",
+           "what carries the negotiators' gossip: tcp (the data plane's control link) or caf (CAF remote actors, slower)",
+           owner::config, ""},
+  variable{"CHORUS_CYCLE_TIME_MS", "HOROVOD_CYCLE_TIME", kind::decimal, "1", 0, 60000, "",
+           "least time between a rank's cycle starts", owner::config, "milliseconds"},
+  variable{"CHORUS_EARLY_START", "", kind::choice, "0", 0, 0, "0|1",
+           "1: a rank that caught up with what its peers wait for starts a cycle at once", owner::config, ""},
+  variable{"CHORUS_HOLD_WHEN_AHEAD", "", kind::choice, "1", 0, 0, "0|1",
+           "1: a rank ahead of its peers starts no cycle for new tensors; it joins the peers' next cycle",
+           owner::config, ""},
+  variable{"CHORUS_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", kind::whole, "67108864", 0, two_pow_34, "",
+           "largest fused bucket", owner::config, "bytes"},
+  variable{"CHORUS_IN_PLACE_BYTES", "", kind::whole, "1048576", 0, two_pow_34, "",
+           "allreduce tensors at least this large are reduced in place, not fused; 0 = fuse everything",
+           owner::config, "bytes"},
+  variable{"CHORUS_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_CHECK_TIME_SECONDS", kind::whole, "60", 0, two_pow_30,
+           "", "warn about tensors some ranks have not submitted after this long; 0 = off", owner::config, "seconds"},
+  variable{"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", kind::whole, "0", 0,
+           two_pow_30, "", "stop the job when a tensor stalls this long; 0 = off", owner::config, "seconds"},
+  variable{"CHORUS_SCHEDULER_THREADS", "", kind::whole, "1", 1, 256, "",
+           "CAF worker threads of the actor pipeline", owner::config, "threads"},
+  variable{"CHORUS_START_WINDOW", "", kind::whole, "16", 1, 1 << 20, "",
+           "how far (in chunks) a rank may start ahead of its oldest unfinished chunk", owner::config, "chunks"},
+  variable{"CHORUS_CHUNKS_IN_FLIGHT", "", kind::whole, "2", 1, 1024, "",
+           "chunks one sender runs at once", owner::config, "chunks"},
+  // ---- telemetry and logging ----
+  variable{"CHORUS_METRICS_ADDR", "", kind::text, "127.0.0.1", 0, 0, "an address",
+           "address the Prometheus endpoint listens on", owner::config, ""},
+  variable{"CHORUS_METRICS_PORT", "", kind::whole, "9400", 0, 65535, "",
+           "base port of the Prometheus endpoint; local rank r serves on base + r; 0 = metrics off",
+           owner::config, "port"},
+  variable{"CHORUS_TRACE", "", kind::text, "", 0, 0, "a directory",
+           "record a trace to <dir>/rank-<r>.trace; empty = off", owner::config, ""},
+  variable{"CHORUS_TRACE_MAX_MB", "", kind::whole, "256", 0, double(uint64_t{1} << 40), "",
+           "bound on each trace file; 0 = no bound", owner::config, "MiB"},
+  variable{"CHORUS_LOG_LEVEL", "", kind::choice, "warn", 0, 0, "error|warn|info|debug|trace",
+           "log level", owner::config, ""},
+  // ---- launcher: who this process is (runtime/env/process_env.cpp) ----
+  variable{"CHORUS_RANK", "", kind::whole, "", 0, 2147483647, "",
+           "this process's rank (else torchrun, Open MPI, PMI or Slurm variables)", owner::launcher, ""},
+  variable{"CHORUS_SIZE", "", kind::whole, "", 1, 2147483647, "",
+           "number of ranks in the job", owner::launcher, ""},
+  variable{"CHORUS_LOCAL_RANK", "", kind::whole, "", 0, 2147483647, "",
+           "rank among the processes on this host", owner::launcher, ""},
+  variable{"CHORUS_LOCAL_SIZE", "", kind::whole, "", 1, 2147483647, "",
+           "processes of this job on this host", owner::launcher, ""},
+  variable{"CHORUS_RENDEZVOUS", "", kind::text, "", 0, 0, "host:port",
+           "where rank 0 serves the rendezvous store (else MASTER_ADDR and MASTER_PORT + 1)", owner::launcher, ""},
+  variable{"CHORUS_JOB_SECRET", "", kind::text, "", 0, 0, "an even number of hex digits",
+           "shared secret that authenticates every connection (chorusrun sets a fresh one)", owner::launcher, ""},
+  variable{"CHORUS_JOB_ID", "", kind::text, "", 0, 0, "a hex number of at most 16 digits",
+           "job identity in every handshake; unset: a hash of the rendezvous address", owner::launcher, ""},
+  variable{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "", kind::decimal, "60", 0.001, 1e9, "",
+           "waiting for every rank at the rendezvous", owner::launcher, "seconds"},
+  // ---- Python ----
+  variable{"CHORUS_BUCKET_BYTES", "", kind::whole, "1048576", 0, two_pow_34, "",
+           "chorus.torch's DistributedOptimizer: size of its gradient buckets; 0 = one operation per gradient",
+           owner::python, "bytes"},
+};
+// clang-format on
+
+}  // namespace
+
+std::span<const variable> variables() { return table; }
+
+std::string number_text(double x) {
+  char buf[64];
+  if (x == std::floor(x) && std::fabs(x) < 1e15)
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+  else
+    std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+const variable* find(std::string_view name) {
+  for (const auto& v : table)
+    if (v.name == name || (!v.alias.empty() && v.alias == name)) return &v;
+  return nullptr;
+}
+
+std::string allowed(const variable& v) {
+  switch (v.type) {
+    case kind::whole:
+      return "a whole number in [" + number_text(v.min) + ", " + number_text(v.max) + "]";
+    case kind::decimal:
+      return "a number in [" + number_text(v.min) + ", " + number_text(v.max) + "]";
+    case kind::choice: {
+      std::string out = "one of ";
+      for (char c : v.choices) out += c == '|' ? std::string(", ") : std::string(1, c);
+      return out;
+    }
+    case kind::text: return std::string(v.choices.empty() ? std::string_view("any text") : v.choices);
+  }
+  return "?";
+}
+
+}  // namespace chorus::cfg
