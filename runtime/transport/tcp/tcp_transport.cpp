@@ -6,6 +6,8 @@
 #include <future>
 
 #include "runtime/core/log.hpp"
+#include "runtime/env/host_settings.hpp"
+#include "runtime/transport/tcp/iface.hpp"
 #include "runtime/transport/shm/lanes.hpp"
 
 namespace chorus::tcp {
@@ -40,7 +42,13 @@ result<tcp_options> tcp_options::from_env() {
   auto m = env_number("CHORUS_SHM_BYTES", static_cast<long>(o.shm_bytes), 0, 1l << 30);
   if (!m) return m.error();
   o.shm_bytes = static_cast<std::size_t>(*m);
-  if (const char* h = std::getenv("CHORUS_HOST"); h && *h) o.bind_host = h;
+  auto hs = read_host_settings();
+  o.bind_host = hs.bind_host;
+  if (o.bind_host.empty() && !hs.iface.empty()) {
+    auto addr = interface_address(hs.iface);
+    if (!addr) return addr.error();
+    o.bind_host = *addr;
+  }
   return o;
 }
 
@@ -75,7 +83,7 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   t->acceptor_ = std::make_unique<acceptor>(std::move(*listener), cfg);
 
   // 2. Publish our endpoint and learn everybody's.
-  std::string me = host + ":" + std::to_string(port);
+  std::string me = endpoint{host, port}.to_string();
   auto st = rdv.publish("data/" + std::to_string(env.rank), me);
   if (!st.ok()) return st;
   auto eps = rdv.gather("data/", opts.connect_timeout);

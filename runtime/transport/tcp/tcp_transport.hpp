@@ -37,7 +37,9 @@ struct tcp_options {
   std::size_t shm_bytes = 2u << 20;
   uint32_t max_payload = 64u << 20;         ///< frames announcing more are refused
   std::chrono::milliseconds connect_timeout{60000};  ///< CHORUS_CONNECT_TIMEOUT_SECONDS
-  std::string bind_host;                    ///< CHORUS_HOST; empty: the address towards the rendezvous
+  /// CHORUS_HOST, else CHORUS_IFACE's address (IPv4, else global IPv6); empty: the address
+  /// towards the rendezvous.
+  std::string bind_host;
   /// Defaults overridden by the CHORUS_* variables above; errors name the variable.
   static result<tcp_options> from_env();
 };

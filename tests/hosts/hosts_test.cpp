@@ -1,0 +1,107 @@
+// Jobs across emulated hosts (bench/hosts/hosts.sh: network namespaces with their own /dev/shm,
+// shaped links): chorusrun -H with the namespace launcher. Skips, saying why, where the machine
+// cannot build hosts (not root, no ip netns, no htb). Every run is `hosts.sh run` (its trap
+// removes the namespaces, also on failure or timeout) under `timeout`, a hard bound.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <regex>
+#include <set>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+struct run_result {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+run_result run(const std::string& command) {
+  run_result r;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  int st = ::pclose(p);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+const std::string hosts_sh = CHORUS_HOSTS_SH_PATH;
+
+// `inner` (a sh script) runs inside two fresh hosts with $HOSTS (e.g. "10.77.0.1:2,10.77.0.2:2")
+// and $LAUNCH set; the whole run is bounded by `limit_s` seconds.
+run_result on_two_hosts(const std::string& inner, int ranks_per_host, int limit_s = 150) {
+  char path[] = "/tmp/chorus-hosts-test-XXXXXX";
+  int fd = ::mkstemp(path);
+  if (fd < 0) return {};
+  std::string per = std::to_string(ranks_per_host);
+  std::string script = "HOSTS=$(echo $CHORUS_HOSTS_ADDRS | sed 's/,/:" + per + ",/g'):" + per + "\nLAUNCH='" +
+                       hosts_sh + " exec {host}'\n" + inner + "\n";
+  bool ok = ::write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size());
+  ::close(fd);
+  run_result r;
+  if (ok) r = run("timeout -s TERM -k 10 " + std::to_string(limit_s) + " " + hosts_sh + " run 2 -- sh " + path);
+  ::unlink(path);
+  return r;
+}
+
+class hosts_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto check = run(hosts_sh + " check");
+    if (check.exit_code != 0) GTEST_SKIP() << "emulated hosts unavailable: " << check.out;
+  }
+};
+
+}  // namespace
+
+TEST_F(hosts_test, collectives_are_exact_with_lanes_inside_hosts_only) {
+  auto r = on_two_hosts(std::string("exec ") + CHORUSRUN_PATH + " -np 4 -H $HOSTS --launcher \"$LAUNCH\" --timeout 120 -- " +
+                            CHORUS_TESTRANK_PATH + " collectives",
+                        2);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  // Each rank shares a host with exactly one other rank: its S streams to that rank have rings,
+  // none of the 2S to the other host's ranks does.
+  std::regex line(R"(testrank: collectives exact on rank (\d) of 4, (\d+) streams, (\d+) through shared memory)");
+  std::set<int> ranks;
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it) {
+    ranks.insert(std::stoi((*it)[1]));
+    EXPECT_EQ(std::stoi((*it)[3]), std::stoi((*it)[2])) << "rank " << (*it)[1] << ":\n" << r.out;
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3})) << r.out;
+}
+
+TEST_F(hosts_test, ranks_see_their_host_numbering_and_a_private_dev_shm) {
+  auto r = on_two_hosts(std::string("exec ") + CHORUSRUN_PATH + " -np 4 -H $HOSTS --launcher \"$LAUNCH\" --timeout 60 -- " +
+                            "sh -c 'echo vars $HOROVOD_RANK $HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE "
+                            "$HOROVOD_CROSS_RANK $HOROVOD_CROSS_SIZE $HOROVOD_HOSTNAME $(stat -c %d /dev/shm) "
+                            "${#CHORUS_JOB_SECRET} $CHORUS_RENDEZVOUS'",
+                        2);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::regex line(R"(\[(\d)\] vars (\d) (\d) 2 (\d) 2 (\S+) (\d+) 64 10\.77\.0\.1:\d+)");
+  std::string shm_of_host[2];
+  int seen = 0;
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it, ++seen) {
+    int rank = std::stoi((*it)[1]);
+    EXPECT_EQ(std::stoi((*it)[2]), rank);
+    EXPECT_EQ(std::stoi((*it)[3]), rank % 2);
+    EXPECT_EQ(std::stoi((*it)[4]), rank / 2);
+    EXPECT_EQ((*it)[5], "10.77.0." + std::to_string(rank / 2 + 1));
+    auto& shm = shm_of_host[rank / 2];
+    if (shm.empty()) shm = (*it)[6];
+    EXPECT_EQ(shm, (*it)[6]) << "ranks on one host see one /dev/shm";
+  }
+  EXPECT_EQ(seen, 4) << r.out;
+  EXPECT_NE(shm_of_host[0], shm_of_host[1]) << r.out;
+}
+
+TEST_F(hosts_test, a_failing_rank_stops_the_job_naming_rank_and_host) {
+  auto r = on_two_hosts(std::string("exec ") + CHORUSRUN_PATH + " -np 2 -H $HOSTS --launcher \"$LAUNCH\" --timeout 60 -- " +
+                            "sh -c '[ $CHORUS_RANK = 1 ] && exit 7; sleep 50'",
+                        1, 90);
+  EXPECT_EQ(r.exit_code, 7) << r.out;
+  EXPECT_NE(r.out.find("rank 1 on host 10.77.0.2 exited with status 7"), std::string::npos) << r.out;
+}
