@@ -65,13 +65,18 @@ TEST_F(hosts_test, collectives_are_exact_with_lanes_inside_hosts_only) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   // Each rank shares a host with exactly one other rank: its S streams to that rank have rings,
   // none of the 2S to the other host's ranks does.
-  std::regex line(R"(testrank: collectives exact on rank (\d) of 4, (\d+) streams, (\d+) through shared memory)");
+  // Frames went through the rings, and no rank tried a ring to the other host (a rank that
+  // did would log that it cannot open the segment, then fall back to TCP).
+  std::regex line(
+      R"(testrank: collectives exact on rank (\d) of 4, (\d+) streams, (\d+) through shared memory \(frames (\d+))");
   std::set<int> ranks;
   for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it) {
     ranks.insert(std::stoi((*it)[1]));
     EXPECT_EQ(std::stoi((*it)[3]), std::stoi((*it)[2])) << "rank " << (*it)[1] << ":\n" << r.out;
+    EXPECT_GT(std::stoll((*it)[4]), 0) << "rank " << (*it)[1] << ":\n" << r.out;
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3})) << r.out;
+  EXPECT_EQ(r.out.find("cannot open shared-memory segment"), std::string::npos) << r.out;
 }
 
 TEST_F(hosts_test, ranks_see_their_host_numbering_and_a_private_dev_shm) {
