@@ -36,4 +36,13 @@ std::string host_identity(const host_settings& s) {
   return boot + "/" + name + "/shm=" + shm;
 }
 
+status require_secret_across_hosts(const process_env& env) {
+  if (!env.job_secret.empty() || env.local_assumed || env.local_size >= env.size) return {};
+  return status{errc::config,
+                "rank " + std::to_string(env.rank) + ": the job spans hosts (local size " + std::to_string(env.local_size) +
+                    " of " + std::to_string(env.size) +
+                    " ranks) and CHORUS_JOB_SECRET is not set; export the same secret on every host, e.g. "
+                    "CHORUS_JOB_SECRET=$(openssl rand -hex 32) (chorusrun sets one)"};
+}
+
 }  // namespace chorus

@@ -27,4 +27,8 @@ host_settings read_host_settings();
 /// are equal may try a shared-memory ring.
 std::string host_identity(const host_settings& s);
 
+/// A job whose ranks span hosts (local_size < size, from a launcher's variables) must have a
+/// job secret: errc::config saying how to set one. One host, or one rank: ok.
+status require_secret_across_hosts(const process_env& env);
+
 }  // namespace chorus

@@ -73,3 +73,21 @@ TEST(endpoints, ipv6_round_trips_and_connects) {
   EXPECT_EQ(tcp::local_address_towards("::1"), "::1");
   EXPECT_EQ(tcp::peer_name(c->get()), "[::1]:" + std::to_string(port));
 }
+
+TEST(host_settings, a_job_across_hosts_needs_a_secret) {
+  process_env env;
+  env.size = 4;
+  env.local_size = 2;
+  env.rank = 3;
+  auto st = require_secret_across_hosts(env);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("CHORUS_JOB_SECRET"), std::string::npos) << st.message();
+  env.job_secret = "k";
+  EXPECT_TRUE(require_secret_across_hosts(env).ok());
+  env.job_secret.clear();
+  env.local_size = 4;  // one host
+  EXPECT_TRUE(require_secret_across_hosts(env).ok());
+  env.local_size = 1;
+  env.local_assumed = true;  // no launcher said otherwise: one host assumed
+  EXPECT_TRUE(require_secret_across_hosts(env).ok());
+}

@@ -67,6 +67,7 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   // Streams 0..S-1 carry data; one more connection per peer is the control link.
   const int control_stream = opts.num_streams;
   handshake_config cfg{env.job_id, env.job_secret, env.rank, env.size, opts.num_streams + 1};
+  if (auto st = require_secret_across_hosts(env); !st.ok()) return st;
   if (cfg.secret.empty()) {
     if (env.size > 1)
       CHORUS_LOG(warn, "tcp", "CHORUS_JOB_SECRET is not set: connections use a well-known default secret; "
