@@ -110,3 +110,25 @@ TEST_F(hosts_test, a_failing_rank_stops_the_job_naming_rank_and_host) {
   EXPECT_EQ(r.exit_code, 7) << r.out;
   EXPECT_NE(r.out.find("rank 1 on host 10.77.0.2 exited with status 7"), std::string::npos) << r.out;
 }
+
+TEST_F(hosts_test, shaping_has_a_capped_class_per_bucket_and_the_asked_slow_fraction) {
+  char path[] = "/tmp/chorus-hosts-tc-XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::string script = "tc -n ${CHORUS_HOSTS_TAG}1 class show dev eth0\ntc -n ${CHORUS_HOSTS_TAG}sw class show dev p1\n";
+  ASSERT_EQ(::write(fd, script.data(), script.size()), static_cast<ssize_t>(script.size()));
+  ::close(fd);
+  auto r = run("timeout -s TERM -k 10 60 " + hosts_sh + " run 2 --slow-fraction 0.25 -- sh " + path);
+  ::unlink(path);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  // Both directions of host 1's link: 64 buckets each, 16 of them slow, under a 4 Gbit/s link.
+  std::regex fast(R"(class htb 1:[0-9a-f]+ parent 1:1 (leaf \S+ )?prio \d+ rate \S+ ceil 1Gbit)");
+  std::regex slow(R"(class htb 1:[0-9a-f]+ parent 1:1 (leaf \S+ )?prio \d+ rate \S+ ceil 250Mbit)");
+  std::regex link(R"(class htb 1:1 root rate 4Gbit ceil 4Gbit)");
+  auto count = [&](const std::regex& re) {
+    return std::distance(std::sregex_iterator(r.out.begin(), r.out.end(), re), std::sregex_iterator());
+  };
+  EXPECT_EQ(count(fast), 2 * 48) << r.out;
+  EXPECT_EQ(count(slow), 2 * 16) << r.out;
+  EXPECT_EQ(count(link), 2) << r.out;
+}
