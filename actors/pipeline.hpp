@@ -1,4 +1,4 @@
-// The actor pipeline of one rank (shared/DESIGN.md §1): boots a CAF actor system, spawns the
+// The actor pipeline of one rank (docs/design.md, section 2): boots a CAF actor system, spawns the
 // producer, negotiator, fusion, one sender per stream and completion, connects this rank's
 // negotiator to every peer's (the control plane: the data plane's control link, or CAF's I/O
 // layer) and hands enqueued operations to them. Bulk bytes go through the communicator's data plane, never through CAF.

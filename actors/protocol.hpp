@@ -1,4 +1,4 @@
-// The whole message protocol of the actor pipeline, in one place (shared/DESIGN.md §1):
+// The whole message protocol of the actor pipeline, in one place (docs/design.md, section 2):
 //   API ─op_enqueued (ops_enqueued)─▶ producer ─tensor_ready─▶ negotiator ◀─gossip_bytes─▶ peers
 //   negotiator ─batch_agreed─▶ fusion ─bucket_planned─▶ completion, ─chunk_work─▶ senders
 //   runner ─chunk_ran─▶ sender ─chunk_done─▶ completion ─window_moved─▶ fusion

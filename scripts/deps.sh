@@ -1,5 +1,5 @@
 # Sourced by chorus.sh: installs the Debian packages Chorus needs when they are missing.
-# Everything comes from Debian 12's registry (see ../shared/TOOLCHAIN.md in the team docs).
+# Everything comes from Debian 12's registry (apt-get); nothing is installed by hand.
 CHORUS_DEB_PACKAGES=(
   build-essential cmake pkg-config
   libcaf-dev libasio-dev libssl-dev

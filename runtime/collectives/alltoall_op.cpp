@@ -64,7 +64,7 @@ status alltoall_op::check(int peer, const wire::frame_header& h) const {
   if (peer < 0 || peer >= size_ || peer == rank_) return bad_frame(peer, h, "not a peer of this alltoall");
   const std::size_t want = recv_[static_cast<std::size_t>(peer)].length;
   const std::string expected = "expected a block of " + std::to_string(want) + " bytes";
-  if (h.step > last_step || h.offset % segment_bytes_ != 0 || h.offset + h.length > want)
+  if (h.step > last_step || h.offset % segment_bytes_ != 0 || !range_inside(h.offset, h.length, 0, want))
     return bad_frame(peer, h, expected);
   bool last = h.step == last_step;
   if (last ? h.offset + h.length != want : h.length != segment_bytes_ || h.offset + h.length >= want)

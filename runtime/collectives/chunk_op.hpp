@@ -14,6 +14,12 @@
 
 namespace chorus {
 
+/// Whether [offset, offset + length) lies inside [lo, hi), computed without overflow: offset and
+/// length come from a peer's frame header, and a sum near 2^64 would wrap and pass a naive check.
+inline bool range_inside(uint64_t offset, uint64_t length, uint64_t lo, uint64_t hi) {
+  return lo <= hi && offset >= lo && offset <= hi && length <= hi - offset;
+}
+
 class chunk_op {
  public:
   chunk_op(uint64_t sequence, int stream) : sequence_(sequence), stream_(stream) {}

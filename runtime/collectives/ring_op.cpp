@@ -51,7 +51,7 @@ status ring_op::check(int peer, const wire::frame_header& h) const {
   if (peer != left_) return bad_frame(peer, h, "expected frames from rank " + std::to_string(left_) + " only");
   if (h.step >= steps_.size()) return bad_frame(peer, h, "no such step");
   const auto& b = blocks_[steps_[h.step].recv_block];
-  if (h.offset < b.offset || h.offset + h.length > b.offset + b.length || (h.offset - b.offset) % segment_bytes_ != 0)
+  if (!range_inside(h.offset, h.length, b.offset, b.offset + b.length) || (h.offset - b.offset) % segment_bytes_ != 0)
     return bad_frame(peer, h, "outside block [" + std::to_string(b.offset) + ", " +
                                   std::to_string(b.offset + b.length) + ")");
   std::size_t want = std::min(segment_bytes_, b.offset + b.length - h.offset);

@@ -1,4 +1,4 @@
-// gossip_negotiator: negotiation without a root (shared/DESIGN.md §1). One instance per rank;
+// gossip_negotiator: negotiation without a root (docs/design.md, section 3). One instance per rank;
 // it sends and receives message_kind::gossip messages only.
 //
 // Protocol, for N ranks and L = ceil(log2 N) rounds:

@@ -1,4 +1,4 @@
-// Every Prometheus metric Chorus exposes, in one place (shared/DESIGN.md §2). Names follow
+// Every Prometheus metric Chorus exposes, in one place (docs/metrics.md). Names follow
 // chorus_<subsystem>_<quantity>_<unit>; counters end in _total; times are in seconds, sizes
 // in bytes. Every series carries `rank`; stream series also carry `stream` (0 .. streams-1).
 // The Grafana dashboard (telemetry/grafana/chorus.json) queries these names, and a test checks
