@@ -10,7 +10,11 @@
 #   hosts.sh run H [up options] -- cmd...   up, run cmd (CHORUS_HOSTS_ADDRS set), down on exit
 #   hosts.sh addrs | status       the hosts' addresses (comma separated) | what is up
 #   hosts.sh check                exit 0 when this machine can build hosts, else say why (exit 77)
-# Rates use tc's units (4gbit, 250mbit). Host i has address 10.77.0.<i+1>/24.
+# Rates use tc's units (4gbit, 250mbit). Host i has address 10.77.0.<i+1>/24, reachable only
+# from the namespaces made here. The initial network namespace is never changed; the initial
+# mount namespace gets one private bind mount of the state dir (it holds the hosts' mount
+# namespaces), removed by `down`. Only one harness is up at a time (flock on $state_root/lock,
+# held for the whole of `run`; `up` refuses while another's state exists).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/shape.sh"
@@ -198,5 +202,5 @@ case "$what" in
   addrs) cmd_addrs ;;
   status) load_active; echo "$tag"; cat "$dir/hosts" "$dir/shaping" ;;
   check) why="$(cannot_build)"; [ -z "$why" ] || { echo "cannot build emulated hosts: $why"; exit 77; } ;;
-  *) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -49,8 +49,7 @@ result<host_slots> parse_entry(std::string_view entry) {
     hs.host = std::string(entry.substr(0, colon));
     rest = colon == std::string_view::npos ? std::string_view{} : entry.substr(colon);
   }
-  if (!valid_host(hs.host) && !(entry.front() == '[' && !hs.host.empty()))
-    return list_error(where + ": bad host name");
+  if (!valid_host(hs.host)) return list_error(where + ": bad host name");
   if (!rest.empty()) {
     auto n = parse_slots(rest.substr(1), where);
     if (!n) return n.error();
