@@ -33,6 +33,8 @@ cannot_build() {
   command -v tc >/dev/null || { echo "no 'tc' (iproute2)"; return; }
   command -v nsenter >/dev/null && command -v unshare >/dev/null && command -v flock >/dev/null ||
     { echo "no nsenter/unshare/flock (util-linux)"; return; }
+  unshare --mount --propagation private sh -c 'mount -t tmpfs chorus-probe /mnt' 2>/dev/null ||
+    { echo "cannot make a mount namespace with its own tmpfs (unshare --mount)"; return; }
   local probe="chorus-hprobe$$"
   if ! ip netns add "$probe" 2>/dev/null; then echo "cannot create a network namespace"; return; fi
   local why=""
