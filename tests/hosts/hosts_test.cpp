@@ -132,3 +132,18 @@ TEST_F(hosts_test, shaping_has_a_capped_class_per_bucket_and_the_asked_slow_frac
   EXPECT_EQ(count(slow), 2 * 16) << r.out;
   EXPECT_EQ(count(link), 2) << r.out;
 }
+
+TEST_F(hosts_test, per_node_mode_one_chorusrun_on_each_host) {
+  // As a scheduler would: the same secret exported on both nodes, one chorusrun per node.
+  std::string run_node = std::string(CHORUSRUN_PATH) + " --nnodes 2 --rendezvous 10.77.0.1:29611 -np 2 --timeout 90";
+  auto r = on_two_hosts("export CHORUS_JOB_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')\n" + hosts_sh +
+                            " exec 0 " + run_node + " --node-rank 0 -- " + CHORUS_TESTRANK_PATH + " collectives &\n" +
+                            hosts_sh + " exec 1 " + run_node + " --node-rank 1 -- " + CHORUS_TESTRANK_PATH +
+                            " collectives\nb=$?\nwait $!\na=$?\nexit $((a + b))",
+                        2);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string want = "[" + std::to_string(rank) + "] testrank: collectives exact on rank " + std::to_string(rank) + " of 4";
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+}
