@@ -24,6 +24,7 @@ enum class frame_kind : uint16_t {
   /// a data frame whose `length` payload bytes are not on the stream but in the stream's
   /// shared-memory ring (transport/shm/ring.hpp), at the ring's next place
   shm_data = 5,
+  heartbeat = 6,  ///< control link only: "this rank's runtime is alive"; no payload
   hello = 16,     ///< handshake 1: client's rank, stream and nonce
   challenge = 17, ///< handshake 2: server's nonce and proof of the secret
   proof = 18,     ///< handshake 3: client's proof of the secret

@@ -104,18 +104,19 @@ class local_job {
     return false;
   }
 
-  /// Waits for every rank up to `timeout`, then kills the rest (SIGKILL) and marks them timed out.
-  std::vector<rank_result> wait(std::chrono::milliseconds timeout) {
+  /// Waits for every rank but `except` up to `timeout`, then kills the rest (SIGKILL, `except`
+  /// too) and marks those timed out (`except` is only killed, e.g. a rank a test froze).
+  std::vector<rank_result> wait(std::chrono::milliseconds timeout, int except = -1) {
     auto end = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       bool all = true;
-      for (auto& r : results_) all &= reaped(r);
+      for (auto& r : results_) all &= reaped(r) || r.rank == except;
       if (all || std::chrono::steady_clock::now() >= end) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     for (auto& r : results_) {
       if (!reaped(r)) {
-        r.timed_out = true;
+        r.timed_out = r.rank != except;
         ::kill(r.pid, SIGKILL);
         int st = 0;
         ::waitpid(r.pid, &st, 0);

@@ -67,6 +67,51 @@ TEST_P(pipeline_failure, every_pending_op_on_every_survivor_names_the_killed_ran
   }
 }
 
+// A rank frozen with SIGSTOP (alive to the kernel, which still acknowledges its bytes, but its
+// runtime silent) is declared lost by its heartbeats' absence: every pending op on every other
+// rank ends within CHORUS_PEER_TIMEOUT_SECONDS + 5 s, naming it.
+class frozen_rank : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(frozen_rank, every_pending_op_names_it_within_the_peer_timeout) {
+  auto [size, victim] = GetParam();
+  local_job job(size, {CHORUS_TESTRANK_PATH, "pipeline-kill-loop", "90"},
+                {{"CHORUS_NUM_STREAMS", "2"}, {"CHORUS_PEER_TIMEOUT_SECONDS", "2"}});
+  if (!job.wait_for_output(victim, "iteration 3", std::chrono::seconds(40))) {
+    for (int r = 0; r < size; ++r) ADD_FAILURE() << "no iteration 3 before the freeze; rank " << r << ":\n" << job.output(r);
+    return;
+  }
+  auto frozen_at = std::chrono::steady_clock::now();
+  job.kill(victim, SIGSTOP);
+  auto results = job.wait(std::chrono::seconds(7), victim);  // the victim is SIGKILLed afterwards
+  auto elapsed = std::chrono::steady_clock::now() - frozen_at;
+  EXPECT_LT(elapsed, std::chrono::seconds(7));
+  const std::set<int> want = {victim};
+  for (auto& r : results) {
+    if (r.rank == victim) continue;
+    EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung after rank " << victim << " froze:\n" << r.output;
+    EXPECT_TRUE(r.exited && r.exit_code == 3) << "rank " << r.rank << ":\n" << r.output;
+    EXPECT_NE(r.output.find("ops hung: 0"), std::string::npos) << "rank " << r.rank << ":\n" << r.output;
+    int op_errors = 0;
+    std::istringstream lines(r.output);
+    for (std::string line; std::getline(lines, line);) {
+      if (!starts_with(line, "op error: ")) continue;
+      ++op_errors;
+      EXPECT_EQ(named_ranks(line, r.rank), want) << "rank " << r.rank << ":\n  " << line;
+      EXPECT_NE(line.find("('kill."), std::string::npos) << "no tensor named:\n  " << line;
+    }
+    EXPECT_GE(op_errors, 1) << "rank " << r.rank << " reported no pending op:\n" << r.output;
+    EXPECT_NE(r.output.find("rank " + std::to_string(victim) + " sent nothing"), std::string::npos)
+        << "rank " << r.rank << ":\n" << r.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(freezes, frozen_rank,
+                         ::testing::Values(std::make_tuple(2, 1), std::make_tuple(3, 0)),
+                         [](const auto& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_freeze" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
 INSTANTIATE_TEST_SUITE_P(kills, pipeline_failure,
                          ::testing::Values(std::make_tuple(3, 1, -1), std::make_tuple(3, 0, -1),
                                            std::make_tuple(3, 2, -1), std::make_tuple(4, 1, -1),

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace chorus::tcp {
@@ -85,13 +86,13 @@ struct inbox {
 struct two_links {
   std::unique_ptr<control_link> a, b;  // rank 0, rank 1
   inbox in_a, in_b;
-  two_links() {
+  explicit two_links(std::chrono::milliseconds peer_timeout = {}) {
     auto [x, y] = tcp_pair();
     std::vector<unique_fd> fa(2), fb(2);
     fa[1] = std::move(x);
     fb[0] = std::move(y);
-    a = std::make_unique<control_link>(0, std::move(fa), limits());
-    b = std::make_unique<control_link>(1, std::move(fb), limits());
+    a = std::make_unique<control_link>(0, std::move(fa), limits(), peer_timeout);
+    b = std::make_unique<control_link>(1, std::move(fb), limits(), peer_timeout);
   }
 };
 
@@ -194,6 +195,41 @@ TEST(ControlLink, APeerThatDiesWithoutAGoodbyeIsReportedByRank) {
   EXPECT_NE(in.closes[0].why.message().find("rank 3"), std::string::npos) << in.closes[0].why.message();
   EXPECT_NE(in.closes[0].why.message().find("without a goodbye"), std::string::npos);
   EXPECT_FALSE(link.send(3, 1, -1, bytes_of(1, 1)));
+}
+
+TEST(ControlLink, HeartbeatsKeepAnIdlePeerAliveLongPastTheTimeout) {
+  two_links j(300ms);
+  j.a->start(j.in_a.handlers());
+  j.b->start(j.in_b.handlers());
+  std::this_thread::sleep_for(1500ms);  // five timeouts without a single message
+  {
+    std::lock_guard lk(j.in_a.mu);
+    EXPECT_TRUE(j.in_a.closes.empty()) << j.in_a.closes[0].why.message();
+  }
+  ASSERT_TRUE(j.a->send(1, 2, 0, bytes_of(3, 3)));
+  ASSERT_TRUE(j.in_b.wait_messages(1));
+  EXPECT_TRUE(j.in_b.messages.size() == 1 && j.in_b.messages[0].data == bytes_of(3, 3));  // heartbeats are not messages
+  std::lock_guard lk(j.in_b.mu);
+  EXPECT_TRUE(j.in_b.closes.empty());
+}
+
+TEST(ControlLink, AFrozenPeerIsDeclaredLostWithinTheTimeoutNamingIt) {
+  // Rank 1's link exists but its thread never runs: like a stopped process whose kernel still
+  // acknowledges bytes, it keeps the connection open and says nothing.
+  two_links j(400ms);
+  auto t0 = clock::now();
+  j.a->start(j.in_a.handlers());
+  ASSERT_TRUE(j.in_a.wait_closed());
+  auto took = clock::now() - t0;
+  EXPECT_GE(took, 380ms);
+  EXPECT_LT(took, 3s);
+  const auto& c = j.in_a.closes[0];
+  EXPECT_EQ(c.peer, 1);
+  EXPECT_FALSE(c.clean);
+  EXPECT_EQ(c.why.code(), errc::connection_lost);
+  EXPECT_NE(c.why.message().find("rank 1 sent nothing"), std::string::npos) << c.why.message();
+  EXPECT_NE(c.why.message().find("CHORUS_PEER_TIMEOUT_SECONDS"), std::string::npos) << c.why.message();
+  EXPECT_FALSE(j.a->send(1, 1, 0, bytes_of(1, 1)));
 }
 
 struct bad_frame_case {

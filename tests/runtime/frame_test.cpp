@@ -146,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(
         bad_header{"version_2", [](bytes& b, frame_limits&) { put_le(b, 4, 2, 2); },
                    "protocol version 2, expected 1"},
         bad_header{"kind_0", [](bytes& b, frame_limits&) { put_le(b, 6, 0, 2); }, "unknown frame kind 0"},
-        bad_header{"kind_6", [](bytes& b, frame_limits&) { put_le(b, 6, 6, 2); }, "unknown frame kind 6"},
+        bad_header{"kind_7", [](bytes& b, frame_limits&) { put_le(b, 6, 7, 2); }, "unknown frame kind 7"},
         bad_header{"kind_15", [](bytes& b, frame_limits&) { put_le(b, 6, 15, 2); }, "unknown frame kind 15"},
         bad_header{"kind_21", [](bytes& b, frame_limits&) { put_le(b, 6, 21, 2); }, "unknown frame kind 21"},
         bad_header{"kind_65535", [](bytes& b, frame_limits&) { put_le(b, 6, 65535, 2); },

@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <iomanip>
+#include <sstream>
 
 #include "runtime/core/log.hpp"
 
@@ -59,6 +61,7 @@ struct control_link::conn {
   bool goodbye_received = false;
   bool ended = false;     // nothing more will be read
   bool reported = false;  // on_closed was called (or suppressed by close)
+  clock::time_point last_heard = clock::now();  // any bytes from the peer
 
   /// Writes `bytes` after what is queued; false if the connection cannot be written.
   /// Sets `queued` when bytes are left for the thread. Call with mu held.
@@ -86,8 +89,14 @@ struct control_link::conn {
   }
 };
 
-control_link::control_link(int rank, std::vector<unique_fd> fds, const wire::frame_limits& limits)
-    : rank_(rank), limits_(limits), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+control_link::control_link(int rank, std::vector<unique_fd> fds, const wire::frame_limits& limits,
+                           std::chrono::milliseconds peer_timeout)
+    : rank_(rank),
+      limits_(limits),
+      peer_timeout_(peer_timeout),
+      // Six beats per timeout: a few lost to a slow scheduler still leave the peer alive.
+      beat_interval_(std::clamp(peer_timeout / 6, std::chrono::milliseconds(10), std::chrono::milliseconds(5000))),
+      wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   conns_.resize(fds.size());
   for (std::size_t p = 0; p < fds.size(); ++p) {
     if (fds[p].get() < 0) continue;
@@ -239,6 +248,7 @@ void control_link::read_from(conn& c) {
       return;
     }
     c.have += static_cast<std::size_t>(n);
+    c.last_heard = clock::now();
     // Every complete frame, in order.
     std::size_t at = 0;
     while (!c.ended && c.have - at >= wire::frame_header_size) {
@@ -248,8 +258,8 @@ void control_link::read_from(conn& c) {
         return;
       }
       bool control = h->kind == wire::frame_kind::control, bye = h->kind == wire::frame_kind::goodbye;
-      bool abort = h->kind == wire::frame_kind::abort;
-      if ((!control && !bye && !abort) || (control && h->length < message_head) || c.goodbye_received) {
+      bool abort = h->kind == wire::frame_kind::abort, beat = h->kind == wire::frame_kind::heartbeat;
+      if ((!control && !bye && !abort && !beat) || (beat && h->length != 0) || (control && h->length < message_head) || c.goodbye_received) {
         refuse(c, {errc::protocol, who(c.peer) + " sent a bad control frame: " + wire::describe(*h) +
                                        (c.goodbye_received ? " after its goodbye" : " (expected control or goodbye)")});
         return;
@@ -271,6 +281,7 @@ void control_link::read_from(conn& c) {
         end(c, {why.code(), why.message() + " (passed on by " + who(c.peer) + ")"});
         return;
       }
+      if (beat) continue;  // last_heard is all it is for
       if (bye) {
         c.goodbye_received = true;
         say_goodbye(c);  // the peer's close waits for ours
@@ -292,6 +303,40 @@ void control_link::read_from(conn& c) {
   }
 }
 
+int control_link::keep_alive() {
+  if (peer_timeout_.count() <= 0) return -1;
+  auto now = clock::now();
+  bool beat = now >= next_beat_;
+  if (beat) next_beat_ = now + beat_interval_;
+  auto next = next_beat_;
+  for (auto& c : conns_) {
+    if (!c || c->ended || c->goodbye_received) continue;
+    if (now - c->last_heard >= peer_timeout_) {
+      auto secs = std::chrono::duration<double>(now - c->last_heard).count();
+      std::ostringstream why;
+      why << who(c->peer) << " sent nothing on its control connection for " << std::fixed << std::setprecision(1)
+          << secs << " s (its runtime sends a heartbeat every " << beat_interval_.count()
+          << " ms): the process is frozen (stopped, hung host) or the network to it is partitioned; "
+             "CHORUS_PEER_TIMEOUT_SECONDS="
+          << std::chrono::duration_cast<std::chrono::seconds>(peer_timeout_).count() << " sets this bound";
+      end(*c, {errc::connection_lost, why.str()});
+      ::shutdown(c->fd.get(), SHUT_RDWR);
+      continue;
+    }
+    next = std::min(next, c->last_heard + peer_timeout_);
+    if (beat) {
+      bool queued = false;
+      {
+        std::lock_guard lk(c->mu);
+        if (c->writable) c->write_locked(frame_of(limits_, wire::frame_kind::heartbeat, 0, 0, {}), queued);
+      }
+      if (queued) wake();
+    }
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;
+  return static_cast<int>(std::clamp<int64_t>(ms, 1, 60000));
+}
+
 bool control_link::settled() {
   for (auto& c : conns_) {
     if (!c) continue;
@@ -308,6 +353,7 @@ void control_link::run() {
   for (;;) {
     bool closing = closing_.load(std::memory_order_acquire);
     if (closing && (settled() || clock::now() >= close_deadline_)) break;
+    int due = closing ? -1 : keep_alive();
     fds.assign(1, pollfd{wake_.get(), POLLIN, 0});
     who_of.assign(1, nullptr);
     for (auto& c : conns_) {
@@ -321,6 +367,7 @@ void control_link::run() {
       who_of.push_back(c.get());
     }
     int timeout = wake_.get() < 0 ? 10 : -1;  // without the eventfd, look for new backlog and close by polling
+    if (due >= 0) timeout = timeout < 0 ? due : std::min(timeout, due);
     if (closing) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(close_deadline_ - clock::now()).count();
       timeout = static_cast<int>(std::max<int64_t>(1, left));

@@ -13,6 +13,11 @@
 // that fails validation) ends it with on_closed(peer, why, false), why naming the peer. A frame
 // that fails validation is answered with an abort frame giving the reason, so that the sender's
 // on_closed says what was wrong with what it sent.
+// Liveness: with a peer timeout T the link's thread sends every peer a heartbeat frame every
+// T/6 and ends a connection that brought nothing (no message, no heartbeat) for T, naming the
+// peer as frozen or unreachable. The thread is the runtime's own, so a rank whose training
+// thread is busy for minutes still answers; a stopped process (SIGSTOP, a hung host) or a
+// partitioned network does not.
 #pragma once
 
 #include <atomic>
@@ -42,7 +47,9 @@ class control_link {
   };
 
   /// `fds[p]`: the authenticated connection to rank p (empty for our own rank).
-  control_link(int rank, std::vector<unique_fd> fds, const wire::frame_limits& limits);
+  /// `peer_timeout`: see Liveness above; zero turns heartbeats and the deadline off.
+  control_link(int rank, std::vector<unique_fd> fds, const wire::frame_limits& limits,
+               std::chrono::milliseconds peer_timeout = {});
   ~control_link();
   control_link(const control_link&) = delete;
   control_link& operator=(const control_link&) = delete;
@@ -82,9 +89,15 @@ class control_link {
   void say_goodbye(conn& c);
   void wake();
   bool settled();
+  /// Sends due heartbeats and ends connections silent past the timeout; returns the poll
+  /// timeout (ms) until the next thing due, or -1 with liveness off.
+  int keep_alive();
 
   int rank_;
   wire::frame_limits limits_;
+  std::chrono::milliseconds peer_timeout_;
+  std::chrono::milliseconds beat_interval_;
+  clock::time_point next_beat_{};
   std::vector<std::unique_ptr<conn>> conns_;  // by rank; null for ours
   unique_fd wake_;                             // eventfd: new backlog, or close
   handlers handlers_;

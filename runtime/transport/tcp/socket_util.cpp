@@ -257,6 +257,17 @@ void tune_socket(int fd, int buffer_bytes) {
   }
 }
 
+void set_liveness(int fd, std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) return;
+  auto ms = static_cast<unsigned>(std::min<int64_t>(timeout.count(), INT32_MAX));
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+  int secs = static_cast<int>(std::max<int64_t>(1, timeout.count() / 1000));
+  int idle = std::max(1, secs / 2), interval = std::max(1, secs / 6), count = 3;
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
+
 std::string peer_name(int fd) {
   sockaddr_storage sa{};
   socklen_t len = sizeof sa;

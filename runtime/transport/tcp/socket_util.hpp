@@ -59,6 +59,10 @@ result<frame> recv_frame(int fd, const wire::frame_limits& limits, clock::time_p
 
 /// TCP_NODELAY, socket buffer sizes, keepalive; makes the socket blocking again.
 void tune_socket(int fd, int buffer_bytes);
+/// The kernel's share of peer liveness on `fd`: TCP_USER_TIMEOUT (data left unacknowledged,
+/// zero-window probes included) and keepalive probes that give up after about `timeout`.
+/// A frozen process whose kernel still answers is caught by the control link's heartbeats.
+void set_liveness(int fd, std::chrono::milliseconds timeout);
 /// "127.0.0.1:51234" or "[fd00::1]:51234" of the remote side.
 std::string peer_name(int fd);
 /// The local address a packet to `host` would leave from (for publishing our endpoint); IPv6

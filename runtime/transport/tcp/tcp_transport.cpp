@@ -49,6 +49,9 @@ result<tcp_options> tcp_options::from_env() {
     if (!addr) return addr.error();
     o.bind_host = *addr;
   }
+  auto pt = env_number("CHORUS_PEER_TIMEOUT_SECONDS", 30, 1, 86400);
+  if (!pt) return pt.error();
+  o.peer_timeout = std::chrono::seconds(*pt);
   return o;
 }
 
@@ -117,10 +120,11 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   for (int p = 0; p < env.size; ++p) {
     if (fds[p].empty()) continue;
     tune_socket(fds[p][control_stream].get(), 0);
+    set_liveness(fds[p][control_stream].get(), opts.peer_timeout);
     control[p] = std::move(fds[p][control_stream]);
     fds[p].pop_back();
   }
-  t->control_link_ = std::make_shared<control_link>(env.rank, std::move(control), t->limits_);
+  t->control_link_ = std::make_shared<control_link>(env.rank, std::move(control), t->limits_, opts.peer_timeout);
 
   // 5. Shared-memory rings to the ranks on this host, then the data connections to Asio.
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
@@ -130,6 +134,7 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   for (int p = 0; p < env.size; ++p) {
     for (int s = 0; s < static_cast<int>(fds[p].size()); ++s) {
       tune_socket(fds[p][s].get(), opts.socket_buffer_bytes);
+      set_liveness(fds[p][s].get(), opts.peer_timeout);
       auto& lane = (*lanes)[p][s];
       if (lane.out) ++t->shm_streams_;
       t->conns_[p].push_back(std::make_unique<tcp_connection>(*t, fds[p][s].release(), p, s, opts.scratch_bytes,

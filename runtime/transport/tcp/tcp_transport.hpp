@@ -40,6 +40,9 @@ struct tcp_options {
   /// CHORUS_HOST, else CHORUS_IFACE's address (IPv4, else global IPv6); empty: the address
   /// towards the rendezvous.
   std::string bind_host;
+  /// CHORUS_PEER_TIMEOUT_SECONDS: a peer whose runtime sent nothing for this long (no heartbeat
+  /// on the control link, no acknowledgement on a socket) is declared lost.
+  std::chrono::milliseconds peer_timeout{30000};
   /// Defaults overridden by the CHORUS_* variables above; errors name the variable.
   static result<tcp_options> from_env();
 };
