@@ -31,9 +31,9 @@ run_result run(const std::string& command) {
 
 const std::string hosts_sh = CHORUS_HOSTS_SH_PATH;
 
-// `inner` (a sh script) runs inside two fresh hosts with $HOSTS (e.g. "10.77.0.1:2,10.77.0.2:2")
+// `inner` (a sh script) runs inside `hosts` fresh hosts with $HOSTS (e.g. "10.77.0.1:2,10.77.0.2:2")
 // and $LAUNCH set; the whole run is bounded by `limit_s` seconds.
-run_result on_two_hosts(const std::string& inner, int ranks_per_host, int limit_s = 150) {
+run_result on_hosts(int hosts, const std::string& inner, int ranks_per_host, int limit_s) {
   char path[] = "/tmp/chorus-hosts-test-XXXXXX";
   int fd = ::mkstemp(path);
   if (fd < 0) return {};
@@ -43,9 +43,15 @@ run_result on_two_hosts(const std::string& inner, int ranks_per_host, int limit_
   bool ok = ::write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size());
   ::close(fd);
   run_result r;
-  if (ok) r = run("timeout -s TERM -k 10 " + std::to_string(limit_s) + " " + hosts_sh + " run 2 -- sh " + path);
+  if (ok)
+    r = run("timeout -s TERM -k 10 " + std::to_string(limit_s) + " " + hosts_sh + " run " + std::to_string(hosts) +
+            " -- sh " + path);
   ::unlink(path);
   return r;
+}
+
+run_result on_two_hosts(const std::string& inner, int ranks_per_host, int limit_s = 150) {
+  return on_hosts(2, inner, ranks_per_host, limit_s);
 }
 
 class hosts_test : public ::testing::Test {
@@ -145,5 +151,33 @@ TEST_F(hosts_test, per_node_mode_one_chorusrun_on_each_host) {
   for (int rank = 0; rank < 4; ++rank) {
     std::string want = "[" + std::to_string(rank) + "] testrank: collectives exact on rank " + std::to_string(rank) + " of 4";
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+}
+
+TEST_F(hosts_test, a_host_whose_link_goes_down_is_named_by_the_other_ranks) {
+  // One chorusrun per host (per-node mode), so every rank's own verdict is seen; rank 2's link
+  // goes down after its third 16 MiB allreduce. CHORUS_PEER_TIMEOUT_SECONDS bounds detection.
+  std::string node = std::string(CHORUSRUN_PATH) + " --nnodes 3 --rendezvous 10.77.0.1:29612 -np 1 --timeout 150";
+  std::string script =
+      "export CHORUS_JOB_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n') CHORUS_PEER_TIMEOUT_SECONDS=6\n"
+      "d=$(mktemp -d)\n"
+      "for n in 0 1 2; do " + hosts_sh + " exec $n " + node + " --node-rank $n -- " + CHORUS_TESTRANK_PATH +
+      " allreduce-loop 120 >$d/out.$n 2>&1 & eval p$n=$!; done\n"
+      "i=0; while ! grep -q 'iteration 3' $d/out.2 && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n"
+      "start=$(date +%s)\n"
+      "ip -n ${CHORUS_HOSTS_TAG}2 link set eth0 down\n"
+      "wait $p0; e0=$?; wait $p1; e1=$?\n"
+      "echo elapsed=$(( $(date +%s) - start )) exits=$e0,$e1\n"
+      "kill $p2 2>/dev/null; wait $p2\n"
+      "cat $d/out.0 $d/out.1; rm -rf $d\n";
+  auto r = on_hosts(3, script, 1, 180);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(elapsed=(\d+) exits=(\d+),(\d+))"))) << r.out;
+  EXPECT_LE(std::stoi(m[1]), 60) << r.out;
+  EXPECT_EQ(m[2], "3") << r.out;  // chorus-testrank's exit status on an error
+  EXPECT_EQ(m[3], "3") << r.out;
+  for (int rank : {0, 1}) {
+    std::regex err("\\[" + std::to_string(rank) + "\\] testrank error: [^\\n]*rank 2");
+    EXPECT_TRUE(std::regex_search(r.out, err)) << "rank " << rank << " does not name rank 2:\n" << r.out;
   }
 }
