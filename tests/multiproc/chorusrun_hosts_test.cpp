@@ -2,7 +2,9 @@
 // `env` so every "remote" rank goes through the stdin prologue. Checks the numbering by host,
 // HOROVOD_* variables, and that the job secret is on no process's command line while it runs.
 #include <dirent.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -65,4 +67,32 @@ TEST(chorusrun_hosts, launcher_ranks_get_host_numbering_and_the_secret_only_on_s
   const char* want[] = {"[0] vars 0 0 2 0 2 hostA hostA 64", "[1] vars 1 1 2 0 1 hostA hostA 64",
                         "[2] vars 2 0 1 1 2 hostB hostB 64"};
   for (const char* w : want) EXPECT_NE(out.find(w), std::string::npos) << w << "\n" << out;
+}
+
+TEST(chorusrun_hosts, ssh_command_runs_through_a_remote_shell_with_quoting_intact) {
+  // A stand-in `ssh` first in PATH: skips its options, takes the host, runs the one remote
+  // string with sh, as sshd hands it to the login shell. No real ssh is run.
+  char dir[] = "/tmp/chorus-fake-ssh-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string ssh = std::string(dir) + "/ssh";
+  {
+    std::ofstream f(ssh);
+    f << "#!/bin/sh\nwhile [ \"$1\" = -o ]; do shift 2; done\nshift\nexec sh -c \"$1\"\n";
+  }
+  ::chmod(ssh.c_str(), 0755);
+  std::string cmd = std::string("PATH=") + dir + ":$PATH timeout -s KILL 60 " + CHORUSRUN_PATH +
+                    " -np 2 -H localhost:1,far-node:1 --timeout 30 -- sh -c "
+                    "'echo got $CHORUS_RANK $HOROVOD_HOSTNAME $HOROVOD_CROSS_RANK ${#CHORUS_JOB_SECRET} \"$0\"' "
+                    "\"it's a \\$HOME test\" 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  int status = ::pclose(p);
+  ::unlink(ssh.c_str());
+  ::rmdir(dir);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_NE(out.find("[0] got 0 localhost 0 64 it's a $HOME test"), std::string::npos) << out;
+  EXPECT_NE(out.find("[1] got 1 far-node 1 64 it's a $HOME test"), std::string::npos) << out;
 }
