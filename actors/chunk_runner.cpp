@@ -2,6 +2,7 @@
 #include "actors/chunk_runner.hpp"
 
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "runtime/collectives/alltoall_op.hpp"
@@ -28,6 +29,25 @@ void chunk_gate::close() {
   senders_.clear();
 }
 
+namespace {
+// a * b + c without wrapping; false when it does not fit (sizes announced by peers).
+bool mul_add(std::size_t a, std::size_t b, std::size_t c, std::size_t& out) {
+  std::size_t p = 0;
+  return !__builtin_mul_overflow(a, b, &p) && !__builtin_add_overflow(p, c, &out);
+}
+
+// Sizes the result buffer; a size no allocator can serve is an error naming the ranks' sizes.
+status allocate_result(bucket_job& job, std::size_t bytes, const std::string& what) {
+  try {
+    job.gathered.assign(bytes, std::byte{0});
+  } catch (const std::bad_alloc&) {
+    return status{errc::protocol, describe(job.ops.front().spec) + ": cannot allocate " + std::to_string(bytes) +
+                                      " bytes for the result of " + what};
+  }
+  return {};
+}
+}  // namespace
+
 result<std::vector<std::size_t>> prepare_gather(bucket_job& job, int rank, int size) {
   const auto& spec = job.ops.front().spec;
   if (!job.local_error.ok()) return job.local_error;
@@ -43,11 +63,17 @@ result<std::vector<std::size_t>> prepare_gather(bucket_job& job, int rank, int s
     if (d < 0)
       return status{errc::protocol, describe(spec) + ": rank " + std::to_string(r) + " announced dim 0 = " +
                                         std::to_string(d)};
-    counts[static_cast<std::size_t>(r)] = static_cast<std::size_t>(d) * row_elems;
-    if (r < rank) before += counts[static_cast<std::size_t>(r)];
-    total += counts[static_cast<std::size_t>(r)];
+    auto& c = counts[static_cast<std::size_t>(r)];
+    std::size_t bytes = 0, next = 0;
+    if (!mul_add(static_cast<std::size_t>(d), row_elems, 0, c) || !mul_add(c, elem, 0, bytes) ||
+        !mul_add(total, 1, c, next) || !mul_add(next, elem, 0, bytes))
+      return status{errc::protocol, describe(spec) + ": rank " + std::to_string(r) + " announced dim 0 = " +
+                                        std::to_string(d) + ", too large for a buffer"};
+    if (r < rank) before += c;
+    total = next;
   }
-  job.gathered.assign(total * elem, std::byte{0});
+  if (auto st = allocate_result(job, total * elem, "an allgather of dim 0 sizes announced by every rank"); !st.ok())
+    return st;
   std::size_t mine = counts[static_cast<std::size_t>(rank)] * elem;
   if (mine) std::memcpy(job.gathered.data() + before * elem, job.ops.front().input, mine);
   return counts;
@@ -67,12 +93,18 @@ result<alltoall_layout> prepare_alltoall(bucket_job& job, int rank, int size) {
     if (to < 0 || from < 0)
       return status{errc::protocol, describe(spec) + ": rank " + std::to_string(from < 0 ? j : rank) +
                                         " announced a negative split"};
-    out.send.push_back({sent, static_cast<std::size_t>(to) * job.row_bytes});
-    out.recv.push_back({received, static_cast<std::size_t>(from) * job.row_bytes});
-    sent += out.send.back().length;
-    received += out.recv.back().length;
+    std::size_t to_bytes = 0, from_bytes = 0, sent_next = 0, received_next = 0;
+    if (!mul_add(static_cast<std::size_t>(to), job.row_bytes, 0, to_bytes) ||
+        !mul_add(static_cast<std::size_t>(from), job.row_bytes, 0, from_bytes) ||
+        !mul_add(sent, 1, to_bytes, sent_next) || !mul_add(received, 1, from_bytes, received_next))
+      return status{errc::protocol, describe(spec) + ": rank " + std::to_string(j) + " announced a split of " +
+                                        std::to_string(from) + " rows, too large for a buffer"};
+    out.send.push_back({sent, to_bytes});
+    out.recv.push_back({received, from_bytes});
+    sent = sent_next;
+    received = received_next;
   }
-  job.gathered.assign(received, std::byte{0});
+  if (auto st = allocate_result(job, received, "an alltoall of splits announced by every rank"); !st.ok()) return st;
   return out;
 }
 

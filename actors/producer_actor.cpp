@@ -126,9 +126,11 @@ status check_request(const op_request& r, int rank, int size) {
       return bad(std::to_string(r.splits.size()) + " splits for " + std::to_string(size) +
                  " ranks; give one row count per rank");
     int64_t sum = 0;
-    for (auto x : r.splits) {
+    for (std::size_t i = 0; i < r.splits.size(); ++i) {
+      int64_t x = r.splits[i];
       if (x < 0) return bad("negative split " + std::to_string(x));
-      sum += x;
+      if (__builtin_add_overflow(sum, x, &sum))
+        return bad("split " + std::to_string(i) + " (" + std::to_string(x) + ") makes the splits' sum overflow int64");
     }
     if (sum != s.shape[0])
       return bad("splits sum to " + std::to_string(sum) + " rows but dim 0 is " + std::to_string(s.shape[0]));

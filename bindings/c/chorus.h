@@ -194,7 +194,8 @@ int64_t chorus_enqueue_reducescatter_into(int64_t id, const void* data, const in
  *  they may differ between ranks, the other dimensions and the dtype must agree. `data` is
  *  only read. Once done: the rows received (in rank order) through chorus_gathered_data(),
  *  chorus_gathered_bytes() and chorus_gathered_shape(), the rows from each rank through
- *  chorus_received_splits(). Rejections as allreduce, and bad splits. */
+ *  chorus_received_splits(). Rejections as allreduce, and bad splits (the text names the
+ *  split's index for a negative one or one that makes the sum overflow int64). */
 int64_t chorus_enqueue_alltoall(int64_t id, const void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
                                 const int64_t* splits, int nsplits, chorus_callback cb, void* user_data);
 
@@ -214,8 +215,9 @@ int chorus_poll(int64_t handle);
 
 /** Waits until the operation ended or `timeout_ms` passed (negative: no deadline). Returns its
  *  chorus_status (the text is in chorus_error_string()), or CHORUS_ERR_TIMEOUT when the time
- *  passed (the operation continues), or CHORUS_ERR_INVALID_ARGUMENT for an unknown handle
- *  (for these two the text is in chorus_last_error()). */
+ *  passed (the operation continues), or CHORUS_ERR_INVALID_ARGUMENT for an unknown handle or
+ *  for a wait (timeout_ms != 0) inside a completion callback, which would block the thread
+ *  that completes operations (for these the text is in chorus_last_error()). */
 int chorus_wait(int64_t handle, int64_t timeout_ms);
 
 /** The error text of an ended operation that failed; "" while it is pending or when it

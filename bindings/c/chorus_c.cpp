@@ -348,6 +348,8 @@ int chorus_poll(int64_t handle) {
 int chorus_wait(int64_t handle, int64_t timeout_ms) {
   auto s = find(handle);
   if (!s) return fail(static_cast<int>(CHORUS_ERR_INVALID_ARGUMENT), unknown("chorus_wait", handle));
+  if (auto st = chorus::detail::check_wait_allowed(*s, timeout_ms != 0, "chorus_wait"); !st.ok())
+    return fail(static_cast<int>(CHORUS_ERR_INVALID_ARGUMENT), st.message());
   auto timeout = timeout_ms < 0 ? chorus::forever : std::chrono::milliseconds(timeout_ms);
   if (!s->wait_for(timeout))
     return fail(static_cast<int>(CHORUS_ERR_TIMEOUT), chorus::describe(s->spec) + ": not done after " +

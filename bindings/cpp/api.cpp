@@ -227,6 +227,7 @@ handle::handle(std::shared_ptr<detail::op_state> state) : s_(state ? std::move(s
 bool handle::poll() const { return s_->done(); }
 
 status handle::wait(std::chrono::milliseconds timeout) const {
+  if (auto st = detail::check_wait_allowed(*s_, timeout.count() > 0, "chorus::handle::wait"); !st.ok()) return st;
   if (s_->wait_for(timeout)) return s_->result;
   return {errc::timeout, s_->label + ": not done after " + std::to_string(timeout.count()) +
                              " ms; the operation continues (wait again or poll)"};

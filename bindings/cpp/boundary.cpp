@@ -62,15 +62,18 @@ status check_splits(const tensor_spec& s, const std::vector<int64_t>& splits, in
     if (!splits.empty()) return reject(s, "splits are only meaningful for alltoall");
     return {};
   }
-  if (static_cast<int64_t>(splits.size()) != world_size)
-    return reject(s, std::to_string(splits.size()) + " splits for a job of " + std::to_string(world_size) +
-                         " ranks; give the rows for each rank, in rank order");
+  // The values first, every one of them: a sum that wrapped could otherwise match dim 0.
   int64_t sum = 0;
   for (std::size_t i = 0; i < splits.size(); ++i) {
     if (splits[i] < 0)
       return reject(s, "split " + std::to_string(i) + " is negative (" + std::to_string(splits[i]) + ")");
-    sum += splits[i];
+    if (__builtin_add_overflow(sum, splits[i], &sum))
+      return reject(s, "split " + std::to_string(i) + " (" + std::to_string(splits[i]) +
+                           ") makes the splits' sum overflow int64; they must sum to dim 0");
   }
+  if (static_cast<int64_t>(splits.size()) != world_size)
+    return reject(s, std::to_string(splits.size()) + " splits for a job of " + std::to_string(world_size) +
+                         " ranks; give the rows for each rank, in rank order");
   int64_t dim0 = s.shape.empty() ? 1 : s.shape[0];
   if (sum != dim0)
     return reject(s, "splits sum to " + std::to_string(sum) + " rows but the tensor's dim 0 is " +

@@ -17,7 +17,8 @@ status check_operation(const tensor_spec& spec, const void* data);
 /// The broadcast root against the job's size (other kinds always pass).
 status check_root(const tensor_spec& spec, int world_size);
 
-/// Alltoall: one split per rank, none negative, summing to dim 0. Other kinds: no splits.
+/// Alltoall: one split per rank, none negative, summing to dim 0 without overflowing int64 (a
+/// rejection names the split's index). Other kinds: no splits.
 status check_splits(const tensor_spec& spec, const std::vector<int64_t>& splits, int world_size);
 
 }  // namespace chorus::detail

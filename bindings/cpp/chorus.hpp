@@ -5,8 +5,9 @@
 // Thread-safety: every function here may be called from any thread at any time. Two rules:
 //  * names must be unique among this rank's pending operations (reuse a name once its
 //    operation ended, e.g. every training step);
-//  * init() and shutdown() must not be called from a completion callback (they would wait for
-//    the thread that runs it); such a call fails with errc::invalid_argument / does nothing.
+//  * init(), shutdown() and a blocking handle::wait() must not be called from a completion
+//    callback (they would wait for the thread that runs it); such a call fails with
+//    errc::invalid_argument / does nothing.
 #pragma once
 
 #include <chrono>
@@ -111,7 +112,9 @@ class handle {
 
   /// Waits until the operation ended, or `timeout` passed; returns result() in the first
   /// case and errc::timeout in the second (the operation continues; wait again or poll).
-  /// A negative timeout polls.
+  /// A negative timeout polls. Inside a completion callback only a poll is allowed: a wait
+  /// that may block returns errc::invalid_argument at once (it would block the thread that
+  /// completes operations).
   status wait(std::chrono::milliseconds timeout = forever) const;
 
   /// How the operation ended; before it ended, errc::timeout "... is still pending".

@@ -19,6 +19,13 @@ struct callback_scope {
 
 bool in_callback() { return callback_depth > 0; }
 
+status check_wait_allowed(const op_state& s, bool may_block, const char* fn) {
+  if (!may_block || !in_callback()) return {};
+  return {errc::invalid_argument, std::string(fn) + "(" + s.label +
+                                      "): called from a completion callback, which runs on the thread that completes "
+                                      "operations: the wait could never end; poll instead, or wait from your own thread"};
+}
+
 op_state::op_state(tensor_spec s, callback on_done, std::string l)
     : spec(std::move(s)),
       label(l.empty() ? describe(spec) : std::move(l)),

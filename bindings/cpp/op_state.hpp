@@ -59,4 +59,11 @@ struct op_state {
 /// True while this thread runs a completion callback (init/shutdown refuse to run there).
 bool in_callback();
 
+/// A wait that may block, asked for inside a completion callback: errc::invalid_argument
+/// naming `fn` and the operation, since the callback runs on the runtime's worker that would
+/// complete what it waits for (a deadlock). Refused whether or not the operation already
+/// ended, so that a program does not work or hang by timing. Ok outside callbacks, and for a
+/// wait that cannot block (`may_block` false: a poll).
+status check_wait_allowed(const op_state& s, bool may_block, const char* fn);
+
 }  // namespace chorus::detail

@@ -42,6 +42,7 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
   if (auto e = early_.find(seq); e != early_.end()) {
     auto frames = std::move(e->second);
     early_.erase(e);
+    for (auto& f : frames) early_bytes_ -= f.payload.size();
     for (auto& f : frames) {
       auto a = active_.find(seq);
       if (a == active_.end() || !a->second.failure.ok()) break;
@@ -93,6 +94,16 @@ void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
   auto it = active_.find(h.sequence);
   if (it == active_.end()) {
     if (!broken_.ok()) return;
+    if (finished_.count(h.sequence)) {
+      refuse(peer, h, "its chunk already finished here");
+      return;
+    }
+    if (h.length > max_early_bytes - early_bytes_) {
+      refuse(peer, h, "more than " + std::to_string(max_early_bytes) +
+                          " bytes of frames for chunks that have not started here");
+      return;
+    }
+    early_bytes_ += h.length;
     early_[h.sequence].push_back(early_frame{peer, h, std::vector<std::byte>(data, data + h.length)});
     return;
   }
@@ -106,6 +117,14 @@ void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
     return;
   }
   maybe_complete(h.sequence);
+}
+
+void engine::refuse(int peer, const wire::frame_header& h, const std::string& why) {
+  status st{errc::protocol, "rank " + std::to_string(peer) + " sent a frame that does not fit (" + wire::describe(h) +
+                                "): " + why + "; do all ranks run the same collectives?"};
+  CHORUS_LOG(error, "engine", st.message());
+  t_.abort(st);
+  fail_all(st);
 }
 
 void engine::sent(int, const wire::frame_header& h) {
@@ -146,6 +165,7 @@ void engine::fail_all(const status& why) {
     broken_copy_ = why;
   }
   early_.clear();
+  early_bytes_ = 0;
   std::vector<uint64_t> seqs;
   for (auto& [seq, a] : active_) seqs.push_back(seq);
   for (auto seq : seqs) {
@@ -161,6 +181,13 @@ void engine::maybe_complete(uint64_t sequence) {
   if (it == active_.end() || !it->second.op->complete()) return;
   auto a = std::move(it->second);
   active_.erase(it);
+  if (finished_.insert(sequence).second) {
+    finished_order_.push_back(sequence);
+    if (finished_order_.size() > finished_memory) {
+      finished_.erase(finished_order_.front());
+      finished_order_.pop_front();
+    }
+  }
   if (a.failure.ok()) a.op->finish();
   a.done(a.failure);
 }

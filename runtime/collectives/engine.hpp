@@ -8,7 +8,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <deque>
+#include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/collectives/chunk_op.hpp"
@@ -34,6 +37,11 @@ class engine final : public frame_sink {
     return broken_copy_;
   }
   std::size_t in_flight() const { return active_.size(); }
+  /// Payload bytes of frames kept for ops that have not started here; a peer that sends more
+  /// than this ahead is a protocol error (a correct peer stays within the start window).
+  static constexpr std::size_t max_early_bytes = std::size_t{1} << 30;
+  /// Finished sequences remembered, so a late frame for one is refused instead of kept.
+  static constexpr std::size_t finished_memory = 4096;
 
   std::byte* destination(int peer, const wire::frame_header& h) override;
   void delivered(int peer, const wire::frame_header& h, std::byte* data) override;
@@ -56,7 +64,13 @@ class engine final : public frame_sink {
 
   transport& t_;
   std::unordered_map<uint64_t, active> active_;
+  /// Refuses `h` from `peer` (it does not fit anything here): aborts the job with `why`.
+  void refuse(int peer, const wire::frame_header& h, const std::string& why);
+
   std::unordered_map<uint64_t, std::vector<early_frame>> early_;
+  std::size_t early_bytes_ = 0;
+  std::unordered_set<uint64_t> finished_;    // the last finished_memory finished sequences
+  std::deque<uint64_t> finished_order_;
   status broken_;
   mutable std::mutex broken_mu_;
   status broken_copy_;  // broken_, for other threads

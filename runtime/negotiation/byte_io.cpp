@@ -78,6 +78,15 @@ bool byte_reader::str(std::string& s, const char* what, std::size_t max_len) {
   return true;
 }
 
+bool byte_reader::charge(std::size_t bytes, const char* what) {
+  if (!ok()) return false;
+  if (bytes > budget_ - charged_)
+    return fail(what, "decoding would take more than " + std::to_string(budget_) + " bytes of memory for a " +
+                          std::to_string(in_.size()) + "-byte message");
+  charged_ += bytes;
+  return true;
+}
+
 bool byte_reader::count(std::size_t& n, const char* what) {
   uint64_t v = 0;
   if (!varint(v, what)) return false;

@@ -3,6 +3,7 @@
 // failure (what it was reading and at which byte) instead of throwing.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -41,6 +42,12 @@ class byte_reader {
   bool str(std::string& s, const char* what, std::size_t max_len = 1u << 16);
   /// A count of items that each take at least one byte: rejects counts larger than the bytes left.
   bool count(std::size_t& n, const char* what);
+  /// Charges `bytes` of decoded memory against the reader's budget (see set_budget): a small
+  /// message must not be able to ask for gigabytes through counts of cheap items.
+  bool charge(std::size_t bytes, const char* what);
+  /// The most decoded memory this reader's input may produce: by default 16 x its size + 64 KiB
+  /// (a real gossip message decodes to about 4-8 x), at most 256 MiB.
+  void set_budget(std::size_t bytes) { budget_ = bytes; }
   /// Records a failure found by the caller (unknown enum value, bad size, ...).
   bool fail(const char* what, const std::string& why);
 
@@ -52,6 +59,8 @@ class byte_reader {
  private:
   std::span<const std::byte> in_;
   std::size_t pos_ = 0;
+  std::size_t budget_ = std::min<std::size_t>(in_.size() * 16 + (64u << 10), std::size_t{256} << 20);
+  std::size_t charged_ = 0;
   status error_;
 };
 

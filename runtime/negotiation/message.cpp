@@ -118,26 +118,35 @@ result<gossip_message> decode_message(std::span<const std::byte> in) {
   read(r, m.ready_and);
   read(r, m.ready_or);
   std::size_t n = 0;
+  // Lists grow as items are decoded (never resized to a count read from the wire), and every
+  // item is charged to the reader's memory budget.
   if (r.count(n, "announcement count")) {
-    m.announced.resize(n);
-    for (auto& a : m.announced) {
-      if (read(r, a.spec)) read(r, a.ranks);
+    for (std::size_t i = 0; i < n && r.ok(); ++i) {
+      announcement a;
+      if (read(r, a.spec) && read(r, a.ranks) &&
+          r.charge(sizeof a + a.spec.name.size() + a.spec.shape.size() * sizeof(int64_t) + a.ranks.size() / 8,
+                   "announcement"))
+        m.announced.push_back(std::move(a));
     }
   }
   read(r, m.stall_query);
   read(r, m.stall_abort);
   for (auto* names : {&m.stalled_names, &m.abort_names}) {
     if (!r.count(n, "stalled name count")) break;
-    names->resize(n);
-    for (auto& name : *names) r.str(name, "stalled name", max_name_bytes);
+    for (std::size_t i = 0; i < n && r.ok(); ++i) {
+      std::string name;
+      if (r.str(name, "stalled name", max_name_bytes) && r.charge(sizeof name + name.size(), "stalled name"))
+        names->push_back(std::move(name));
+    }
   }
   if (r.count(n, "stall report count")) {
-    m.reports.resize(n);
-    for (auto& rep : m.reports) {
+    for (std::size_t i = 0; i < n && r.ok(); ++i) {
+      stall_report rep;
       uint64_t id = 0;
       if (r.varint(id, "stall report id") && id > UINT32_MAX) r.fail("stall report id", "id out of range");
       rep.id = static_cast<uint32_t>(id);
-      read(r, rep.ranks);
+      if (read(r, rep.ranks) && r.charge(sizeof rep + rep.ranks.size() / 8, "stall report"))
+        m.reports.push_back(std::move(rep));
     }
   }
   uint8_t shutdown = 0;

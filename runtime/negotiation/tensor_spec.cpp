@@ -124,6 +124,8 @@ bool read(byte_reader& r, tensor_spec& s) {
   s.process_set = static_cast<int>(pset);
   std::size_t ndim = 0;
   if (!r.str(s.name, "spec name") || !r.count(ndim, "spec rank")) return false;
+  if (ndim > max_spec_dims) return r.fail("spec rank", std::to_string(ndim) + " dimensions, more than " +
+                                                        std::to_string(max_spec_dims));
   s.shape.resize(ndim);
   for (auto& d : s.shape)
     if (!r.svarint(d, "spec shape")) return false;

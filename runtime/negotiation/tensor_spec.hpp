@@ -23,6 +23,10 @@ inline constexpr int collective_kind_count = 5;
 enum class device_kind : uint8_t { cpu = 0, cuda = 1 };
 inline constexpr int device_kind_count = 2;
 
+/// The most dimensions a spec decoded from a peer may have (each costs 8 bytes decoded for 1 on
+/// the wire).
+inline constexpr std::size_t max_spec_dims = 64;
+
 /// "allreduce", "broadcast", ...
 std::string_view name_of(collective_kind k);
 /// "cpu", "cuda"

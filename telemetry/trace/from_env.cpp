@@ -1,7 +1,9 @@
-// trace_from_env: CHORUS_TRACE and CHORUS_TRACE_MAX_MB.
+// trace_from_env: CHORUS_TRACE and CHORUS_TRACE_MAX_MB. A file that cannot be created
+// (a symlink planted at its path, a read-only directory) turns recording off with a warning.
 #include <charconv>
 #include <string_view>
 
+#include "runtime/core/log.hpp"
 #include "telemetry/trace/recorder.hpp"
 
 namespace chorus::telemetry::trace {
@@ -24,7 +26,11 @@ result<std::shared_ptr<observer>> trace_from_env(const context& ctx, const env_l
   }
   o.max_bytes = mb << 20;
   auto r = recorder::open(o);
-  if (!r) return r.error();
+  if (!r) {
+    // As with the size bound: recording stops with one warning, training goes on.
+    CHORUS_LOG(warn, "trace", r.error().message() << "; not recording");
+    return std::shared_ptr<observer>{};
+  }
   return std::shared_ptr<observer>(std::move(*r));
 }
 

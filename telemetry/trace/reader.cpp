@@ -21,8 +21,9 @@ std::string at_offset(const std::string& path, uint64_t offset, const std::strin
 /// Decodes the records of one checksummed block body.
 class block_parser {
  public:
-  block_parser(trace_file& f, std::unordered_map<uint64_t, std::string>& strings, uint64_t& seen)
-      : f_(f), strings_(strings), seen_(seen) {}
+  block_parser(trace_file& f, std::unordered_map<uint64_t, std::string>& strings, uint64_t& seen,
+               uint64_t copy_budget)
+      : f_(f), strings_(strings), seen_(seen), copy_budget_(copy_budget) {}
 
   /// False (and f.damage set) at the first record that does not parse.
   bool parse(std::span<const std::byte> body, uint64_t body_offset) {
@@ -58,6 +59,15 @@ class block_parser {
       why = "record: string id " + std::to_string(id) + " used before it was defined";
       return false;
     }
+    // Each reference copies the string: a few bytes of file could otherwise ask for a 64 KiB
+    // copy each, without end.
+    if (it->second.size() > copy_budget_ - copied_) {
+      why = "record: the strings its records reference add up to more than " + std::to_string(copy_budget_) +
+            " bytes (the reader's bound for this file: " + std::to_string(decoded_string_floor >> 20) + " MiB + " +
+            std::to_string(decoded_string_per_file_byte) + " per byte of file)";
+      return false;
+    }
+    copied_ += it->second.size();
     out = it->second;
     return true;
   }
@@ -74,6 +84,13 @@ class block_parser {
       why = "record: spec with collective " + std::to_string(kind) + " device " + std::to_string(device);
       return false;
     }
+    // Replay plans fusion from these specs: an unknown dtype (element size 0) or op is damage.
+    if (type >= dtype_count || size_of(static_cast<dtype>(type)) == 0 || op >= reduce_op_count) {
+      why = "record: spec of '" + s.name + "' with dtype " + std::to_string(type) + " op " + std::to_string(op) +
+            " (expected dtype 0.." + std::to_string(dtype_count - 1) + ", op 0.." + std::to_string(reduce_op_count - 1) +
+            ")";
+      return false;
+    }
     s.kind = static_cast<collective_kind>(kind);
     s.type = static_cast<dtype>(type);
     s.op = static_cast<reduce_op>(op);
@@ -81,8 +98,13 @@ class block_parser {
     s.root = static_cast<int>(root);
     s.process_set = static_cast<int>(set);
     s.shape.resize(ndim);
-    for (auto& d : s.shape)
+    for (auto& d : s.shape) {
       if (!r.svarint(d, "dim")) return false;
+      if (d < 0) {
+        why = "record: spec of '" + s.name + "' with dimension " + std::to_string(d);
+        return false;
+      }
+    }
     return true;
   }
 
@@ -238,6 +260,8 @@ class block_parser {
   trace_file& f_;
   std::unordered_map<uint64_t, std::string>& strings_;
   uint64_t& seen_;
+  const uint64_t copy_budget_;
+  uint64_t copied_ = 0;
 };
 
 }  // namespace
@@ -269,7 +293,7 @@ result<trace_file> read_trace(const std::string& path) {
 
   std::unordered_map<uint64_t, std::string> strings;
   uint64_t seen = 0;
-  block_parser parser(f, strings, seen);
+  block_parser parser(f, strings, seen, decoded_string_floor + decoded_string_per_file_byte * data.size());
   std::size_t at = hb;
   while (at < data.size()) {
     if (data.size() - at < block_header_bytes) {

@@ -15,6 +15,14 @@
 
 namespace chorus::telemetry::trace {
 
+/// Decoding bound. Records name tensors by the id of an interned string, and each decoded record
+/// holds its own copy (tensor_spec owns its name), so the bytes copied out of the string table
+/// may add up to at most this floor plus this many per byte of file; past that the file is
+/// damaged at the record that crosses it. Real files stay far below: a name is copied once per
+/// record that uses it, and such a record takes at least a few bytes.
+inline constexpr uint64_t decoded_string_floor = uint64_t{256} << 20;
+inline constexpr uint64_t decoded_string_per_file_byte = 64;
+
 struct trace_header {
   uint16_t version = 0;
   int rank = 0;

@@ -2,7 +2,10 @@
 // into checksummed blocks (format.hpp) and enforces the size bound.
 #include "telemetry/trace/recorder.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -46,6 +49,31 @@ void for_each_record(std::span<const std::byte> body, F&& f) {
   }
 }
 
+/// Creates `path` afresh, never through a link: another local user who can write to the
+/// directory could otherwise plant a symlink there and have the recorder overwrite its target.
+/// A regular file left by an earlier run is removed first (unlink never follows a link; if a
+/// link appears in between, the exclusive create fails and nothing is written).
+result<std::FILE*> create_trace_file(const std::string& path) {
+  constexpr int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0 && errno == EEXIST) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+      return status{errc::config, "refusing to write " + path + ": it is a symlink (remove it, or choose another directory)"};
+    if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      return status{errc::config, "refusing to write " + path + ": it exists and is not a regular file"};
+    if (::unlink(path.c_str()) == 0 || errno == ENOENT) fd = ::open(path.c_str(), flags, 0644);
+  }
+  if (fd < 0) return status{errc::config, "cannot create " + path + ": " + std::strerror(errno)};
+  std::FILE* f = ::fdopen(fd, "wb");
+  if (!f) {
+    int e = errno;
+    ::close(fd);
+    return status{errc::config, "cannot create " + path + ": " + std::strerror(e)};
+  }
+  return f;
+}
+
 }  // namespace
 
 struct recorder::thread_buffer {
@@ -65,9 +93,9 @@ result<std::shared_ptr<recorder>> recorder::open(const recorder_options& options
   if (ec)
     return status{errc::config, "CHORUS_TRACE=" + options.dir + ": cannot create the directory: " + ec.message()};
   std::string path = (std::filesystem::path(options.dir) / ("rank-" + std::to_string(options.rank) + ".trace")).string();
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return status{errc::config, "CHORUS_TRACE=" + options.dir + ": cannot create " + path + ": " + std::strerror(errno)};
-  return std::shared_ptr<recorder>(new recorder(options, f, std::move(path)));
+  auto file = create_trace_file(path);
+  if (!file) return status{errc::config, "CHORUS_TRACE=" + options.dir + ": " + file.error().message()};
+  return std::shared_ptr<recorder>(new recorder(options, *file, std::move(path)));
 }
 
 recorder::recorder(const recorder_options& options, std::FILE* file, std::string path)

@@ -46,7 +46,9 @@ inline constexpr uint64_t default_max_mb = 256;
 class recorder final : public observer {
  public:
   /// Creates the directory and the file and starts the writer thread; errc::config naming
-  /// the path when either cannot be created.
+  /// the path when either cannot be created. The file is created exclusively (O_EXCL,
+  /// O_NOFOLLOW, mode 0644 less the umask): a symlink at its path is refused, a regular file
+  /// left by an earlier run is replaced.
   static result<std::shared_ptr<recorder>> open(const recorder_options& options);
   /// Writes what is buffered and the `end` record, stops the writer, closes the file.
   ~recorder() override;
@@ -132,7 +134,8 @@ class recorder final : public observer {
 
 /// The recorder CHORUS_TRACE=<dir> asks for (null when unset or empty), bounded by
 /// CHORUS_TRACE_MAX_MB (default default_max_mb; 0 = no bound). errc::config naming the
-/// variable for a bad value or a directory that cannot be created.
+/// variable for a bad value. When the directory or the file cannot be created (a symlink
+/// planted at the path included), one warning and null: the job runs without recording.
 result<std::shared_ptr<observer>> trace_from_env(const context& ctx, const env_lookup& get);
 
 }  // namespace chorus::telemetry::trace

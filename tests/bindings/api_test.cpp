@@ -268,5 +268,29 @@ TEST_F(api, init_and_shutdown_from_a_callback_are_refused_without_deadlock) {
   EXPECT_TRUE(is_initialized());
 }
 
+TEST_F(api, a_blocking_wait_inside_a_callback_is_refused_and_a_poll_is_not) {
+  std::atomic<int> calls{0};
+  std::atomic<errc> wait_code{errc::ok}, poll_code{errc::internal};
+  std::string message;
+  float x = 1, y = 2;
+  handle other = allreduce_async("wait.other", {&y, dtype::f32, {1}}, reduce_op::sum);
+  allreduce_async("wait.cb", {&x, dtype::f32, {1}}, reduce_op::sum, [&](const status&) {
+    auto st = other.wait(std::chrono::milliseconds(5000));
+    wait_code = st.code();
+    message = st.message();
+    auto polled = other.wait(std::chrono::milliseconds(-1));
+    poll_code = polled.code() == errc::timeout ? errc::ok : polled.code();  // pending or done: not refused
+    ++calls;
+  });
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (calls == 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(calls.load(), 1);
+  EXPECT_EQ(wait_code.load(), errc::invalid_argument);
+  EXPECT_NE(message.find("chorus::handle::wait(allreduce('wait.other'))"), std::string::npos) << message;
+  EXPECT_EQ(poll_code.load(), errc::ok);
+  EXPECT_TRUE(other.wait(std::chrono::seconds(10)).ok());
+}
+
 }  // namespace
 }  // namespace chorus

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "bindings/c/chorus.h"
+#include "bindings/cpp/boundary.hpp"
 #include "tests/support/mini_json.hpp"
 #include "tests/support/one_rank_api.hpp"
 
@@ -476,6 +478,7 @@ TEST_F(c_api, every_rejected_scatter_or_alltoall_names_the_tensor_and_does_not_c
   int64_t two[] = {1, 2};
   int64_t short_split[] = {2};
   int64_t neg_split[] = {-1};
+  int64_t wrapping[] = {INT64_MAX, INT64_MAX, 5};  // wraps to 3 = dim 0 in two's complement
   int64_t neg[] = {3, -2};
   int64_t huge[] = {int64_t{1} << 40, int64_t{1} << 22};
   int64_t rs = chorus_register("rs.bad"), a2a = chorus_register("a2a.bad");
@@ -514,7 +517,9 @@ TEST_F(c_api, every_rejected_scatter_or_alltoall_names_the_tensor_and_does_not_c
       {[&] { return chorus_enqueue_alltoall(a2a, x, shape, 2, CHORUS_FLOAT32, short_split, 1, record, &log); },
        {"alltoall('a2a.bad')", "splits sum to 2 rows", "dim 0 is 3"}},
       {[&] { return chorus_enqueue_alltoall(a2a, x, shape, 2, CHORUS_FLOAT32, neg_split, 1, record, &log); },
-       {"alltoall('a2a.bad')", "negative"}},
+       {"alltoall('a2a.bad')", "split 0 is negative"}},
+      {[&] { return chorus_enqueue_alltoall(a2a, x, shape, 2, CHORUS_FLOAT32, wrapping, 3, record, &log); },
+       {"alltoall('a2a.bad')", "split 1", "overflow"}},
       {[&] { return chorus_enqueue_alltoall(a2a, x, nullptr, 0, CHORUS_FLOAT32, one, 1, record, &log); },
        {"alltoall('a2a.bad')", "scalar"}},
       {[&] {
@@ -528,6 +533,63 @@ TEST_F(c_api, every_rejected_scatter_or_alltoall_names_the_tensor_and_does_not_c
   int64_t h = chorus_enqueue_alltoall(a2a, x, shape, 2, CHORUS_FLOAT32, one, 1, nullptr, nullptr);
   ASSERT_GE(h, 0) << chorus_last_error();
   EXPECT_EQ(chorus_wait(h, 10000), CHORUS_OK) << chorus_error_string(h);
+  chorus_release(h);
+}
+
+// In a job of three ranks, splits whose sum wraps around to dim 0 passed the check before.
+TEST(c_api_lifecycle, alltoall_splits_that_overflow_their_sum_are_rejected_naming_the_split) {
+  chorus::tensor_spec s;
+  s.name = "a2a.wrap";
+  s.kind = chorus::collective_kind::alltoall;
+  s.shape = {3, 2};
+  auto st = chorus::detail::check_splits(s, {INT64_MAX, INT64_MAX, 5}, 3);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("alltoall('a2a.wrap')"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("split 1"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("overflow"), std::string::npos) << st.message();
+  st = chorus::detail::check_splits(s, {1, INT64_MIN, 4}, 3);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("split 1 is negative"), std::string::npos) << st.message();
+  EXPECT_TRUE(chorus::detail::check_splits(s, {1, 0, 2}, 3).ok());
+}
+
+struct wait_in_callback {
+  std::atomic<int> calls{0};
+  std::atomic<int> wait_code{-1}, poll_code{-1};
+  std::string wait_error;
+  int64_t other = -1;
+};
+
+// The callback runs on the runtime's worker: a blocking wait there could never end.
+TEST_F(c_api, wait_inside_a_completion_callback_is_refused_at_once) {
+  float a = 1, b = 2;
+  int64_t shape[] = {1};
+  wait_in_callback log;
+  log.other = chorus_enqueue_allreduce(chorus_register("wait.other"), &b, shape, 1, CHORUS_FLOAT32, CHORUS_OP_SUM,
+                                       nullptr, nullptr);
+  ASSERT_GE(log.other, 0) << chorus_last_error();
+  auto cb = [](int64_t self, int, const char*, void* user) {
+    auto* l = static_cast<wait_in_callback*>(user);
+    auto t0 = std::chrono::steady_clock::now();
+    l->wait_code = chorus_wait(l->other, 5000);
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(1)) l->wait_code = -2;  // it blocked
+    l->wait_error = chorus_last_error();
+    l->poll_code = chorus_wait(self, 0);  // a poll cannot block: allowed
+    ++l->calls;
+  };
+  int64_t h = chorus_enqueue_allreduce(chorus_register("wait.cb"), &a, shape, 1, CHORUS_FLOAT32, CHORUS_OP_SUM, cb,
+                                       &log);
+  ASSERT_GE(h, 0) << chorus_last_error();
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (log.calls == 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(log.calls.load(), 1);
+  EXPECT_EQ(log.wait_code.load(), CHORUS_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(log.wait_error.find("chorus_wait(allreduce('wait.other'))"), std::string::npos) << log.wait_error;
+  EXPECT_NE(log.wait_error.find("completion callback"), std::string::npos) << log.wait_error;
+  EXPECT_EQ(log.poll_code.load(), CHORUS_OK);
+  EXPECT_EQ(chorus_wait(log.other, 10000), CHORUS_OK) << chorus_error_string(log.other);  // outside: fine
+  chorus_release(log.other);
   chorus_release(h);
 }
 

@@ -1,7 +1,8 @@
 // Hostile frame headers against the chunk ops' bounds checks: offsets and lengths that wrap a
 // 64-bit sum, sent through the engine on the live path (op already running) and on the
-// early-frame path (frame arrives before its op starts). A frame that does not fit must be
-// refused with a protocol error and must never make destination() point outside the buffer.
+// early-frame path (frame arrives before its op starts), and a stray frame for a chunk that
+// already finished. A frame that does not fit must be refused with a protocol error and must
+// never make destination() point outside the buffer, nor be kept without end.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -135,6 +136,28 @@ TEST(ChunkBounds, RingAcceptsTheHonestFrame) {
   EXPECT_FALSE(f.done);  // the allgather step is still to come
   EXPECT_EQ(f.buf[(1u << 17) + 5], 3.0f);
   EXPECT_TRUE(f.t.aborted.ok());
+}
+
+TEST(ChunkBounds, AFrameForAFinishedChunkIsRefusedNotKeptForever) {
+  null_transport t;
+  engine eng{t};
+  // A one-rank broadcast finishes at once; a frame for its sequence can only be a stray.
+  std::vector<std::byte> data(64);
+  bool done = false;
+  eng.run(std::make_unique<broadcast_op>(9, 0, 0, 1, data.data(), data.size(), 0, 64), [&](const status& st) {
+    EXPECT_TRUE(st.ok()) << st.message();
+    done = true;
+  });
+  ASSERT_TRUE(done);
+  wire::frame_header h;
+  h.kind = wire::frame_kind::data;
+  h.sequence = 9;
+  h.length = 64;
+  std::vector<std::byte> payload(64);
+  eng.delivered(1, h, payload.data());
+  EXPECT_EQ(t.aborted.code(), errc::protocol) << t.aborted.message();
+  EXPECT_NE(t.aborted.message().find("already finished"), std::string::npos) << t.aborted.message();
+  EXPECT_EQ(eng.broken().code(), errc::protocol);
 }
 
 TEST(ChunkBounds, AlltoallRefusesWrappedOffset) {

@@ -224,5 +224,30 @@ TEST(GossipMessage, CodecRoundTripsAndReportsTruncation) {
   }
 }
 
+TEST(GossipMessage, DecodedMemoryIsBoundedNotJustTheCount) {
+  // 3 million announcements of the smallest spec (nine zero bytes each: 27 MB on the wire)
+  // would decode to over 300 MB; the reader refuses past its budget instead.
+  const std::size_t n = 3'000'000;
+  std::vector<std::byte> bytes = {std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
+                                  std::byte{0}, std::byte{0}};  // kind, cycle, round, from, open_next, 2 bitmaps
+  const std::byte count[4] = {std::byte(0x80 | (n & 0x7f)), std::byte(0x80 | ((n >> 7) & 0x7f)),
+                              std::byte(0x80 | ((n >> 14) & 0x7f)), std::byte((n >> 21) & 0x7f)};  // LEB128
+  bytes.insert(bytes.end(), count, count + 4);
+  bytes.resize(bytes.size() + n * 9, std::byte{0});
+  auto m = decode_message(bytes);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error().code(), errc::protocol);
+  EXPECT_NE(m.error().message().find("bytes of memory"), std::string::npos) << m.error().message();
+}
+
+TEST(TensorSpec, TooManyDimensionsAreRefused) {
+  tensor_spec s;
+  s.name = "x";
+  s.shape.assign(max_spec_dims + 1, 1);
+  auto back = decode_tensor_spec(encode(s));
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.error().message().find("dimensions"), std::string::npos) << back.error().message();
+}
+
 }  // namespace
 }  // namespace chorus::negotiation
