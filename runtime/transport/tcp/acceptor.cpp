@@ -1,4 +1,4 @@
-// Accept loop: handshake each newcomer, admit expected (rank, stream) pairs once.
+// Accept loop and handshake pool: admit expected (rank, stream) pairs once.
 #include "runtime/transport/tcp/acceptor.hpp"
 
 #include <poll.h>
@@ -11,6 +11,10 @@
 #include "runtime/core/log.hpp"
 
 namespace chorus::tcp {
+
+namespace {
+constexpr int log_lines_per_second = 5;
+}
 
 acceptor::acceptor(unique_fd listener, handshake_config cfg)
     : listener_(std::move(listener)), wake_(::eventfd(0, EFD_CLOEXEC)), cfg_(std::move(cfg)) {
@@ -25,6 +29,14 @@ acceptor::~acceptor() {
   ssize_t rc = ::write(wake_.get(), &one, sizeof one);
   (void)rc;
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    queue_.clear();
+    for (int fd : in_handshake_) ::shutdown(fd, SHUT_RDWR);  // ends their handshakes at once
+  }
+  work_cv_.notify_all();
+  for (auto& w : workers_) w.join();
 }
 
 int acceptor::refused() const {
@@ -38,11 +50,61 @@ void acceptor::run() {
     int rc = ::poll(fds, 2, -1);
     if (rc < 0) continue;
     if (fds[1].revents) return;
-    if (fds[0].revents & POLLIN) {
-      int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) handle(unique_fd(fd));
+    if (!(fds[0].revents & POLLIN)) continue;
+    int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    unique_fd conn(fd);
+    std::unique_lock lock(mu_);
+    if (queue_.size() >= max_queued) {
+      lock.unlock();
+      refuse(peer_name(conn.get()), "too many connections waiting for a handshake");
+      continue;
     }
+    queue_.push_back(std::move(conn));
+    if (idle_workers_ == 0 && static_cast<int>(workers_.size()) < max_handshakes)
+      workers_.emplace_back([this] { work(); });
+    lock.unlock();
+    work_cv_.notify_one();
   }
+}
+
+void acceptor::work() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    ++idle_workers_;
+    work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    --idle_workers_;
+    if (stopping_) return;
+    unique_fd fd = std::move(queue_.front());
+    queue_.pop_front();
+    in_handshake_.insert(fd.get());
+    lock.unlock();
+    int raw = fd.get();
+    handle(std::move(fd));
+    lock.lock();
+    in_handshake_.erase(raw);
+  }
+}
+
+void acceptor::refuse(const std::string& who, const std::string& why) {
+  int summed = 0;
+  bool log = false;
+  {
+    std::lock_guard lock(mu_);
+    ++refused_;
+    auto now = clock::now();
+    if (now - log_window_ >= std::chrono::seconds(1)) {
+      summed = unlogged_;
+      unlogged_ = 0;
+      logged_in_window_ = 0;
+      log_window_ = now;
+    }
+    log = logged_in_window_ < log_lines_per_second;
+    if (log) ++logged_in_window_;
+    else ++unlogged_;
+  }
+  if (summed) CHORUS_LOG(error, "tcp", summed << " more connections were refused in the last second (not logged)");
+  if (log) CHORUS_LOG(error, "tcp", "refused connection from " << who << ": " << why);
 }
 
 void acceptor::handle(unique_fd fd) {
@@ -58,17 +120,17 @@ void acceptor::handle(unique_fd fd) {
                                         " is already connected"};
     return {};
   };
-  // A slow or hostile client holds the accept loop for at most this long.
-  auto deadline = clock::now() + std::chrono::seconds(5);
-  auto id = server_handshake(fd.get(), cfg_, deadline, admit);
-  std::lock_guard lock(mu_);
+  // A slow or hostile client holds one handshake thread for at most this long.
+  auto id = server_handshake(fd.get(), cfg_, clock::now() + handshake_timeout, admit);
   if (!id) {
-    ++refused_;
-    CHORUS_LOG(error, "tcp", "refused connection from " << who << ": " << id.error().to_string());
+    refuse(who, id.error().to_string());
     return;
   }
-  if (closed_ || inbound_[id->rank][id->stream].get() >= 0) {  // raced with completion
-    ++refused_;
+  std::unique_lock lock(mu_);
+  if (closed_ || inbound_[id->rank][id->stream].get() >= 0) {  // raced with completion or a twin
+    lock.unlock();
+    refuse(who, "rank " + std::to_string(id->rank) + " stream " + std::to_string(id->stream) +
+                    " arrived after its place was taken");
     return;
   }
   CHORUS_LOG(debug, "tcp", "accepted rank=" << id->rank << " stream=" << id->stream << " from=" << who);
