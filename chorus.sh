@@ -4,6 +4,11 @@
 #   ./chorus.sh demo            two local ranks on the defaults: allreduce demo with timings
 #   ./chorus.sh test            the whole test suite (ctest: unit + multi-process)
 #   ./chorus.sh bench [args]    chorus-bench allreduce under chorusrun, with Gloo beside it
+#   ./chorus.sh bench --emulated-hosts H [--ranks-per-host L] [--link R] [--flow R]
+#                     [--slow-fraction F] [allreduce options]
+#                               the same across H emulated hosts (bench/hosts/hosts.sh, root):
+#                               RESULT chorus_hosts / gloo_hosts lines, and RESULT link_hosts H
+#                               <flow_GBps> <link_GBps> computed from the shaping
 #   ./chorus.sh build           just install + build
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,12 +40,15 @@ case "$cmd" in
     ;;
   bench)
     build
+    if [ "${1:-}" = "--emulated-hosts" ]; then
+      exec bash "$root/bench/hosts/bench_hosts.sh" "$build_dir" "${@:2}"
+    fi
     np=2
     if [ "${1:-}" = "-np" ]; then np="$2"; shift 2; fi
     exec "$build_dir/bindings/cli/chorusrun" -np "$np" --timeout 1200 -- "$build_dir/bench/chorus-bench" allreduce "$@"
     ;;
   *)
-    echo "usage: ./chorus.sh demo | test | bench [-np N] [options] | build" >&2
+    echo "usage: ./chorus.sh demo | test | bench [-np N] [options] | bench --emulated-hosts H [...] | build" >&2
     exit 2
     ;;
 esac

@@ -29,6 +29,8 @@
 #include "bench/floor/tcp_floor.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/env/process_env.hpp"
+#include "runtime/transport/tcp/socket_util.hpp"
+#include "runtime/transport/tcp/tcp_transport.hpp"
 #ifdef CHORUS_WITH_GLOO
 #include "bench/gloo/gloo_peer.hpp"
 #endif
@@ -155,7 +157,12 @@ int run_allreduce(const options& o, const process_env& env) {
   char dir[128];
   std::snprintf(dir, sizeof dir, "/tmp/chorus-bench-gloo-%016llx", static_cast<unsigned long long>(env.job_id));
   if (run_gloo) {
-    gloo = bench::gloo_peer::connect(env.rank, env.size, dir);
+    // Gloo listens where Chorus' data plane does (CHORUS_HOST, CHORUS_IFACE, else towards the
+    // rendezvous), so across emulated hosts both use the same network.
+    auto tcp_opts = tcp::tcp_options::from_env();
+    std::string gloo_host = tcp_opts && !tcp_opts->bind_host.empty() ? tcp_opts->bind_host
+                                                                    : tcp::local_address_towards(env.rendezvous_host);
+    gloo = bench::gloo_peer::connect(env.rank, env.size, dir, gloo_host);
     if (!gloo) throw std::runtime_error("Gloo rendezvous failed");
     theirs.name = "gloo_tcp";
     theirs.rank = env.rank;

@@ -79,7 +79,8 @@ void ring_allreduce(const std::shared_ptr<gloo::Context>& ctx, T* data, std::siz
 
 }  // namespace
 
-std::unique_ptr<gloo_peer> gloo_peer::connect(int rank, int size, const std::string& store_dir) {
+std::unique_ptr<gloo_peer> gloo_peer::connect(int rank, int size, const std::string& store_dir,
+                                              const std::string& host) {
   if (size < 1 || rank < 0 || rank >= size || store_dir.empty()) {
     CHORUS_LOG(error, "gloo_peer",
                "connect: bad arguments rank=" << rank << " size=" << size << " store_dir='"
@@ -96,7 +97,7 @@ std::unique_ptr<gloo_peer> gloo_peer::connect(int rank, int size, const std::str
   }
   try {
     gloo::rendezvous::FileStore store(store_dir);
-    gloo::transport::tcp::attr attr("127.0.0.1");
+    gloo::transport::tcp::attr attr(host.c_str());
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     context->connectFullMesh(store, device);

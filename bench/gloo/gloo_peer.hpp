@@ -24,7 +24,10 @@ class gloo_peer {
   /// pass a fresh one per run. Blocks until all `size` ranks arrived or Gloo's store timeout
   /// (30 s) passed. Returns nullptr on bad arguments or a failed rendezvous, after logging an
   /// error line that names the rank, the directory and Gloo's message.
-  static std::unique_ptr<gloo_peer> connect(int rank, int size, const std::string& store_dir);
+  /// Gloo's pairs listen on `host` (the address the Chorus ranks use: 127.0.0.1 on one host, the
+  /// host's own address across emulated hosts, whose /tmp the FileStore shares).
+  static std::unique_ptr<gloo_peer> connect(int rank, int size, const std::string& store_dir,
+                                            const std::string& host = "127.0.0.1");
 
   ~gloo_peer();
   gloo_peer(const gloo_peer&) = delete;

@@ -1,5 +1,7 @@
-// Job identity (free rendezvous port, OpenSSL-random secret and id) and per-rank environments.
+// Job identity: rendezvous address (a free port), OpenSSL-random secret and id.
 #include "bindings/cli/chorusrun/job_env.hpp"
+
+#include "runtime/env/process_env.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,13 +12,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <string_view>
 #include <vector>
 
 #include "runtime/config/reader.hpp"
-
-extern char** environ;
 
 namespace chorus::chorusrun {
 namespace {
@@ -70,53 +69,36 @@ std::string configured_text(const char* name) {
 
 }  // namespace
 
-result<job_identity> make_job_identity() {
+result<job_identity> make_job_identity(const launch_options& opts, const std::vector<placement>& placements) {
   job_identity job;
   if (auto rdv = configured_text("CHORUS_RENDEZVOUS"); !rdv.empty()) {
     job.rendezvous = std::move(rdv);
+  } else if (opts.rendezvous) {
+    job.rendezvous = *opts.rendezvous;
   } else {
     auto port = pick_free_port();
     if (!port) return port.error();
-    job.rendezvous = "127.0.0.1:" + std::to_string(*port);
+    std::string host = opts.hosts.empty() || placements.empty() ? "127.0.0.1" : placements.front().host;
+    job.rendezvous = format_host_port(host, static_cast<uint16_t>(*port));
   }
   if (auto secret = configured_text("CHORUS_JOB_SECRET"); !secret.empty()) {
     job.secret = std::move(secret);
+  } else if (opts.nnodes && *opts.nnodes > 1) {
+    return status{errc::config,
+                  "per-node mode (--nnodes " + std::to_string(*opts.nnodes) +
+                      ") needs CHORUS_JOB_SECRET set to the same value on every node, e.g. "
+                      "export CHORUS_JOB_SECRET=$(openssl rand -hex 32) before the scheduler starts the nodes"};
   } else {
     auto secret_hex = random_hex(32);
     if (!secret_hex) return secret_hex.error();
     job.secret = std::move(*secret_hex);
   }
-  auto id_hex = random_hex(8);
-  if (!id_hex) return id_hex.error();
-  job.job_id = std::move(*id_hex);
-  return job;
-}
-
-std::vector<std::string> rank_environment(const launch_options& opts, const job_identity& job,
-                                          int rank) {
-  // Ordered by name so the child's environment is stable from run to run.
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string_view entry(*e);
-    auto eq = entry.find('=');
-    if (eq == std::string_view::npos) continue;
-    env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+  if (!opts.nnodes) {
+    auto id_hex = random_hex(8);
+    if (!id_hex) return id_hex.error();
+    job.job_id = std::move(*id_hex);
   }
-  env["CHORUS_RENDEZVOUS"] = job.rendezvous;
-  env["CHORUS_JOB_SECRET"] = job.secret;
-  env["CHORUS_JOB_ID"] = job.job_id;
-  if (opts.num_streams) env["CHORUS_NUM_STREAMS"] = std::to_string(*opts.num_streams);
-  for (const auto& [name, value] : opts.extra_env) env[name] = value;
-  // One host: local rank and size equal global rank and size.
-  env["CHORUS_RANK"] = std::to_string(rank);
-  env["CHORUS_SIZE"] = std::to_string(opts.num_ranks);
-  env["CHORUS_LOCAL_RANK"] = std::to_string(rank);
-  env["CHORUS_LOCAL_SIZE"] = std::to_string(opts.num_ranks);
-
-  std::vector<std::string> out;
-  out.reserve(env.size());
-  for (auto& [name, value] : env) out.push_back(name + "=" + value);
-  return out;
+  return job;
 }
 
 }  // namespace chorus::chorusrun

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "bindings/cli/chorusrun/host_list.hpp"
 #include "bindings/cli/chorusrun/options.hpp"
 #include "runtime/core/status.hpp"
 
@@ -15,19 +16,16 @@ struct job_identity {
   std::string rendezvous;  // "127.0.0.1:<port>", or CHORUS_RENDEZVOUS when set and non-empty
   std::string secret;      // 64 hex chars from 32 random bytes, or CHORUS_JOB_SECRET when set
                            // and non-empty (so a test or an outer launcher can choose it)
-  std::string job_id;      // 16 hex chars from a random 64-bit id, fresh for every job
+  std::string job_id;      // 16 hex chars from a random 64-bit id, fresh for every job; empty
+                           // in per-node mode (not set for the ranks)
 };
 
-/// Picks a free port on 127.0.0.1 (unless CHORUS_RENDEZVOUS is set) and draws a fresh secret
-/// (unless CHORUS_JOB_SECRET is set) and job id. Fails when the OS or OpenSSL does. The port is
-/// free when picked; another process may take it before rank 0 binds it (rank 0 then reports a
-/// rendezvous error).
-result<job_identity> make_job_identity();
-
-/// The full environment ("NAME=VALUE" entries) of rank `rank`: chorusrun's own environment,
-/// then the job's variables, then `-x` settings, then the per-rank variables. A later entry
-/// replaces an earlier one of the same name, so each name appears once.
-std::vector<std::string> rank_environment(const launch_options& opts, const job_identity& job,
-                                          int rank);
+/// The job's rendezvous, secret and id. Rendezvous: CHORUS_RENDEZVOUS when set, else
+/// --rendezvous, else a free port on 127.0.0.1 (all ranks local) or on rank 0's host (-H; the
+/// port is checked free here, not there: rank 0 reports a taken one). Secret: CHORUS_JOB_SECRET
+/// when set, else 32 fresh random bytes; per-node mode with several nodes requires it set (every
+/// node must use the same). Job id: fresh, except in per-node mode (empty: the ranks derive it
+/// from the rendezvous address, alike on every node). Fails when the OS or OpenSSL does.
+result<job_identity> make_job_identity(const launch_options& opts, const std::vector<placement>& placements);
 
 }  // namespace chorus::chorusrun

@@ -3,11 +3,17 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "bindings/cli/chorusrun/job_env.hpp"
+#include "bindings/cli/chorusrun/launch_plan.hpp"
 #include "bindings/cli/chorusrun/options.hpp"
 #include "bindings/cli/chorusrun/supervisor.hpp"
+
+extern char** environ;
 
 namespace {
 
@@ -33,6 +39,23 @@ void ensure_standard_fds() {
   }
 }
 
+std::string this_host_name() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+std::string current_dir() {
+  char buf[4096] = {};
+  return ::getcwd(buf, sizeof buf) ? buf : "/";
+}
+
+std::vector<std::string> own_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,10 +72,40 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  auto job = make_job_identity();
+  if (opts->hostfile) {
+    std::ifstream in(*opts->hostfile);
+    if (!in) {
+      write_text(2, "chorusrun: cannot read --hostfile '" + *opts->hostfile + "'\n");
+      return 2;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    auto hosts = parse_hostfile(text.str(), *opts->hostfile);
+    if (!hosts) {
+      write_text(2, "chorusrun: " + hosts.error().message() + "\n");
+      return 2;
+    }
+    opts->hosts = std::move(*hosts);
+    opts->hostfile.reset();
+  }
+  if (auto st = check_options(*opts); !st.ok()) {
+    write_text(2, "chorusrun: " + st.message() + "\n" + usage_text());
+    return 2;
+  }
+  auto placements = plan_placements(*opts, this_host_name());
+  if (!placements) {
+    write_text(2, "chorusrun: " + placements.error().message() + "\n");
+    return 2;
+  }
+  auto job = make_job_identity(*opts, *placements);
   if (!job) {
     write_text(2, "chorusrun: cannot set up the job: " + job.error().to_string() + "\n");
     return 1;
   }
-  return run_job(*opts, *job);
+  auto launches = plan_launch(*opts, *job, *placements, own_environment(), current_dir());
+  if (!launches) {
+    write_text(2, "chorusrun: " + launches.error().message() + "\n");
+    return 2;
+  }
+  return run_job(*opts, *job, *launches);
 }

@@ -9,16 +9,18 @@ namespace chorus::chorusrun {
 namespace {
 
 // Variables chorusrun sets differently for every rank; `-x` cannot override them.
-constexpr std::string_view per_rank_names[] = {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK",
-                                               "CHORUS_LOCAL_SIZE"};
+constexpr std::string_view per_rank_names[] = {
+    "CHORUS_RANK",       "CHORUS_SIZE",        "CHORUS_LOCAL_RANK",  "CHORUS_LOCAL_SIZE",  "HOROVOD_RANK",
+    "HOROVOD_SIZE",      "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE",
+    "HOROVOD_HOSTNAME"};
 
 status usage_error(std::string message) { return {errc::invalid_argument, std::move(message)}; }
 
-result<int> parse_positive_int(std::string_view option, std::string_view text) {
+result<int> parse_positive_int(std::string_view option, std::string_view text, int min = 1) {
   int value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value <= 0) {
-    return usage_error(std::string(option) + " expects a positive integer, got '" +
+  if (ec != std::errc() || end != text.data() + text.size() || value < min) {
+    return usage_error(std::string(option) + " expects " + (min > 0 ? "a positive" : "a non-negative") + " integer, got '" +
                        std::string(text) + "'");
   }
   return value;
@@ -111,6 +113,30 @@ result<launch_options> parse_options(std::span<const char* const> argv) {
       opts.num_streams = *n;
       continue;
     }
+    if (name == "-H" || name == "--hosts") {
+      auto v = take_value(name, inline_value);
+      if (!v) return v.error();
+      auto hosts = parse_host_list(*v);
+      if (!hosts) return hosts.error();
+      opts.hosts = std::move(*hosts);
+      continue;
+    }
+    if (name == "--hostfile" || name == "--launcher" || name == "--rendezvous") {
+      auto v = take_value(name, inline_value);
+      if (!v) return v.error();
+      if (v->empty()) return usage_error(std::string(name) + " needs a non-empty value");
+      (name == "--hostfile" ? opts.hostfile : name == "--launcher" ? opts.launcher_template : opts.rendezvous) = *v;
+      continue;
+    }
+    if (name == "--nnodes" || name == "--node-rank") {
+      auto v = take_value(name, inline_value);
+      if (!v) return v.error();
+      auto n = parse_positive_int(name, *v, name == "--nnodes" ? 1 : 0);
+      if (!n) return n.error();
+      if (name == "--nnodes") opts.nnodes = *n;
+      else opts.node_rank = *n;
+      continue;
+    }
     if (name == "--timeout") {
       auto v = take_value(name, inline_value);
       if (!v) return v.error();
@@ -136,16 +162,47 @@ result<launch_options> parse_options(std::span<const char* const> argv) {
   return opts;
 }
 
+status check_options(const launch_options& opts) {
+  if (!opts.hosts.empty() && opts.hostfile) return usage_error("give -H or --hostfile, not both");
+  if (opts.launcher_template && opts.launcher_template->find("{host}") == std::string::npos)
+    return usage_error("--launcher '" + *opts.launcher_template + "' has no {host}");
+  if (opts.nnodes) {
+    if (!opts.hosts.empty() || opts.hostfile)
+      return usage_error("--nnodes (one chorusrun per node) cannot be combined with -H or --hostfile");
+    if (!opts.rendezvous) return usage_error("--nnodes needs --rendezvous ADDR:PORT (reachable from every node)");
+    if (opts.node_rank >= *opts.nnodes)
+      return usage_error("--node-rank " + std::to_string(opts.node_rank) + " is not below --nnodes " +
+                         std::to_string(*opts.nnodes));
+  } else if (opts.node_rank != 0) {
+    return usage_error("--node-rank needs --nnodes");
+  }
+  if (!opts.hosts.empty()) {
+    auto placed = place_ranks(opts.hosts, opts.num_ranks);
+    if (!placed) return placed.error();
+  }
+  return {};
+}
+
 std::string usage_text() {
   return "usage: chorusrun -np N [options] [--] command [args...]\n"
-         "Starts N local ranks of `command` with CHORUS_RANK, CHORUS_SIZE, CHORUS_LOCAL_RANK,\n"
-         "CHORUS_LOCAL_SIZE, CHORUS_RENDEZVOUS, CHORUS_JOB_SECRET and CHORUS_JOB_ID set.\n"
+         "Starts N ranks of `command` with CHORUS_RANK, CHORUS_SIZE, CHORUS_LOCAL_RANK,\n"
+         "CHORUS_LOCAL_SIZE, CHORUS_RENDEZVOUS, CHORUS_JOB_SECRET and CHORUS_JOB_ID set, and\n"
+         "horovodrun's HOROVOD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE, _CROSS_RANK, _CROSS_SIZE,\n"
+         "_HOSTNAME. Remote ranks read their variables (the secret too) from stdin, not argv.\n"
          "\n"
          "options:\n"
          "  -np N, -n N         number of ranks to start (required)\n"
          "  -x NAME=VALUE       extra environment variable for every rank (repeatable)\n"
          "  --streams S         set CHORUS_NUM_STREAMS=S for every rank\n"
          "  --timeout SECONDS   stop the whole job if it runs longer (exit status 124)\n"
+         "  -H h1:S1,h2:S2      run on these hosts (S ranks each, filled in order); [v6addr]:S\n"
+         "  --hostfile FILE     hosts from FILE, horovodrun's format: 'host slots=N' per line\n"
+         "  --launcher 'TMPL'   start remote ranks with TMPL ({host} replaced; the rank command\n"
+         "                      follows as words) instead of 'ssh -o BatchMode=yes {host}'\n"
+         "  --nnodes M --node-rank R --rendezvous ADDR:PORT\n"
+         "                      per-node mode: this chorusrun starts ranks R*N..R*N+N-1 of M*N\n"
+         "                      (needs CHORUS_JOB_SECRET set alike on every node)\n"
+         "  --rendezvous A:P    where rank 0 serves the store (default: rank 0's host, free port)\n"
          "  --no-prefix         do not prefix output lines with [rank]\n"
          "  -h, --help          print this help\n"
          "\n"

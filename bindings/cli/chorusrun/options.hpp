@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "bindings/cli/chorusrun/host_list.hpp"
 #include "runtime/core/status.hpp"
 
 namespace chorus::chorusrun {
@@ -21,11 +22,21 @@ struct launch_options {
   bool prefix_output = true;                               // false with --no-prefix
   bool show_help = false;                                  // -h / --help: print usage, run nothing
   std::vector<std::string> command;                        // program and its arguments
+  std::vector<host_slots> hosts;          // -H (or --hostfile, read by main); empty: all local
+  std::optional<std::string> hostfile;    // --hostfile FILE, before main reads it into hosts
+  std::optional<std::string> launcher_template;  // --launcher 'cmd ... {host} ...'; default ssh
+  std::optional<int> nnodes;              // --nnodes M: per-node mode, -np is ranks per node
+  int node_rank = 0;                      // --node-rank R in [0, M)
+  std::optional<std::string> rendezvous;  // --rendezvous ADDR:PORT
 };
 
 /// Parses argv (argv[0] is skipped). A usage error comes back as errc::invalid_argument with a
 /// message naming the offending argument; the caller prints it with the usage text, exit 2.
 result<launch_options> parse_options(std::span<const char* const> argv);
+
+/// Checks the options that depend on each other once `hosts` is final (after --hostfile is
+/// read): -np against the slots, per-node mode against a host list, {host} in --launcher.
+status check_options(const launch_options& opts);
 
 /// The usage text, ending in a newline.
 std::string usage_text();

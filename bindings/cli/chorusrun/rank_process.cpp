@@ -51,7 +51,7 @@ void close_fd(int& fd) {
 }  // namespace
 
 result<rank_process> spawn_rank(int rank, const std::vector<std::string>& command,
-                                const std::vector<std::string>& env) {
+                                const std::vector<std::string>& env, const std::string& stdin_data) {
   auto fail = [rank](const char* what) {
     return status{errc::internal, "rank " + std::to_string(rank) + ": " + what + ": " +
                                       std::strerror(errno)};
@@ -73,11 +73,41 @@ result<rank_process> spawn_rank(int rank, const std::vector<std::string>& comman
     close_all();
     return st;
   }
-  dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (dev_null < 0) {
-    status st = fail("opening /dev/null");
+  if (stdin_data.empty()) {
+    dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (dev_null < 0) {
+      status st = fail("opening /dev/null");
+      close_all();
+      return st;
+    }
+  } else if (stdin_data.size() > 60000) {
     close_all();
-    return st;
+    return status{errc::invalid_argument, "rank " + std::to_string(rank) + ": " +
+                                              std::to_string(stdin_data.size()) +
+                                              " bytes of variables for stdin exceed a pipe's 64 KiB"};
+  } else {
+    // The data fits the pipe (a few KiB of NAME=VALUE lines): write it all, then close, so the
+    // rank reads it and then EOF. `dev_null` holds the read end.
+    int in_pipe[2] = {-1, -1};
+    if (::pipe2(in_pipe, O_CLOEXEC) != 0) {
+      status st = fail("creating the stdin pipe");
+      close_all();
+      return st;
+    }
+    dev_null = in_pipe[0];
+    size_t off = 0;
+    while (off < stdin_data.size()) {
+      ssize_t n = ::write(in_pipe[1], stdin_data.data() + off, stdin_data.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        status st = fail("writing the rank's variables to its stdin");
+        ::close(in_pipe[1]);
+        close_all();
+        return st;
+      }
+      off += static_cast<size_t>(n);
+    }
+    ::close(in_pipe[1]);
   }
 
   pid_t pid = -1;

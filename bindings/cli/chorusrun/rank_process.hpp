@@ -22,11 +22,12 @@ struct rank_process {
 };
 
 /// Starts `command` (looked up in PATH like execvp, using PATH from `env`) as rank `rank` with
-/// exactly the environment `env`, stdin from /dev/null, stdout and stderr on new pipes, in a
+/// exactly the environment `env`, stdin from /dev/null (or a pipe holding `stdin_data`, closed
+/// after it, when that is not empty), stdout and stderr on new pipes, in a
 /// new process group led by the rank. A failing exec is reported by the child on its stderr
 /// ("chorusrun: cannot execute ...") and ends it with status 127.
 result<rank_process> spawn_rank(int rank, const std::vector<std::string>& command,
-                                const std::vector<std::string>& env);
+                                const std::vector<std::string>& env, const std::string& stdin_data = {});
 
 /// Sends `signo` to the rank's process group (so its children get it too) and, while the rank
 /// is not reaped, to its pid. A group or pid that no longer exists is not an error.

@@ -79,9 +79,9 @@ struct rank_slot {
 
 class job_supervisor {
  public:
-  job_supervisor(const launch_options& opts, const job_identity& job,
+  job_supervisor(const launch_options& opts, const job_identity& job, const std::vector<rank_launch>& launches,
                  const supervisor_config& config)
-      : opts_(opts), job_(job), config_(config) {}
+      : opts_(opts), job_(job), launches_(launches), config_(config) {}
 
   int run() {
     if (status st = signals_.open(); !st) {
@@ -106,9 +106,10 @@ class job_supervisor {
   // Step 1. A rank that cannot be started (no fds, fork failed) fails the job; ranks already
   // started are stopped and reaped by the loop.
   void start_ranks() {
-    slots_.reserve(static_cast<size_t>(opts_.num_ranks));
-    for (int r = 0; r < opts_.num_ranks; ++r) {
-      auto proc = spawn_rank(r, opts_.command, rank_environment(opts_, job_, r));
+    slots_.reserve(launches_.size());
+    for (const auto& l : launches_) {
+      const int r = l.rank;
+      auto proc = spawn_rank(r, l.argv, l.env, l.stdin_data);
       if (!proc) {
         say("cannot start rank " + std::to_string(r) + ": " + proc.error().message() +
             "; stopping the job");
@@ -181,7 +182,8 @@ class job_supervisor {
     flush_output();
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
     set_reason(stop_reason::rank_failed, code >= 1 && code <= 255 ? code : 1);
-    say("rank " + std::to_string(slot.proc.rank) + " " + describe_exit(st) + "; stopping the job");
+    say("rank " + std::to_string(slot.proc.rank) + where(slot.proc.rank) + " " + describe_exit(st) +
+        "; stopping the job");
     stop_all(SIGTERM);
   }
 
@@ -311,6 +313,13 @@ class job_supervisor {
     write_all(2, line);
   }
 
+  // " on host H" when the job spans hosts.
+  std::string where(int rank) const {
+    for (const auto& l : launches_)
+      if (l.rank == rank && !l.host.empty()) return " on host " + l.host;
+    return "";
+  }
+
   void set_reason(stop_reason reason, int exit_status) {
     if (reason_ != stop_reason::none) return;
     reason_ = reason;
@@ -319,6 +328,7 @@ class job_supervisor {
 
   const launch_options& opts_;
   const job_identity& job_;
+  const std::vector<rank_launch>& launches_;
   supervisor_config config_;
   signal_pipe signals_;
   std::vector<rank_slot> slots_;
@@ -333,8 +343,9 @@ class job_supervisor {
 
 }  // namespace
 
-int run_job(const launch_options& opts, const job_identity& job, const supervisor_config& config) {
-  job_supervisor supervisor(opts, job, config);
+int run_job(const launch_options& opts, const job_identity& job, const std::vector<rank_launch>& launches,
+            const supervisor_config& config) {
+  job_supervisor supervisor(opts, job, launches, config);
   return supervisor.run();
 }
 

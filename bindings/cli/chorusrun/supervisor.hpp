@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "bindings/cli/chorusrun/job_env.hpp"
+#include "bindings/cli/chorusrun/launch_plan.hpp"
 #include "bindings/cli/chorusrun/options.hpp"
 
 namespace chorus::chorusrun {
@@ -22,7 +23,9 @@ struct supervisor_config {
 ///  - 1 when a rank could not be started.
 /// Returns only after every rank is reaped; leftover processes in the ranks' process groups
 /// are killed. Owns the process-wide signal handlers while it runs.
-int run_job(const launch_options& opts, const job_identity& job,
+/// `launches` says how each rank starts (launch_plan.hpp); a failing rank is named with its
+/// host when the job spans hosts.
+int run_job(const launch_options& opts, const job_identity& job, const std::vector<rank_launch>& launches,
             const supervisor_config& config = {});
 
 }  // namespace chorus::chorusrun

@@ -1,12 +1,10 @@
 // The three rendezvous rounds that set up the shared-memory rings.
 #include "runtime/transport/shm/lanes.hpp"
 
-#include <fstream>
 #include <sstream>
 
-#include <unistd.h>
-
 #include "runtime/core/log.hpp"
+#include "runtime/env/host_settings.hpp"
 #include "runtime/wire/handshake.hpp"
 
 namespace chorus::shm {
@@ -37,14 +35,7 @@ std::string hex(uint64_t v) {
 
 }  // namespace
 
-std::string host_identity() {
-  std::string boot;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, boot);
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return boot + "/" + name;
-}
+std::string host_identity() { return chorus::host_identity(read_host_settings()); }
 
 result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendezvous& rdv, int streams,
                                                   std::size_t ring_bytes, std::chrono::milliseconds timeout) {

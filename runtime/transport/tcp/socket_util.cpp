@@ -29,21 +29,63 @@ void set_nonblocking(int fd, bool on) {
   fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
 }
 
-result<sockaddr_in> resolve(const std::string& host, uint16_t port) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
+// An IPv4 or IPv6 socket address.
+struct sock_address {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+  int family() const { return storage.ss_family; }
+  sockaddr* get() { return reinterpret_cast<sockaddr*>(&storage); }
+};
+
+// Numeric addresses of either family, else the first IPv4 then IPv6 result of the resolver.
+result<sock_address> resolve(const std::string& host, uint16_t port) {
+  sock_address a;
   std::string h = host == "localhost" ? "127.0.0.1" : host;
-  if (inet_pton(AF_INET, h.c_str(), &sa.sin_addr) == 1) return sa;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(h.c_str(), nullptr, &hints, &res) != 0 || !res)
-    return status{errc::config, "cannot resolve host '" + host + "'"};
-  sa.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-  freeaddrinfo(res);
-  return sa;
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&a.storage);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&a.storage);
+  if (inet_pton(AF_INET, h.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    a.len = sizeof(sockaddr_in);
+    return a;
+  }
+  if (inet_pton(AF_INET6, h.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    a.len = sizeof(sockaddr_in6);
+    return a;
+  }
+  for (int family : {AF_INET, AF_INET6}) {
+    addrinfo hints{};
+    hints.ai_family = family;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(h.c_str(), nullptr, &hints, &res) != 0 || !res) continue;
+    std::memcpy(&a.storage, res->ai_addr, res->ai_addrlen);
+    a.len = res->ai_addrlen;
+    freeaddrinfo(res);
+    if (family == AF_INET) v4->sin_port = htons(port);
+    else v6->sin6_port = htons(port);
+    return a;
+  }
+  return status{errc::config, "cannot resolve host '" + host + "'"};
+}
+
+// "host:port" of a socket address, brackets around IPv6.
+std::string address_text(const sockaddr_storage& ss, bool with_port) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  uint16_t port = 0;
+  if (ss.ss_family == AF_INET6) {
+    auto* v6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &v6->sin6_addr, buf, sizeof buf);
+    port = ntohs(v6->sin6_port);
+    return with_port ? "[" + std::string(buf) + "]:" + std::to_string(port) : std::string(buf);
+  }
+  auto* v4 = reinterpret_cast<const sockaddr_in*>(&ss);
+  inet_ntop(AF_INET, &v4->sin_addr, buf, sizeof buf);
+  port = ntohs(v4->sin_port);
+  return with_port ? std::string(buf) + ":" + std::to_string(port) : std::string(buf);
 }
 
 // Waits until fd is ready for `events` or the deadline passes.
@@ -77,12 +119,17 @@ void unique_fd::reset() {
   fd_ = -1;
 }
 
+std::string endpoint::to_string() const {
+  return host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port) : host + ":" + std::to_string(port);
+}
+
 result<endpoint> parse_endpoint(const std::string& s) {
   auto colon = s.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
-    return status{errc::config, "malformed endpoint '" + s + "', expected host:port"};
+    return status{errc::config, "malformed endpoint '" + s + "', expected host:port or [v6]:port"};
   endpoint ep;
   ep.host = s.substr(0, colon);
+  if (ep.host.size() > 2 && ep.host.front() == '[' && ep.host.back() == ']') ep.host = ep.host.substr(1, ep.host.size() - 2);
   try {
     int port = std::stoi(s.substr(colon + 1));
     if (port < 0 || port > 65535) throw std::out_of_range("port");
@@ -96,17 +143,19 @@ result<endpoint> parse_endpoint(const std::string& s) {
 result<unique_fd> listen_on(const std::string& host, uint16_t port, uint16_t* bound) {
   auto sa = resolve(host, port);
   if (!sa) return sa.error();
-  unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  unique_fd fd(::socket(sa->family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) return status{errc::config, "socket(): " + err_text(errno)};
   int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(sockaddr_in)) != 0)
-    return status{errc::config, "bind " + host + ":" + std::to_string(port) + ": " + err_text(errno)};
+  if (::bind(fd.get(), sa->get(), sa->len) != 0)
+    return status{errc::config, "bind " + endpoint{host, port}.to_string() + ": " + err_text(errno)};
   if (::listen(fd.get(), 512) != 0) return status{errc::config, "listen(): " + err_text(errno)};
-  sockaddr_in got{};
+  sockaddr_storage got{};
   socklen_t len = sizeof got;
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&got), &len);
-  if (bound) *bound = ntohs(got.sin_port);
+  if (bound)
+    *bound = ntohs(got.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&got)->sin6_port
+                                             : reinterpret_cast<sockaddr_in*>(&got)->sin_port);
   return fd;
 }
 
@@ -115,10 +164,10 @@ result<unique_fd> connect_to(const endpoint& ep, clock::time_point deadline) {
   if (!sa) return sa.error();
   std::string last = "no attempt";
   while (clock::now() < deadline) {
-    unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    unique_fd fd(::socket(sa->family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (fd.get() < 0) return status{errc::connection_lost, "socket(): " + err_text(errno)};
     set_nonblocking(fd.get(), true);
-    int rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(sockaddr_in));
+    int rc = ::connect(fd.get(), sa->get(), sa->len);
     if (rc != 0 && errno == EINPROGRESS) {
       auto st = wait_ready(fd.get(), POLLOUT, deadline, "connect");
       if (!st.ok()) return status{st.code(), "connect to " + ep.to_string() + ": " + st.message()};
@@ -220,27 +269,22 @@ void set_liveness(int fd, std::chrono::milliseconds timeout) {
 }
 
 std::string peer_name(int fd) {
-  sockaddr_in sa{};
+  sockaddr_storage sa{};
   socklen_t len = sizeof sa;
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) return "?";
-  char buf[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof buf);
-  return std::string(buf) + ":" + std::to_string(ntohs(sa.sin_port));
+  return address_text(sa, true);
 }
 
 std::string local_address_towards(const std::string& host) {
   if (host == "127.0.0.1" || host == "localhost" || host.empty()) return "127.0.0.1";
   auto sa = resolve(host, 9);
   if (!sa) return "127.0.0.1";
-  unique_fd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0 || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(sockaddr_in)) != 0)
-    return "127.0.0.1";
-  sockaddr_in me{};
+  unique_fd fd(::socket(sa->family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0 || ::connect(fd.get(), sa->get(), sa->len) != 0) return "127.0.0.1";
+  sockaddr_storage me{};
   socklen_t len = sizeof me;
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&me), &len);
-  char buf[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &me.sin_addr, buf, sizeof buf);
-  return buf;
+  return address_text(me, false);
 }
 
 }  // namespace chorus::tcp

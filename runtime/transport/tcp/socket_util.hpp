@@ -33,14 +33,16 @@ class unique_fd {
   int fd_ = -1;
 };
 
+/// host (name, IPv4 or IPv6 address without brackets) and port.
 struct endpoint {
   std::string host;
   uint16_t port = 0;
-  std::string to_string() const { return host + ":" + std::to_string(port); }
+  std::string to_string() const;  ///< "host:port", "[v6]:port"
 };
+/// Parses "host:port" or "[v6]:port".
 result<endpoint> parse_endpoint(const std::string& s);
 
-/// A listening socket on host:port (port 0 picks one); `bound` receives the real port.
+/// A listening socket on host:port (IPv4 or IPv6; port 0 picks one); `bound` receives the real port.
 result<unique_fd> listen_on(const std::string& host, uint16_t port, uint16_t* bound);
 /// Connects, retrying refused connections until the deadline (the peer may not listen yet).
 result<unique_fd> connect_to(const endpoint& ep, clock::time_point deadline);
@@ -61,9 +63,10 @@ void tune_socket(int fd, int buffer_bytes);
 /// zero-window probes included) and keepalive probes that give up after about `timeout`.
 /// A frozen process whose kernel still answers is caught by the control link's heartbeats.
 void set_liveness(int fd, std::chrono::milliseconds timeout);
-/// "127.0.0.1:51234" of the remote side.
+/// "127.0.0.1:51234" or "[fd00::1]:51234" of the remote side.
 std::string peer_name(int fd);
-/// The local address a packet to `host` would leave from (for publishing our endpoint).
+/// The local address a packet to `host` would leave from (for publishing our endpoint); IPv6
+/// addresses come without brackets.
 std::string local_address_towards(const std::string& host);
 
 }  // namespace chorus::tcp

@@ -5,6 +5,8 @@
 #include <future>
 
 #include "runtime/core/log.hpp"
+#include "runtime/env/host_settings.hpp"
+#include "runtime/transport/tcp/iface.hpp"
 #include "runtime/transport/shm/lanes.hpp"
 
 namespace chorus::tcp {
@@ -21,6 +23,7 @@ tcp_options tcp_options::from_config(const transport_config& c) {
   o.connect_timeout = c.connect_timeout;
   o.shm_bytes = c.shm_bytes;
   o.bind_host = c.host;
+  o.iface = c.iface;
   o.peer_timeout = c.peer_timeout;
   return o;
 }
@@ -40,6 +43,7 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   // Streams 0..S-1 carry data; one more connection per peer is the control link.
   const int control_stream = opts.num_streams;
   handshake_config cfg{env.job_id, env.job_secret, env.rank, env.size, opts.num_streams + 1};
+  if (auto st = require_secret_across_hosts(env); !st.ok()) return st;
   if (cfg.secret.empty()) {
     if (env.size > 1)
       CHORUS_LOG(warn, "tcp", "CHORUS_JOB_SECRET is not set: connections use a well-known default secret; "
@@ -49,14 +53,20 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   t->control_key_ = wire::control_key(cfg.secret, env.job_id);
 
   // 1. Listen and start accepting before anyone can learn our endpoint.
-  std::string host = opts.bind_host.empty() ? local_address_towards(env.rendezvous_host) : opts.bind_host;
+  std::string host = opts.bind_host;
+  if (host.empty() && !opts.iface.empty()) {  // CHORUS_IFACE: that interface's address
+    auto addr = interface_address(opts.iface);
+    if (!addr) return addr.error();
+    host = *addr;
+  }
+  if (host.empty()) host = local_address_towards(env.rendezvous_host);
   uint16_t port = 0;
   auto listener = listen_on(host, 0, &port);
   if (!listener) return listener.error();
   t->acceptor_ = std::make_unique<acceptor>(std::move(*listener), cfg);
 
   // 2. Publish our endpoint and learn everybody's.
-  std::string me = host + ":" + std::to_string(port);
+  std::string me = endpoint{host, port}.to_string();
   auto st = rdv.publish("data/" + std::to_string(env.rank), me);
   if (!st.ok()) return st;
   auto eps = rdv.gather("data/", opts.connect_timeout);

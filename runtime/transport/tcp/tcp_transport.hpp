@@ -38,7 +38,10 @@ struct tcp_options {
   std::size_t shm_bytes = 2u << 20;
   uint32_t max_payload = 64u << 20;         ///< frames announcing more are refused
   std::chrono::milliseconds connect_timeout{60000};  ///< CHORUS_CONNECT_TIMEOUT_SECONDS
-  std::string bind_host;                    ///< CHORUS_HOST; empty: the address towards the rendezvous
+  /// CHORUS_HOST, else CHORUS_IFACE's address (IPv4, else global IPv6); empty: the address
+  /// towards the rendezvous.
+  std::string bind_host;
+  std::string iface;  ///< CHORUS_IFACE: listen on this interface's address when bind_host is empty
   /// CHORUS_PEER_TIMEOUT_SECONDS: a peer whose runtime sent nothing for this long (no heartbeat
   /// on the control link, no acknowledgement on a socket) is declared lost.
   std::chrono::milliseconds peer_timeout{30000};

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Emulated hosts on one machine: each "host" is a network namespace plus a mount namespace with
+# its own tmpfs on /dev/shm, joined by a bridge that lives in a "switch" namespace of its own, so
+# the initial network namespace is never changed. Links and connections are shaped with tc
+# (shape.sh). Needs root, ip netns, veth, bridge and tc's htb and u32.
+#
+#   hosts.sh up H [--link R] [--flow R] [--slow R] [--slow-fraction F] [--port-bits B]
+#   hosts.sh exec HOST cmd...     run cmd inside HOST (index 0..H-1, address 10.77.0.x or name)
+#   hosts.sh down                 remove everything the last `up` created
+#   hosts.sh run H [up options] -- cmd...   up, run cmd (CHORUS_HOSTS_ADDRS set), down on exit
+#   hosts.sh addrs | status       the hosts' addresses (comma separated) | what is up
+#   hosts.sh check                exit 0 when this machine can build hosts, else say why (exit 77)
+# Rates use tc's units (4gbit, 250mbit). Host i has address 10.77.0.<i+1>/24, reachable only
+# from the namespaces made here. The initial network namespace is never changed; the initial
+# mount namespace gets one private bind mount of the state dir (it holds the hosts' mount
+# namespaces), removed by `down`. Only one harness is up at a time (flock on $state_root/lock,
+# held for the whole of `run`; `up` refuses while another's state exists).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/shape.sh"
+
+state_root="${CHORUS_HOSTS_STATE:-/run/chorus-hosts}"
+lock_file="$state_root/lock"
+active_file="$state_root/active"    # the tag of the harness that is up, if any
+subnet="10.77.0"
+
+die() { echo "hosts.sh: $*" >&2; exit 1; }
+
+# Why this machine cannot build hosts, or nothing when it can.
+cannot_build() {
+  [ "$(id -u)" -eq 0 ] || { echo "not root (namespaces, veth and tc need root)"; return; }
+  command -v ip >/dev/null && ip netns list >/dev/null 2>&1 || { echo "no 'ip netns' (iproute2)"; return; }
+  command -v tc >/dev/null || { echo "no 'tc' (iproute2)"; return; }
+  command -v nsenter >/dev/null && command -v unshare >/dev/null && command -v flock >/dev/null ||
+    { echo "no nsenter/unshare/flock (util-linux)"; return; }
+  unshare --mount --propagation private sh -c 'mount -t tmpfs chorus-probe /mnt' 2>/dev/null ||
+    { echo "cannot make a mount namespace with its own tmpfs (unshare --mount)"; return; }
+  local probe="chorus-hprobe$$"
+  if ! ip netns add "$probe" 2>/dev/null; then echo "cannot create a network namespace"; return; fi
+  local why=""
+  if ! ip -n "$probe" link add p0 type veth peer name p1 2>/dev/null; then
+    why="no veth"
+  elif ! ip -n "$probe" link add b0 type bridge 2>/dev/null; then
+    why="no bridge"
+  elif ! tc -n "$probe" qdisc add dev p0 root handle 1: htb default 1 2>/dev/null; then
+    why="no htb qdisc"
+  elif ! tc -n "$probe" filter add dev p0 parent 1: protocol ip prio 1 u32 \
+         match ip protocol 6 0xff flowid 1:1 2>/dev/null; then
+    why="no u32 classifier"
+  fi
+  ip netns del "$probe"
+  [ -n "$why" ] && echo "$why"
+  return 0
+}
+
+lock() { mkdir -p "$state_root"; exec 9>"$lock_file"; flock -w 30 9 || die "another hosts.sh holds $lock_file"; }
+
+active_tag() { [ -f "$active_file" ] && cat "$active_file" || true; }
+
+# Fields of the active harness: tag, dir, host count.
+load_active() {
+  tag="$(active_tag)"
+  [ -n "$tag" ] || die "no emulated hosts are up (run: hosts.sh up H)"
+  case "$tag" in chorus-h[0-9]*-) ;; *) die "$active_file holds '$tag', not a tag hosts.sh makes; refusing" ;; esac
+  dir="$state_root/$tag"
+  [ -f "$dir/hosts" ] || die "$dir/hosts is missing; run hosts.sh down"
+  nhosts="$(wc -l <"$dir/hosts")"
+}
+
+cmd_up() {
+  local n="${1:-}"; shift || true
+  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 64 ] || die "up: H must be 1..64, got '$n'"
+  local link=4gbit flow=1gbit slow=250mbit fraction=0 bits=6
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --link) link="$2"; shift 2 ;;
+      --flow) flow="$2"; shift 2 ;;
+      --slow) slow="$2"; shift 2 ;;
+      --slow-fraction) fraction="$2"; shift 2 ;;
+      --port-bits) bits="$2"; shift 2 ;;
+      *) die "up: unknown option '$1'" ;;
+    esac
+  done
+  for r in "$link" "$flow" "$slow"; do rate_bits "$r" >/dev/null || die "up: '$r' is not a rate like 4gbit"; done
+  [[ "$bits" =~ ^[1-7]$ ]] || die "up: --port-bits must be 1..7, got '$bits'"
+  awk -v f="$fraction" 'BEGIN{exit !(f ~ /^[0-9.]+$/ && f >= 0 && f <= 1)}' ||
+    die "up: --slow-fraction must be in [0, 1], got '$fraction'"
+  local why; why="$(cannot_build)"; [ -z "$why" ] || { echo "hosts.sh: cannot build hosts: $why" >&2; exit 77; }
+
+  [ -z "$(active_tag)" ] || die "emulated hosts '$(active_tag)' are already up; run hosts.sh down first"
+  tag="chorus-h$$-"
+  dir="$state_root/$tag"
+  local sw="${tag}sw" i ns
+  for ((i = 0; i < n; i++)); do ip netns list | grep -qw "${tag}$i" && die "namespace ${tag}$i exists; refusing"; done
+  ip netns list | grep -qw "$sw" && die "namespace $sw exists; refusing"
+  mkdir -p "$dir"
+  echo "$tag" >"$active_file"
+  created=1
+  : >"$dir/hosts"
+  printf 'link=%s\nflow=%s\nslow=%s\nfraction=%s\nbits=%s\n' "$link" "$flow" "$slow" "$fraction" "$bits" >"$dir/shaping"
+  # Everything below is undone by cmd_down, which reads what was recorded so far.
+  echo "$sw" >"$dir/switch"
+  ip netns add "$sw"
+  ip -n "$sw" link set lo up
+  ip -n "$sw" link add br0 type bridge
+  ip -n "$sw" link set br0 up
+  # A private bind mount of the state dir holds the hosts' mount namespaces (a bind mount of
+  # /proc/<pid>/ns/mnt needs a private parent).
+  mount --bind "$dir" "$dir"
+  mount --make-private "$dir"
+  for ((i = 0; i < n; i++)); do
+    ns="${tag}$i"
+    echo "$ns $subnet.$((i + 1))" >>"$dir/hosts"
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip -n "$sw" link add "p$i" type veth peer name eth0 netns "$ns"
+    ip -n "$sw" link set "p$i" master br0 up
+    ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    touch "$dir/mnt$i"
+    unshare --mount="$dir/mnt$i" --propagation private sh -c 'mount -t tmpfs -o mode=1777 chorus-shm /dev/shm'
+    shape_port "$ns" eth0 "$link" "$flow" "$slow" "$fraction" "$bits"     # host -> switch
+    shape_port "$sw" "p$i" "$link" "$flow" "$slow" "$fraction" "$bits"    # switch -> host
+  done
+  echo "hosts.sh: $n hosts up ($tag): $(cmd_addrs) link=$link flow=$flow slow=$slow slow-fraction=$fraction" >&2
+}
+
+cmd_down() {
+  local tag; tag="$(active_tag)"
+  [ -n "$tag" ] || return 0
+  case "$tag" in chorus-h[0-9]*-) ;; *) die "$active_file holds '$tag', not a tag hosts.sh makes; refusing" ;; esac
+  local dir="$state_root/$tag" ns addr i=0
+  if [ -f "$dir/hosts" ]; then
+    while read -r ns addr; do
+      case "$ns" in "$tag"[0-9]*) ;; *) echo "hosts.sh: skipping '$ns': not created by $tag" >&2; continue ;; esac
+      ip netns del "$ns" 2>/dev/null || true
+      umount "$dir/mnt$i" 2>/dev/null || true
+      i=$((i + 1))
+    done <"$dir/hosts"
+  fi
+  if [ -f "$dir/switch" ]; then
+    ns="$(cat "$dir/switch")"
+    [ "$ns" = "${tag}sw" ] && ip netns del "$ns" 2>/dev/null || true
+  fi
+  umount "$dir" 2>/dev/null || true
+  rm -rf "${dir:?}"
+  rm -f "$active_file"
+}
+
+# Resolves HOST (index, address or namespace name) to "namespace index".
+find_host() {
+  local want="$1" ns addr i=0
+  while read -r ns addr; do
+    if [ "$want" = "$i" ] || [ "$want" = "$addr" ] || [ "$want" = "$ns" ]; then echo "$ns $i"; return 0; fi
+    i=$((i + 1))
+  done <"$dir/hosts"
+  die "no emulated host '$want' (have: $(cmd_addrs))"
+}
+
+cmd_exec() {
+  [ $# -ge 2 ] || die "usage: hosts.sh exec HOST cmd..."
+  load_active
+  local found; found="$(find_host "$1")"; shift
+  local ns="${found% *}" i="${found#* }"
+  exec nsenter --net="/run/netns/$ns" --mount="$dir/mnt$i" --wd="$PWD" -- "$@"
+}
+
+cmd_addrs() {
+  [ -n "${dir:-}" ] || load_active
+  awk '{print $2}' "$dir/hosts" | paste -sd, -
+}
+
+stop_child() {
+  kill -TERM "$child" 2>/dev/null || true
+  wait "$child" 2>/dev/null || true
+  exit "$1"
+}
+
+cmd_run() {
+  local args=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do args+=("$1"); shift; done
+  [ $# -ge 2 ] || die "usage: hosts.sh run H [up options] -- cmd..."
+  shift
+  lock
+  trap '[ -n "${created:-}" ] && cmd_down' EXIT
+  cmd_up "${args[@]}"
+  # In the background so a signal reaches this shell at once; a non-interactive shell's
+  # background job ignores SIGINT, so both signals are passed on as SIGTERM.
+  CHORUS_HOSTS_ADDRS="$(cmd_addrs)" CHORUS_HOSTS_TAG="$tag" "$@" &
+  child=$!
+  trap 'stop_child 130' INT
+  trap 'stop_child 143' TERM
+  local rc=0
+  wait "$child" || rc=$?
+  exit "$rc"
+}
+
+what="${1:-}"; shift || true
+case "$what" in
+  up) lock; trap '[ -n "${created:-}" ] && [ "${up_done:-}" != 1 ] && cmd_down' EXIT; cmd_up "$@"; up_done=1 ;;
+  down) lock; cmd_down ;;
+  exec) cmd_exec "$@" ;;
+  run) cmd_run "$@" ;;
+  addrs) cmd_addrs ;;
+  status) load_active; echo "$tag"; cat "$dir/hosts" "$dir/shaping" ;;
+  check) why="$(cannot_build)"; [ -z "$why" ] || { echo "cannot build emulated hosts: $why"; exit 77; } ;;
+  *) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac

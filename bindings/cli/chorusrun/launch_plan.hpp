@@ -1,0 +1,54 @@
+// How each rank of a chorusrun job is started: the placements of all ranks (local, -H/hostfile
+// or per-node mode), their job variables (CHORUS_* and horovodrun's HOROVOD_*), and the argv,
+// environment and stdin of the process that starts each one. Pure: nothing runs here.
+//
+// Remote ranks start through ssh, or through --launcher TEMPLATE (its words with {host}
+// replaced, then the rank command as separate words: nsenter, srun, docker exec, kubectl exec).
+// Their job variables, the secret among them, travel on the rank's stdin as NAME=VALUE lines
+// read by a small `sh -c` prologue, never on a command line that `ps` shows.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings/cli/chorusrun/host_list.hpp"
+#include "bindings/cli/chorusrun/job_env.hpp"
+#include "bindings/cli/chorusrun/options.hpp"
+
+namespace chorus::chorusrun {
+
+/// The start of one rank.
+struct rank_launch {
+  int rank = 0;
+  std::string host;                  // for messages; "" when every rank is local
+  std::vector<std::string> argv;     // what chorusrun executes
+  std::vector<std::string> env;      // its environment, "NAME=VALUE"
+  std::string stdin_data;            // written to its stdin then closed; empty: /dev/null
+};
+
+/// Every rank's placement: one local host (`local_host_name`) without -H, the host list, or
+/// this node's ranks in per-node mode.
+result<std::vector<placement>> plan_placements(const launch_options& opts, const std::string& local_host_name);
+
+/// The variables chorusrun sets for one rank, in a fixed order (job, -x, per-rank, HOROVOD_*).
+std::vector<std::pair<std::string, std::string>> job_variables(const launch_options& opts, const job_identity& job,
+                                                               const placement& p, int world_size);
+
+/// True when ranks on `host` start without a launcher (no -H, per-node mode, or a loopback
+/// name with no --launcher).
+bool starts_directly(const launch_options& opts, const std::string& host);
+
+/// The launch of every rank. `base_env` is chorusrun's own environment ("NAME=VALUE").
+/// Fails when a job variable for a remote rank holds a newline (it cannot cross stdin).
+result<std::vector<rank_launch>> plan_launch(const launch_options& opts, const job_identity& job,
+                                             const std::vector<placement>& placements,
+                                             const std::vector<std::string>& base_env, const std::string& workdir);
+
+/// `s` quoted for a POSIX shell ('...' with embedded quotes escaped).
+std::string shell_quote(const std::string& s);
+
+/// The default launcher for remote hosts.
+inline constexpr const char* default_ssh_template = "ssh -o BatchMode=yes {host}";
+
+}  // namespace chorus::chorusrun

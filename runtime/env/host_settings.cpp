@@ -1,0 +1,48 @@
+// CHORUS_HOST_ID / CHORUS_IFACE / CHORUS_HOST and the host identity.
+#include "runtime/env/host_settings.hpp"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+namespace chorus {
+
+host_settings read_host_settings(const env_lookup& get) {
+  auto value = [&](const char* name) {
+    const char* v = get(name);
+    return std::string(v ? v : "");
+  };
+  return {value("CHORUS_HOST_ID"), value("CHORUS_IFACE"), value("CHORUS_HOST")};
+}
+
+host_settings read_host_settings() {
+  return read_host_settings([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+std::string host_identity(const host_settings& s) {
+  if (!s.host_id.empty()) return "id:" + s.host_id;
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string shm = "none";
+  struct stat st {};
+  if (::stat("/dev/shm", &st) == 0)
+    shm = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  return boot + "/" + name + "/shm=" + shm;
+}
+
+status require_secret_across_hosts(const process_env& env) {
+  if (!env.job_secret.empty() || env.local_assumed || env.local_size >= env.size) return {};
+  return status{errc::config,
+                "rank " + std::to_string(env.rank) + ": the job spans hosts (local size " + std::to_string(env.local_size) +
+                    " of " + std::to_string(env.size) +
+                    " ranks) and CHORUS_JOB_SECRET is not set; export the same secret on every host, e.g. "
+                    "CHORUS_JOB_SECRET=$(openssl rand -hex 32) (chorusrun sets one)"};
+}
+
+}  // namespace chorus

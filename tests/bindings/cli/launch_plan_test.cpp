@@ -1,0 +1,191 @@
+// chorusrun's launch commands: local, ssh and --launcher templates; per-node mode; the job
+// variables (CHORUS_* and HOROVOD_*); the secret never on a command line.
+#include "bindings/cli/chorusrun/launch_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+using namespace chorus::chorusrun;
+
+namespace {
+
+launch_options parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "chorusrun");
+  auto o = parse_options({args.data(), args.size()});
+  EXPECT_TRUE(o) << (o ? "" : o.error().message());
+  if (o) {
+    auto st = check_options(*o);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  return o ? *o : launch_options{};
+}
+
+job_identity test_job() { return {"10.0.0.1:4000", "s3cr3t", "00000000000000ab"}; }
+
+std::vector<rank_launch> plan(const launch_options& opts) {
+  auto p = plan_placements(opts, "here");
+  EXPECT_TRUE(p);
+  auto l = plan_launch(opts, test_job(), *p, {"PATH=/usr/bin", "HOME=/root"}, "/work dir");
+  EXPECT_TRUE(l) << (l ? "" : l.error().message());
+  return l ? *l : std::vector<rank_launch>{};
+}
+
+std::map<std::string, std::string> as_map(const std::vector<std::string>& env) {
+  std::map<std::string, std::string> m;
+  for (const auto& e : env) m[e.substr(0, e.find('='))] = e.substr(e.find('=') + 1);
+  return m;
+}
+
+std::map<std::string, std::string> stdin_vars(const std::string& data) {
+  std::map<std::string, std::string> m;
+  size_t at = 0;
+  while (at < data.size()) {
+    auto nl = data.find('\n', at);
+    auto line = data.substr(at, nl - at);
+    at = nl + 1;
+    if (line.empty()) break;
+    m[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+  }
+  return m;
+}
+
+bool argv_mentions(const rank_launch& l, const std::string& s) {
+  return std::any_of(l.argv.begin(), l.argv.end(), [&](const std::string& a) { return a.find(s) != std::string::npos; });
+}
+
+}  // namespace
+
+TEST(launch_plan, local_ranks_get_variables_in_their_environment) {
+  auto l = plan(parse({"-np", "2", "-x", "A=1", "prog", "arg"}));
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[1].argv, (std::vector<std::string>{"prog", "arg"}));
+  EXPECT_TRUE(l[1].stdin_data.empty());
+  auto env = as_map(l[1].env);
+  EXPECT_EQ(env["CHORUS_RANK"], "1");
+  EXPECT_EQ(env["CHORUS_LOCAL_SIZE"], "2");
+  EXPECT_EQ(env["HOROVOD_RANK"], "1");
+  EXPECT_EQ(env["HOROVOD_CROSS_SIZE"], "1");
+  EXPECT_EQ(env["HOROVOD_HOSTNAME"], "here");
+  EXPECT_EQ(env["CHORUS_JOB_SECRET"], "s3cr3t");
+  EXPECT_EQ(env["A"], "1");
+  EXPECT_EQ(env["PATH"], "/usr/bin");
+}
+
+TEST(launch_plan, launcher_template_gets_host_and_variables_on_stdin) {
+  auto l = plan(parse({"-np", "4", "-H", "10.0.0.1:2,10.0.0.2:2", "--launcher", "hosts.sh exec {host}", "prog", "x y"}));
+  ASSERT_EQ(l.size(), 4u);
+  const auto& r3 = l[3];
+  EXPECT_EQ(r3.host, "10.0.0.2");
+  ASSERT_GE(r3.argv.size(), 8u);
+  EXPECT_EQ(r3.argv[0], "hosts.sh");
+  EXPECT_EQ(r3.argv[1], "exec");
+  EXPECT_EQ(r3.argv[2], "10.0.0.2");
+  EXPECT_EQ(r3.argv[3], "sh");
+  EXPECT_EQ(r3.argv[4], "-c");
+  EXPECT_EQ(r3.argv[6], "chorus-rank");
+  EXPECT_EQ(r3.argv[7], "prog");
+  EXPECT_EQ(r3.argv[8], "x y");
+  EXPECT_FALSE(argv_mentions(r3, "s3cr3t"));
+  EXPECT_EQ(as_map(r3.env).count("CHORUS_JOB_SECRET"), 0u);
+  auto vars = stdin_vars(r3.stdin_data);
+  EXPECT_EQ(vars["CHORUS_JOB_SECRET"], "s3cr3t");
+  EXPECT_EQ(vars["CHORUS_RANK"], "3");
+  EXPECT_EQ(vars["CHORUS_SIZE"], "4");
+  EXPECT_EQ(vars["CHORUS_LOCAL_RANK"], "1");
+  EXPECT_EQ(vars["CHORUS_LOCAL_SIZE"], "2");
+  EXPECT_EQ(vars["HOROVOD_CROSS_RANK"], "1");
+  EXPECT_EQ(vars["HOROVOD_CROSS_SIZE"], "2");
+  EXPECT_EQ(vars["HOROVOD_HOSTNAME"], "10.0.0.2");
+  EXPECT_EQ(vars["CHORUS_RENDEZVOUS"], "10.0.0.1:4000");
+  EXPECT_EQ(r3.stdin_data.substr(r3.stdin_data.size() - 2), "\n\n");
+}
+
+TEST(launch_plan, ssh_by_default_with_one_quoted_remote_command) {
+  auto l = plan(parse({"-np", "2", "-H", "localhost:1,node2:1", "prog", "it's"}));
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0].argv, (std::vector<std::string>{"prog", "it's"}));  // loopback: started directly
+  const auto& r1 = l[1];
+  ASSERT_EQ(r1.argv.size(), 5u);
+  EXPECT_EQ(r1.argv[0], "ssh");
+  EXPECT_EQ(r1.argv[3], "node2");
+  const auto& remote = r1.argv[4];
+  EXPECT_EQ(remote.rfind("cd '/work dir' 2>/dev/null; exec sh -c '", 0), 0u) << remote;
+  EXPECT_NE(remote.find(" chorus-rank 'prog' 'it'\\''s'"), std::string::npos) << remote;
+  EXPECT_FALSE(argv_mentions(r1, "s3cr3t"));
+  EXPECT_EQ(stdin_vars(r1.stdin_data)["CHORUS_JOB_SECRET"], "s3cr3t");
+}
+
+TEST(launch_plan, per_node_mode_numbers_ranks_by_node) {
+  auto opts = parse({"--nnodes", "3", "--node-rank", "2", "--rendezvous", "10.0.0.1:29500", "-np", "2", "prog"});
+  auto l = plan(opts);
+  ASSERT_EQ(l.size(), 2u);
+  auto env = as_map(l[1].env);
+  EXPECT_EQ(env["CHORUS_RANK"], "5");
+  EXPECT_EQ(env["CHORUS_SIZE"], "6");
+  EXPECT_EQ(env["CHORUS_LOCAL_RANK"], "1");
+  EXPECT_EQ(env["CHORUS_LOCAL_SIZE"], "2");
+  EXPECT_EQ(env["HOROVOD_CROSS_RANK"], "2");
+  EXPECT_EQ(env["HOROVOD_CROSS_SIZE"], "3");
+  EXPECT_EQ(l[1].argv, (std::vector<std::string>{"prog"}));
+}
+
+TEST(launch_plan, per_node_mode_needs_a_shared_secret) {
+  auto opts = parse({"--nnodes", "2", "--node-rank", "0", "--rendezvous", "10.0.0.1:29500", "-np", "1", "prog"});
+  auto p = plan_placements(opts, "here");
+  ASSERT_TRUE(p);
+  ::unsetenv("CHORUS_JOB_SECRET");
+  ::unsetenv("CHORUS_RENDEZVOUS");
+  auto job = make_job_identity(opts, *p);
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message().find("CHORUS_JOB_SECRET"), std::string::npos);
+  ::setenv("CHORUS_JOB_SECRET", "abcd", 1);
+  job = make_job_identity(opts, *p);
+  ::unsetenv("CHORUS_JOB_SECRET");
+  ASSERT_TRUE(job) << job.error().message();
+  EXPECT_EQ(job->rendezvous, "10.0.0.1:29500");
+  EXPECT_TRUE(job->job_id.empty());  // the ranks derive one from the rendezvous, alike on every node
+}
+
+TEST(launch_plan, multi_host_rendezvous_is_on_rank_zeros_host) {
+  auto opts = parse({"-np", "2", "-H", "10.77.0.1:1,10.77.0.2:1", "--launcher", "x {host}", "prog"});
+  auto p = plan_placements(opts, "here");
+  ::unsetenv("CHORUS_RENDEZVOUS");
+  auto job = make_job_identity(opts, *p);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->rendezvous.rfind("10.77.0.1:", 0), 0u) << job->rendezvous;
+  EXPECT_EQ(job->secret.size(), 64u);
+  auto v6 = parse({"-np", "1", "-H", "[fd00::1]:1", "--launcher", "x {host}", "prog"});
+  auto p6 = plan_placements(v6, "here");
+  job = make_job_identity(v6, *p6);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->rendezvous.rfind("[fd00::1]:", 0), 0u) << job->rendezvous;
+}
+
+TEST(launch_plan, remote_variable_with_newline_is_refused) {
+  auto opts = parse({"-np", "1", "-H", "n1:1", "-x", "A=two\nlines", "prog"});
+  auto p = plan_placements(opts, "here");
+  auto l = plan_launch(opts, test_job(), *p, {}, "/");
+  ASSERT_FALSE(l);
+  EXPECT_NE(l.error().message().find("A holds a newline"), std::string::npos) << l.error().message();
+}
+
+TEST(options, host_options_are_checked_together) {
+  auto check = [](std::vector<const char*> args) {
+    args.insert(args.begin(), "chorusrun");
+    auto o = parse_options({args.data(), args.size()});
+    if (!o) return o.error().message();
+    auto st = check_options(*o);
+    return st.ok() ? std::string() : st.message();
+  };
+  EXPECT_NE(check({"-np", "5", "-H", "a:2,b:2", "p"}).find("-np 5"), std::string::npos);
+  EXPECT_NE(check({"-np", "1", "-H", "a:1", "--hostfile", "f", "p"}).find("not both"), std::string::npos);
+  EXPECT_NE(check({"-np", "1", "-H", "a:1", "--launcher", "ssh a", "p"}).find("{host}"), std::string::npos);
+  EXPECT_NE(check({"-np", "1", "--nnodes", "2", "p"}).find("--rendezvous"), std::string::npos);
+  EXPECT_NE(check({"-np", "1", "--nnodes", "2", "--node-rank", "2", "--rendezvous", "a:1", "p"}).find("below"),
+            std::string::npos);
+  EXPECT_NE(check({"-np", "1", "--node-rank", "1", "p"}).find("--nnodes"), std::string::npos);
+  EXPECT_NE(check({"-np", "1", "-x", "HOROVOD_RANK=3", "p"}).find("per rank"), std::string::npos);
+  EXPECT_EQ(check({"-np", "2", "--hosts=a:1,b:1", "--launcher={host} x", "p"}), "");
+}
