@@ -27,6 +27,8 @@
 
 #include "bench/allreduce_protocol.hpp"
 #include "bench/floor/tcp_floor.hpp"
+#include "runtime/config/config.hpp"
+#include "runtime/transport/tcp/iface.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/transport/tcp/socket_util.hpp"
@@ -159,9 +161,15 @@ int run_allreduce(const options& o, const process_env& env) {
   if (run_gloo) {
     // Gloo listens where Chorus' data plane does (CHORUS_HOST, CHORUS_IFACE, else towards the
     // rendezvous), so across emulated hosts both use the same network.
-    auto tcp_opts = tcp::tcp_options::from_env();
-    std::string gloo_host = tcp_opts && !tcp_opts->bind_host.empty() ? tcp_opts->bind_host
-                                                                    : tcp::local_address_towards(env.rendezvous_host);
+    auto cfg = read_config();
+    if (!cfg) throw std::runtime_error(cfg.error().to_string());
+    std::string gloo_host = cfg->transport.host;
+    if (gloo_host.empty() && !cfg->transport.iface.empty()) {
+      auto addr = tcp::interface_address(cfg->transport.iface);
+      if (!addr) throw std::runtime_error(addr.error().to_string());
+      gloo_host = *addr;
+    }
+    if (gloo_host.empty()) gloo_host = tcp::local_address_towards(env.rendezvous_host);
     gloo = bench::gloo_peer::connect(env.rank, env.size, dir, gloo_host);
     if (!gloo) throw std::runtime_error("Gloo rendezvous failed");
     theirs.name = "gloo_tcp";
