@@ -440,6 +440,21 @@ TEST_F(chorusrun_test, sigterm_stops_every_rank) {
   EXPECT_EQ(still_running(children, 3000ms), std::vector<pid_t>{});
 }
 
+TEST_F(chorusrun_test, ranks_die_with_a_sigkilled_chorusrun) {
+  make_scratch_dir();
+  chorusrun_process job({"-np", "2", "-x", "DIR=" + scratch_dir_, "--", "sh", "-c", sleeping_rank});
+  bool started = job.read_until(
+      [](const run_result& r) { return pids_after(r.out, "child").size() == 2; }, 10s);
+  remember_pids(job.output_so_far().out);
+  ASSERT_TRUE(started) << "ranks did not report their pids in time";
+  auto shells = pids_after(job.output_so_far().out, "pid");
+  ASSERT_EQ(shells.size(), 2u);
+  ASSERT_EQ(::kill(job.pid(), SIGKILL), 0);  // no chance to forward anything
+  job.finish();
+  // The ranks (the shells chorusrun started) get SIGKILL from the kernel when it dies.
+  EXPECT_EQ(still_running(shells, 3000ms), std::vector<pid_t>{});
+}
+
 TEST_F(chorusrun_test, timeout_stops_the_job) {
   auto start = steady::now();
   auto r = run_chorusrun({"--timeout", "0.5", "-np", "2", "--", "sleep", "30"});

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,8 +33,12 @@ void close_fd(int& fd) {
 
 // Child side after fork(): only async-signal-safe calls, never returns.
 [[noreturn]] void exec_child(char** argv, char** envp, int stdin_fd, int stdout_fd,
-                             int stderr_fd, const char* exec_failed_msg, size_t exec_failed_len) {
+                             int stderr_fd, const char* exec_failed_msg, size_t exec_failed_len,
+                             pid_t launcher) {
   ::setpgid(0, 0);
+  // A rank dies with chorusrun, even a SIGKILLed one, instead of living on as an orphan; a
+  // launcher that died before this line is seen as a new parent.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher) _exit(127);
   signal_pipe::reset_in_child();
   // dup2 clears close-on-exec on the copies; the originals close at exec.
   if (::dup2(stdin_fd, 0) < 0 || ::dup2(stdout_fd, 1) < 0 || ::dup2(stderr_fd, 2) < 0) _exit(127);
@@ -112,13 +117,14 @@ result<rank_process> spawn_rank(int rank, const std::vector<std::string>& comman
 
   pid_t pid = -1;
   int fork_errno = 0;
+  const pid_t launcher = ::getpid();
   {
     signal_pipe::fork_guard blocked;
     pid = ::fork();
     fork_errno = errno;
     if (pid == 0) {
       exec_child(argv.data(), envp.data(), dev_null, out_pipe[1], err_pipe[1],
-                 exec_failed.data(), exec_failed.size());
+                 exec_failed.data(), exec_failed.size(), launcher);
     }
   }
   if (pid < 0) {
