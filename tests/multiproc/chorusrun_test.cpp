@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <fstream>
 
 #include <algorithm>
 #include <cerrno>
@@ -453,6 +455,25 @@ TEST_F(chorusrun_test, ranks_die_with_a_sigkilled_chorusrun) {
   job.finish();
   // The ranks (the shells chorusrun started) get SIGKILL from the kernel when it dies.
   EXPECT_EQ(still_running(shells, 3000ms), std::vector<pid_t>{});
+}
+
+TEST_F(chorusrun_test, removes_the_jobs_leftover_segments_from_dev_shm_even_when_a_rank_fails) {
+  // A rank leaves a segment named as the shared-memory lanes name theirs (the job id without
+  // leading zeros) and fails; another job's segment beside it stays.
+  const std::string other = "/dev/shm/chorus-feedfacefeedface-test-" + std::to_string(::getpid());
+  { std::ofstream(other.c_str()) << "x"; }
+  auto r = run_chorusrun({"-np", "1", "--", "sh", "-c",
+                          "n=/dev/shm/chorus-$(echo $CHORUS_JOB_ID | sed 's/^0*//')-0-1-0-test; "
+                          "echo x > $n && echo seg=$n; exit 3"});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0);
+  auto at = r.out.find("seg=");
+  ASSERT_NE(at, std::string::npos) << r.out << r.err;
+  std::string seg = r.out.substr(at + 4, r.out.find('\n', at) - at - 4);
+  struct stat st {};
+  EXPECT_NE(::stat(seg.c_str(), &st), 0) << seg << " is still there";
+  EXPECT_EQ(::stat(other.c_str(), &st), 0) << "another job's segment was removed";
+  ::unlink(other.c_str());
 }
 
 TEST_F(chorusrun_test, timeout_stops_the_job) {

@@ -11,6 +11,7 @@
 #include "bindings/cli/chorusrun/job_env.hpp"
 #include "bindings/cli/chorusrun/launch_plan.hpp"
 #include "bindings/cli/chorusrun/options.hpp"
+#include "bindings/cli/chorusrun/shm_cleanup.hpp"
 #include "bindings/cli/chorusrun/supervisor.hpp"
 
 extern char** environ;
@@ -107,5 +108,7 @@ int main(int argc, char** argv) {
     write_text(2, "chorusrun: " + launches.error().message() + "\n");
     return 2;
   }
-  return run_job(*opts, *job, *launches);
+  int rc = run_job(*opts, *job, *launches);
+  remove_job_segments(job->job_id);  // whatever the ranks left in this host's /dev/shm
+  return rc;
 }
