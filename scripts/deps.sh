@@ -6,6 +6,7 @@ CHORUS_DEB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev
   prometheus-cpp-dev prometheus
+  iproute2 util-linux   # emulated hosts (ip netns, tc htb/u32, nsenter, unshare, flock): tests labelled hosts
   python3 python3-torch libtorch-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
 )
 
