@@ -14,24 +14,14 @@
 
 #include "bindings/c/chorus.h"
 #include "tests/support/mini_json.hpp"
+#include "tests/support/c_api_fixture.hpp"
 #include "tests/support/one_rank_api.hpp"
 
 namespace {
 
+using chorus::testing::c_api;
 using chorus::testing::clear_launcher_env;
-
-bool has(const char* text, const std::string& part) {
-  return text && std::string(text).find(part) != std::string::npos;
-}
-
-class c_api : public ::testing::Test {
- protected:
-  void SetUp() override {
-    clear_launcher_env();
-    ASSERT_EQ(chorus_init(), CHORUS_OK) << chorus_last_error();
-  }
-  void TearDown() override { chorus_shutdown(); }
-};
+using chorus::testing::has;
 
 /// A fresh directory under /tmp, removed with what it holds at the end of the test.
 struct scratch_dir {
