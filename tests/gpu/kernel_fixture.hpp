@@ -44,7 +44,9 @@ class gpu_test : public ::testing::Test {
     ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
   }
   void TearDown() override {
-    if (stream_ != nullptr) EXPECT_EQ(cudaStreamDestroy(stream_), cudaSuccess);
+    if (stream_ != nullptr) {
+      EXPECT_EQ(cudaStreamDestroy(stream_), cudaSuccess);
+    }
   }
   /// Waits for the stream; a kernel fault shows up here.
   ::testing::AssertionResult synced() {
