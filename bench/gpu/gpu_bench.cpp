@@ -3,7 +3,8 @@
 // same f32 buffer on the same GPU, timed with CUDA events (warm-ups, then the median of runs).
 // Prints, per buffer size (default 64 and 256 MiB of f32; --mib N [--mib M ...], --runs N):
 //   RESULT gpu_device <device name, spaces as underscores>
-//   RESULT gpu_kernel <name>_<MiB>mib <bytes in> <GB/s read+written, 1e9 bytes> <fraction of memcpy>
+//   RESULT gpu_kernel <name> <bytes in> <GB/s read+written> <fraction of memcpy_d2d's GB/s>
+// (GB = 1e9 bytes; bytes in tells the sizes apart: f16/bf16 inputs are half the f32 bytes).
 // Without a usable CUDA device it prints "SKIP: no CUDA device: <why>" and exits 0.
 #include <cuda_runtime_api.h>
 
@@ -91,7 +92,7 @@ void* device_alloc(std::size_t bytes) {
 void bench_size(std::size_t mib, int runs, cudaStream_t stream) {
   const std::size_t bytes = mib << 20, n = bytes / sizeof(float);
   const int reps = int(std::max<std::size_t>(1, 1280 / mib));  // >= ~1.3 GiB per timed run
-  const std::string suffix = "_" + std::to_string(mib) + "mib";
+  const std::string size = std::to_string(mib) + " MiB";
 
   // Finite values in [-1000, 1000) from a cheap generator, one NaN and one infinity.
   std::vector<float> host(n);
@@ -122,23 +123,23 @@ void bench_size(std::size_t mib, int runs, cudaStream_t stream) {
        [&] { check(cudaMemcpyAsync(f32_out, f32_in, bytes, cudaMemcpyDeviceToDevice, stream),
                    "cudaMemcpyAsync"); }},
       {"cast_f32_f16", bytes, bytes + bytes / 2,
-       [&] { check(chorus::gpu_cast(f32_in, dtype::f32, half, dtype::f16, n, stream)); }},
+       [&] { check(chorus::gpu::cast(f32_in, dtype::f32, half, dtype::f16, n, stream)); }},
       {"cast_f16_f32", bytes / 2, bytes / 2 + bytes,
-       [&] { check(chorus::gpu_cast(half, dtype::f16, f32_out, dtype::f32, n, stream)); }},
+       [&] { check(chorus::gpu::cast(half, dtype::f16, f32_out, dtype::f32, n, stream)); }},
       {"cast_f32_bf16", bytes, bytes + bytes / 2,
-       [&] { check(chorus::gpu_cast(f32_in, dtype::f32, half, dtype::bf16, n, stream)); }},
+       [&] { check(chorus::gpu::cast(f32_in, dtype::f32, half, dtype::bf16, n, stream)); }},
       {"cast_bf16_f32", bytes / 2, bytes / 2 + bytes,
-       [&] { check(chorus::gpu_cast(half, dtype::bf16, f32_out, dtype::f32, n, stream)); }},
+       [&] { check(chorus::gpu::cast(half, dtype::bf16, f32_out, dtype::f32, n, stream)); }},
       {"nonfinite_f32", bytes, bytes,
-       [&] { check(chorus::gpu_count_nonfinite(f32_in, dtype::f32, n, counter, stream)); }},
+       [&] { check(chorus::gpu::count_nonfinite(f32_in, dtype::f32, n, counter, stream)); }},
   };
   double memcpy_gbps = 0;
   for (const kernel& k : kernels) {
     const double s = median_seconds(stream, runs, reps, k.op);
     const double gbps = double(k.bytes_moved) / s / 1e9;
     if (k.name == "memcpy_d2d") memcpy_gbps = gbps;
-    std::printf("RESULT gpu_kernel %s%s %zu %.1f %.3f\n", k.name.c_str(), suffix.c_str(),
-                k.bytes_in, gbps, gbps / memcpy_gbps);
+    std::printf("RESULT gpu_kernel %s %zu %.1f %.3f\n", k.name.c_str(), k.bytes_in, gbps,
+                gbps / memcpy_gbps);
     std::fflush(stdout);
   }
 
@@ -147,7 +148,7 @@ void bench_size(std::size_t mib, int runs, cudaStream_t stream) {
   check(cudaMemcpy(&found, counter, sizeof found, cudaMemcpyDeviceToHost), "cudaMemcpy");
   const unsigned long long expected = 2ull * (warmups + runs) * reps;
   if (found != expected) {
-    fail("nonfinite_f32" + suffix + " counted " + std::to_string(found) + ", expected " +
+    fail("nonfinite_f32 of " + size + " counted " + std::to_string(found) + ", expected " +
          std::to_string(expected));
   }
   for (void* p : {static_cast<void*>(f32_in), static_cast<void*>(f32_out), half,

@@ -1,4 +1,4 @@
-// Tests of gpu_cast (runtime/device/cuda/kernels.hpp): each direction against the host
+// Tests of gpu::cast (runtime/device/cuda/kernels.hpp): each direction against the host
 // conversions of runtime/core/half.hpp bit for bit (a NaN must stay a NaN; its payload is the
 // GPU's), at every misalignment of input and output, with guards around the output that must
 // stay untouched. Argument checks run everywhere; the rest skips without a CUDA device.
@@ -68,7 +68,7 @@ std::vector<uint32_t> f32_inputs(std::size_t random_count) {
       0x3f818000, 0x3f808001, 0x40490fdb,  // bf16 tie -> up, above a tie, pi
       0x477fe000, 0x477fefff, 0x477ff000,  // 65504 (f16 max), just below 65520, 65520 (-> inf)
       0xc77ff000, 0x47800000, 0x501502f9,  // -65520, 65536, 1e10
-      0x7f7f0000, 0x7f7f7fff, 0x7f7f8000,  // bf16 max, just below its overflow tie, the tie (-> inf)
+      0x7f7f0000, 0x7f7f7fff, 0x7f7f8000,  // bf16 max, below its overflow tie, the tie (-> inf)
       0x7f7fffff, 0xff7fffff,              // f32 max, -max
       0x7f800000, 0xff800000,              // +inf, -inf
       0x7fc00000, 0xffc00000, 0x7f800001,  // quiet NaN, -NaN, signalling NaN
@@ -111,7 +111,7 @@ class gpu_cast_test : public gpu_test {
     ASSERT_TRUE(in.ok()) << in.error();
     ASSERT_TRUE(out.ok()) << out.error();
     ASSERT_TRUE(in.put(input, in_off));
-    const status st = gpu_cast(in.at<In>(in_off), d.from, out.at<Out>(out_off), d.to, n, stream_);
+    const status st = gpu::cast(in.at<In>(in_off), d.from, out.at<Out>(out_off), d.to, n, stream_);
     ASSERT_TRUE(st.ok()) << st.to_string();
     ASSERT_TRUE(synced());
     const std::vector<Out> got = out.all<Out>();
@@ -176,15 +176,25 @@ TEST_F(gpu_cast_test, f32_to_f16_matches_the_host_bit_for_bit) {
 TEST_F(gpu_cast_test, f32_to_bf16_matches_the_host_bit_for_bit) {
   check(f32_bf16, f32_inputs((1u << 21) + 1), 0, 0);
 }
-TEST_F(gpu_cast_test, every_f16_pattern_widens_as_on_the_host) { check(f16_f32, half_inputs(1), 0, 0); }
+TEST_F(gpu_cast_test, every_f16_pattern_widens_as_on_the_host) {
+  check(f16_f32, half_inputs(1), 0, 0);
+}
 TEST_F(gpu_cast_test, every_bf16_pattern_widens_as_on_the_host) {
   check(bf16_f32, half_inputs(1), 0, 0);
 }
 
-TEST_F(gpu_cast_test, f32_to_f16_at_every_misalignment) { check_offsets(f32_f16, f32_inputs(4051)); }
-TEST_F(gpu_cast_test, f32_to_bf16_at_every_misalignment) { check_offsets(f32_bf16, f32_inputs(4051)); }
-TEST_F(gpu_cast_test, f16_to_f32_at_every_misalignment) { check_offsets(f16_f32, half_inputs(13)); }
-TEST_F(gpu_cast_test, bf16_to_f32_at_every_misalignment) { check_offsets(bf16_f32, half_inputs(13)); }
+TEST_F(gpu_cast_test, f32_to_f16_at_every_misalignment) {
+  check_offsets(f32_f16, f32_inputs(4051));
+}
+TEST_F(gpu_cast_test, f32_to_bf16_at_every_misalignment) {
+  check_offsets(f32_bf16, f32_inputs(4051));
+}
+TEST_F(gpu_cast_test, f16_to_f32_at_every_misalignment) {
+  check_offsets(f16_f32, half_inputs(13));
+}
+TEST_F(gpu_cast_test, bf16_to_f32_at_every_misalignment) {
+  check_offsets(bf16_f32, half_inputs(13));
+}
 
 TEST_F(gpu_cast_test, small_counts_in_every_direction) {
   check_small_counts(f32_f16, f32_inputs(0));
@@ -201,7 +211,7 @@ TEST(gpu_cast_arguments, unsupported_pairs_name_both_dtypes) {
       {dtype::bf16, dtype::f16}, {dtype::f32, dtype::f32}, {dtype::f16, dtype::f16},
       {dtype::i32, dtype::f32}, {dtype::f32, dtype::u8},   {dtype::i64, dtype::f16}};
   for (auto [from, to] : pairs) {
-    const status st = gpu_cast(nullptr, from, nullptr, to, 0, nullptr);
+    const status st = gpu::cast(nullptr, from, nullptr, to, 0, nullptr);
     EXPECT_EQ(st.code(), errc::invalid_argument) << st.to_string();
     const std::string named =
         "from " + std::string(name_of(from)) + " to " + std::string(name_of(to));
@@ -229,25 +239,25 @@ TEST(gpu_cast_arguments, null_misaligned_or_overlapping_buffers_are_rejected) {
       {at(0x10008), dtype::f16, at(0x10000), dtype::f32, "overlap"},
   };
   for (const bad_case& c : cases) {
-    const status st = gpu_cast(c.in, c.from, c.out, c.to, 16, nullptr);
+    const status st = gpu::cast(c.in, c.from, c.out, c.to, 16, nullptr);
     EXPECT_EQ(st.code(), errc::invalid_argument) << st.to_string();
     EXPECT_NE(st.message().find(c.expected_words), std::string::npos) << st.message();
   }
 }
 
 TEST(gpu_cast_arguments, count_zero_enqueues_nothing) {
-  EXPECT_TRUE(gpu_cast(nullptr, dtype::f32, nullptr, dtype::f16, 0, nullptr).ok());
-  EXPECT_TRUE(gpu_cast(nullptr, dtype::bf16, nullptr, dtype::f32, 0, nullptr).ok());
+  EXPECT_TRUE(gpu::cast(nullptr, dtype::f32, nullptr, dtype::f16, 0, nullptr).ok());
+  EXPECT_TRUE(gpu::cast(nullptr, dtype::bf16, nullptr, dtype::f32, 0, nullptr).ok());
 }
 
 TEST(gpu_cast_arguments, without_a_device_the_cast_fails_with_cudas_words) {
   const std::string reason = no_cuda_device_reason();
   if (reason.empty()) GTEST_SKIP() << "a CUDA device is usable; this case needs none";
-  const status st = gpu_cast(reinterpret_cast<void*>(std::uintptr_t(0x10000)), dtype::f32,
-                             reinterpret_cast<void*>(std::uintptr_t(0x20000)), dtype::f16, 4,
-                             nullptr);
+  const status st = gpu::cast(reinterpret_cast<void*>(std::uintptr_t(0x10000)), dtype::f32,
+                              reinterpret_cast<void*>(std::uintptr_t(0x20000)), dtype::f16, 4,
+                              nullptr);
   EXPECT_EQ(st.code(), errc::internal) << st.to_string();
-  EXPECT_NE(st.message().find("gpu_cast f32 -> f16"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("gpu::cast f32 -> f16"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("failed: cuda"), std::string::npos) << st.message();
 }
 

@@ -1,4 +1,4 @@
-// Tests of gpu_count_nonfinite (runtime/device/cuda/kernels.hpp) for f16, bf16, f32 and f64
+// Tests of gpu::count_nonfinite (runtime/device/cuda/kernels.hpp) for f16, bf16, f32 and f64
 // against a host count with std::isfinite: no, one (first, last), many and only non-finite
 // elements, at misalignments 0..7, counts 0 and 1, 10M+3 elements, and a counter that
 // accumulates. Argument checks run everywhere; the rest skips without a CUDA device.
@@ -96,8 +96,8 @@ class gpu_nonfinite_test : public gpu_test {
       ADD_FAILURE() << "cudaMemcpy host -> device failed";
       return ~counter_t(0);
     }
-    const status st = gpu_count_nonfinite(buf.at<E>(offset), k.t, data.size(),
-                                          counter.at<counter_t>(0), stream_);
+    const status st = gpu::count_nonfinite(buf.at<E>(offset), k.t, data.size(),
+                                           counter.at<counter_t>(0), stream_);
     if (!st.ok()) {
       ADD_FAILURE() << st.to_string();
       return ~counter_t(0);
@@ -185,8 +185,8 @@ TEST_F(gpu_nonfinite_test, integer_dtypes_leave_the_counter_alone) {
   ASSERT_TRUE(buf.ok() && counter.ok());
   ASSERT_TRUE(buf.put(nan_bits, 0) && counter.put(std::vector<counter_t>{3}, 0));
   for (dtype t : {dtype::i32, dtype::i64, dtype::u8}) {
-    const status st = gpu_count_nonfinite(buf.at<uint32_t>(0), t, 500, counter.at<counter_t>(0),
-                                          stream_);
+    const status st =
+        gpu::count_nonfinite(buf.at<uint32_t>(0), t, 500, counter.at<counter_t>(0), stream_);
     EXPECT_TRUE(st.ok()) << st.to_string();
   }
   ASSERT_TRUE(synced());
@@ -214,7 +214,7 @@ TEST(gpu_nonfinite_arguments, bad_buffers_and_dtypes_are_rejected) {
       {at(0x10000), static_cast<dtype>(42), counter, "unknown dtype 42"},
   };
   for (const bad_case& c : cases) {
-    const status st = gpu_count_nonfinite(c.data, c.t, 16, c.counter, nullptr);
+    const status st = gpu::count_nonfinite(c.data, c.t, 16, c.counter, nullptr);
     EXPECT_EQ(st.code(), errc::invalid_argument) << st.to_string();
     EXPECT_NE(st.message().find(c.expected_words), std::string::npos) << st.message();
   }
@@ -223,20 +223,20 @@ TEST(gpu_nonfinite_arguments, bad_buffers_and_dtypes_are_rejected) {
 TEST(gpu_nonfinite_arguments, count_zero_and_integers_enqueue_nothing) {
   for (dtype t : {dtype::f16, dtype::bf16, dtype::f32, dtype::f64, dtype::i32, dtype::i64,
                   dtype::u8}) {
-    EXPECT_TRUE(gpu_count_nonfinite(nullptr, t, 0, nullptr, nullptr).ok()) << name_of(t);
+    EXPECT_TRUE(gpu::count_nonfinite(nullptr, t, 0, nullptr, nullptr).ok()) << name_of(t);
   }
-  EXPECT_TRUE(gpu_count_nonfinite(nullptr, dtype::i32, 100, nullptr, nullptr).ok());
+  EXPECT_TRUE(gpu::count_nonfinite(nullptr, dtype::i32, 100, nullptr, nullptr).ok());
 }
 
 TEST(gpu_nonfinite_arguments, without_a_device_the_count_fails_with_cudas_words) {
   const std::string reason = no_cuda_device_reason();
   if (reason.empty()) GTEST_SKIP() << "a CUDA device is usable; this case needs none";
-  const status st = gpu_count_nonfinite(reinterpret_cast<void*>(std::uintptr_t(0x10000)),
-                                        dtype::f32, 4,
-                                        reinterpret_cast<counter_t*>(std::uintptr_t(0x20000)),
-                                        nullptr);
+  const status st = gpu::count_nonfinite(reinterpret_cast<void*>(std::uintptr_t(0x10000)),
+                                         dtype::f32, 4,
+                                         reinterpret_cast<counter_t*>(std::uintptr_t(0x20000)),
+                                         nullptr);
   EXPECT_EQ(st.code(), errc::internal) << st.to_string();
-  EXPECT_NE(st.message().find("gpu_count_nonfinite of 4 f32 elements"), std::string::npos)
+  EXPECT_NE(st.message().find("gpu::count_nonfinite of 4 f32 elements"), std::string::npos)
       << st.message();
   EXPECT_NE(st.message().find("failed: cuda"), std::string::npos) << st.message();
 }

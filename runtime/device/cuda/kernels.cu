@@ -16,7 +16,7 @@
 #include <string>
 #include <utility>
 
-namespace chorus {
+namespace chorus::gpu {
 namespace {
 
 constexpr int block_threads = 256;  // a multiple of 32 (the block reduction relies on it)
@@ -357,9 +357,9 @@ bool is_pair(dtype from, dtype to, dtype a, dtype b) { return from == a && to ==
 
 }  // namespace
 
-status gpu_cast(const void* in, dtype from, void* out, dtype to, std::size_t count,
-                cudaStream_t stream) {
-  const std::string what = "gpu_cast " + std::string(name_of(from)) + " -> " +
+status cast(const void* in, dtype from, void* out, dtype to, std::size_t count,
+            cudaStream_t stream) {
+  const std::string what = "gpu::cast " + std::string(name_of(from)) + " -> " +
                            std::string(name_of(to)) + " of " + std::to_string(count) +
                            " elements";
   const bool supported = is_pair(from, to, dtype::f32, dtype::f16) ||
@@ -368,7 +368,7 @@ status gpu_cast(const void* in, dtype from, void* out, dtype to, std::size_t cou
                          is_pair(from, to, dtype::bf16, dtype::f32);
   if (!supported) {
     return {errc::invalid_argument,
-            "gpu_cast: no GPU cast from " + std::string(name_of(from)) + " to " +
+            "gpu::cast: no GPU cast from " + std::string(name_of(from)) + " to " +
                 std::string(name_of(to)) +
                 " (supported: f32 -> f16, f32 -> bf16, f16 -> f32, bf16 -> f32)"};
   }
@@ -391,9 +391,9 @@ status gpu_cast(const void* in, dtype from, void* out, dtype to, std::size_t cou
                             : launch_widen<from_bf16>(what, in, out, count, stream);
 }
 
-status gpu_count_nonfinite(const void* data, dtype t, std::size_t count,
-                           unsigned long long* counter, cudaStream_t stream) {
-  const std::string what = "gpu_count_nonfinite of " + std::to_string(count) + " " +
+status count_nonfinite(const void* data, dtype t, std::size_t count,
+                       unsigned long long* counter, cudaStream_t stream) {
+  const std::string what = "gpu::count_nonfinite of " + std::to_string(count) + " " +
                            std::string(name_of(t)) + " elements";
   switch (t) {
     case dtype::i32: case dtype::i64: case dtype::u8:
@@ -402,7 +402,7 @@ status gpu_count_nonfinite(const void* data, dtype t, std::size_t count,
       break;
     default:
       return {errc::invalid_argument,
-              "gpu_count_nonfinite: unknown dtype " + std::to_string(int(t))};
+              "gpu::count_nonfinite: unknown dtype " + std::to_string(int(t))};
   }
   if (status st = check_buffer(what, "data", data, size_of(t), count); !st) return st;
   if (status st = check_buffer(what, "counter", counter, sizeof *counter, count); !st) return st;
@@ -415,4 +415,4 @@ status gpu_count_nonfinite(const void* data, dtype t, std::size_t count,
   }
 }
 
-}  // namespace chorus
+}  // namespace chorus::gpu

@@ -11,7 +11,7 @@
 #include "runtime/core/dtype.hpp"
 #include "runtime/core/status.hpp"
 
-namespace chorus {
+namespace chorus::gpu {
 
 /// Enqueues on `stream` the cast of `count` elements of device memory `in` (dtype `from`) into
 /// device memory `out` (dtype `to`), on the calling thread's current CUDA device.
@@ -28,8 +28,8 @@ namespace chorus {
 /// internal, with CUDA's error text, when the device cannot be queried or the launch fails.
 /// count == 0 enqueues nothing and returns ok (after checking the dtypes).
 /// Thread-safety: any threads may call at once (launch parameters are cached under a lock).
-status gpu_cast(const void* in, dtype from, void* out, dtype to, std::size_t count,
-                cudaStream_t stream);
+status cast(const void* in, dtype from, void* out, dtype to, std::size_t count,
+            cudaStream_t stream);
 
 /// Enqueues on `stream` a kernel that adds to the device counter `*counter` the number of
 /// elements of device memory `data` (`count` elements of dtype `t`) that are NaN or infinite.
@@ -37,9 +37,9 @@ status gpu_cast(const void* in, dtype from, void* out, dtype to, std::size_t cou
 /// several tensors into one. Each block adds its partial count with one atomicAdd.
 ///
 /// f32, f16, bf16 and f64 are checked; integer dtypes cannot hold NaN/Inf, so nothing is
-/// enqueued and the counter is left alone (ok). Errors as gpu_cast (null `data` or `counter`
+/// enqueued and the counter is left alone (ok). Errors as cast() (null `data` or `counter`
 /// with count > 0, a misaligned `data` or `counter`, a failed launch).
-status gpu_count_nonfinite(const void* data, dtype t, std::size_t count,
-                           unsigned long long* counter, cudaStream_t stream);
+status count_nonfinite(const void* data, dtype t, std::size_t count,
+                       unsigned long long* counter, cudaStream_t stream);
 
-}  // namespace chorus
+}  // namespace chorus::gpu
