@@ -48,6 +48,10 @@ class communicator {
   tcp::tcp_transport& data_plane() { return *t_; }
   /// Bytes the data plane moved on `stream` so far (for metrics); any thread.
   stream_traffic traffic(int stream) const { return t_->traffic(stream); }
+  /// The same, of `stream`'s connection to `peer` (transport::peer_traffic).
+  stream_traffic peer_traffic(int stream, int peer) const { return t_->peer_traffic(stream, peer); }
+  /// Local and remote port of `stream`'s connection to `peer` (transport::connection_ports).
+  std::pair<int, int> connection_ports(int stream, int peer) const { return t_->connection_ports(stream, peer); }
 
   /// In place. `done` runs exactly once, on the I/O thread; buffers stay untouched by the
   /// caller until then.

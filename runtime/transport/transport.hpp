@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 #include "runtime/transport/frame_sink.hpp"
 #include "runtime/wire/frame.hpp"
@@ -43,6 +44,20 @@ class transport {
   virtual stream_traffic traffic(int stream) const {
     (void)stream;
     return {};
+  }
+  /// The same, of `stream`'s connection to `peer` alone (zeros for this rank and for transports
+  /// that do not count): per-peer metrics, so that one slow connection shows.
+  virtual stream_traffic peer_traffic(int stream, int peer) const {
+    (void)stream;
+    (void)peer;
+    return {};
+  }
+  /// Local and remote TCP port of `stream`'s connection to `peer` ({0, 0}: none), so that a
+  /// slow connection in the metrics can be found with ss(8) or tc(8). Any thread.
+  virtual std::pair<int, int> connection_ports(int stream, int peer) const {
+    (void)stream;
+    (void)peer;
+    return {0, 0};
   }
   /// Ends the job's connections cleanly; blocks; idempotent.
   virtual void close(std::chrono::milliseconds grace) = 0;

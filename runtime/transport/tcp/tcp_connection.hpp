@@ -42,6 +42,8 @@ class tcp_connection {
 
   int peer() const { return peer_; }
   int stream() const { return stream_; }
+  /// Local and remote port of the socket (read once at construction); any thread.
+  std::pair<int, int> ports() const { return ports_; }
   bool open() const { return open_; }
   bool goodbye_sent() const { return goodbye_sent_; }
   bool goodbye_received() const { return goodbye_received_; }
@@ -106,6 +108,7 @@ class tcp_connection {
   std::string write_failure_;
   std::unique_ptr<asio::steady_timer> write_grace_timer_;
   // Written by the I/O thread only (a plain load + store, no locked add), read by metrics.
+  std::pair<int, int> ports_{0, 0};
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> shm_frames_{0};

@@ -76,6 +76,8 @@ class tcp_transport final : public transport {
 
   /// Any thread (the connections' counters are relaxed atomics; the mesh is fixed after connect).
   stream_traffic traffic(int stream) const override;
+  stream_traffic peer_traffic(int stream, int peer) const override;
+  std::pair<int, int> connection_ports(int stream, int peer) const override;
 
   /// Says goodbye to every peer, waits up to `grace` for theirs, closes, joins the I/O thread.
   /// Call from outside the I/O thread; idempotent.

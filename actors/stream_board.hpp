@@ -1,0 +1,62 @@
+// The stream board: what the fusion actor needs to place a chunk by speed, kept by the senders.
+// Per stream: bytes handed to it and not finished, chunks in flight, and a rate estimate (bytes
+// the stream's connections moved per second while it had work, averaged over busy spans).
+// Shared by one rank's fusion and sender actors like chunk_runner::queued_anywhere: a hint,
+// never state that decides correctness. Frames are routed by (sequence, step), so any stream a
+// rank picks for a chunk is right; a stale estimate only costs speed. Thread-safe (one mutex).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "actors/stream_placement.hpp"
+
+namespace chorus {
+
+class stream_board {
+ public:
+  using clock = std::chrono::steady_clock;
+  struct options {
+    double weight = 0.5;             ///< of each new rate sample in the moving average
+    uint32_t probe_after = 64;       ///< see age_idle_streams
+    clock::duration min_span = std::chrono::milliseconds(2);  ///< shortest span a sample covers
+    double seed_rate = 1e9;          ///< bytes/s every stream starts with (all equal)
+  };
+  /// `moved(stream)`: monotonic bytes the stream's connections carried (the transport's
+  /// counters); empty: the bytes of finished chunks stand in (tests, transports that don't count).
+  stream_board(int streams, options opts, std::function<uint64_t(int)> moved = {});
+
+  int streams() const { return static_cast<int>(views_.size()); }
+  /// Fusion: the stream for a chunk of `bytes` (earliest expected finish), counted there.
+  int place(std::size_t bytes);
+  /// A sender took a chunk of `bytes` from another's deque.
+  void moved_chunk(int from, int to, std::size_t bytes);
+  /// A sender started a chunk on `stream`.
+  void started(int stream, clock::time_point now);
+  /// A chunk of `bytes` ended on `stream` (ok or not): uncounts it and refreshes the rate.
+  void finished(int stream, std::size_t bytes, clock::time_point now);
+  /// A copy of every stream's view (tests, logs).
+  std::vector<stream_view> snapshot() const;
+
+ private:
+  struct busy {
+    int in_flight = 0;
+    clock::time_point mark{};   ///< start of the span the next sample covers
+    uint64_t moved_at_mark = 0;
+    uint64_t done_bytes = 0;    ///< finished chunk bytes (the stand-in for moved_)
+  };
+  uint64_t moved_now(int stream) const;
+  bool valid(int stream) const { return stream >= 0 && stream < streams(); }
+
+  options opts_;
+  std::function<uint64_t(int)> moved_;
+  mutable std::mutex mu_;
+  std::vector<stream_view> views_;
+  std::vector<busy> busy_;
+  std::vector<bool> sampled_;  ///< has a measured rate replaced the seed?
+};
+
+}  // namespace chorus
