@@ -7,7 +7,7 @@
 #include <iterator>
 
 #include "actors/bucket_ranges.hpp"
-#include "actors/stream_board.hpp"
+#include "runtime/collectives/stream_board.hpp"
 #include "runtime/collectives/scatter_plan.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/fusion/fusion_plan.hpp"

@@ -8,7 +8,7 @@
 
 #include "actors/chunk_runner.hpp"
 #include "actors/device_runner.hpp"
-#include "actors/stream_board.hpp"
+#include "runtime/collectives/stream_board.hpp"
 #include "runtime/device/gpu.hpp"
 #if CHORUS_WITH_CUDA
 #include "runtime/device/cuda/gpu_executor.hpp"

@@ -37,7 +37,7 @@
 
 namespace chorus {
 
-class stream_board;  // actors/stream_board.hpp
+class stream_board;  // runtime/collectives/stream_board.hpp
 
 struct op_request;  // actors/pipeline.hpp
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "actors/stream_board.hpp"
+#include "runtime/collectives/stream_board.hpp"
 #include "runtime/core/log.hpp"
 
 namespace chorus {

@@ -1,5 +1,5 @@
 // stream_board: placement by earliest expected finish, rate samples over busy spans.
-#include "actors/stream_board.hpp"
+#include "runtime/collectives/stream_board.hpp"
 
 #include <algorithm>
 
@@ -19,14 +19,25 @@ uint64_t stream_board::moved_now(int stream) const {
 }
 
 int stream_board::place(std::size_t bytes) {
+  int to = choose(bytes);
+  commit(to, bytes);
+  return to;
+}
+
+int stream_board::choose(std::size_t bytes) {
   std::lock_guard lk(mu_);
   age_idle_streams(views_, opts_.probe_after);
-  auto to = pick_stream(views_, bytes);
+  return static_cast<int>(pick_stream(views_, bytes));
+}
+
+void stream_board::commit(int stream, std::size_t bytes) {
+  std::lock_guard lk(mu_);
+  if (!valid(stream)) return;
+  const auto to = static_cast<std::size_t>(stream);
   for (std::size_t i = 0; i < views_.size(); ++i)
     if (i != to && views_[i].outstanding == 0) ++views_[i].passed_over;
   views_[to].passed_over = 0;
   views_[to].outstanding += bytes;
-  return static_cast<int>(to);
 }
 
 void stream_board::moved_chunk(int from, int to, std::size_t bytes) {

@@ -1,9 +1,9 @@
-// Placement by observed rate (actors/stream_placement.hpp, actors/stream_board.hpp): the chunk
-// goes to the stream expected to finish it first; a slow stream gets proportionally less; an
+// Placement by observed rate (runtime/collectives/stream_placement.hpp and stream_board.hpp):
+// the chunk goes to the stream expected to finish it first; a slow stream gets proportionally less; an
 // idle stream's stale estimate is raised until it is probed; the board moves bytes on steals
 // and learns rates from finished chunks. Pure functions and a hand-driven clock: no timing.
-#include "actors/stream_board.hpp"
-#include "actors/stream_placement.hpp"
+#include "runtime/collectives/stream_board.hpp"
+#include "runtime/collectives/stream_placement.hpp"
 
 #include <gtest/gtest.h>
 

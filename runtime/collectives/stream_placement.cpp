@@ -1,5 +1,5 @@
 // Earliest-expected-finish placement of chunks on streams, rate averaging and idle-stream probing.
-#include "actors/stream_placement.hpp"
+#include "runtime/collectives/stream_placement.hpp"
 
 #include <algorithm>
 

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <vector>
 
-#include "actors/stream_placement.hpp"
+#include "runtime/collectives/stream_placement.hpp"
 
 namespace chorus {
 
@@ -30,8 +30,13 @@ class stream_board {
   stream_board(int streams, options opts, std::function<uint64_t(int)> moved = {});
 
   int streams() const { return static_cast<int>(views_.size()); }
-  /// Fusion: the stream for a chunk of `bytes` (earliest expected finish), counted there.
+  /// Fusion: the stream for a chunk of `bytes` (earliest expected finish), counted there:
+  /// choose() then commit().
   int place(std::size_t bytes);
+  /// The stream place() would pick, not counted yet (a scheduler that waits for its free slot).
+  int choose(std::size_t bytes);
+  /// Counts a chunk of `bytes` on `stream` (the one choose() gave).
+  void commit(int stream, std::size_t bytes);
   /// A sender took a chunk of `bytes` from another's deque.
   void moved_chunk(int from, int to, std::size_t bytes);
   /// A sender started a chunk on `stream`.
