@@ -52,6 +52,8 @@ if [ "$dry" -eq 0 ]; then
   exec > >(tee -a "$log") 2>&1
   tee_pid=$!
 fi
+[ -f "$deps/chorus-deps.cmake" ] ||
+  echo "device-check: $deps/chorus-deps.cmake is missing: run scripts/device-carry.sh here and carry .devdeps"
 echo "device-check: $(date -u +%FT%TZ) repo=$repo out=$out deps=$deps build=$build python=$python budget=${budget}s"
 
 # step NAME LIMIT COMMAND...: runs COMMAND under timeout (LIMIT, or what is left of the budget),
