@@ -109,6 +109,10 @@ result<alltoall_layout> prepare_alltoall(bucket_job& job, int rank, int size) {
 }
 
 void comm_runner::run(const chunk_work& w, int stream) {
+  run_then(w, stream, [gate = gate_, stream, seq = w.sequence](const status& st) { gate->post(stream, seq, st); });
+}
+
+void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(const status&)> done) {
   const int rank = comm_.rank(), size = comm_.size();
   const std::size_t segment = comm_.options().segment_bytes;
   const std::size_t elem = size_of(w.type);
@@ -130,7 +134,7 @@ void comm_runner::run(const chunk_work& w, int stream) {
     case chunk_algo::allgather_data: {
       auto counts = prepare_gather(*w.job, rank, size);
       if (!counts) {
-        gate_->post(stream, w.sequence, counts.error());
+        done(counts.error());
         return;
       }
       op = make_ring_allgather(w.sequence, stream, rank, size, w.job->gathered.data(), *counts, w.type, segment);
@@ -152,7 +156,7 @@ void comm_runner::run(const chunk_work& w, int stream) {
     case chunk_algo::alltoall_data: {
       auto layout = prepare_alltoall(*w.job, rank, size);
       if (!layout) {
-        gate_->post(stream, w.sequence, layout.error());
+        done(layout.error());
         return;
       }
       op = std::make_unique<alltoall_op>(w.sequence, stream, rank, size, w.job->ops.front().input,
@@ -163,9 +167,7 @@ void comm_runner::run(const chunk_work& w, int stream) {
   }
   // The callback keeps the bucket (and so the buffer the op writes) alive until the data
   // plane lets go of the op, even if the pipeline has shut down by then.
-  comm_.run_chunk(std::move(op), [keep = w.job, gate = gate_, stream, seq = w.sequence](const status& st) {
-    gate->post(stream, seq, st);
-  });
+  comm_.run_chunk(std::move(op), [keep = w.job, done = std::move(done)](const status& st) { done(st); });
 }
 
 }  // namespace chorus

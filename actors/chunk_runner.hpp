@@ -60,6 +60,8 @@ class comm_runner final : public chunk_runner {
  public:
   comm_runner(communicator& comm, std::shared_ptr<chunk_gate> gate) : comm_(comm), gate_(std::move(gate)) {}
   void run(const chunk_work& w, int stream) override;
+  /// run(), but `done` (any thread, exactly once) gets the outcome instead of the sender.
+  void run_then(const chunk_work& w, int stream, std::function<void(const status&)> done);
 
  private:
   communicator& comm_;

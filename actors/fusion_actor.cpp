@@ -81,12 +81,17 @@ void ready_chunk(fusion_state& s, chunk_work& w) {
 /// plan_buckets, except that allreduce tensors of at least `in_place_bytes` (0: none) become
 /// in-place buckets of their own: a copy in and out costs more than fusion saves for them.
 /// Buckets keep the order of their first member in the batch, on every rank alike.
+/// CUDA tensors (device >= 0) always get an in-place bucket of their own: their bytes are
+/// device memory, never packed by the host.
 std::vector<bucket> plan_with_in_place(const std::vector<fusion_item>& items, std::size_t threshold,
                                        std::size_t in_place_bytes) {
-  if (in_place_bytes == 0) return plan_buckets(items, threshold);
+  const bool any_device = std::any_of(items.begin(), items.end(), [](const fusion_item& it) { return it.device >= 0; });
+  if (in_place_bytes == 0 && !any_device) return plan_buckets(items, threshold);
   std::vector<fusion_item> small, large;
   for (const auto& it : items)
-    (it.kind == fusable_kind::allreduce && it.bytes >= in_place_bytes ? large : small).push_back(it);
+    (it.device >= 0 || (in_place_bytes && it.kind == fusable_kind::allreduce && it.bytes >= in_place_bytes) ? large
+                                                                                                               : small)
+        .push_back(it);
   auto a = plan_buckets(small, threshold), b = plan_buckets(large, 0);
   std::vector<bucket> out;
   out.reserve(a.size() + b.size());
@@ -126,7 +131,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
     it.type = spec.type;
     it.op = spec.op;
     it.root = spec.root;
-    it.device = -1;
+    it.device = spec.device == device_kind::cuda ? b.ops[i].device_index : -1;
     it.process_set = spec.process_set;
     it.bytes = spec.kind == collective_kind::allgather || spec.kind == collective_kind::alltoall
                    ? static_cast<std::size_t>(b.ops[i].first_dim) * row_bytes_of(spec)
@@ -175,7 +180,11 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
         job->chunk_ranges.emplace_back(w.offset, w.bytes);
       }
     } else {
-      for (const auto& c : plan_chunks({job->plan}, s.cfg.chunk_bytes, s.next_sequence)) {
+      const bool device = job->on_device();
+      if (device) job->device_order = s.next_device_order++;
+      const std::size_t chunk_bytes =
+          device && s.cfg.device_whole ? std::max<std::size_t>(job->plan.bytes, 1) : s.cfg.chunk_bytes;
+      for (const auto& c : plan_chunks({job->plan}, chunk_bytes, s.next_sequence)) {
         chunk_algo algo = bk.kind == fusable_kind::broadcast ? chunk_algo::broadcast
                           : c.bytes <= s.cfg.small_bytes      ? chunk_algo::exchange_allreduce
                                                               : chunk_algo::ring_allreduce;

@@ -39,6 +39,9 @@ struct fusion_config {
   std::size_t pool_bytes = 256u << 20;
   bool pre_touch = true;
   uint64_t first_sequence = uint64_t{1} << 62;
+  /// CUDA buckets run as one chunk (NCCL pipelines internally) instead of chunk_bytes chunks
+  /// (host staging overlaps copies and network by chunks).
+  bool device_whole = false;
 };
 
 struct fusion_state {
@@ -50,6 +53,7 @@ struct fusion_state {
   std::unique_ptr<buffer_pool> pool;
   uint64_t next_sequence = 0;
   uint64_t next_bucket = 1;
+  uint64_t next_device_order = 0;
   uint64_t oldest_unfinished = 0;
   std::deque<chunk_work> waiting;  ///< planned, not yet handed to a sender (ascending)
   uint64_t buckets = 0;

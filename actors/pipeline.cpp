@@ -7,6 +7,11 @@
 #include <caf/io/all.hpp>
 
 #include "actors/chunk_runner.hpp"
+#include "actors/device_runner.hpp"
+#include "runtime/device/gpu.hpp"
+#if CHORUS_WITH_CUDA
+#include "runtime/device/cuda/gpu_executor.hpp"
+#endif
 #include "actors/completion_actor.hpp"
 #include "actors/control_edge.hpp"
 #include "actors/control_gate.hpp"
@@ -30,6 +35,9 @@ struct pipeline::impl {
   std::shared_ptr<chunk_gate> gate = std::make_shared<chunk_gate>();
   std::shared_ptr<control_gate> control;  ///< CAF control plane: what peers reach; closed first on the way out
   std::shared_ptr<tcp::control_link> link;  ///< TCP control plane; closed first, released last
+#if CHORUS_WITH_CUDA
+  std::shared_ptr<gpu::executor> gpu;  ///< CUDA buckets; stopped after the actors
+#endif
 
   std::vector<caf::actor> all() const {
     std::vector<caf::actor> v{actors.producer, actors.negotiator, actors.fusion, actors.completion};
@@ -47,6 +55,9 @@ struct pipeline::impl {
     actors = {};
     sys.reset();
     link.reset();
+#if CHORUS_WITH_CUDA
+    if (gpu) gpu->stop();  // GPU work finishes or fails; the data plane's later calls fail at once
+#endif
   }
 };
 
@@ -88,6 +99,58 @@ struct caf_thread_scope {
   caf_thread_scope& operator=(const caf_thread_scope&) = delete;
   ~caf_thread_scope() { caf::logger::set_current_actor_system(nullptr); }
 };
+
+#if CHORUS_WITH_CUDA
+/// Whether this job runs CUDA tensors on NCCL: built with it, not CHORUS_GPU_OPERATIONS=host,
+/// and every rank sees at least as many CUDA devices as its host has ranks (each rank a GPU of
+/// its own). Every rank publishes what it sees and decides from all of them, so all agree.
+result<bool> gpu_backend_is_nccl(communicator& comm, const pipeline_options& opts) {
+#if !CHORUS_WITH_NCCL
+  (void)comm;
+  (void)opts;
+  return false;
+#else
+  if (opts.gpu_operations == "host") return false;
+  const int devices = gpu::visible_devices();
+  const int local = opts.local_size;
+  const bool mine = devices > 0 && devices >= local;
+  if (comm.size() == 1) return mine;
+  auto& store = comm.store();
+  if (auto st = store.publish("gpu/" + std::to_string(comm.rank()), mine ? "1" : "0"); !st.ok())
+    return status{st.code(), "pipeline: " + st.message()};
+  auto all = store.gather("gpu/", opts.connect_timeout);
+  if (!all) return status{all.error().code(), "pipeline: " + all.error().message()};
+  for (const auto& v : *all)
+    if (v != "1") return false;
+  return true;
+#endif
+}
+
+/// The NCCL unique id, from rank 0 to every rank through the rendezvous store (hex).
+result<std::string> agree_nccl_id(communicator& comm, const std::string& mine, std::chrono::milliseconds timeout) {
+  static const char* hex = "0123456789abcdef";
+  if (comm.rank() == 0) {
+    std::string text;
+    for (unsigned char c : mine) {
+      text += hex[c >> 4];
+      text += hex[c & 15];
+    }
+    if (auto st = comm.store().publish("nccl/id", text); !st.ok()) return st;
+    return mine;
+  }
+  auto text = comm.store().get("nccl/id", timeout);
+  if (!text) return text.error();
+  if (text->size() % 2) return status{errc::protocol, "the NCCL unique id in the store has an odd length"};
+  std::string out;
+  for (std::size_t i = 0; i < text->size(); i += 2) {
+    auto nib = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+    int hi = nib((*text)[i]), lo = nib((*text)[i + 1]);
+    if (hi < 0 || lo < 0) return status{errc::protocol, "the NCCL unique id in the store is not hex"};
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return out;
+}
+#endif
 
 }  // namespace
 
@@ -158,7 +221,16 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   }
   a.negotiator = sys.spawn(negotiator_actor, nc);
   if (!p->link) p->control = control_gate::spawn(sys, rank, size, *nc.control_key, a.negotiator, opts.observer);
+  bool gpu_nccl = false;
+#if CHORUS_WITH_CUDA
+  {
+    auto nccl = gpu_backend_is_nccl(comm, opts);
+    if (!nccl) return nccl.error();
+    gpu_nccl = *nccl;
+  }
+#endif
   fusion_config fc;
+  fc.device_whole = gpu_nccl;
   fc.rank = rank;
   fc.size = size;
   fc.fusion_threshold = opts.fusion_threshold;
@@ -170,7 +242,20 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   fc.first_sequence = communicator::pipeline_sequence_base;
   a.fusion = sys.spawn(fusion_actor, fc);
   a.completion = sys.spawn(completion_actor, completion_config{rank, size});
-  auto runner = std::make_shared<comm_runner>(comm, p->gate);
+  std::shared_ptr<chunk_runner> runner;
+  auto host_runner = std::make_shared<comm_runner>(comm, p->gate);
+  runner = host_runner;
+#if CHORUS_WITH_CUDA
+  {
+    gpu::executor::options go;
+    go.rank = rank;
+    go.size = size;
+    go.peer_timeout = opts.peer_timeout;
+    go.agree_id = [c = &comm, timeout = opts.connect_timeout](const std::string& mine) { return agree_nccl_id(*c, mine, timeout); };
+    p->gpu = std::make_shared<gpu::executor>(go);
+    runner = std::make_shared<device_runner>(host_runner, p->gate, p->gpu, gpu_nccl);
+  }
+#endif
   for (int s = 0; s < streams; ++s) {
     sender_config sc;
     sc.stream = s;

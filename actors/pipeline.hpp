@@ -57,6 +57,13 @@ struct pipeline_options {
   std::size_t chunks_in_flight = 2;
   /// Upper bound on pooled fusion buffers (bytes); buckets beyond it use a heap buffer.
   std::size_t pool_bytes = 256u << 20;
+  /// CHORUS_GPU_OPERATIONS=nccl|host: how CUDA tensors move (actors/device_runner.hpp). nccl
+  /// needs every rank to have a GPU of its own; the job agrees at start, else it stages.
+  std::string gpu_operations = "nccl";
+  /// Ranks of this job on this host (process_env::local_size; not a variable of its own).
+  int local_size = 1;
+  /// CHORUS_PEER_TIMEOUT_SECONDS: how long an NCCL collective may wait for a peer.
+  std::chrono::milliseconds peer_timeout{30000};
   /// Where the actors report (telemetry/setup.hpp builds it from CHORUS_METRICS_*,
   /// CHORUS_TRACE); null: telemetry off. Not set by from_config().
   std::shared_ptr<telemetry::observer> observer;
@@ -84,6 +91,9 @@ struct op_request {
   /// alltoall: rows of dim 0 sent to each rank, in rank order (size() entries summing to
   /// shape[0]); empty otherwise. (Last, so that {spec, input, output, done} still initializes.)
   std::vector<int64_t> splits;
+  /// CUDA tensors: the device and the ready event (see op_ref).
+  int device_index = 0;
+  std::shared_ptr<void> ready;
 };
 
 /// Counters for benchmarks and metrics.

@@ -8,6 +8,8 @@ pipeline_options pipeline_options::from_config(const config& c) {
   pipeline_options o;
   const pipeline_config& p = c.pipeline;
   o.negotiation = p.negotiation;
+  o.gpu_operations = p.gpu_operations;
+  o.peer_timeout = c.transport.peer_timeout;
   o.control_plane = p.control_plane;
   o.cycle_time = p.cycle_time;
   o.early_start = p.early_start;

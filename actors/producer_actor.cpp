@@ -155,6 +155,8 @@ op_ref make_op_ref(uint64_t handle, const op_request& r, steady_time at) {
   o.input = r.input ? r.input : r.output;
   o.output = r.output;
   o.enqueued_at = at;
+  o.device_index = r.device_index;
+  o.ready = r.ready;
   if (o.spec.kind == collective_kind::allgather || o.spec.kind == collective_kind::alltoall) {
     if (o.spec.shape.empty()) o.spec.shape.push_back(1);  // a scalar gathers as one row
     o.first_dim = o.spec.shape[0];

@@ -66,6 +66,10 @@ struct op_ref {
   const void* input = nullptr;
   void* output = nullptr;
   steady_time enqueued_at{};
+  /// CUDA tensors (spec.device cuda): the device, and the event recorded on the caller's
+  /// stream at submit (runtime/device/gpu.hpp: record_ready) that Chorus waits for first.
+  int device_index = 0;
+  std::shared_ptr<void> ready;
 };
 
 /// How a sender runs one chunk; fusion chooses it, identically on every rank.
@@ -104,6 +108,12 @@ struct bucket_job {
   /// (row r: what rank r sends to each rank), size x size.
   std::vector<int64_t> first_dims;
   std::vector<std::byte> gathered;  ///< filled when the data chunk starts, then by the ring / alltoall
+  /// CUDA buckets (one in-place tensor each): their number among this rank's CUDA buckets, in
+  /// plan order (the same on every rank: NCCL launches in this order), and the pinned host
+  /// copy the host-staging path moves (set by the device runner).
+  uint64_t device_order = 0;
+  std::shared_ptr<std::byte> staging;
+  bool on_device() const { return !ops.empty() && ops.front().spec.device == device_kind::cuda; }
   status local_error;               ///< this rank could not prepare the bucket (pack, counts chunk failed)
 };
 

@@ -161,6 +161,24 @@ int chorus_enqueue_allreduce_batch(int count, const int64_t* ids, void* const* d
 int64_t chorus_enqueue_broadcast(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
                                  int root, chorus_callback cb, void* user_data);
 
+/** Where a buffer lives. CHORUS_DEVICE_CUDA: `index` is its CUDA device and `stream` the
+ *  cudaStream_t (NULL: the legacy default stream) whose queued work produces it; Chorus records
+ *  an event there at the call and reads the buffer only after that work, without blocking. */
+typedef enum chorus_device_kind { CHORUS_DEVICE_CPU = 0, CHORUS_DEVICE_CUDA = 1 } chorus_device_kind;
+typedef struct chorus_device {
+  chorus_device_kind kind;
+  int index;
+  void* stream;
+} chorus_device;
+
+/** chorus_enqueue_allreduce and chorus_enqueue_broadcast for a buffer on `device` (CUDA device
+ *  memory needs a build with CUDA; every rank must pass the same kind of device, else each
+ *  gets a mismatch error naming the ranks). */
+int64_t chorus_enqueue_allreduce_on(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
+                                    chorus_op op, chorus_device device, chorus_callback cb, void* user_data);
+int64_t chorus_enqueue_broadcast_on(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
+                                    int root, chorus_device device, chorus_callback cb, void* user_data);
+
 /** Allgather: concatenates every rank's `data` along the first dimension (which may differ
  *  between ranks; ndim >= 1). `data` is only read. Read the result, once done, with
  *  chorus_gathered_data(), chorus_gathered_bytes() and chorus_gathered_shape(). */

@@ -292,6 +292,35 @@ int64_t chorus_enqueue_broadcast(int64_t id, void* data, const int64_t* shape, i
                  cb, user_data);
 }
 
+namespace {
+int64_t enqueue_on(const char* fn, chorus::collective_kind kind, int64_t id, void* data, const int64_t* shape,
+                   int ndim, int dtype, int op, int root, chorus_device device, chorus_callback cb, void* user_data) {
+  if (device.kind != CHORUS_DEVICE_CPU && device.kind != CHORUS_DEVICE_CUDA)
+    return fail<int64_t>(-1, std::string(fn) + ": device kind " + std::to_string(static_cast<int>(device.kind)) +
+                                 " is not CHORUS_DEVICE_CPU or CHORUS_DEVICE_CUDA");
+  auto spec = spec_of(fn, kind, id, shape, ndim, dtype, op, root);
+  if (!spec) return -1;
+  spec->device = device.kind == CHORUS_DEVICE_CUDA ? chorus::device_kind::cuda : chorus::device_kind::cpu;
+  return start(std::move(*spec), {}, cb, user_data, [data, device](const std::shared_ptr<op_state>& s) {
+    s->device_index = device.index;
+    s->cuda_stream = device.stream;
+    return chorus::detail::session::instance().submit(s, data);
+  });
+}
+}  // namespace
+
+int64_t chorus_enqueue_allreduce_on(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
+                                    chorus_op op, chorus_device device, chorus_callback cb, void* user_data) {
+  return enqueue_on("chorus_enqueue_allreduce_on", chorus::collective_kind::allreduce, id, data, shape, ndim, dtype,
+                    op, -1, device, cb, user_data);
+}
+
+int64_t chorus_enqueue_broadcast_on(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
+                                    int root, chorus_device device, chorus_callback cb, void* user_data) {
+  return enqueue_on("chorus_enqueue_broadcast_on", chorus::collective_kind::broadcast, id, data, shape, ndim, dtype,
+                    0, root, device, cb, user_data);
+}
+
 int64_t chorus_enqueue_allgather(int64_t id, const void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
                                  chorus_callback cb, void* user_data) {
   return enqueue("chorus_enqueue_allgather", chorus::collective_kind::allgather, id, data, shape, ndim, dtype, 0, -1,

@@ -32,6 +32,8 @@ tensor_spec spec_of(collective_kind kind, const op_name& name, const tensor_view
 handle submit(collective_kind kind, const op_name& name, const tensor_view& v, reduce_op op, int root,
               op_state::callback on_done) {
   auto state = std::make_shared<op_state>(spec_of(kind, name, v, op, root), std::move(on_done));
+  state->device_index = v.device_index;
+  state->cuda_stream = v.stream;
   if (auto st = session::instance().submit(state, v.data); !st.ok()) state->complete(std::move(st));
   return handle(std::move(state));
 }
@@ -137,6 +139,8 @@ std::vector<handle> allreduce_async(const std::vector<op_name>& names, const std
     tensor_view v = i < views.size() ? views[i] : tensor_view{};
     op_name name = i < names.size() ? names[i] : op_name{std::string()};
     states.push_back(std::make_shared<op_state>(spec_of(collective_kind::allreduce, name, v, op, -1), nullptr));
+    states.back()->device_index = v.device_index;
+    states.back()->cuda_stream = v.stream;
     data.push_back(v.data);
   }
   if (names.size() != views.size()) {

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "runtime/device/gpu.hpp"
+
 namespace chorus::detail {
 namespace {
 
@@ -24,9 +26,15 @@ status check_operation(const tensor_spec& s, const void* data) {
   if (reduces && static_cast<int>(s.op) >= reduce_op_count)
     return reject(
         s, "reduce op " + std::to_string(static_cast<int>(s.op)) + " is not one of sum, average, min, max, product");
-  if (s.device != device_kind::cpu)
-    return reject(s, "device " + std::string(name_of(s.device)) +
-                         " is not supported by this build's pipeline; pass a CPU buffer (device cpu)");
+  if (static_cast<int>(s.device) >= device_kind_count)
+    return reject(s, "device " + std::to_string(static_cast<int>(s.device)) + " is not one of cpu, cuda");
+  if (s.device == device_kind::cuda && !gpu::built())
+    return reject(s, "a CUDA tensor, but this build of Chorus has no CUDA support (CHORUS_WITH_CUDA); pass a CPU "
+                     "buffer");
+  if (s.device == device_kind::cuda && s.kind != collective_kind::allreduce && s.kind != collective_kind::broadcast)
+    return reject(s, std::string(name_of(s.kind)) +
+                         " of a CUDA tensor is not run on the device; copy it to host memory first (CUDA tensors: "
+                         "allreduce and broadcast; chorus.torch stages the others itself)");
   if (s.kind == collective_kind::allgather && s.shape.empty())
     return reject(s, "allgather needs a tensor with at least one dimension (the rows to concatenate), got a scalar");
   if (s.kind == collective_kind::reducescatter && s.shape.empty())

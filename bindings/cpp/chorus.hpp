@@ -96,7 +96,13 @@ struct tensor_view {
   void* data = nullptr;                   ///< first element; may be null only when it has none
   dtype type = dtype::f32;                ///< element type
   std::vector<int64_t> shape;             ///< dimensions, outermost first; empty = one element
-  device_kind device = device_kind::cpu;  ///< where `data` lives (this build: cpu only)
+  device_kind device = device_kind::cpu;  ///< where `data` lives: host memory, or a CUDA device
+  /// CUDA: the device `data` is on (checked at submit).
+  int device_index = 0;
+  /// CUDA: the stream (a cudaStream_t) whose queued work produces `data`. At submit Chorus
+  /// records an event there and starts reading only after it, without blocking the caller;
+  /// null is the legacy default stream. The result is complete when the handle is done.
+  void* stream = nullptr;
 };
 
 /// The outcome of one submitted operation. Copies share the same state. An operation always

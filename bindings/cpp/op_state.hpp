@@ -36,6 +36,9 @@ struct op_state {
   bool wait_for(std::chrono::milliseconds timeout);
 
   const tensor_spec spec;       ///< what was submitted (name, kind, dtype, shape, ...)
+  /// CUDA tensors (spec.device cuda): tensor_view's device_index and stream, set before submit.
+  int device_index = 0;
+  void* cuda_stream = nullptr;
   const std::string label;      ///< how messages name the operation
   const status pending_status;  ///< what result() says before the end
   status result;

@@ -2,6 +2,7 @@
 // table, enqueue), shutdown (pipeline first, then the data plane, then a sweep that ends any
 // operation the pipeline left without an outcome).
 #include "bindings/cpp/session.hpp"
+#include "runtime/device/gpu.hpp"
 
 #include <vector>
 
@@ -52,6 +53,7 @@ status session::init() {
   if (!cfg) return breadcrumb("chorus::init: ", cfg.error());
   log::set_level(cfg->log_level);
   auto opts = pipeline_options::from_config(*cfg);
+  opts.local_size = env->local_size;
   auto comm = communicator::create(*env, *cfg);
   if (!comm) return breadcrumb("chorus::init: ", comm.error());
   telemetry::context tctx;
@@ -140,6 +142,23 @@ void session::shutdown() {
 }
 
 namespace {
+/// A CUDA tensor's checks at submit: `data` is memory of the device the view names, then the
+/// event that orders Chorus' reads after the work queued on the caller's stream.
+result<std::shared_ptr<void>> cuda_ready(const op_state& op, const void* data) {
+  const tensor_spec& spec = op.spec;
+  if (data) {
+    auto dev = gpu::device_of(data);
+    if (!dev) return status{errc::invalid_argument, describe(spec) + ": the tensor is on device cuda:" +
+                                                        std::to_string(op.device_index) + " but " + dev.error().message()};
+    if (*dev != op.device_index)
+      return status{errc::invalid_argument, describe(spec) + ": the view says cuda:" + std::to_string(op.device_index) +
+                                                " but the memory is on cuda:" + std::to_string(*dev)};
+  }
+  auto ev = gpu::record_ready(op.device_index, op.cuda_stream);
+  if (!ev) return status{ev.error().code(), describe(spec) + ": " + ev.error().message()};
+  return std::move(*ev);
+}
+
 status no_job(const tensor_spec& spec, bool was_shut_down) {
   if (was_shut_down) return {errc::shutdown, describe(spec) + ": Chorus was shut down; call chorus::init() to start again"};
   return {errc::invalid_argument, describe(spec) + ": Chorus is not initialized; call chorus::init() first"};
@@ -186,6 +205,12 @@ status session::admit(const std::shared_ptr<op_state>& op, void* data, void* out
   const tensor_spec& spec = op->spec;
   if (auto st = check_root(spec, job_->env.size); !st.ok()) return st;
   if (auto st = check_splits(spec, splits, job_->env.size); !st.ok()) return st;
+  if (spec.device == device_kind::cuda) {
+    auto ready = cuda_ready(*op, data);
+    if (!ready) return ready.error();
+    r.ready = std::move(*ready);
+    r.device_index = op->device_index;
+  }
   {
     std::lock_guard plk(pending_mu_);
     if (!pending_.emplace(spec.name, op).second)

@@ -64,6 +64,7 @@ result<config> read_config(const env_lookup& get) {
 
   auto& p = c.pipeline;
   take(st, r.choice("CHORUS_NEGOTIATION"), p.negotiation);
+  take(st, r.choice("CHORUS_GPU_OPERATIONS"), p.gpu_operations);
   take(st, r.choice("CHORUS_CONTROL_PLANE"), p.control_plane);
   take(st, r.decimal("CHORUS_CYCLE_TIME_MS"), p.cycle_time, [](double ms) {
     return std::chrono::microseconds(static_cast<int64_t>(std::llround(ms * 1000.0)));

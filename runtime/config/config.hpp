@@ -48,6 +48,7 @@ struct pipeline_config {
   int scheduler_threads = 1;                    ///< CHORUS_SCHEDULER_THREADS
   std::size_t start_window = 16;                ///< CHORUS_START_WINDOW
   std::size_t chunks_in_flight = 2;             ///< CHORUS_CHUNKS_IN_FLIGHT
+  std::string gpu_operations = "nccl";          ///< CHORUS_GPU_OPERATIONS (HOROVOD_GPU_OPERATIONS)
 };
 
 /// Metrics and tracing (telemetry/).

@@ -49,6 +49,10 @@ constexpr std::array table{
   variable{"CHORUS_CONTROL_PLANE", "", kind::choice, "tcp", 0, 0, "tcp|caf",
            "what carries the negotiators' gossip: tcp (the data plane's control link) or caf (CAF remote actors, slower)",
            owner::config, ""},
+  variable{"CHORUS_GPU_OPERATIONS", "HOROVOD_GPU_OPERATIONS", kind::choice, "nccl", 0, 0, "nccl|host",
+           "CUDA tensors: nccl (NCCL where every rank has a GPU of its own, else host staging) or host "
+           "(always copy to pinned host memory and use the CPU data plane)",
+           owner::config, ""},
   variable{"CHORUS_CYCLE_TIME_MS", "HOROVOD_CYCLE_TIME", kind::decimal, "1", 0, 60000, "",
            "least time between a rank's cycle starts", owner::config, "milliseconds"},
   variable{"CHORUS_EARLY_START", "", kind::choice, "0", 0, 0, "0|1",

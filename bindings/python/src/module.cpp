@@ -85,7 +85,7 @@ reduce_op to_reduce_op(int op) {
 }  // namespace chorus::python
 
 PYBIND11_MODULE(_chorus_torch, m) {
-  m.doc() = "Chorus' C++ API for torch CPU tensors (use chorus.torch instead)";
+  m.doc() = "Chorus' C++ API for torch tensors (use chorus.torch instead)";
   auto exc = py::module_::import("chorus.common.exceptions");
   types().internal = exc.attr("HorovodInternalError");
   types().argument = exc.attr("ChorusArgumentError");
@@ -152,19 +152,19 @@ PYBIND11_MODULE(_chorus_torch, m) {
 
   m.def(
       "allreduce_async",
-      [](at::Tensor t, const std::string& name, int op, bool transient) {
+      [](at::Tensor t, const std::string& name, int op, bool transient, uintptr_t stream) {
         auto rop = to_reduce_op(op);
-        return submit([&] { return torch_op::allreduce(name, t, rop, transient); });
+        return submit([&] { return torch_op::allreduce(name, t, rop, transient, reinterpret_cast<void*>(stream)); });
       },
-      py::arg("tensor"), py::arg("name"), py::arg("op"), py::arg("transient") = false,
+      py::arg("tensor"), py::arg("name"), py::arg("op"), py::arg("transient") = false, py::arg("stream") = 0,
       "Reduces `tensor` in place across all ranks.");
   m.def(
       "allreduce_async_all",
-      [](const std::vector<at::Tensor>& ts, const std::vector<std::string>& names, int op) {
+      [](const std::vector<at::Tensor>& ts, const std::vector<std::string>& names, int op, uintptr_t stream) {
         auto rop = to_reduce_op(op);
         std::vector<std::unique_ptr<torch_op>> ops;
         try {
-          ops = torch_op::allreduce_all(names, ts, rop);
+          ops = torch_op::allreduce_all(names, ts, rop, reinterpret_cast<void*>(stream));
         } catch (const chorus::python::argument_error& e) {
           raise_argument(e.what());
         }
@@ -176,15 +176,15 @@ PYBIND11_MODULE(_chorus_torch, m) {
         for (auto& o : ops) out.append(py::cast(std::move(o)));
         return out;
       },
-      py::arg("tensors"), py::arg("names"), py::arg("op"),
+      py::arg("tensors"), py::arg("names"), py::arg("op"), py::arg("stream") = 0,
       "Reduces each tensor in place across all ranks, submitted together (one negotiation "
       "cycle for tensors ready at the same moment); one Op per tensor, in order.");
   m.def(
       "broadcast_async",
-      [](at::Tensor t, const std::string& name, int root, bool transient) {
-        return submit([&] { return torch_op::broadcast(name, t, root, transient); });
+      [](at::Tensor t, const std::string& name, int root, bool transient, uintptr_t stream) {
+        return submit([&] { return torch_op::broadcast(name, t, root, transient, reinterpret_cast<void*>(stream)); });
       },
-      py::arg("tensor"), py::arg("name"), py::arg("root"), py::arg("transient") = false,
+      py::arg("tensor"), py::arg("name"), py::arg("root"), py::arg("transient") = false, py::arg("stream") = 0,
       "Copies rank `root`'s `tensor` into every rank's.");
   m.def(
       "allgather_async",

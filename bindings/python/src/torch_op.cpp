@@ -19,9 +19,11 @@ at::Tensor checked_buffer(collective_kind kind, const std::string& name, const a
   if (!dtype_of(t.scalar_type()))
     throw argument_error(describe_call(kind, name) + ": dtype " + std::string(c10::toString(t.scalar_type())) +
                          " is not supported; use one of float16, bfloat16, float32, float64, int32, int64, uint8");
-  if (!t.device().is_cpu())
+  const bool on_device = kind == collective_kind::allreduce || kind == collective_kind::broadcast;
+  if (!t.device().is_cpu() && !(t.is_cuda() && on_device))
     throw argument_error(describe_call(kind, name) + ": tensor on device " + t.device().str() +
-                         "; this build of Chorus moves CPU tensors only (call .cpu() first)");
+                         "; Chorus moves CPU tensors and, for allreduce and broadcast, CUDA tensors (chorus.torch "
+                         "stages the other collectives' CUDA tensors through host memory)");
   if (t.is_sparse() || t.layout() != at::kStrided)
     throw argument_error(describe_call(kind, name) +
                          ": sparse tensors are not supported here; use sparse_allreduce_async or a dense tensor");
@@ -29,12 +31,16 @@ at::Tensor checked_buffer(collective_kind kind, const std::string& name, const a
   return staged ? t.contiguous() : t;
 }
 
-tensor_view view_of(const at::Tensor& buffer) {
+tensor_view view_of(const at::Tensor& buffer, void* stream) {
   tensor_view v;
   v.data = buffer.numel() > 0 ? buffer.data_ptr() : nullptr;
   v.type = *dtype_of(buffer.scalar_type());
   v.shape.assign(buffer.sizes().begin(), buffer.sizes().end());
-  v.device = device_kind::cpu;
+  v.device = buffer.is_cuda() ? device_kind::cuda : device_kind::cpu;
+  if (buffer.is_cuda()) {
+    v.device_index = buffer.get_device();
+    v.stream = stream;
+  }
   return v;
 }
 
@@ -72,15 +78,17 @@ torch_op::~torch_op() {
   }
 }
 
-std::unique_ptr<torch_op> torch_op::allreduce(const std::string& name, at::Tensor target, reduce_op op, bool transient) {
+std::unique_ptr<torch_op> torch_op::allreduce(const std::string& name, at::Tensor target, reduce_op op, bool transient,
+                                              void* stream) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::allreduce, std::move(target)));
   o->buffer_ = checked_buffer(o->kind_, name, o->target_, o->staged_);
-  o->h_ = allreduce_async(op_name(name, transient), view_of(o->buffer_), op);
+  o->h_ = allreduce_async(op_name(name, transient), view_of(o->buffer_, stream), op);
   return o;
 }
 
 std::vector<std::unique_ptr<torch_op>> torch_op::allreduce_all(const std::vector<std::string>& names,
-                                                              const std::vector<at::Tensor>& targets, reduce_op op) {
+                                                              const std::vector<at::Tensor>& targets, reduce_op op,
+                                                              void* stream) {
   if (names.size() != targets.size())
     throw argument_error("allreduce_async_all: " + std::to_string(names.size()) + " names for " +
                          std::to_string(targets.size()) + " tensors");
@@ -91,7 +99,7 @@ std::vector<std::unique_ptr<torch_op>> torch_op::allreduce_all(const std::vector
     std::unique_ptr<torch_op> o(new torch_op(collective_kind::allreduce, targets[i]));
     o->buffer_ = checked_buffer(o->kind_, names[i], o->target_, o->staged_);
     op_names.push_back(op_name(names[i], false));
-    views.push_back(view_of(o->buffer_));
+    views.push_back(view_of(o->buffer_, stream));
     ops.push_back(std::move(o));
   }
   auto handles = allreduce_async(op_names, views, op);
@@ -99,10 +107,11 @@ std::vector<std::unique_ptr<torch_op>> torch_op::allreduce_all(const std::vector
   return ops;
 }
 
-std::unique_ptr<torch_op> torch_op::broadcast(const std::string& name, at::Tensor target, int root, bool transient) {
+std::unique_ptr<torch_op> torch_op::broadcast(const std::string& name, at::Tensor target, int root, bool transient,
+                                              void* stream) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::broadcast, std::move(target)));
   o->buffer_ = checked_buffer(o->kind_, name, o->target_, o->staged_);
-  o->h_ = broadcast_async(op_name(name, transient), view_of(o->buffer_), root);
+  o->h_ = broadcast_async(op_name(name, transient), view_of(o->buffer_, stream), root);
   return o;
 }
 

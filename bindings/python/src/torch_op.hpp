@@ -24,8 +24,10 @@ std::string describe_call(collective_kind kind, const std::string& name);
 /// The contiguous CPU buffer Chorus works on: `t` itself when it is contiguous (no copy), else
 /// a contiguous copy (`staged` set). Throws argument_error for what Chorus cannot move.
 at::Tensor checked_buffer(collective_kind kind, const std::string& name, const at::Tensor& t, bool& staged);
-/// The tensor_view of a contiguous CPU tensor checked by checked_buffer.
-tensor_view view_of(const at::Tensor& buffer);
+/// The tensor_view of a contiguous tensor checked by checked_buffer; a CUDA tensor's view names
+/// its device and `stream` (a cudaStream_t: the caller's current stream, whose queued work
+/// produces the tensor).
+tensor_view view_of(const at::Tensor& buffer, void* stream = nullptr);
 }  // namespace detail
 
 /// A submitted operation. allreduce and broadcast complete in place on `target`; allgather
@@ -35,13 +37,14 @@ class torch_op {
  public:
   /// `transient`: the name is used once (chorus::op_name; chorus.torch's unnamed ops).
   static std::unique_ptr<torch_op> allreduce(const std::string& name, at::Tensor target, reduce_op op,
-                                             bool transient = false);
+                                             bool transient = false, void* stream = nullptr);
   /// Several named allreduces in one call (chorus::allreduce_async over vectors): they reach
   /// the runtime together. Argument errors of one tensor throw before anything is submitted.
   static std::vector<std::unique_ptr<torch_op>> allreduce_all(const std::vector<std::string>& names,
-                                                              const std::vector<at::Tensor>& targets, reduce_op op);
+                                                              const std::vector<at::Tensor>& targets, reduce_op op,
+                                                              void* stream = nullptr);
   static std::unique_ptr<torch_op> broadcast(const std::string& name, at::Tensor target, int root,
-                                             bool transient = false);
+                                             bool transient = false, void* stream = nullptr);
   static std::unique_ptr<torch_op> allgather(const std::string& name, at::Tensor input, bool transient = false);
   /// Defined in scatter_ops.cpp, built only when the C++ API has reducescatter and alltoall.
   static std::unique_ptr<torch_op> reducescatter(const std::string& name, at::Tensor input, reduce_op op,

@@ -262,6 +262,20 @@ status nccl_communicator::allgather(const void* send, void* recv, std::size_t co
   return r == ncclSuccess ? status{} : nccl_failed("ncclAllGather", r);
 }
 
+status nccl_communicator::check_async() {
+  if (!broken_.ok()) return broken_;
+  ncclResult_t async = ncclSuccess;
+  if (ncclResult_t r = ncclCommGetAsyncError(comm_, &async); r != ncclSuccess)
+    return nccl_failed("ncclCommGetAsyncError", r);
+  if (async != ncclSuccess && async != ncclInProgress) {
+    status st = nccl_status("asynchronous NCCL error (ncclCommGetAsyncError)", async, rank_, size_,
+                            errc::connection_lost);
+    abort_after(st);
+    return st;
+  }
+  return {};
+}
+
 status nccl_communicator::synchronize() {
   if (status st = ready("synchronize"); !st.ok()) return st;
   // Spin briefly (short collectives finish in microseconds), then poll every 50 us so a long

@@ -73,6 +73,15 @@ class nccl_communicator {
   /// instead of hanging; on such an error the communicator is aborted.
   status synchronize();
 
+  /// Asks NCCL whether a peer or the network failed (ncclCommGetAsyncError) without waiting;
+  /// on such an error the communicator is aborted and the error returned (then, and after
+  /// abort(), every call returns it).
+  status check_async();
+
+  /// Aborts the communicator (ncclCommAbort) because of `cause`, e.g. a collective that outlived
+  /// the peer timeout: kernels waiting for a peer return, and later calls fail with `cause`.
+  void abort(const status& cause) { abort_after(cause); }
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   int device() const { return device_; }

@@ -56,7 +56,8 @@ class Bucket:
 
     def _alloc(self):
         # Zero-filled now, so that its pages are touched before training, not mid-backward.
-        self.flat = torch.zeros(sum(p.numel() for p in self.params), dtype=self.params[0].dtype)
+        self.flat = torch.zeros(sum(p.numel() for p in self.params), dtype=self.params[0].dtype,
+                                device=self.params[0].device)
 
     def pack(self):
         """The members' gradients, copied into the flat buffer; returns it."""
@@ -89,16 +90,16 @@ def make_buckets(params, names, prefix, cap):
     by the user."""
     if cap <= 0:
         return []
-    groups, open_by_dtype = [], {}  # dtype -> [members, bytes so far]
+    groups, open_by_dtype = [], {}  # (dtype, device) -> [members, bytes so far]
     for p in params:
         size = _nbytes(p)
         if size >= cap:
             continue
-        open_bucket = open_by_dtype.setdefault(p.dtype, [[], 0])
+        open_bucket = open_by_dtype.setdefault((p.dtype, p.device), [[], 0])
         open_bucket[0].append(p)
         open_bucket[1] += size
         if open_bucket[1] >= cap:
-            groups.append(open_by_dtype.pop(p.dtype)[0])
+            groups.append(open_by_dtype.pop((p.dtype, p.device))[0])
     groups.extend(members for members, _ in open_by_dtype.values())
     groups = [g for g in groups if len(g) > 1]
     return [Bucket("%sbucket%d.%s" % (prefix, k, names[g[0]][len(prefix):]), g) for k, g in enumerate(groups)]

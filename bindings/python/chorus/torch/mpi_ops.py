@@ -132,6 +132,26 @@ def _scale_(tensor, factor):
             t.copy_(t.double().mul_(factor))
 
 
+def _stream_of(tensor):
+    """For a CUDA tensor, its device's current stream (a cudaStream_t as an int): Chorus records
+    an event there at submit and reads the tensor only after the work queued before it. 0 for
+    CPU tensors."""
+    if not tensor.is_cuda:
+        return 0
+    return torch.cuda.current_stream(tensor.device).cuda_stream
+
+
+def _to_host(tensor):
+    """The collectives without a device path (allgather, reducescatter, alltoall) stage a CUDA
+    tensor through host memory: this copy goes in, and _like(result, tensor) brings the
+    result back to the tensor's device."""
+    return tensor.detach().cpu() if tensor.is_cuda else tensor.detach()
+
+
+def _like(result, tensor):
+    return result.to(tensor.device) if tensor.is_cuda else result
+
+
 def _fresh_copy(tensor):
     """A contiguous copy for out-of-place ops (Chorus then reduces it in place)."""
     return tensor.detach().clone(memory_format=torch.contiguous_format)
@@ -146,7 +166,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     def submit(handle):
         _scale_(output, prescale_factor)
         yield _lib.allreduce_async(output.detach(), _op_name("allreduce", name, handle), code,
-                                   transient=_unnamed(name))
+                                   transient=_unnamed(name), stream=_stream_of(output))
 
     def finish(results, ops):
         _scale_(output, postscale_factor)
@@ -220,7 +240,7 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
             _scale_(out, prescale_factor)
             member = "%s.%d" % (name, i) if name else "grouped.noname.%d.%d" % (handle, i)
             yield _lib.allreduce_async(out.detach(), _op_name("allreduce", member, handle), code,
-                                       transient=_unnamed(name))
+                                       transient=_unnamed(name), stream=_stream_of(out))
 
     def finish(results, ops):
         for out in outputs:
@@ -303,7 +323,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 # ---------------------------------------------------------------------------------- allgather
 
 def _allgather_submit(tensor, name, handle, transient=None):
-    return _lib.allgather_async(tensor.detach(), _op_name("allgather", name, handle),
+    return _lib.allgather_async(_to_host(tensor), _op_name("allgather", name, handle),
                                 transient=_unnamed(name) if transient is None else transient)
 
 
@@ -311,7 +331,8 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts concatenating every rank's `tensor` along the first dimension (which may differ
     between ranks). Returns a handle; synchronize() returns the concatenation."""
     _check_process_set(process_set)
-    return _start(lambda handle: [_allgather_submit(tensor, name, handle)], lambda results, ops: results[0])
+    return _start(lambda handle: [_allgather_submit(tensor, name, handle)],
+                  lambda results, ops: _like(results[0], tensor))
 
 
 class HorovodAllgather(torch.autograd.Function):
@@ -352,7 +373,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
         for i, t in enumerate(tensors):
             yield _allgather_submit(t, "%s.%d" % (base, i), handle, transient=_unnamed(name))
 
-    return _start(submit, lambda results, ops: list(results))
+    return _start(submit, lambda results, ops: [_like(r, t) for r, t in zip(results, tensors)])
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
@@ -368,7 +389,7 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
     def submit(handle):
         root = int(root_rank)
         yield _lib.broadcast_async(output.detach(), _op_name("broadcast", name, handle), root,
-                                   transient=_unnamed(name))
+                                   transient=_unnamed(name), stream=_stream_of(output))
 
     return _start(submit, lambda results, ops: output)
 

@@ -16,7 +16,7 @@ from chorus.common.process_sets import global_process_set
 from chorus.torch.buckets import Bucket, _nbytes, bucket_bytes_from_env, make_buckets
 from chorus.torch.compression import Compression
 from chorus.torch.mpi_ops import Adasum, Average
-from chorus.torch.mpi_ops import _chorus_op, _lib, _op_name, _scale_
+from chorus.torch.mpi_ops import _chorus_op, _lib, _op_name, _scale_, _stream_of
 from chorus.torch.mpi_ops import broadcast_, grouped_allreduce_async_, sparse_allreduce_async
 from chorus.torch.mpi_ops import size, synchronize
 
@@ -64,7 +64,7 @@ class _Refused:
 
 def _submit(tensor, name, op):
     try:
-        return _lib.allreduce_async(tensor, name, op)
+        return _lib.allreduce_async(tensor, name, op, stream=_stream_of(tensor))
     except Exception as e:  # noqa: BLE001 - raised by synchronize()
         return _Refused(e)
 
@@ -331,7 +331,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             subs = [_submit(tensors[0], names[0], op)]
         else:
             try:
-                subs = _lib.allreduce_async_all(tensors, names, op)
+                subs = _lib.allreduce_async_all(tensors, names, op, stream=_stream_of(tensors[0]))
             except Exception as e:  # noqa: BLE001 - raised by synchronize()
                 subs = [_Refused(e)] * len(items)
         for x, sub, ctx in zip(items, subs, ctxs):

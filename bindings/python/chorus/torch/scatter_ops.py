@@ -9,8 +9,8 @@ from chorus.common.process_sets import _check as _check_process_set
 from chorus.common.process_sets import global_process_set
 from chorus.torch.basics import _CHORUS_OP, Max
 from chorus.torch.compression import Compression
-from chorus.torch.mpi_ops import (Average, _chorus_op, _fresh_copy, _grad_name, _op_name, _scale_, _start,
-                                  _unnamed, allgather, grouped_allgather, size, synchronize)
+from chorus.torch.mpi_ops import (Average, _chorus_op, _fresh_copy, _grad_name, _like, _op_name, _scale_, _start,
+                                  _to_host, _unnamed, allgather, grouped_allgather, size, synchronize)
 
 _MISSING = ("hvd.%s is not supported yet: this build's Chorus runtime has no %s (it is being added to the "
             "runtime and the pipeline); %s")
@@ -28,7 +28,7 @@ def _submit_reducescatter(tensor, name, handle, code, prescale_factor, transient
     if prescale_factor != 1.0:
         src = _fresh_copy(tensor)  # the input is not modified
         _scale_(src, prescale_factor)
-    return _lib.reducescatter_async(src.detach(), _op_name("reducescatter", name, handle), code,
+    return _lib.reducescatter_async(_to_host(src), _op_name("reducescatter", name, handle), code,
                                     transient=_unnamed(name) if transient is None else transient)
 
 
@@ -42,8 +42,9 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     code = _chorus_op(op)
 
     def finish(results, ops):
-        _scale_(results[0], postscale_factor)
-        return results[0]
+        out = _like(results[0], tensor)
+        _scale_(out, postscale_factor)
+        return out
 
     return _start(lambda handle: [_submit_reducescatter(tensor, name, handle, code, prescale_factor)], finish)
 
@@ -148,9 +149,9 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         split_list = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor) else splits)]
 
     def finish(results, ops):
-        return results[0], torch.tensor(_lib.received_splits(ops[0]), dtype=torch.int32)
+        return _like(results[0], tensor), torch.tensor(_lib.received_splits(ops[0]), dtype=torch.int32)
 
-    return _start(lambda handle: [_lib.alltoall_async(tensor.detach(), _op_name("alltoall", name, handle),
+    return _start(lambda handle: [_lib.alltoall_async(_to_host(tensor), _op_name("alltoall", name, handle),
                                                       split_list, transient=_unnamed(name))], finish)
 
 
