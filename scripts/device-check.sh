@@ -4,9 +4,9 @@
 # GPU kernel benchmark and bench/gpu/*.py, and writes the results to OUTDIR.
 #   usage: scripts/device-check.sh [--dry-run] OUTDIR
 # OUTDIR gets device-check.log (everything), summary.txt (step, exit code, seconds),
-# ctest-gpu.xml (JUnit), kernels.txt (chorus-gpu-bench) and what bench/gpu/*.py write there
+# ctest-gpu-cpp.xml and ctest-gpu-python.xml (JUnit), kernels.txt (chorus-gpu-bench) and what bench/gpu/*.py write there
 # (keep it to 7 files: the GPU machine returns at most 8).
-# Each step is bounded by `timeout` and by what is left of CHORUS_DEVICE_BUDGET (seconds, 400);
+# Each step is bounded by `timeout` and by what is left of CHORUS_DEVICE_BUDGET (seconds, 480);
 # a failing step does not stop the later ones. Environment, for trying it elsewhere:
 #   CHORUS_DEVDEPS (.devdeps)  CHORUS_DEVICE_BUILD (build-device)  CHORUS_DEVICE_JOBS (16)
 #   CHORUS_PYTHON (python3 on PATH)  CHORUS_DEVICE_SLOW (1: multiplies every step's limit)
@@ -31,7 +31,7 @@ out="$(cd "$out" && pwd)"
 deps="$(realpath -m "${CHORUS_DEVDEPS:-$repo/.devdeps}")"
 build="$(realpath -m "${CHORUS_DEVICE_BUILD:-$repo/build-device}")"
 jobs="${CHORUS_DEVICE_JOBS:-16}"
-budget="${CHORUS_DEVICE_BUDGET:-400}"
+budget="${CHORUS_DEVICE_BUDGET:-480}"
 log="$out/device-check.log"
 summary="$out/summary.txt"
 start=$(date +%s)
@@ -123,7 +123,7 @@ fi
 # Build only what the checks need: the gpu tests, the python module, chorusrun, chorus-testrank,
 # chorus-gpu-bench (where bench/gpu/ has it); ninja -k 0 builds every target that can be built.
 wanted=(chorusrun chorus-testrank _chorus_torch chorus_python_sources chorus-gpu-bench)
-for f in "$repo"/tests/gpu/*_test.cpp; do
+for f in "$repo"/tests/gpu/*_test.cpp "$repo"/tests/runtime/nccl/*_test.cpp; do
   [ -e "$f" ] && wanted+=("$(basename "$f" .cpp)")
 done
 targets=()
@@ -141,8 +141,9 @@ else
   step build 1 false
 fi
 
-step ctest-gpu 240 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120 \
-  --output-junit "$out/ctest-gpu.xml"
+# The C++ gpu tests first (seconds), then the benchmarks, then the chorus.torch gpu jobs.
+step ctest-gpu-cpp 90 ctest --test-dir "$build" -L gpu -E '^python_' --output-on-failure --timeout 80 \
+  --output-junit "$out/ctest-gpu-cpp.xml"
 
 gpu_bench=$(find "$build/bench" -name chorus-gpu-bench -type f -perm -u+x 2>/dev/null | head -1)
 if [ -n "$gpu_bench" ] || [ "$dry" -eq 1 ]; then
@@ -155,9 +156,12 @@ export CHORUS_BUILD_DIR="$build" CHORUSRUN="$build/bindings/cli/chorusrun"
 for f in "$repo"/bench/gpu/*.py; do
   [ -e "$f" ] || continue
   case "$(basename "$f")" in _*) continue ;; esac
-  step "$(basename "$f" .py)" 120 env "PYTHONPATH=$build/bindings/python${PYTHONPATH:+:$PYTHONPATH}" \
+  step "$(basename "$f" .py)" 150 env "PYTHONPATH=$build/bindings/python${PYTHONPATH:+:$PYTHONPATH}" \
     PYTHONDONTWRITEBYTECODE=1 "$python" "$f" "$out" "$build"
 done
+
+step ctest-gpu-python 200 ctest --test-dir "$build" -L gpu -R '^python_' --output-on-failure --timeout 150 \
+  --output-junit "$out/ctest-gpu-python.xml"
 
 echo
 echo "=== summary (step exit seconds), $(( $(date +%s) - start ))s in all"
