@@ -3,6 +3,8 @@
 // is still pending after the grace ends with errc::shutdown.
 #include "actors/producer_actor.hpp"
 
+#include "runtime/device/gpu.hpp"
+
 #include <exception>
 #include <string>
 
@@ -115,8 +117,14 @@ status check_request(const op_request& r, int rank, int size) {
   if (!r.done) return bad("no done callback");
   if (static_cast<int>(s.kind) >= collective_kind_count)
     return bad("collective " + std::to_string(static_cast<int>(s.kind)) + " is not supported by the pipeline");
-  if (s.device != device_kind::cpu)
-    return bad("device " + std::string(name_of(s.device)) + " is not supported by the TCP data plane; pass a CPU buffer");
+  if (s.device == device_kind::cuda) {
+    // CUDA buckets run on the device runner (actors/device_runner.hpp): allreduce and broadcast.
+    if (!gpu::built()) return bad("a CUDA tensor, but this build of Chorus has no CUDA support; pass a CPU buffer");
+    if (s.kind != collective_kind::allreduce && s.kind != collective_kind::broadcast)
+      return bad(std::string(name_of(s.kind)) + " of a CUDA tensor is not run on the device; pass a CPU buffer");
+  } else if (s.device != device_kind::cpu) {
+    return bad("device " + std::to_string(static_cast<int>(s.device)) + " is not one of cpu, cuda");
+  }
   if (s.process_set != 0) return bad("process set " + std::to_string(s.process_set) + " is not supported (only 0)");
   if (auto st = validate(s, size); !st.ok()) return {st.code(), st.message() + " (rank " + std::to_string(rank) + ")"};
   const bool rows_kind = s.kind == collective_kind::reducescatter || s.kind == collective_kind::alltoall;

@@ -57,7 +57,13 @@ option(CHORUS_WITH_GLOO "Build the Gloo peer in chorus-bench" ${_gloo_default})
 message(STATUS "Chorus: Gloo=${CHORUS_WITH_GLOO}")
 
 # Python bindings: pybind11 + Debian's torch for /usr/bin/python3 (never a pyenv shim).
+# Elsewhere (the GPU machine: a venv's torch) configure -DPYTHON_EXECUTABLE=... and put torch's
+# and pybind11's CMake dirs on CMAKE_PREFIX_PATH; the python tests run with the same python.
 set(PYTHON_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "Python used for the chorus module")
+# pybind11 3.x finds Python with FindPython, which reads Python_EXECUTABLE instead.
+if(NOT DEFINED Python_EXECUTABLE)
+  set(Python_EXECUTABLE "${PYTHON_EXECUTABLE}")
+endif()
 # A build dir configured before the packages were installed cached Torch_DIR-NOTFOUND and an
 # auto-detected OFF; re-decide then instead of keeping that OFF (an explicit -D choice on a
 # fresh configure never sees Torch_DIR-NOTFOUND, so it is kept).

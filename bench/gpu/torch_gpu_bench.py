@@ -39,6 +39,10 @@ def main():
     out_dir = sys.argv[1]
     build = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.getcwd(), "build")
     chorusrun = os.path.join(build, "bindings", "cli", "chorusrun")
+    import torch
+    if not torch.cuda.is_available():
+        print("SKIP: torch sees no CUDA device")
+        return 0
     mods = glob.glob(os.path.join(build, "**", "_chorus_torch*.so"), recursive=True)
     if not mods:
         print("SKIP: no _chorus_torch module under %s" % build)

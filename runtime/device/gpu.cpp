@@ -34,6 +34,15 @@ result<int> device_of(const void* ptr) {
 }
 
 result<std::shared_ptr<void>> record_ready(int device, void* stream) {
+  // The caller's thread keeps its current device (a framework may rely on it).
+  int before = -1;
+  if (cudaGetDevice(&before) != cudaSuccess) before = -1;
+  struct restore {
+    int d;
+    ~restore() {
+      if (d >= 0) cudaSetDevice(d);
+    }
+  } back{before == device ? -1 : before};
   if (auto e = cudaSetDevice(device); e != cudaSuccess)
     return status{errc::internal, "cudaSetDevice(" + std::to_string(device) + "): " + cudaGetErrorString(e)};
   cudaEvent_t ev = nullptr;

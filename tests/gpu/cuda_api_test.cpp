@@ -24,7 +24,7 @@ using testing::mentions;
 /// Device memory for `n` floats, freed at the end of the test.
 struct device_floats {
   explicit device_floats(std::size_t n) : n(n) {
-    if (cudaMalloc(&p, n * sizeof(float)) != cudaSuccess) p = nullptr;
+    if (cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float)) != cudaSuccess) p = nullptr;
   }
   ~device_floats() { cudaFree(p); }
   void set(const std::vector<float>& v) { cudaMemcpy(p, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice); }

@@ -86,6 +86,7 @@ std::vector<row> config_rows() {
        nullptr},
       {"CHORUS_METRICS_PORT", "0", "0", [](const config& c) { return str(c.telemetry.metrics_port); }, "70000"},
       {"CHORUS_TRACE", "/tmp/t", "/tmp/t", [](const config& c) { return c.telemetry.trace_dir; }, nullptr},
+      {"CHORUS_GPU_OPERATIONS", "host", "host", [](const config& c) { return c.pipeline.gpu_operations; }, "mpi"},
       {"CHORUS_TRACE_MAX_MB", "0", "0", [](const config& c) { return str(c.telemetry.trace_max_mb); }, "lots"},
       {"CHORUS_LOG_LEVEL", "debug", str(static_cast<int>(log::level::debug)),
        [](const config& c) { return str(static_cast<int>(c.log_level)); }, "verbose"},
@@ -164,6 +165,7 @@ TEST(Config, HorovodAliases) {
     const char* value;
     std::function<std::string(const config&)> field;
     std::string expected;
+    const char* other = "7";  ///< a valid value, different from `value`, under the CHORUS_ name
   };
   std::vector<alias_row> rows{
       {"HOROVOD_CYCLE_TIME", "5", [](const config& c) { return str(c.pipeline.cycle_time.count()); }, "5000"},
@@ -172,6 +174,7 @@ TEST(Config, HorovodAliases) {
        [](const config& c) { return str(c.pipeline.stall_check.count()); }, "10"},
       {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "20",
        [](const config& c) { return str(c.pipeline.stall_shutdown.count()); }, "20"},
+      {"HOROVOD_GPU_OPERATIONS", "host", [](const config& c) { return c.pipeline.gpu_operations; }, "host", "nccl"},
   };
   std::set<std::string> tested;
   for (const auto& r : rows) {
@@ -188,9 +191,9 @@ TEST(Config, HorovodAliases) {
     // The same value under both names is fine (compared as values: 5 and 5.0 agree where decimals are
     // allowed); different values name both.
     EXPECT_TRUE(read({{r.alias, r.value}, {std::string(v->name), r.value}}).ok());
-    auto both = read({{r.alias, r.value}, {std::string(v->name), "7"}});
+    auto both = read({{r.alias, r.value}, {std::string(v->name), r.other}});
     ASSERT_FALSE(both.ok()) << r.alias;
-    EXPECT_NE(both.error().message().find(std::string(v->name) + "='7'"), std::string::npos);
+    EXPECT_NE(both.error().message().find(std::string(v->name) + "='" + r.other + "'"), std::string::npos);
     EXPECT_NE(both.error().message().find(std::string(r.alias) + "='" + r.value + "'"), std::string::npos);
   }
   EXPECT_TRUE(read({{"HOROVOD_CYCLE_TIME", "5"}, {"CHORUS_CYCLE_TIME_MS", "5.0"}}).ok());

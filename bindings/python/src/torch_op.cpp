@@ -3,6 +3,7 @@
 
 #include "torch_op.hpp"
 
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 namespace chorus::python {
@@ -135,7 +136,7 @@ const status& torch_op::finish() {
   if (!finished_ && h_.poll()) {
     finished_ = true;
     if (st.ok() && staged_) {
-      at::NoGradGuard no_grad;  // the target may be a leaf that requires grad
+      c10::AutoGradMode no_grad(false);  // the target may be a leaf that requires grad
       target_.copy_(buffer_);
     }
   }

@@ -143,23 +143,24 @@ __global__ void __launch_bounds__(block_threads)
                  std::size_t count, std::size_t head, std::size_t vecs) {
   const std::size_t tid = thread_index(), stride = grid_threads();
   for (std::size_t i = tid; i < head; i += stride) out[i] = Unpack::one(in[i]);
-  const uint4* vin = reinterpret_cast<const uint4*>(in + head);  // 1 per vector
-  float4* vout = reinterpret_cast<float4*>(out + head);          // 2 per vector
-  for (std::size_t base = tid; base < vecs; base += U * stride) {
-    uint4 a[U];
+  // Each thread turns 4 inputs (8 bytes) into one float4, so both a warp's loads (256 bytes)
+  // and its stores (512 bytes) are contiguous; a vector of 8 is two such quads.
+  const uint2* vin = reinterpret_cast<const uint2*>(in + head);
+  float4* vout = reinterpret_cast<float4*>(out + head);
+  const std::size_t quads = 2 * vecs;
+  for (std::size_t base = tid; base < quads; base += U * stride) {
+    uint2 a[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::size_t v = base + u * stride;
-      if (v < vecs) a[u] = vin[v];
+      if (v < quads) a[u] = vin[v];
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::size_t v = base + u * stride;
-      if (v < vecs) {
+      if (v < quads) {
         const float2 p = Unpack::two(a[u].x), q = Unpack::two(a[u].y);
-        const float2 r = Unpack::two(a[u].z), s = Unpack::two(a[u].w);
-        vout[2 * v] = make_float4(p.x, p.y, q.x, q.y);
-        vout[2 * v + 1] = make_float4(r.x, r.y, s.x, s.y);
+        vout[v] = make_float4(p.x, p.y, q.x, q.y);
       }
     }
   }
@@ -332,7 +333,7 @@ status launch_widen(const std::string& what, const void* in, void* out, std::siz
   constexpr int U = 4;
   const split s = split_for_vectors(in, 2, out, 4, 8, count);
   const auto kernel = widen_kernel<Unpack, U>;
-  result<unsigned> grid = grid_for(kernel, what, count - 8 * s.vecs, s.vecs, U);
+  result<unsigned> grid = grid_for(kernel, what, count - 8 * s.vecs, 2 * s.vecs, U);  // quads
   if (!grid) return grid.error();
   kernel<<<*grid, block_threads, 0, stream>>>(static_cast<const std::uint16_t*>(in),
                                               static_cast<float*>(out), count, s.head, s.vecs);
