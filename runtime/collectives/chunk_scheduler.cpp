@@ -5,10 +5,12 @@
 
 namespace chorus {
 
-chunk_scheduler::chunk_scheduler(engine& e, std::shared_ptr<stream_board> board, std::size_t per_stream)
+chunk_scheduler::chunk_scheduler(engine& e, std::shared_ptr<stream_board> board, std::size_t per_stream,
+                                 defer_fn defer)
     : e_(e),
       board_(std::move(board)),
       per_stream_(per_stream < 1 ? 1 : per_stream),
+      defer_(std::move(defer)),
       running_on_(static_cast<std::size_t>(board_->streams()), 0) {}
 
 void chunk_scheduler::submit(uint64_t sequence, std::size_t bytes, make_fn make, engine::done_fn done) {
@@ -38,7 +40,14 @@ void chunk_scheduler::pump() {
       running_.erase(seq);
       board_->finished(s, bytes, std::chrono::steady_clock::now());
       done(st);
-      pump();
+      // Not pump() here: this may run inside a connection's write completion, which must not
+      // be re-entered by new sends.
+      if (pump_posted_ || waiting_.empty()) return;
+      pump_posted_ = true;
+      defer_([this] {
+        pump_posted_ = false;
+        pump();
+      });
     });
   }
   pumping_ = false;

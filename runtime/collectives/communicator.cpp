@@ -51,7 +51,8 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, std::unique_ptr<tcp:
   if (opts_.by_speed) {
     board_ = std::make_shared<stream_board>(t_->num_streams(), stream_board::options{},
                                             [t = t_.get()](int s) { return t->traffic(s).sent; });
-    scheduler_ = std::make_unique<chunk_scheduler>(*engine_, board_, opts_.chunks_in_flight);
+    scheduler_ = std::make_unique<chunk_scheduler>(*engine_, board_, opts_.chunks_in_flight,
+                                                   [t = t_.get()](std::function<void()> fn) { t->post(std::move(fn)); });
   }
   t_->start(engine_.get());
 }
