@@ -270,7 +270,11 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   p->gate->wire(a.senders);
   if (opts.stream_placement == "speed")
     a.board = std::make_shared<stream_board>(streams, stream_board::options{},
-                                             [c = &comm](int s) { return c->traffic(s).sent; });
+                                             [c = &comm](int s) {
+                                               auto m = c->meter(s);
+                                               return stream_board::reading{c->traffic(s).sent, m.bytes_acked,
+                                                                            m.busy_us};
+                                             });
   a.observer = opts.observer;
   if (a.observer)
     a.observer->on_tunables({opts.fusion_threshold, opts.chunk_bytes, streams,

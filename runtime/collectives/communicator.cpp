@@ -50,7 +50,11 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, std::unique_ptr<tcp:
   engine_ = std::make_unique<engine>(*t_);
   if (opts_.by_speed) {
     board_ = std::make_shared<stream_board>(t_->num_streams(), stream_board::options{},
-                                            [t = t_.get()](int s) { return t->traffic(s).sent; });
+                                            [t = t_.get()](int s) {
+                                              auto m = t->meter(s);
+                                              return stream_board::reading{t->traffic(s).sent, m.bytes_acked,
+                                                                           m.busy_us};
+                                            });
     scheduler_ = std::make_unique<chunk_scheduler>(*engine_, board_, opts_.chunks_in_flight,
                                                    [t = t_.get()](std::function<void()> fn) { t->post(std::move(fn)); });
   }
@@ -62,6 +66,7 @@ communicator::~communicator() { close(); }
 void communicator::close() {
   if (closed_) return;
   closed_ = true;
+  if (board_) CHORUS_LOG(info, "collectives", "stream rates at close: " << board_->describe());
   t_->post([this] {
     // Leaving because the job broke: tell the others why, so their errors name the cause.
     const status& broken = engine_->broken();

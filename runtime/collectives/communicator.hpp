@@ -56,6 +56,8 @@ class communicator {
   stream_traffic traffic(int stream) const { return t_->traffic(stream); }
   /// The same, of `stream`'s connection to `peer` (transport::peer_traffic).
   stream_traffic peer_traffic(int stream, int peer) const { return t_->peer_traffic(stream, peer); }
+  /// The kernel's count of `stream`'s TCP sending (transport::meter).
+  stream_meter meter(int stream) const { return t_->meter(stream); }
   /// Local and remote port of `stream`'s connection to `peer` (transport::connection_ports).
   std::pair<int, int> connection_ports(int stream, int peer) const { return t_->connection_ports(stream, peer); }
 

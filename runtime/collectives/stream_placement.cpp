@@ -31,7 +31,7 @@ std::size_t age_idle_streams(std::vector<stream_view>& streams, uint32_t probe_a
     if (s.outstanding != 0 || s.passed_over < probe_after) continue;
     s.passed_over = 0;
     if (s.rate >= fastest) continue;
-    s.rate = std::min(fastest, s.rate * 2);
+    s.rate = std::min(fastest, std::max(s.rate * 2, fastest / 4));
     ++raised;
   }
   return raised;

@@ -25,8 +25,9 @@ std::size_t pick_stream(const std::vector<stream_view>& streams, std::size_t byt
 double blend_rate(double old_rate, double sample, double weight);
 
 /// Probing: a stream passed over `probe_after` times while idle (its estimate may be stale: it
-/// was slow once and got nothing since) has its rate doubled, up to the fastest stream's, and
-/// its count reset; repeated, this sends it a chunk again, whose end measures it afresh.
+/// was slow once and got nothing since) has its rate doubled, and raised to at least a quarter
+/// of the fastest stream's (never above it), and its count reset; repeated, this sends it a
+/// chunk again, whose end measures it afresh.
 /// Returns how many streams were raised.
 std::size_t age_idle_streams(std::vector<stream_view>& streams, uint32_t probe_after);
 

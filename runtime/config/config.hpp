@@ -16,7 +16,7 @@ namespace chorus {
 
 /// The data plane (runtime/transport).
 struct transport_config {
-  int num_streams = 2;                                ///< CHORUS_NUM_STREAMS
+  int num_streams = 8;                                ///< CHORUS_NUM_STREAMS
   int socket_buffer_bytes = 0;                        ///< CHORUS_SOCKET_BUFFER_BYTES; 0 = kernel autotuning
   std::size_t shm_bytes = 2u << 20;                   ///< CHORUS_SHM_BYTES; 0 = TCP only
   std::string host;                                   ///< CHORUS_HOST; empty: towards the rendezvous

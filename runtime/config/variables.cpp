@@ -16,7 +16,7 @@ constexpr double two_pow_30 = GiB;
 // clang-format off
 constexpr std::array table{
   // ---- data plane (transport) ----
-  variable{"CHORUS_NUM_STREAMS", "", kind::whole, "2", 1, 64, "",
+  variable{"CHORUS_NUM_STREAMS", "", kind::whole, "8", 1, 64, "",
            "TCP connections (streams) to each peer", owner::config, "connections"},
   variable{"CHORUS_SOCKET_BUFFER_BYTES", "", kind::whole, "0", 0, GiB, "",
            "SO_SNDBUF / SO_RCVBUF of every stream; 0 keeps the kernel's autotuning", owner::config, "bytes"},

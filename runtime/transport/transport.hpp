@@ -22,6 +22,13 @@ struct stream_traffic {
   uint64_t shm_sent = 0;  ///< of `sent`: payload bytes that went through a shared-memory ring
 };
 
+/// The kernel's count of a stream's TCP sending, all peers summed (tcp/tcp_meter.hpp): bytes
+/// acknowledged and microseconds busy sending; monotonic; zeros where unknown.
+struct stream_meter {
+  uint64_t bytes_acked = 0;
+  uint64_t busy_us = 0;
+};
+
 class transport {
  public:
   virtual ~transport() = default;
@@ -50,6 +57,11 @@ class transport {
   virtual stream_traffic peer_traffic(int stream, int peer) const {
     (void)stream;
     (void)peer;
+    return {};
+  }
+  /// The kernel's view of `stream`'s sending (stream_meter); any thread.
+  virtual stream_meter meter(int stream) const {
+    (void)stream;
     return {};
   }
   /// Local and remote TCP port of `stream`'s connection to `peer` ({0, 0}: none), so that a

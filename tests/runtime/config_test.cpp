@@ -132,7 +132,7 @@ TEST(Config, ExamplesOfTheMessage) {
   c = read({{"CHORUS_NUM_STREAMS", "65"}});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().message(),
-            "CHORUS_NUM_STREAMS='65' is not allowed: expected a whole number in [1, 64] (default 2)");
+            "CHORUS_NUM_STREAMS='65' is not allowed: expected a whole number in [1, 64] (default 8)");
   c = read({{"CHORUS_CONNECT_TIMEOUT_SECONDS", "0"}});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().message(),
@@ -155,7 +155,7 @@ TEST(Config, NoClampingAtTheEdges) {
 TEST(Config, EmptyMeansUnset) {
   auto c = read({{"CHORUS_NUM_STREAMS", ""}, {"CHORUS_NEGOTIATION", ""}});
   ASSERT_TRUE(c.ok()) << c.error().to_string();
-  EXPECT_EQ(c->transport.num_streams, 2);
+  EXPECT_EQ(c->transport.num_streams, 8);
   EXPECT_EQ(c->pipeline.negotiation, "gossip");
 }
 

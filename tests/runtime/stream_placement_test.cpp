@@ -62,8 +62,11 @@ TEST(stream_placement, an_idle_slow_stream_is_raised_until_probed) {
   EXPECT_DOUBLE_EQ(s[1].rate, 1.0);
   s[1].passed_over = 32;
   EXPECT_EQ(age_idle_streams(s, 32), 1u);
-  EXPECT_DOUBLE_EQ(s[1].rate, 2.0);
+  EXPECT_DOUBLE_EQ(s[1].rate, 25.0);  // at least a quarter of the fastest
   EXPECT_EQ(s[1].passed_over, 0u);
+  s[1].passed_over = 32;
+  age_idle_streams(s, 32);
+  EXPECT_DOUBLE_EQ(s[1].rate, 50.0);  // then doubled
   // A stream that holds work is being measured: never raised.
   s[1].passed_over = 40;
   s[1].outstanding = 5;
@@ -93,7 +96,8 @@ TEST(stream_board, learns_rates_from_finished_chunks_and_places_by_them) {
   std::vector<uint64_t> moved{0, 0};
   stream_board::options o;
   o.weight = 1.0;  // the latest sample is the estimate
-  stream_board b(2, o, [&](int s) { return moved[static_cast<std::size_t>(s)]; });
+  o.min_sample_bytes = 1;
+  stream_board b(2, o, [&](int s) { return stream_board::reading{moved[static_cast<std::size_t>(s)], 0, 0}; });
   auto t0 = stream_board::clock::time_point{} + 1s;
   b.place(1000);
   b.place(1000);
@@ -117,7 +121,8 @@ TEST(stream_board, a_stream_that_slows_gets_less_and_recovers) {
   std::vector<uint64_t> moved{0, 0};
   stream_board::options o;
   o.weight = 0.5;
-  stream_board b(2, o, [&](int s) { return moved[static_cast<std::size_t>(s)]; });
+  o.min_sample_bytes = 1;
+  stream_board b(2, o, [&](int s) { return stream_board::reading{moved[static_cast<std::size_t>(s)], 0, 0}; });
   auto now = stream_board::clock::time_point{} + 1s;
   // One operation: a chunk of 1000 on each stream; stream 1 takes `slow_ms`.
   auto op = [&](int slow_ms) {
@@ -146,6 +151,34 @@ TEST(stream_board, a_stream_that_slows_gets_less_and_recovers) {
   EXPECT_LE(share_of_1(), 2);
   for (int i = 0; i < 4; ++i) op(10);  // and recovers
   EXPECT_GE(share_of_1(), 4);
+}
+
+TEST(stream_board, small_chunks_that_wait_on_latency_do_not_make_a_stream_look_slow) {
+  // An 8-byte allreduce that waits 50 ms for a peer moved 8 bytes in 50 ms: no sample. Its span
+  // is dropped when the stream goes idle; a large chunk later measures the stream.
+  std::vector<uint64_t> moved{0};
+  stream_board b(1, stream_board::options{}, [&](int) { return stream_board::reading{moved[0], 0, 0}; });
+  auto t0 = stream_board::clock::time_point{} + 1s;
+  b.started(0, t0);
+  moved[0] += 8;
+  b.finished(0, 8, t0 + 50ms);
+  EXPECT_DOUBLE_EQ(b.snapshot()[0].rate, stream_board::options{}.seed_rate);
+  b.started(0, t0 + 100ms);
+  moved[0] += 4u << 20;
+  b.finished(0, 4u << 20, t0 + 140ms);  // 4 MiB in 40 ms
+  EXPECT_NEAR(b.snapshot()[0].rate, (4u << 20) / 0.04, 1e3);
+}
+
+TEST(stream_board, over_tcp_the_kernels_busy_time_measures_a_stream_that_also_waited) {
+  // A chunk spent 100 ms on the stream but the connection was busy sending for only 20 ms of
+  // them (the rest it waited on a peer): 2 MiB in 20 ms of busy time, not in 100 ms.
+  stream_board::reading r{0, 1, 0};
+  stream_board b(1, stream_board::options{}, [&](int) { return r; });
+  auto t0 = stream_board::clock::time_point{} + 1s;
+  b.started(0, t0);
+  r = {2u << 20, 1 + (2u << 20), 20000};
+  b.finished(0, 2u << 20, t0 + 100ms);
+  EXPECT_NEAR(b.snapshot()[0].rate, (2u << 20) / 0.02, 1e3);
 }
 
 }  // namespace

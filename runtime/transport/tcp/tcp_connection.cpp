@@ -44,6 +44,7 @@ tcp_connection::tcp_connection(tcp_transport& owner, int fd, int peer, int strea
       shm_in_(std::move(shm_in)) {
   socket_.assign(asio::ip::tcp::v4(), fd);
   ports_ = {socket_port(fd, false), socket_port(fd, true)};
+  fd_ = fd;
   // Pre-touch the scratch so the first frames do not pay for fresh pages.
   std::memset(scratch_.data(), 0, scratch_.size());
   write_bufs_.reserve(2 * max_batch);

@@ -176,6 +176,17 @@ stream_traffic tcp_transport::peer_traffic(int stream, int peer) const {
   return t;
 }
 
+stream_meter tcp_transport::meter(int stream) const {
+  stream_meter m;
+  for (auto& per_peer : conns_)
+    if (stream >= 0 && stream < static_cast<int>(per_peer.size())) {
+      auto k = per_peer[static_cast<std::size_t>(stream)]->meter();
+      m.bytes_acked += k.bytes_acked;
+      m.busy_us += k.busy_us;
+    }
+  return m;
+}
+
 std::pair<int, int> tcp_transport::connection_ports(int stream, int peer) const {
   if (peer < 0 || peer >= static_cast<int>(conns_.size())) return {0, 0};
   const auto& per_peer = conns_[static_cast<std::size_t>(peer)];
