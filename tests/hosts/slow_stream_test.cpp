@@ -129,6 +129,8 @@ TEST(hosts_slow_stream, slow_connections_carry_fewer_bytes_and_results_are_exact
           fast_sum += c.sent;
         }
       }
+      std::printf("host %d: %d slow connections (largest %.0f bytes), %d fast (mean %.0f bytes)\n", host, slow,
+                  slow_max, fast, fast ? fast_sum / fast : 0.0);
       if (fast == 0 || slow == 0) continue;
       mixed = true;
       // Every slow connection carried less than the fast ones did on average.
