@@ -137,6 +137,17 @@ status executor::use_device(int device) {
   return {};
 }
 
+void executor::track(void* stream, done_fn& done, bool nccl, const std::string& what) {
+  cudaEvent_t ev = nullptr;
+  if (auto e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess)
+    return done(cuda_error("cudaEventCreate", e));
+  if (auto e = cudaEventRecord(ev, static_cast<cudaStream_t>(stream)); e != cudaSuccess) {
+    cudaEventDestroy(ev);
+    return done(cuda_error("cudaEventRecord", e));
+  }
+  running_.push_back({ev, std::move(done), nccl, std::chrono::steady_clock::now(), what});
+}
+
 void executor::start_copy(copy_task& t) {
   auto fail = [&](status st) { t.done(st); };
   if (auto st = use_device(t.device); !st.ok()) return fail(st);
@@ -154,14 +165,7 @@ void executor::start_copy(copy_task& t) {
                                  " of " + std::to_string(t.bytes) + " bytes",
                              e));
   }
-  cudaEvent_t ev = nullptr;
-  if (auto e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess)
-    return fail(cuda_error("cudaEventCreate", e));
-  if (auto e = cudaEventRecord(ev, stream); e != cudaSuccess) {
-    cudaEventDestroy(ev);
-    return fail(cuda_error("cudaEventRecord", e));
-  }
-  running_.push_back({ev, std::move(t.done), false, std::chrono::steady_clock::now(), "copy"});
+  track(stream, t.done, false, "copy");
 }
 
 void executor::start_collective(nccl_task& t) {
@@ -196,14 +200,7 @@ void executor::start_collective(nccl_task& t) {
                   ? nccl_->allreduce(t.call.buffer, t.call.count, t.call.type, t.call.op)
                   : nccl_->broadcast(t.call.buffer, t.call.count, t.call.type, t.call.root);
   if (!st.ok()) return fail(st);
-  cudaEvent_t ev = nullptr;
-  if (auto e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess)
-    return fail(cuda_error("cudaEventCreate", e));
-  if (auto e = cudaEventRecord(ev, stream); e != cudaSuccess) {
-    cudaEventDestroy(ev);
-    return fail(cuda_error("cudaEventRecord", e));
-  }
-  running_.push_back({ev, std::move(t.done), true, std::chrono::steady_clock::now(), t.call.name});
+  track(stream, t.done, true, t.call.name);
 #else
   fail({errc::config, "this build of Chorus has no NCCL (CHORUS_WITH_NCCL is off); set CHORUS_GPU_OPERATIONS=host"});
 #endif

@@ -90,6 +90,8 @@ class executor {
   void start_copy(copy_task& t);
   void start_collective(nccl_task& t);
   void poll();
+  /// Records an event on `stream` after the work just enqueued; poll() runs `done` once it fired.
+  void track(void* stream, done_fn& done, bool nccl, const std::string& what);
   void fail_all(const status& st);
   status use_device(int device);
 
