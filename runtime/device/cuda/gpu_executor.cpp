@@ -116,6 +116,12 @@ void executor::collective(uint64_t order, int device, nccl_call call, done_fn do
   done({errc::shutdown, "the GPU executor has stopped"});
 }
 
+void executor::skip(uint64_t order) {
+  std::lock_guard lk(mu_);
+  collectives_.emplace(order, nccl_task{-1, {}, {}, true});
+  cv_.notify_all();
+}
+
 result<std::shared_ptr<std::byte>> executor::pinned(std::size_t bytes) { return pool_->take(bytes); }
 
 status executor::use_device(int device) {
@@ -257,7 +263,8 @@ void executor::fail_all(const status& st) {
     colls.swap(collectives_);
   }
   for (auto& c : copies) c.done(st);
-  for (auto& [o, c] : colls) c.done(st);
+  for (auto& [o, c] : colls)
+    if (c.done) c.done(st);
   for (auto& f : running_) f.done(st);
   running_.clear();
 }
@@ -282,7 +289,8 @@ void executor::loop() {
       }
     }
     for (auto& c : copies) start_copy(c);
-    for (auto& c : colls) start_collective(c);
+    for (auto& c : colls)
+      if (!c.skipped) start_collective(c);
     poll();
     if (!running_.empty()) {
       std::unique_lock lk(mu_);
