@@ -100,6 +100,12 @@ cfg=(cmake -S "$repo" -B "$build" -G Ninja -C "$deps/chorus-deps.cmake"
      -DCMAKE_POLICY_VERSION_MINIMUM=3.5
      # g++ 13's headers include <cstdint> less often than g++ 12's, which CAF 0.17 was built with
      "-DCMAKE_CXX_FLAGS=-include cstdint")
+# The distribution's g++ (shared libstdc++, as torch's own libraries use). On 2026-11-26 the
+# machine's PATH compiler (/opt/gcc/bin/g++) built a Python module in which a two-rank job
+# crashed formatting a number (std::ostream inside the module beside the process' libstdc++).
+if [ -x /usr/bin/g++ ] && [ -x /usr/bin/gcc ]; then
+  cfg+=(-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_C_COMPILER=/usr/bin/gcc -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++)
+fi
 if command -v ccache >/dev/null; then
   cfg+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
@@ -140,6 +146,10 @@ if [ ${#targets[@]} -gt 0 ]; then
 else
   step build 1 false
 fi
+
+step module-libs 10 bash -c "ls '$build'/bindings/python/chorus/_chorus_torch*.so >/dev/null 2>&1 &&
+  { ldd '$build'/bindings/python/chorus/_chorus_torch*.so | grep -E 'stdc|caf|nccl|cudart';
+    nm -C -D --defined-only '$build'/bindings/python/chorus/_chorus_torch*.so | grep -c 'std::basic_ostream' ; }"
 
 # The C++ gpu tests first (seconds), then the benchmarks, then the chorus.torch gpu jobs.
 step ctest-gpu-cpp 90 ctest --test-dir "$build" -L gpu -E '^python_' --output-on-failure --timeout 80 \

@@ -56,6 +56,8 @@ def main():
 
     mib = 1 << 20
     pairs = [("nccl_1rank_256MiB", 1, 256 * mib, 20, "chorus", "torch-nccl", "algbw", {}),
+             ("nccl_1rank_256MiB_cycle0", 1, 256 * mib, 20, "chorus", "torch-nccl", "algbw",
+              {"CHORUS_CYCLE_TIME_MS": "0"}),
              ("staging_2ranks_64MiB", 2, 64 * mib, 10, "chorus", "torch-gloo", "busbw", {}),
              ("staging_2ranks_256MiB", 2, 256 * mib, 5, "chorus", "torch-gloo", "busbw", {}),
              ("host_1rank_256MiB", 1, 256 * mib, 10, "chorus", "torch-nccl", "algbw", {"CHORUS_GPU_OPERATIONS": "host"})]

@@ -84,8 +84,10 @@ def test_reducescatter_and_alltoall_staged():
     assert part.is_cuda
     full = sum(torch.arange(4 * n, dtype=torch.float32).view(4 * n, 1) + r for r in range(n))
     assert torch.equal(part.cpu(), full[4 * hvd.rank():4 * hvd.rank() + 4])
-    rows, splits = hvd.alltoall(torch.full((n, 2), float(hvd.rank()), device=DEV), name="cuda.a2a")
-    assert rows.is_cuda and torch.equal(rows.cpu(), torch.arange(n, dtype=torch.float32).repeat_interleave(2).view(n, 2))
+    rows, received = hvd.alltoall(torch.full((n, 2), float(hvd.rank()), device=DEV), splits=[1] * n,
+                                  name="cuda.a2a")
+    assert rows.is_cuda and received.tolist() == [1] * n
+    assert torch.equal(rows.cpu(), torch.arange(n, dtype=torch.float32).repeat_interleave(2).view(n, 2))
 
 
 @pytest.mark.skipif(int(os.environ.get("CHORUS_SIZE", os.environ.get("HOROVOD_SIZE", "1"))) < 2,

@@ -185,7 +185,7 @@ def join(device=-1):
     """Tells the others this rank has no more data: until every rank joined, it takes part in
     their collectives with neutral data (0 for sum and average, which still divides by size();
     no rows for allgather). Blocks until every rank joined; returns the last rank to join.
-    `device` is accepted for Horovod's signature (Chorus moves CPU tensors only)."""
+    `device` is accepted for Horovod's signature (a joined rank contributes host data)."""
     if not hasattr(_lib, "join"):
         raise NotImplementedError("hvd.join is not supported yet: this build's Chorus runtime cannot let a joined "
                                   "rank contribute to the others' collectives; give every rank the same number "
