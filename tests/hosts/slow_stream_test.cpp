@@ -49,12 +49,12 @@ run_result slow_job() {
   if (fd < 0) return {};
   std::string script =
       "HOSTS=$(echo $CHORUS_HOSTS_ADDRS | sed 's/,/:1,/g'):1\n"
-      "d=$(mktemp -d)\n"
+      "d=$(mktemp -d); : >$d/out\n"
       "CHORUS_NUM_STREAMS=" + std::to_string(streams) + " CHORUS_METRICS_PORT=9471 " + CHORUSRUN_PATH +
       " -np 2 -H $HOSTS --launcher '" + hosts_sh + " exec {host}' --timeout 120 -- " + CHORUS_TESTRANK_PATH +
       " pipeline-metrics 24 $d/stop >$d/out 2>&1 &\n"
       "job=$!\n"
-      "i=0; while [ $(grep -c 'pipeline-metrics ready' $d/out) -lt 2 ] && [ $i -lt 900 ] && kill -0 $job 2>/dev/null; "
+      "i=0; while [ \"$(grep -c 'pipeline-metrics ready' $d/out)\" -lt 2 ] && [ $i -lt 900 ] && kill -0 $job; "
       "do sleep 0.1; i=$((i+1)); done\n"
       "for n in 0 1; do " + hosts_sh + " exec $n python3 -c \"import urllib.request, sys; "
       "sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:9471/metrics', timeout=10).read().decode())\" "
