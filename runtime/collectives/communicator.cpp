@@ -55,8 +55,8 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, std::unique_ptr<tcp:
                                               return stream_board::reading{t->traffic(s).sent, m.bytes_acked,
                                                                            m.busy_us};
                                             });
-    scheduler_ = std::make_unique<chunk_scheduler>(*engine_, board_, opts_.chunks_in_flight,
-                                                   [t = t_.get()](std::function<void()> fn) { t->post(std::move(fn)); });
+    auto defer = [t = t_.get()](std::function<void()> fn) { t->post(std::move(fn)); };
+    scheduler_ = std::make_unique<chunk_scheduler>(*engine_, board_, opts_.chunks_in_flight, std::move(defer));
   }
   t_->start(engine_.get());
 }

@@ -1,7 +1,7 @@
 // Placement by observed rate (runtime/collectives/stream_placement.hpp and stream_board.hpp):
-// the chunk goes to the stream expected to finish it first; a slow stream gets proportionally less; an
-// idle stream's stale estimate is raised until it is probed; the board moves bytes on steals
-// and learns rates from finished chunks. Pure functions and a hand-driven clock: no timing.
+// the chunk goes to the stream expected to finish it first; a slow stream gets proportionally
+// less; an idle stream's stale estimate is raised until it is probed; the board moves bytes on
+// steals and learns rates from finished chunks. Pure functions and a hand-driven clock.
 #include "runtime/collectives/stream_board.hpp"
 #include "runtime/collectives/stream_placement.hpp"
 
