@@ -62,7 +62,9 @@ void tcp_connection::send(const wire::frame_header& h, const std::byte* payload)
     release_queue();
     return;
   }
-  if (in_flight_ == 0 && !ring_timer_pending_) start_write();
+  // Inside on_written's callbacks the finished batch is still at the queue's front: that
+  // handler starts the next write once it has popped it.
+  if (in_flight_ == 0 && !ring_timer_pending_ && !completing_) start_write();
 }
 
 void tcp_connection::cancel(uint64_t sequence) {
@@ -158,16 +160,20 @@ bool tcp_connection::place_in_ring(outgoing& o, bool may_give_up) {
 void tcp_connection::on_written(const asio::error_code& ec, std::size_t n) {
   count(bytes_sent_, n);
   auto* sink = owner_.sink();
-  std::size_t done = in_flight_;
-  in_flight_ = 0;
-  for (std::size_t i = 0; i < done; ++i) {
+  // in_flight_ counts the written frames still at the queue's front while each is popped, so
+  // a cancel() or send() from a sent() callback sees the queue as it is.
+  completing_ = true;  // a send() from sent() queues only (see send())
+  while (in_flight_ > 0 && !queue_.empty()) {  // a callback that closes empties the queue
     auto h = queue_.front().header;
     queue_.pop_front();
+    --in_flight_;
     if (h.kind == wire::frame_kind::data || h.kind == wire::frame_kind::shm_data) {
       h.kind = wire::frame_kind::data;
       sink->sent(peer_, h);
     }
   }
+  completing_ = false;
+  in_flight_ = 0;
   if (ec) {
     fail("write", ec);
     return;

@@ -93,6 +93,7 @@ class tcp_connection {
 
   std::deque<outgoing> queue_;
   std::size_t in_flight_ = 0;  // frames at the queue's head being written now
+  bool completing_ = false;    // on_written is handing finished frames to the sink
   std::vector<asio::const_buffer> write_bufs_;
 
   std::array<std::byte, wire::frame_header_size> read_head_{};
