@@ -105,6 +105,11 @@ class block_parser {
         return false;
       }
     }
+    // Replay sizes buffers from the shape: a product past int64 is damage, not a size.
+    if (!shape_fits(s.shape, s.type)) {
+      why = "record: spec of '" + s.name + "' with shape " + format_shape(s.shape) + ", more than 2^63 bytes";
+      return false;
+    }
     return true;
   }
 
