@@ -13,7 +13,8 @@ device_runner::device_runner(std::shared_ptr<comm_runner> host, std::shared_ptr<
 
 void device_runner::run(const chunk_work& w, int stream) {
   if (!w.job || !w.job->on_device()) return host_->run(w, stream);
-  if (nccl_) return run_nccl(w, stream);
+  if (nccl_ && w.type == dtype::i16) skip_order(w);  // NCCL has no int16: staged, out of the order
+  if (nccl_ && w.type != dtype::i16) return run_nccl(w, stream);
   run_staged(w, stream);
 }
 
@@ -27,6 +28,8 @@ void device_runner::run_nccl(const chunk_work& w, int stream) {
   call.count = w.bytes / size_of(w.type);
   call.type = w.type;
   call.op = w.op;
+  if (w.type == dtype::boolean)  // 0/1 bytes: "or" is max, "and" is min
+    call.op = w.op == reduce_op::min || w.op == reduce_op::product ? reduce_op::min : reduce_op::max;
   call.root = w.root;
   call.ready = op.ready;
   call.name = op.spec.name;
@@ -35,6 +38,8 @@ void device_runner::run_nccl(const chunk_work& w, int stream) {
                           gate->post(stream, seq, st);
                         });
 }
+
+void device_runner::skip_order(const chunk_work& w) { executor_->skip(w.job->device_order); }
 
 result<std::byte*> device_runner::staging_of(bucket_job& job) {
   std::lock_guard lk(mu_);
@@ -76,6 +81,7 @@ void device_runner::run_staged(const chunk_work& w, int stream) {
 #else
 
 void device_runner::run_nccl(const chunk_work& w, int stream) { run_staged(w, stream); }
+void device_runner::skip_order(const chunk_work&) {}
 void device_runner::run_staged(const chunk_work& w, int stream) {
   gate_->post(stream, w.sequence, {errc::config, "this build of Chorus has no CUDA support (CHORUS_WITH_CUDA is off)"});
 }

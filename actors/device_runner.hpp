@@ -2,7 +2,8 @@
 // go to the GPU executor (runtime/device/cuda/gpu_executor.hpp), every other chunk to the
 // communicator's data plane as before. Two backends, chosen for the whole job at start:
 //  * nccl: the bucket's one chunk is an in-place NCCL collective, launched in the bucket's
-//    device_order (the negotiated order, the same on every rank);
+//    device_order (the negotiated order, the same on every rank); int16, which NCCL lacks,
+//    is staged as one chunk;
 //  * host staging: each chunk is copied device -> pinned host, reduced by the CPU data plane
 //    and copied back; chunks overlap, so copies of one run beside the network of another.
 #pragma once
@@ -29,6 +30,8 @@ class device_runner final : public chunk_runner {
  private:
   void run_nccl(const chunk_work& w, int stream);
   void run_staged(const chunk_work& w, int stream);
+  /// Tells the executor that this bucket's NCCL order number will not be used.
+  void skip_order(const chunk_work& w);
   /// The bucket's pinned host copy (made by the first of its chunks to run).
   result<std::byte*> staging_of(bucket_job& job);
 

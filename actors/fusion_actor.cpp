@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "actors/bucket_ranges.hpp"
+#include "runtime/collectives/stream_board.hpp"
 #include "runtime/collectives/scatter_plan.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/fusion/fusion_plan.hpp"
@@ -111,7 +112,9 @@ void dispatch(self_ptr self) {
     if (!counted && w.algo != chunk_algo::allgather_counts && w.algo != chunk_algo::alltoall_counts)
       ready_chunk(s, s.waiting.front());
     auto n = s.wired.senders.size();
-    auto to = static_cast<std::size_t>((w.sequence - s.cfg.first_sequence) % n);
+    auto to = s.wired.board && s.wired.board->streams() == static_cast<int>(n)
+                  ? static_cast<std::size_t>(s.wired.board->place(w.bytes))
+                  : static_cast<std::size_t>((w.sequence - s.cfg.first_sequence) % n);
     self->send(s.wired.senders[to], std::move(s.waiting.front()));
     s.waiting.pop_front();
   }

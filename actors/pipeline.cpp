@@ -8,6 +8,7 @@
 
 #include "actors/chunk_runner.hpp"
 #include "actors/device_runner.hpp"
+#include "runtime/collectives/stream_board.hpp"
 #include "runtime/device/gpu.hpp"
 #if CHORUS_WITH_CUDA
 #include "runtime/device/cuda/gpu_executor.hpp"
@@ -169,6 +170,9 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
                                     " streams=" + std::to_string(streams) + " start_window=" +
                                     std::to_string(opts.start_window) + " chunks_in_flight=" +
                                     std::to_string(opts.chunks_in_flight) + "; each must be at least 1"};
+  if (opts.stream_placement != "speed" && opts.stream_placement != "round_robin")
+    return status{errc::config,
+                  "pipeline: stream_placement='" + opts.stream_placement + "'; expected speed or round_robin"};
   if (opts.control_plane != "tcp" && opts.control_plane != "caf")
     return status{errc::config, "pipeline: control_plane='" + opts.control_plane + "'; expected tcp or caf"};
   // Every rank must run the same control plane: the other one's gossip would go unread.
@@ -264,6 +268,13 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
     a.senders.push_back(sys.spawn(sender_actor, sc));
   }
   p->gate->wire(a.senders);
+  if (opts.stream_placement == "speed")
+    a.board = std::make_shared<stream_board>(streams, stream_board::options{},
+                                             [c = &comm](int s) {
+                                               auto m = c->meter(s);
+                                               return stream_board::reading{c->traffic(s).sent, m.bytes_acked,
+                                                                            m.busy_us};
+                                             });
   a.observer = opts.observer;
   if (a.observer)
     a.observer->on_tunables({opts.fusion_threshold, opts.chunk_bytes, streams,

@@ -55,6 +55,10 @@ struct pipeline_options {
   /// CHORUS_CHUNKS_IN_FLIGHT: chunks one sender runs at once (an older chunk may exceed it,
   /// see actors/sender_actor.hpp).
   std::size_t chunks_in_flight = 2;
+  /// CHORUS_STREAM_PLACEMENT=speed|round_robin: speed places each chunk on the stream expected
+  /// to finish it first, by observed rate (runtime/collectives/stream_board.hpp); round_robin
+  /// by sequence.
+  std::string stream_placement = "speed";
   /// Upper bound on pooled fusion buffers (bytes); buckets beyond it use a heap buffer.
   std::size_t pool_bytes = 256u << 20;
   /// CHORUS_GPU_OPERATIONS=nccl|host: how CUDA tensors move (actors/device_runner.hpp). nccl

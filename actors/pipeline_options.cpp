@@ -21,6 +21,7 @@ pipeline_options pipeline_options::from_config(const config& c) {
   o.scheduler_threads = p.scheduler_threads;
   o.start_window = p.start_window;
   o.chunks_in_flight = p.chunks_in_flight;
+  o.stream_placement = p.stream_placement;
   o.chunk_bytes = c.collectives.chunk_bytes;
   o.connect_timeout = c.transport.connect_timeout;
   return o;

@@ -37,6 +37,8 @@
 
 namespace chorus {
 
+class stream_board;  // runtime/collectives/stream_board.hpp
+
 struct op_request;  // actors/pipeline.hpp
 
 using steady_time = std::chrono::steady_clock::time_point;
@@ -198,6 +200,7 @@ struct pipeline_wired {
   caf::actor completion;
   std::vector<caf::actor> senders;  ///< by stream
   std::shared_ptr<telemetry::observer> observer;  ///< the rank's telemetry; null when off
+  std::shared_ptr<stream_board> board;  ///< placement by stream speed; null: round-robin
 };
 
 /// The wired observer, or one that ignores everything when telemetry is off.

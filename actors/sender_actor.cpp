@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "runtime/collectives/stream_board.hpp"
 #include "runtime/core/log.hpp"
 
 namespace chorus {
@@ -44,6 +45,7 @@ void start(self_ptr self, chunk_work w) {
     return;
   }
   s.stats.max_in_flight = std::max(s.stats.max_in_flight, s.in_flight.size());
+  if (s.wired.board) s.wired.board->started(s.cfg.stream, it->second.started);
   s.cfg.runner->run(it->second, s.cfg.stream);
 }
 
@@ -101,6 +103,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         s.stats.bytes += it->second.bytes;
         observer_of(s.wired).on_chunk_end(s.cfg.stream, r.sequence, it->second.bytes, r.result, it->second.started,
                                           std::chrono::steady_clock::now());
+        if (s.wired.board) s.wired.board->finished(s.cfg.stream, it->second.bytes, std::chrono::steady_clock::now());
         uint64_t bucket = it->second.job ? it->second.job->id : 0;
         s.in_flight.erase(it);
         if (s.in_flight.empty()) add_busy(self);
@@ -142,6 +145,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         if (!r.chunk) return;
         ++s.stats.stolen;
         observer_of(s.wired).on_steal(s.cfg.stream, r.victim, r.chunk->sequence, std::chrono::steady_clock::now());
+        if (s.wired.board) s.wired.board->moved_chunk(r.victim, s.cfg.stream, r.chunk->bytes);
         insert_sorted(s, std::move(*r.chunk));
         try_start(self);
         maybe_steal(self);

@@ -25,6 +25,10 @@ struct context {
   int streams = 1;
   /// Reads the data plane's byte counters of one stream (may be empty: counters stay 0).
   std::function<stream_traffic(int stream)> traffic;
+  /// The counters of one stream's connection to one peer (may be empty: no per-peer series).
+  std::function<stream_traffic(int stream, int peer)> peer_traffic;
+  /// Local and remote port of that connection (may be empty: no connection_info series).
+  std::function<std::pair<int, int>(int stream, int peer)> ports;
 };
 
 /// The observer the configuration asks for (runtime/config: telemetry_config), or null when all

@@ -59,7 +59,10 @@ typedef enum chorus_dtype {
   CHORUS_FLOAT64 = 3,
   CHORUS_INT32 = 4,
   CHORUS_INT64 = 5,
-  CHORUS_UINT8 = 6
+  CHORUS_UINT8 = 6,
+  CHORUS_INT8 = 7,
+  CHORUS_INT16 = 8,
+  CHORUS_BOOL = 9 /**< one byte, 0 or 1; sum/max reduce as "or", min/product as "and", no average */
 } chorus_dtype;
 
 /** Reduction operators of allreduce (same numbering as the C++ chorus::reduce_op). */

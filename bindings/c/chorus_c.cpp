@@ -24,7 +24,7 @@ using chorus::detail::op_state;
 static_assert(CHORUS_OK == static_cast<int>(errc::ok) && CHORUS_ERR_INTERNAL == static_cast<int>(errc::internal) &&
               CHORUS_ERR_MISMATCH == static_cast<int>(errc::mismatch) &&
               CHORUS_ERR_SHUTDOWN == static_cast<int>(errc::shutdown));
-static_assert(CHORUS_UINT8 == static_cast<int>(chorus::dtype::u8) &&
+static_assert(CHORUS_UINT8 == static_cast<int>(chorus::dtype::u8) && CHORUS_BOOL == static_cast<int>(chorus::dtype::boolean) &&
               CHORUS_BFLOAT16 == static_cast<int>(chorus::dtype::bf16));
 static_assert(CHORUS_OP_PRODUCT == static_cast<int>(chorus::reduce_op::product) &&
               CHORUS_OP_AVERAGE == static_cast<int>(chorus::reduce_op::average));

@@ -20,12 +20,14 @@ status check_operation(const tensor_spec& s, const void* data) {
     return reject(s,
                   "empty tensor name; every operation needs a name, unique among the operations pending on this rank");
   if (static_cast<int>(s.type) >= dtype_count)
-    return reject(
-        s, "dtype " + std::to_string(static_cast<int>(s.type)) + " is not one of f16, bf16, f32, f64, i32, i64, u8");
+    return reject(s, "dtype " + std::to_string(static_cast<int>(s.type)) +
+                         " is not one of f16, bf16, f32, f64, i32, i64, u8, i8, i16, bool");
   const bool reduces = s.kind == collective_kind::allreduce || s.kind == collective_kind::reducescatter;
   if (reduces && static_cast<int>(s.op) >= reduce_op_count)
     return reject(
         s, "reduce op " + std::to_string(static_cast<int>(s.op)) + " is not one of sum, average, min, max, product");
+  if (reduces && s.type == dtype::boolean && s.op == reduce_op::average)
+    return reject(s, "average of a bool tensor is not defined; use sum (logical or), max (or), min or product (and)");
   if (static_cast<int>(s.device) >= device_kind_count)
     return reject(s, "device " + std::to_string(static_cast<int>(s.device)) + " is not one of cpu, cuda");
   if (s.device == device_kind::cuda && !gpu::built())

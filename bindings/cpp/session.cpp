@@ -64,6 +64,8 @@ status session::init() {
   // The observer reads the data plane at every scrape: the pipeline (which owns it) is always
   // destroyed before the communicator (shutdown below).
   tctx.traffic = [c = comm->get()](int s) { return c->traffic(s); };
+  tctx.peer_traffic = [c = comm->get()](int s, int p) { return c->peer_traffic(s, p); };
+  tctx.ports = [c = comm->get()](int s, int p) { return c->connection_ports(s, p); };
   auto obs = telemetry::observer_from_config(tctx, cfg->telemetry);
   if (!obs) {
     (*comm)->close();

@@ -26,7 +26,10 @@ result<std::unique_ptr<communicator>> communicator::create(const process_env& en
 }
 
 result<std::unique_ptr<communicator>> communicator::create(const process_env& env, const config& cfg) {
-  return create(env, tcp::tcp_options::from_config(cfg.transport), collective_options::from_config(cfg.collectives));
+  auto opts = collective_options::from_config(cfg.collectives);
+  opts.by_speed = cfg.pipeline.stream_placement == "speed";
+  opts.chunks_in_flight = cfg.pipeline.chunks_in_flight;
+  return create(env, tcp::tcp_options::from_config(cfg.transport), opts);
 }
 
 result<std::unique_ptr<communicator>> communicator::create(const process_env& env, const tcp::tcp_options& tcp,
@@ -45,6 +48,16 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, std::unique_ptr<tcp:
                            collective_options opts)
     : rdv_(std::move(rdv)), t_(std::move(t)), opts_(opts) {
   engine_ = std::make_unique<engine>(*t_);
+  if (opts_.by_speed) {
+    board_ = std::make_shared<stream_board>(t_->num_streams(), stream_board::options{},
+                                            [t = t_.get()](int s) {
+                                              auto m = t->meter(s);
+                                              return stream_board::reading{t->traffic(s).sent, m.bytes_acked,
+                                                                           m.busy_us};
+                                            });
+    auto defer = [t = t_.get()](std::function<void()> fn) { t->post(std::move(fn)); };
+    scheduler_ = std::make_unique<chunk_scheduler>(*engine_, board_, opts_.chunks_in_flight, std::move(defer));
+  }
   t_->start(engine_.get());
 }
 
@@ -53,6 +66,7 @@ communicator::~communicator() { close(); }
 void communicator::close() {
   if (closed_) return;
   closed_ = true;
+  if (board_) CHORUS_LOG(info, "collectives", "stream rates at close: " << board_->describe());
   t_->post([this] {
     // Leaving because the job broke: tell the others why, so their errors name the cause.
     const status& broken = engine_->broken();
@@ -80,20 +94,26 @@ std::vector<communicator::chunk_plan> communicator::plan_chunks(std::size_t coun
   return out;
 }
 
-void communicator::launch(std::vector<std::unique_ptr<chunk_op>> ops, callback done) {
+void communicator::launch(std::vector<chunk_job> jobs, callback done) {
   struct group {
     std::size_t left;
     status first_error;
     callback done;
   };
-  auto shared_ops = std::make_shared<std::vector<std::unique_ptr<chunk_op>>>(std::move(ops));
-  t_->post([this, shared_ops, done = std::move(done)]() mutable {
-    auto g = std::make_shared<group>(group{shared_ops->size(), {}, std::move(done)});
-    for (auto& op : *shared_ops) {
-      engine_->run(std::move(op), [g](const status& st) {
-        if (!st.ok() && g->first_error.ok()) g->first_error = st;
-        if (--g->left == 0) g->done(g->first_error);
-      });
+  auto shared = std::make_shared<std::vector<chunk_job>>(std::move(jobs));
+  t_->post([this, shared, done = std::move(done)]() mutable {
+    auto g = std::make_shared<group>(group{shared->size(), {}, std::move(done)});
+    auto each = [g](const status& st) {
+      if (!st.ok() && g->first_error.ok()) g->first_error = st;
+      if (--g->left == 0) g->done(g->first_error);
+    };
+    for (auto& j : *shared) {
+      if (scheduler_) {
+        scheduler_->submit(j.sequence, j.bytes, std::move(j.make), each);
+      } else {
+        int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
+        engine_->run(j.make(stream), each);
+      }
     }
   });
 }
@@ -104,17 +124,20 @@ void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduc
   if (algo == allreduce_algorithm::automatic)
     algo = bytes <= opts_.small_bytes ? allreduce_algorithm::recursive_doubling : allreduce_algorithm::ring;
   auto* base = static_cast<std::byte*>(data);
-  std::vector<std::unique_ptr<chunk_op>> ops;
+  std::vector<chunk_job> jobs;
+  const int r = rank(), n = size();
+  const std::size_t segment = opts_.segment_bytes;
   for (auto& c : plan_chunks(count, t)) {
     uint64_t seq = next_sequence_++;
-    int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
     void* chunk = base + c.offset * size_of(t);
-    if (algo == allreduce_algorithm::recursive_doubling)
-      ops.push_back(std::make_unique<exchange_op>(seq, stream, rank(), size(), chunk, c.count, t, op));
-    else
-      ops.push_back(make_ring_allreduce(seq, stream, rank(), size(), chunk, c.count, t, op, opts_.segment_bytes));
+    const std::size_t elems = c.count;
+    jobs.push_back({seq, elems * size_of(t), [=](int stream) -> std::unique_ptr<chunk_op> {
+                      if (algo == allreduce_algorithm::recursive_doubling)
+                        return std::make_unique<exchange_op>(seq, stream, r, n, chunk, elems, t, op);
+                      return make_ring_allreduce(seq, stream, r, n, chunk, elems, t, op, segment);
+                    }});
   }
-  launch(std::move(ops), std::move(done));
+  launch(std::move(jobs), std::move(done));
 }
 
 void communicator::broadcast_async(void* data, std::size_t count, dtype t, int root, callback done) {
@@ -124,14 +147,18 @@ void communicator::broadcast_async(void* data, std::size_t count, dtype t, int r
     return;
   }
   auto* base = static_cast<std::byte*>(data);
-  std::vector<std::unique_ptr<chunk_op>> ops;
+  std::vector<chunk_job> jobs;
+  const int r = rank(), n = size();
+  const std::size_t segment = opts_.segment_bytes;
   for (auto& c : plan_chunks(count, t)) {
     uint64_t seq = next_sequence_++;
-    int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
-    ops.push_back(std::make_unique<broadcast_op>(seq, stream, rank(), size(), base + c.offset * size_of(t),
-                                                 c.count * size_of(t), root, opts_.segment_bytes));
+    std::byte* chunk = base + c.offset * size_of(t);
+    const std::size_t bytes = c.count * size_of(t);
+    jobs.push_back({seq, bytes, [=](int stream) -> std::unique_ptr<chunk_op> {
+                      return std::make_unique<broadcast_op>(seq, stream, r, n, chunk, bytes, root, segment);
+                    }});
   }
-  launch(std::move(ops), std::move(done));
+  launch(std::move(jobs), std::move(done));
 }
 
 void communicator::allgather_async(const void* in, void* out, std::vector<std::size_t> counts, dtype t,
@@ -147,10 +174,13 @@ void communicator::allgather_async(const void* in, void* out, std::vector<std::s
   if (counts[rank()] && mine != in) std::memmove(mine, in, counts[rank()] * e);
   // One chunk: the ring moves each rank's block; large blocks are pipelined by segments.
   uint64_t seq = next_sequence_++;
-  int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
-  std::vector<std::unique_ptr<chunk_op>> ops;
-  ops.push_back(make_ring_allgather(seq, stream, rank(), size(), out, counts, t, opts_.segment_bytes));
-  launch(std::move(ops), std::move(done));
+  std::size_t total = 0;
+  for (auto c : counts) total += c * e;
+  std::vector<chunk_job> jobs;
+  jobs.push_back({seq, total, [=, r = rank(), n = size(), segment = opts_.segment_bytes](int stream) {
+                    return make_ring_allgather(seq, stream, r, n, out, counts, t, segment);
+                  }});
+  launch(std::move(jobs), std::move(done));
 }
 
 void communicator::reducescatter_async(void* data, std::vector<std::size_t> counts, dtype t, reduce_op op,
@@ -161,14 +191,16 @@ void communicator::reducescatter_async(void* data, std::vector<std::size_t> coun
     return;
   }
   auto slices = slices_of(counts, size_of(t));
-  std::vector<std::unique_ptr<chunk_op>> ops;
+  std::vector<chunk_job> jobs;
+  const int r = rank(), n = size();
+  const std::size_t segment = opts_.segment_bytes;
   for (const auto& w : scatter_windows(slices, size_of(t), opts_.chunk_bytes, size())) {
     uint64_t seq = next_sequence_++;
-    int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
-    ops.push_back(make_ring_reducescatter(seq, stream, rank(), size(), data, window_of(slices, w), t, op,
-                                          opts_.segment_bytes));
+    jobs.push_back({seq, w.bytes * static_cast<std::size_t>(n), [=, win = window_of(slices, w)](int stream) {
+                      return make_ring_reducescatter(seq, stream, r, n, data, win, t, op, segment);
+                    }});
   }
-  launch(std::move(ops), std::move(done));
+  launch(std::move(jobs), std::move(done));
 }
 
 void communicator::alltoall_async(const void* in, std::vector<std::size_t> send_counts, void* out,
@@ -183,11 +215,15 @@ void communicator::alltoall_async(const void* in, std::vector<std::size_t> send_
     return;
   }
   uint64_t seq = next_sequence_++;
-  int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
-  std::vector<std::unique_ptr<chunk_op>> ops;
-  ops.push_back(std::make_unique<alltoall_op>(seq, stream, rank(), size(), in, slices_of(send_counts, size_of(t)), out,
-                                              slices_of(recv_counts, size_of(t)), size_of(t), opts_.segment_bytes));
-  launch(std::move(ops), std::move(done));
+  std::size_t total = 0;
+  for (auto c : send_counts) total += c * size_of(t);
+  std::vector<chunk_job> jobs;
+  jobs.push_back({seq, total,
+                  [=, r = rank(), n = size(), segment = opts_.segment_bytes, send = slices_of(send_counts, size_of(t)),
+                   recv = slices_of(recv_counts, size_of(t))](int stream) -> std::unique_ptr<chunk_op> {
+                    return std::make_unique<alltoall_op>(seq, stream, r, n, in, send, out, recv, size_of(t), segment);
+                  }});
+  launch(std::move(jobs), std::move(done));
 }
 
 void communicator::run_chunk(std::unique_ptr<chunk_op> op, callback done) {

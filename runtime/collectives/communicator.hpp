@@ -11,7 +11,9 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/collectives/chunk_scheduler.hpp"
 #include "runtime/collectives/engine.hpp"
+#include "runtime/collectives/stream_board.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
@@ -23,6 +25,10 @@ struct collective_options {
   std::size_t chunk_bytes = 4u << 20;      ///< CHORUS_CHUNK_BYTES: unit of work per stream
   std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES: pipelining unit inside a chunk
   std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES: recursive doubling up to this
+  /// CHORUS_STREAM_PLACEMENT=speed: chunks start on the stream expected to finish them first
+  /// (chunk_scheduler.hpp), at most chunks_in_flight per stream; false: round-robin, all at once.
+  bool by_speed = true;
+  std::size_t chunks_in_flight = 2;        ///< CHORUS_CHUNKS_IN_FLIGHT (with by_speed)
   /// The configured values (runtime/config).
   static collective_options from_config(const collectives_config& c);
 };
@@ -48,6 +54,12 @@ class communicator {
   tcp::tcp_transport& data_plane() { return *t_; }
   /// Bytes the data plane moved on `stream` so far (for metrics); any thread.
   stream_traffic traffic(int stream) const { return t_->traffic(stream); }
+  /// The same, of `stream`'s connection to `peer` (transport::peer_traffic).
+  stream_traffic peer_traffic(int stream, int peer) const { return t_->peer_traffic(stream, peer); }
+  /// The kernel's count of `stream`'s TCP sending (transport::meter).
+  stream_meter meter(int stream) const { return t_->meter(stream); }
+  /// Local and remote port of `stream`'s connection to `peer` (transport::connection_ports).
+  std::pair<int, int> connection_ports(int stream, int peer) const { return t_->connection_ports(stream, peer); }
 
   /// In place. `done` runs exactly once, on the I/O thread; buffers stay untouched by the
   /// caller until then.
@@ -102,8 +114,15 @@ class communicator {
     std::size_t count;
   };
   std::vector<chunk_plan> plan_chunks(std::size_t count, dtype t) const;
-  /// Runs the ops on the I/O thread; `done` once, after the last, with the first error.
-  void launch(std::vector<std::unique_ptr<chunk_op>> ops, callback done);
+  /// One chunk of a collective: its op is built when it starts, on the stream it gets.
+  struct chunk_job {
+    uint64_t sequence;
+    std::size_t bytes;
+    std::function<std::unique_ptr<chunk_op>(int stream)> make;
+  };
+  /// Runs the chunks on the I/O thread (by speed or round-robin); `done` once, after the last,
+  /// with the first error.
+  void launch(std::vector<chunk_job> jobs, callback done);
   static status wait(const std::function<void(callback)>& start);
 
   std::unique_ptr<rendezvous> rdv_;
@@ -111,7 +130,9 @@ class communicator {
   std::unique_ptr<engine> engine_;
   collective_options opts_;
   std::atomic<uint64_t> next_sequence_{1};
-  std::atomic<uint32_t> next_stream_{0};
+  uint32_t next_stream_ = 0;                    // round-robin (I/O thread)
+  std::shared_ptr<stream_board> board_;         // by_speed: rates and loads of the streams
+  std::unique_ptr<chunk_scheduler> scheduler_;  // by_speed (I/O thread)
   bool closed_ = false;
 };
 

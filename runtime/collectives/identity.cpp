@@ -47,6 +47,10 @@ void fill_identity(void* data, std::size_t count, dtype t, reduce_op op) {
     case dtype::i32: return fill<int32_t>(data, count, integer_identity<int32_t>(op));
     case dtype::i64: return fill<int64_t>(data, count, integer_identity<int64_t>(op));
     case dtype::u8: return fill<uint8_t>(data, count, integer_identity<uint8_t>(op));
+    case dtype::i8: return fill<int8_t>(data, count, integer_identity<int8_t>(op));
+    case dtype::i16: return fill<int16_t>(data, count, integer_identity<int16_t>(op));
+    case dtype::boolean:  // "or" (sum, max) starts from false, "and" (min, product) from true
+      return fill<uint8_t>(data, count, op == reduce_op::min || op == reduce_op::product ? 1 : 0);
   }
 }
 

@@ -249,12 +249,14 @@ void reduce_native(void* out, const void* a, const void* b, std::size_t n) {
 }
 
 // Floats divide (T(divisor) is exact: divisor <= 2^24); signed integers truncate toward zero;
-// u8 divides unsigned, in unsigned int so that a divisor above 255 gives 0.
+// integers narrower than int divide in int (u8: unsigned), so that a divisor beyond their
+// range gives 0 rather than a wrapped divisor.
 template <class T>
 void divide_native(void* data, std::size_t n, int divisor) {
   auto* d = static_cast<byte*>(data);
   constexpr std::size_t w = sizeof(T);
-  using Q = std::conditional_t<std::is_same_v<T, uint8_t>, unsigned, T>;
+  using Q = std::conditional_t<std::is_same_v<T, uint8_t>, unsigned,
+                               std::conditional_t<(std::is_integral_v<T> && sizeof(T) < sizeof(int)), int, T>>;
   const Q q = Q(divisor);
   for (std::size_t i = 0; i < n; ++i) store<T>(d + i * w, T(Q(load<T>(d + i * w)) / q));
 }
@@ -344,6 +346,14 @@ void reduce_flavor(const call& c) {
     case dtype::i32: return reduce_as<Flavor, int32_t>(c);
     case dtype::i64: return reduce_as<Flavor, int64_t>(c);
     case dtype::u8: return reduce_as<Flavor, uint8_t>(c);
+    case dtype::i8: return reduce_as<Flavor, int8_t>(c);
+    case dtype::i16: return reduce_as<Flavor, int16_t>(c);
+    case dtype::boolean: {
+      // 0/1 bytes: "or" is max, "and" is min (average never reaches here: refused at submit).
+      call logic = c;
+      logic.op = c.op == reduce_op::min || c.op == reduce_op::product ? reduce_op::min : reduce_op::max;
+      return reduce_as<Flavor, uint8_t>(logic);
+    }
   }
 }
 
@@ -357,6 +367,9 @@ void divide_flavor(void* data, std::size_t count, dtype t, int divisor) {
     case dtype::i32: return divide_native<int32_t>(data, count, divisor);
     case dtype::i64: return divide_native<int64_t>(data, count, divisor);
     case dtype::u8: return divide_native<uint8_t>(data, count, divisor);
+    case dtype::i8: return divide_native<int8_t>(data, count, divisor);
+    case dtype::i16: return divide_native<int16_t>(data, count, divisor);
+    case dtype::boolean: return;  // no average of booleans (refused at submit)
   }
 }
 

@@ -79,6 +79,7 @@ result<config> read_config(const env_lookup& get) {
   take(st, r.whole("CHORUS_SCHEDULER_THREADS"), p.scheduler_threads);
   take(st, r.whole("CHORUS_START_WINDOW"), p.start_window);
   take(st, r.whole("CHORUS_CHUNKS_IN_FLIGHT"), p.chunks_in_flight);
+  take(st, r.choice("CHORUS_STREAM_PLACEMENT"), p.stream_placement);
 
   auto& m = c.telemetry;
   take(st, r.text("CHORUS_METRICS_ADDR"), m.metrics_address);

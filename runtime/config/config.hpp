@@ -16,7 +16,7 @@ namespace chorus {
 
 /// The data plane (runtime/transport).
 struct transport_config {
-  int num_streams = 2;                                ///< CHORUS_NUM_STREAMS
+  int num_streams = 8;                                ///< CHORUS_NUM_STREAMS
   int socket_buffer_bytes = 0;                        ///< CHORUS_SOCKET_BUFFER_BYTES; 0 = kernel autotuning
   std::size_t shm_bytes = 2u << 20;                   ///< CHORUS_SHM_BYTES; 0 = TCP only
   std::string host;                                   ///< CHORUS_HOST; empty: towards the rendezvous
@@ -48,6 +48,7 @@ struct pipeline_config {
   int scheduler_threads = 1;                    ///< CHORUS_SCHEDULER_THREADS
   std::size_t start_window = 16;                ///< CHORUS_START_WINDOW
   std::size_t chunks_in_flight = 2;             ///< CHORUS_CHUNKS_IN_FLIGHT
+  std::string stream_placement = "speed";       ///< CHORUS_STREAM_PLACEMENT
   std::string gpu_operations = "nccl";          ///< CHORUS_GPU_OPERATIONS (HOROVOD_GPU_OPERATIONS)
 };
 

@@ -16,7 +16,7 @@ constexpr double two_pow_30 = GiB;
 // clang-format off
 constexpr std::array table{
   // ---- data plane (transport) ----
-  variable{"CHORUS_NUM_STREAMS", "", kind::whole, "2", 1, 64, "",
+  variable{"CHORUS_NUM_STREAMS", "", kind::whole, "8", 1, 64, "",
            "TCP connections (streams) to each peer", owner::config, "connections"},
   variable{"CHORUS_SOCKET_BUFFER_BYTES", "", kind::whole, "0", 0, GiB, "",
            "SO_SNDBUF / SO_RCVBUF of every stream; 0 keeps the kernel's autotuning", owner::config, "bytes"},
@@ -75,6 +75,9 @@ constexpr std::array table{
            "how far (in chunks) a rank may start ahead of its oldest unfinished chunk", owner::config, "chunks"},
   variable{"CHORUS_CHUNKS_IN_FLIGHT", "", kind::whole, "2", 1, 1024, "",
            "chunks one sender runs at once", owner::config, "chunks"},
+  variable{"CHORUS_STREAM_PLACEMENT", "", kind::choice, "speed", 0, 0, "speed|round_robin",
+           "which stream a chunk goes to: speed (earliest expected finish by observed rate) or round_robin",
+           owner::config, ""},
   // ---- telemetry and logging ----
   variable{"CHORUS_METRICS_ADDR", "", kind::text, "127.0.0.1", 0, 0, "an address",
            "address the Prometheus endpoint listens on", owner::config, ""},

@@ -8,13 +8,14 @@ std::size_t size_of(dtype t) {
     case dtype::f16: case dtype::bf16: return 2;
     case dtype::f32: case dtype::i32: return 4;
     case dtype::f64: case dtype::i64: return 8;
-    case dtype::u8: return 1;
+    case dtype::u8: case dtype::i8: case dtype::boolean: return 1;
+    case dtype::i16: return 2;
   }
   return 0;
 }
 
 std::string_view name_of(dtype t) {
-  static constexpr std::string_view names[] = {"f16", "bf16", "f32", "f64", "i32", "i64", "u8"};
+  static constexpr std::string_view names[] = {"f16", "bf16", "f32", "f64", "i32", "i64", "u8", "i8", "i16", "bool"};
   auto i = static_cast<int>(t);
   return i < dtype_count ? names[i] : "?";
 }

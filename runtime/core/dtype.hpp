@@ -9,8 +9,10 @@
 
 namespace chorus {
 
-enum class dtype : uint8_t { f16 = 0, bf16 = 1, f32 = 2, f64 = 3, i32 = 4, i64 = 5, u8 = 6 };
-inline constexpr int dtype_count = 7;
+/// boolean: one byte per element, 0 or 1 (as torch.bool); it reduces as logic: sum and max are
+/// "or", min and product "and"; average is refused.
+enum class dtype : uint8_t { f16 = 0, bf16 = 1, f32 = 2, f64 = 3, i32 = 4, i64 = 5, u8 = 6, i8 = 7, i16 = 8, boolean = 9 };
+inline constexpr int dtype_count = 10;
 
 enum class reduce_op : uint8_t { sum = 0, average = 1, min = 2, max = 3, product = 4 };
 inline constexpr int reduce_op_count = 5;

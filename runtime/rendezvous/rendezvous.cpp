@@ -2,6 +2,11 @@
 // replies into statuses that name the address, the key and the ranks that never arrived.
 #include "runtime/rendezvous/rendezvous.hpp"
 
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <thread>
+
 #include <asio.hpp>
 
 #include "runtime/core/log.hpp"
@@ -108,9 +113,43 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
   }
   std::string address = format_host_port(env.rendezvous_host, port);
 
-  // 2. Every rank connects, retrying until the deadline: rank 0 may start last.
-  auto client = std::make_unique<kv_client>(connect_host, port);
-  if (auto st = client->connect(deadline); !st) return st;
+  // 2. Every rank connects, retrying until the deadline: rank 0 may start last. After
+  //    shutdown() and init() again the address is the same, and rank 0's store of the last round
+  //    may still be up while it shuts down: rank 0 marks its store with this process' round
+  //    ("epoch"), and a rank that reached the store of another round reconnects until its own.
+  //    Rounds are counted per rank and store address (tests run several ranks in one process).
+  static std::mutex rounds_mu;
+  static std::map<std::string, uint64_t> rounds;
+  std::string epoch;
+  {
+    std::lock_guard lk(rounds_mu);
+    epoch = std::to_string(++rounds[shown + "#" + std::to_string(env.rank)]);
+  }
+  std::unique_ptr<kv_client> client;
+  std::string seen;
+  for (;;) {
+    client = std::make_unique<kv_client>(connect_host, port);
+    if (auto st = client->connect(deadline); !st) return st;
+    if (env.rank == 0) {
+      auto set = client->call(kv::request{kv::op::set, "epoch", epoch, 0, 0}, deadline);
+      if (!set) return set.error();
+    }
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    auto got = client->call(kv::request{kv::op::get, "epoch", {}, 0, static_cast<uint32_t>(std::max<int64_t>(0, std::min<int64_t>(wait.count(), 1000)))},
+                            deadline);
+    if (got && got->code == kv::reply_code::ok && got->values.size() == 1) {
+      seen = got->values.front();
+      if (seen == epoch) break;
+    }
+    if (clock::now() >= deadline)
+      return status{errc::rendezvous,
+                    "rendezvous " + shown + ": the store there is of another round of this job (init() number " +
+                        (seen.empty() ? std::string("unknown") : seen) + "; this is number " + epoch +
+                        " in rank " + std::to_string(env.rank) +
+                        "): every rank must call init() and shutdown() the same number of times"};
+    client.reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   CHORUS_LOG(info, "rendezvous",
              "connected rank=" << env.rank << " size=" << env.size << " store=" << address
                                << (server ? " serving=yes" : ""));

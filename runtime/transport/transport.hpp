@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 #include "runtime/transport/frame_sink.hpp"
 #include "runtime/wire/frame.hpp"
@@ -19,6 +20,13 @@ struct stream_traffic {
   uint64_t sent = 0;
   uint64_t received = 0;
   uint64_t shm_sent = 0;  ///< of `sent`: payload bytes that went through a shared-memory ring
+};
+
+/// The kernel's count of a stream's TCP sending, all peers summed (tcp/tcp_meter.hpp): bytes
+/// acknowledged and microseconds busy sending; monotonic; zeros where unknown.
+struct stream_meter {
+  uint64_t bytes_acked = 0;
+  uint64_t busy_us = 0;
 };
 
 class transport {
@@ -43,6 +51,25 @@ class transport {
   virtual stream_traffic traffic(int stream) const {
     (void)stream;
     return {};
+  }
+  /// The same, of `stream`'s connection to `peer` alone (zeros for this rank and for transports
+  /// that do not count): per-peer metrics, so that one slow connection shows.
+  virtual stream_traffic peer_traffic(int stream, int peer) const {
+    (void)stream;
+    (void)peer;
+    return {};
+  }
+  /// The kernel's view of `stream`'s sending (stream_meter); any thread.
+  virtual stream_meter meter(int stream) const {
+    (void)stream;
+    return {};
+  }
+  /// Local and remote TCP port of `stream`'s connection to `peer` ({0, 0}: none), so that a
+  /// slow connection in the metrics can be found with ss(8) or tc(8). Any thread.
+  virtual std::pair<int, int> connection_ports(int stream, int peer) const {
+    (void)stream;
+    (void)peer;
+    return {0, 0};
   }
   /// Ends the job's connections cleanly; blocks; idempotent.
   virtual void close(std::chrono::milliseconds grace) = 0;

@@ -70,7 +70,7 @@ void knock(const std::string& address, int port) {
 metrics_observer::metrics_observer(const context& ctx, std::chrono::milliseconds throughput_window)
     : rank_(std::to_string(ctx.rank)),
       registry_(std::make_shared<prometheus::Registry>()),
-      traffic_(std::make_shared<traffic_collector>(ctx.rank, ctx.streams, ctx.traffic, throughput_window)) {
+      traffic_(std::make_shared<traffic_collector>(ctx, throughput_window)) {
   namespace n = metric_names;
   const std::map<std::string, std::string> rank_label{{"rank", rank_}};
   auto counter = [&](const char* name, const char* help) -> prometheus::Family<prometheus::Counter>& {

@@ -18,6 +18,20 @@ inline constexpr const char* stream_shm_sent_bytes = "chorus_stream_shm_sent_byt
 /// Gauge: bytes per second over the most recent window of at least 1 s, as of the scrape
 /// (label direction="sent"|"received").
 inline constexpr const char* stream_throughput = "chorus_stream_throughput_bytes_per_second";
+
+// ---- data plane, per stream and peer (labels rank, stream, peer): one connection each ----
+/// Counter: bytes this rank wrote on the stream's connection to the peer (headers included).
+inline constexpr const char* stream_peer_sent_bytes = "chorus_stream_peer_sent_bytes_total";
+/// Counter: bytes this rank read from the stream's connection to the peer.
+inline constexpr const char* stream_peer_received_bytes = "chorus_stream_peer_received_bytes_total";
+/// Gauge: bytes per second on that connection over the latest window of at least 1 s (label
+/// direction="sent"|"received"): the slowest connection is the smallest busy one.
+inline constexpr const char* stream_peer_throughput = "chorus_stream_peer_throughput_bytes_per_second";
+/// Gauge: 1 per connection, with labels local_port and remote_port (TCP; 0 when none), so that
+/// a slow connection in the metrics can be found with ss(8) or tc(8).
+inline constexpr const char* stream_peer_connection = "chorus_stream_peer_connection_info";
+
+// ---- data plane, per stream (labels rank, stream), continued ----
 /// Counter: chunks the stream's sender finished (successfully or not).
 inline constexpr const char* stream_chunks = "chorus_stream_chunks_total";
 /// Counter: chunks the stream's sender stole from another stream's deque.

@@ -10,9 +10,10 @@ namespace chorus::telemetry {
 namespace {
 
 prometheus::ClientMetric series(const std::string& rank, int stream, double value, bool counter,
-                                const char* direction = nullptr) {
+                                const char* direction = nullptr, int peer = -1) {
   prometheus::ClientMetric m;
   if (direction) m.label.push_back({"direction", direction});
+  if (peer >= 0) m.label.push_back({"peer", std::to_string(peer)});
   m.label.push_back({"rank", rank});
   m.label.push_back({"stream", std::to_string(stream)});
   if (counter)
@@ -24,17 +25,75 @@ prometheus::ClientMetric series(const std::string& rank, int stream, double valu
 
 }  // namespace
 
-traffic_collector::traffic_collector(int rank, int streams, std::function<stream_traffic(int)> read,
-                                     std::chrono::milliseconds window)
-    : rank_(std::to_string(rank)), streams_(streams), read_(std::move(read)), window_(window) {
+// Bytes per second from `r` to `c` over `seconds` (0 when the counter did not advance).
+double per_second(uint64_t c, uint64_t r, double seconds) {
+  return seconds > 0 && c >= r ? static_cast<double>(c - r) / seconds : 0.0;
+}
+
+traffic_collector::traffic_collector(const context& ctx, std::chrono::milliseconds window)
+    : rank_(std::to_string(ctx.rank)),
+      rank_index_(ctx.rank),
+      size_(ctx.size),
+      streams_(ctx.streams),
+      read_(ctx.traffic),
+      read_peer_(ctx.peer_traffic),
+      ports_(ctx.ports),
+      window_(window) {
   history_.push_back(read_all(clock::now()));
 }
 
 traffic_collector::sample traffic_collector::read_all(clock::time_point now) const {
-  sample s{now, std::vector<stream_traffic>(static_cast<std::size_t>(streams_))};
+  sample s{now, std::vector<stream_traffic>(static_cast<std::size_t>(streams_)), {}};
   if (read_)
     for (int i = 0; i < streams_; ++i) s.per_stream[static_cast<std::size_t>(i)] = read_(i);
+  if (read_peer_) {
+    s.per_peer.resize(static_cast<std::size_t>(streams_) * static_cast<std::size_t>(size_));
+    for (int i = 0; i < streams_; ++i)
+      for (int p = 0; p < size_; ++p)
+        if (p != rank_index_) s.per_peer[static_cast<std::size_t>(i * size_ + p)] = read_peer_(i, p);
+  }
   return s;
+}
+
+void traffic_collector::collect_peers(const sample& cur, const sample& ref, double seconds,
+                                      std::vector<prometheus::MetricFamily>& out) const {
+  prometheus::MetricFamily sent{metric_names::stream_peer_sent_bytes,
+                                "Bytes the stream's connection to the peer carried from this rank (headers included)",
+                                prometheus::MetricType::Counter,
+                                {}};
+  prometheus::MetricFamily received{metric_names::stream_peer_received_bytes,
+                                    "Bytes this rank read from the stream's connection to the peer",
+                                    prometheus::MetricType::Counter,
+                                    {}};
+  prometheus::MetricFamily rate{metric_names::stream_peer_throughput,
+                                "Bytes per second on the stream's connection to the peer over the latest window",
+                                prometheus::MetricType::Gauge,
+                                {}};
+  prometheus::MetricFamily info{metric_names::stream_peer_connection,
+                                "1 for each of the stream's connections to a peer; labels local_port and "
+                                "remote_port name it for ss(8) and tc(8)",
+                                prometheus::MetricType::Gauge,
+                                {}};
+  for (int i = 0; i < streams_; ++i)
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_index_) continue;
+      const auto k = static_cast<std::size_t>(i * size_ + p);
+      const auto &c = cur.per_peer[k], &r = ref.per_peer[k];
+      sent.metric.push_back(series(rank_, i, static_cast<double>(c.sent), true, nullptr, p));
+      received.metric.push_back(series(rank_, i, static_cast<double>(c.received), true, nullptr, p));
+      rate.metric.push_back(series(rank_, i, per_second(c.sent, r.sent, seconds), false, "sent", p));
+      rate.metric.push_back(series(rank_, i, per_second(c.received, r.received, seconds), false, "received", p));
+      if (!ports_) continue;
+      auto [local, remote] = ports_(i, p);
+      auto m = series(rank_, i, 1.0, false, nullptr, p);
+      m.label.push_back({"local_port", std::to_string(local)});
+      m.label.push_back({"remote_port", std::to_string(remote)});
+      info.metric.push_back(std::move(m));
+    }
+  out.push_back(std::move(sent));
+  out.push_back(std::move(received));
+  out.push_back(std::move(rate));
+  if (!info.metric.empty()) out.push_back(std::move(info));
 }
 
 std::vector<prometheus::MetricFamily> traffic_collector::Collect() const { return collect_at(clock::now()); }
@@ -70,14 +129,13 @@ std::vector<prometheus::MetricFamily> traffic_collector::collect_at(clock::time_
     sent.metric.push_back(series(rank_, i, static_cast<double>(c.sent), true));
     received.metric.push_back(series(rank_, i, static_cast<double>(c.received), true));
     shm.metric.push_back(series(rank_, i, static_cast<double>(c.shm_sent), true));
-    double up = seconds > 0 && c.sent >= r.sent ? static_cast<double>(c.sent - r.sent) / seconds : 0.0;
-    double down =
-        seconds > 0 && c.received >= r.received ? static_cast<double>(c.received - r.received) / seconds : 0.0;
-    rate.metric.push_back(series(rank_, i, up, false, "sent"));
-    rate.metric.push_back(series(rank_, i, down, false, "received"));
+    rate.metric.push_back(series(rank_, i, per_second(c.sent, r.sent, seconds), false, "sent"));
+    rate.metric.push_back(series(rank_, i, per_second(c.received, r.received, seconds), false, "received"));
   }
+  std::vector<prometheus::MetricFamily> out{std::move(sent), std::move(received), std::move(shm), std::move(rate)};
+  if (!cur.per_peer.empty() && ref.per_peer.size() == cur.per_peer.size()) collect_peers(cur, ref, seconds, out);
   if (now > history_.back().at) history_.push_back(std::move(cur));
-  return {std::move(sent), std::move(received), std::move(shm), std::move(rate)};
+  return out;
 }
 
 }  // namespace chorus::telemetry

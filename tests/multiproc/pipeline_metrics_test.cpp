@@ -215,6 +215,9 @@ TEST(pipeline_metrics, every_metric_the_grafana_dashboard_queries_is_exposed) {
   EXPECT_TRUE(has_rank) << "the dashboard needs a `rank` template variable";
   auto names = dashboard_metric_names(dash);
   ASSERT_GE(names.size(), 10u);
+  // The panel of the slowest peer and connection (issue 18) queries the per-peer series.
+  EXPECT_TRUE(names.count("chorus_stream_peer_sent_bytes_total")) << "no panel shows the slowest connection";
+  EXPECT_TRUE(names.count("chorus_stream_peer_throughput_bytes_per_second"));
 
   metrics_job j;
   ASSERT_NE(j.base, 0);

@@ -29,12 +29,9 @@ def test_allreduce_dtype_mismatch_across_ranks():
 
 
 def test_allreduce_unsupported_dtype_and_device():
-    for dtype in (torch.int8, torch.bool, torch.complex64, torch.int16):
+    for dtype in (torch.complex64, torch.complex128):
         with pytest.raises(ValueError, match="not supported"):
             hvd.allreduce(torch.ones(3, dtype=dtype))
-    if torch.cuda.is_available():
-        with pytest.raises(ValueError, match="CPU"):
-            hvd.allreduce(torch.ones(3, device="cuda"))
     with pytest.raises(ValueError, match="unknown reduction op"):
         hvd.allreduce(torch.ones(3), op=42)
     still_works()
@@ -76,7 +73,7 @@ def test_allgather_trailing_dims_mismatch_and_scalar():
     with pytest.raises(ValueError, match="dimension"):
         hvd.allgather(torch.tensor(1.0))
     with pytest.raises(ValueError, match="not supported"):
-        hvd.allgather(torch.ones(2, dtype=torch.int8))
+        hvd.allgather(torch.ones(2, dtype=torch.complex64))
     still_works()
 
 

@@ -291,7 +291,7 @@ TEST_P(many_in_flight, mixed_ops_on_several_streams_in_random_orders) {
   cluster c(n, 3, rng());
   std::deque<collective_case> cases;
   for (uint64_t seq = 0; seq < 12; ++seq) {
-    op_spec s{all_algos[rng() % 4], all_dtypes[rng() % 7], all_ops[rng() % 5], rng() % 300, 0,
+    op_spec s{all_algos[rng() % 4], all_dtypes[rng() % std::size(all_dtypes)], all_ops[rng() % 5], rng() % 300, 0,
               static_cast<int>(rng() % n), 1000 + seq * 7, static_cast<int>(rng() % 3)};
     s.segment_bytes = segment_for(s.count, size_of(s.type), rng);
     cases.emplace_back(s, n, rng);

@@ -82,6 +82,8 @@ std::vector<row> config_rows() {
       {"CHORUS_SCHEDULER_THREADS", "2", "2", [](const config& c) { return str(c.pipeline.scheduler_threads); }, "0"},
       {"CHORUS_START_WINDOW", "8", "8", [](const config& c) { return str(c.pipeline.start_window); }, "0"},
       {"CHORUS_CHUNKS_IN_FLIGHT", "4", "4", [](const config& c) { return str(c.pipeline.chunks_in_flight); }, "1025"},
+      {"CHORUS_STREAM_PLACEMENT", "round_robin", "round_robin",
+       [](const config& c) { return c.pipeline.stream_placement; }, "fastest"},
       {"CHORUS_METRICS_ADDR", "0.0.0.0", "0.0.0.0", [](const config& c) { return c.telemetry.metrics_address; },
        nullptr},
       {"CHORUS_METRICS_PORT", "0", "0", [](const config& c) { return str(c.telemetry.metrics_port); }, "70000"},
@@ -132,7 +134,7 @@ TEST(Config, ExamplesOfTheMessage) {
   c = read({{"CHORUS_NUM_STREAMS", "65"}});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().message(),
-            "CHORUS_NUM_STREAMS='65' is not allowed: expected a whole number in [1, 64] (default 2)");
+            "CHORUS_NUM_STREAMS='65' is not allowed: expected a whole number in [1, 64] (default 8)");
   c = read({{"CHORUS_CONNECT_TIMEOUT_SECONDS", "0"}});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().message(),
@@ -155,7 +157,7 @@ TEST(Config, NoClampingAtTheEdges) {
 TEST(Config, EmptyMeansUnset) {
   auto c = read({{"CHORUS_NUM_STREAMS", ""}, {"CHORUS_NEGOTIATION", ""}});
   ASSERT_TRUE(c.ok()) << c.error().to_string();
-  EXPECT_EQ(c->transport.num_streams, 2);
+  EXPECT_EQ(c->transport.num_streams, 8);
   EXPECT_EQ(c->pipeline.negotiation, "gossip");
 }
 

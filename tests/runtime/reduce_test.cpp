@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/collectives/identity.hpp"
 #include "runtime/collectives/reduce.hpp"
 #include "tests/support/float_model.hpp"
 #include "tests/support/test_seed.hpp"
@@ -63,6 +65,9 @@ type_info info(dtype t) {
     case dtype::i32: return {t, 4, false, {}, false};
     case dtype::i64: return {t, 8, false, {}, false};
     case dtype::u8: return {t, 1, false, {}, false};
+    case dtype::i8: return {t, 1, false, {}, false};
+    case dtype::i16: return {t, 2, false, {}, false};
+    case dtype::boolean: return {t, 1, false, {}, false};
   }
   return {};
 }
@@ -77,9 +82,11 @@ uint64_t width_mask(std::size_t width) {
   return width == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * width)) - 1;
 }
 
-// The integer value of stored bits: sign-extended for i32/i64, zero-extended for u8.
+// The integer value of stored bits: sign-extended for the signed types, zero-extended for u8.
 int64_t int_value(const type_info& ti, uint64_t bits) {
   if (ti.t == dtype::u8 || ti.width == 8) return int64_t(bits);
+  if (ti.width == 1) return int64_t(int8_t(uint8_t(bits)));
+  if (ti.width == 2) return int64_t(int16_t(uint16_t(bits)));
   return int64_t(int32_t(uint32_t(bits)));
 }
 
@@ -289,8 +296,8 @@ std::string param_name(const ::testing::TestParamInfo<std::tuple<dtype, reduce_o
          std::string(name_of(std::get<1>(p.param)));
 }
 
-const dtype all_dtypes[] = {dtype::f16, dtype::bf16, dtype::f32, dtype::f64,
-                            dtype::i32, dtype::i64,  dtype::u8};
+const dtype all_dtypes[] = {dtype::f16, dtype::bf16, dtype::f32, dtype::f64, dtype::i32,
+                            dtype::i64, dtype::u8,  dtype::i8,  dtype::i16};
 const reduce_op all_ops[] = {reduce_op::sum, reduce_op::average, reduce_op::min, reduce_op::max,
                              reduce_op::product};
 
@@ -380,6 +387,37 @@ TEST(DivideBy, IntegersTruncateTowardZero) {
 }
 
 // ---- broken invariants abort with the operands named --------------------------------------
+
+// bool (0/1 bytes) reduces as logic: sum and max are "or", min and product are "and"; the
+// join filler's identity is false for "or" and true for "and".
+TEST(BoolReduce, SumAndMaxAreOrMinAndProductAreAnd) {
+  const uint8_t a[] = {0, 0, 1, 1}, b[] = {0, 1, 0, 1};
+  const std::pair<reduce_op, std::array<uint8_t, 4>> cases[] = {{reduce_op::sum, {0, 1, 1, 1}},
+                                                                 {reduce_op::max, {0, 1, 1, 1}},
+                                                                 {reduce_op::min, {0, 0, 0, 1}},
+                                                                 {reduce_op::product, {0, 0, 0, 1}}};
+  for (const auto& [op, want] : cases) {
+    uint8_t x[4];
+    std::memcpy(x, a, 4);
+    reduce_into(x, b, 4, dtype::boolean, op);
+    EXPECT_EQ(std::vector<uint8_t>(x, x + 4), std::vector<uint8_t>(want.begin(), want.end())) << name_of(op);
+    uint8_t id[3] = {7, 7, 7};
+    fill_identity(id, 3, dtype::boolean, op);
+    const uint8_t e = op == reduce_op::min || op == reduce_op::product ? 1 : 0;
+    EXPECT_EQ(std::vector<uint8_t>(id, id + 3), std::vector<uint8_t>(3, e)) << name_of(op);
+  }
+}
+
+TEST(NarrowIntegers, AverageDividesInIntSoALargeDivisorGivesZero) {
+  int8_t i8[] = {-128, 127, -7};
+  divide_by(i8, 3, dtype::i8, 2);
+  EXPECT_EQ(std::vector<int8_t>(i8, i8 + 3), (std::vector<int8_t>{-64, 63, -3}));
+  divide_by(i8, 3, dtype::i8, 1000);
+  EXPECT_EQ(std::vector<int8_t>(i8, i8 + 3), (std::vector<int8_t>{0, 0, 0}));
+  int16_t i16[] = {-32768, 32767};
+  divide_by(i16, 2, dtype::i16, 3);
+  EXPECT_EQ(std::vector<int16_t>(i16, i16 + 2), (std::vector<int16_t>{-10922, 10922}));
+}
 
 TEST(ReduceDeathTest, BadArgumentsAbortWithTheirValues) {
   float buf[16] = {};

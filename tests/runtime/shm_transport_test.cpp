@@ -84,6 +84,7 @@ struct two_ranks {
       rdv[r] = std::move(*rdv_r);
       tcp::tcp_options opts;
       opts.connect_timeout = 10s;
+      opts.num_streams = 2;  // the checks below count two streams' rings
       opts.shm_bytes = shm[r];
       auto tr = tcp::tcp_transport::connect(env, *rdv[r], opts);
       if (!tr) return tr.error();

@@ -16,7 +16,9 @@
 
 namespace chorus::testing {
 
-inline const dtype all_dtypes[] = {dtype::f16, dtype::bf16, dtype::f32, dtype::f64, dtype::i32, dtype::i64, dtype::u8};
+/// Every dtype that reduces arithmetically (bool, which reduces as logic, has tests of its own).
+inline const dtype all_dtypes[] = {dtype::f16, dtype::bf16, dtype::f32, dtype::f64, dtype::i32,
+                                   dtype::i64, dtype::u8,  dtype::i8,  dtype::i16};
 inline const reduce_op all_ops[] = {reduce_op::sum, reduce_op::average, reduce_op::min, reduce_op::max, reduce_op::product};
 
 inline bool is_float(dtype t) { return t == dtype::f16 || t == dtype::bf16 || t == dtype::f32 || t == dtype::f64; }
@@ -57,6 +59,8 @@ inline void fill_input(dtype t, reduce_op op, std::byte* p, std::size_t count, s
   for (std::size_t i = 0; i < count; ++i) {
     switch (t) {
       case dtype::u8: store<uint8_t>(p, i, static_cast<uint8_t>(rng())); break;
+      case dtype::i8: store<int8_t>(p, i, static_cast<int8_t>(rng())); break;
+      case dtype::i16: store<int16_t>(p, i, static_cast<int16_t>(rng())); break;
       case dtype::i32: store<int32_t>(p, i, static_cast<int32_t>(rng())); break;
       case dtype::i64: store<int64_t>(p, i, static_cast<int64_t>(rng())); break;
       default: {
@@ -116,6 +120,8 @@ inline void reference(dtype t, reduce_op op, const std::vector<const std::byte*>
     case dtype::i32: return integer_reference<int32_t>(op, in, out, count);
     case dtype::i64: return integer_reference<int64_t>(op, in, out, count);
     case dtype::u8: return integer_reference<uint8_t>(op, in, out, count);
+    case dtype::i8: return integer_reference<int8_t>(op, in, out, count);
+    case dtype::i16: return integer_reference<int16_t>(op, in, out, count);
     default: return float_reference(t, op, in, out, count);
   }
 }

@@ -172,7 +172,10 @@ TEST(TrafficCollector, CountersAreTheDataPlanesAndThroughputCoversTheLatestWindo
                           sent[static_cast<std::size_t>(s)].load() / 2};
   };
   auto start = traffic_collector::clock::now();
-  traffic_collector c(0, 2, read, 1000ms);
+  context ctx;
+  ctx.streams = 2;
+  ctx.traffic = read;
+  traffic_collector c(ctx, 1000ms);
   auto rate = [](const std::vector<prometheus::MetricFamily>& f, const char* stream, const char* dir) {
     return find(f, n::stream_throughput, {{"stream", stream}, {"direction", dir}})->gauge.value;
   };
@@ -197,9 +200,45 @@ TEST(TrafficCollector, CountersAreTheDataPlanesAndThroughputCoversTheLatestWindo
 }
 
 TEST(TrafficCollector, WithoutAReaderEverythingIsZero) {
-  traffic_collector c(1, 3, {}, 1000ms);
+  context ctx;
+  ctx.rank = 1;
+  ctx.streams = 3;
+  traffic_collector c(ctx, 1000ms);
   auto f = c.Collect();
   for (const char* s : {"0", "1", "2"}) EXPECT_EQ(find(f, n::stream_sent_bytes, {{"stream", s}})->counter.value, 0);
+  EXPECT_FALSE(find(f, n::stream_peer_sent_bytes, {}));  // no per-peer reader: no per-peer series
+}
+
+TEST(TrafficCollector, PerPeerSeriesShowEachConnectionAndItsPorts) {
+  // Rank 1 of 3, two streams: connections to peers 0 and 2; stream 1 to peer 2 is slow.
+  std::map<std::pair<int, int>, std::atomic<uint64_t>> sent;
+  for (int s : {0, 1})
+    for (int p : {0, 2}) sent[{s, p}] = 0;
+  context ctx;
+  ctx.rank = 1;
+  ctx.size = 3;
+  ctx.streams = 2;
+  ctx.peer_traffic = [&](int s, int p) { return stream_traffic{sent.at({s, p}).load(), 0, 0}; };
+  ctx.ports = [](int s, int p) { return std::pair<int, int>{40000 + 10 * p + s, 29500 + p}; };
+  auto start = traffic_collector::clock::now();
+  traffic_collector c(ctx, 1000ms);
+  sent[{0, 0}] = 4'000'000;
+  sent[{1, 0}] = 4'000'000;
+  sent[{0, 2}] = 4'000'000;
+  sent[{1, 2}] = 1'000'000;
+  auto f = c.collect_at(start + 2s);
+  EXPECT_EQ(find(f, n::stream_peer_sent_bytes, {{"stream", "1"}, {"peer", "2"}})->counter.value, 1e6);
+  EXPECT_EQ(find(f, n::stream_peer_sent_bytes, {{"stream", "0"}, {"peer", "2"}})->counter.value, 4e6);
+  EXPECT_NEAR(find(f, n::stream_peer_throughput, {{"stream", "1"}, {"peer", "2"}, {"direction", "sent"}})->gauge.value,
+              5e5, 1e3);
+  EXPECT_FALSE(find(f, n::stream_peer_sent_bytes, {{"peer", "1"}}));  // never itself
+  auto info = find(f, n::stream_peer_connection, {{"stream", "1"}, {"peer", "2"}});
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->gauge.value, 1);
+  std::map<std::string, std::string> labels;
+  for (const auto& l : info->label) labels[l.name] = l.value;
+  EXPECT_EQ(labels["local_port"], "40021");
+  EXPECT_EQ(labels["remote_port"], "29502");
 }
 
 TEST(MetricsObserver, StreamsCountConcurrentlyWithoutLosingUpdates) {

@@ -19,7 +19,8 @@ at::Tensor checked_buffer(collective_kind kind, const std::string& name, const a
   if (!t.defined()) throw argument_error(describe_call(kind, name) + ": the tensor is undefined");
   if (!dtype_of(t.scalar_type()))
     throw argument_error(describe_call(kind, name) + ": dtype " + std::string(c10::toString(t.scalar_type())) +
-                         " is not supported; use one of float16, bfloat16, float32, float64, int32, int64, uint8");
+                         " is not supported; use one of float16, bfloat16, float32, float64, int32, int64, uint8, int8, "
+                         "int16, bool");
   const bool on_device = kind == collective_kind::allreduce || kind == collective_kind::broadcast;
   if (!t.device().is_cpu() && !(t.is_cuda() && on_device))
     throw argument_error(describe_call(kind, name) + ": tensor on device " + t.device().str() +
@@ -60,6 +61,9 @@ std::optional<dtype> dtype_of(at::ScalarType t) {
     case at::kInt: return dtype::i32;
     case at::kLong: return dtype::i64;
     case at::kByte: return dtype::u8;
+    case at::kChar: return dtype::i8;
+    case at::kShort: return dtype::i16;
+    case at::kBool: return dtype::boolean;
     default: return std::nullopt;
   }
 }

@@ -116,6 +116,12 @@ void executor::collective(uint64_t order, int device, nccl_call call, done_fn do
   done({errc::shutdown, "the GPU executor has stopped"});
 }
 
+void executor::skip(uint64_t order) {
+  std::lock_guard lk(mu_);
+  collectives_.emplace(order, nccl_task{-1, {}, {}, true});
+  cv_.notify_all();
+}
+
 result<std::shared_ptr<std::byte>> executor::pinned(std::size_t bytes) { return pool_->take(bytes); }
 
 status executor::use_device(int device) {
@@ -137,6 +143,17 @@ status executor::use_device(int device) {
   return {};
 }
 
+void executor::track(void* stream, done_fn& done, bool nccl, const std::string& what) {
+  cudaEvent_t ev = nullptr;
+  if (auto e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess)
+    return done(cuda_error("cudaEventCreate", e));
+  if (auto e = cudaEventRecord(ev, static_cast<cudaStream_t>(stream)); e != cudaSuccess) {
+    cudaEventDestroy(ev);
+    return done(cuda_error("cudaEventRecord", e));
+  }
+  running_.push_back({ev, std::move(done), nccl, std::chrono::steady_clock::now(), what});
+}
+
 void executor::start_copy(copy_task& t) {
   auto fail = [&](status st) { t.done(st); };
   if (auto st = use_device(t.device); !st.ok()) return fail(st);
@@ -154,14 +171,7 @@ void executor::start_copy(copy_task& t) {
                                  " of " + std::to_string(t.bytes) + " bytes",
                              e));
   }
-  cudaEvent_t ev = nullptr;
-  if (auto e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess)
-    return fail(cuda_error("cudaEventCreate", e));
-  if (auto e = cudaEventRecord(ev, stream); e != cudaSuccess) {
-    cudaEventDestroy(ev);
-    return fail(cuda_error("cudaEventRecord", e));
-  }
-  running_.push_back({ev, std::move(t.done), false, std::chrono::steady_clock::now(), "copy"});
+  track(stream, t.done, false, "copy");
 }
 
 void executor::start_collective(nccl_task& t) {
@@ -196,14 +206,7 @@ void executor::start_collective(nccl_task& t) {
                   ? nccl_->allreduce(t.call.buffer, t.call.count, t.call.type, t.call.op)
                   : nccl_->broadcast(t.call.buffer, t.call.count, t.call.type, t.call.root);
   if (!st.ok()) return fail(st);
-  cudaEvent_t ev = nullptr;
-  if (auto e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess)
-    return fail(cuda_error("cudaEventCreate", e));
-  if (auto e = cudaEventRecord(ev, stream); e != cudaSuccess) {
-    cudaEventDestroy(ev);
-    return fail(cuda_error("cudaEventRecord", e));
-  }
-  running_.push_back({ev, std::move(t.done), true, std::chrono::steady_clock::now(), t.call.name});
+  track(stream, t.done, true, t.call.name);
 #else
   fail({errc::config, "this build of Chorus has no NCCL (CHORUS_WITH_NCCL is off); set CHORUS_GPU_OPERATIONS=host"});
 #endif
@@ -260,7 +263,8 @@ void executor::fail_all(const status& st) {
     colls.swap(collectives_);
   }
   for (auto& c : copies) c.done(st);
-  for (auto& [o, c] : colls) c.done(st);
+  for (auto& [o, c] : colls)
+    if (c.done) c.done(st);
   for (auto& f : running_) f.done(st);
   running_.clear();
 }
@@ -285,7 +289,8 @@ void executor::loop() {
       }
     }
     for (auto& c : copies) start_copy(c);
-    for (auto& c : colls) start_collective(c);
+    for (auto& c : colls)
+      if (!c.skipped) start_collective(c);
     poll();
     if (!running_.empty()) {
       std::unique_lock lk(mu_);

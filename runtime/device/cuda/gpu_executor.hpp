@@ -78,18 +78,24 @@ class executor {
   /// Runs `call` on `device` as NCCL collective number `order` (see the file comment).
   void collective(uint64_t order, int device, nccl_call call, done_fn done);
 
+  /// Collective number `order` will not come (its tensor took another path): the ones after it
+  /// go on without it.
+  void skip(uint64_t order);
+
   /// Pinned (page-locked) host memory of at least `bytes`, reused from a pool once released.
   result<std::shared_ptr<std::byte>> pinned(std::size_t bytes);
 
  private:
   struct copy_task { void* dst; const void* src; std::size_t bytes; int device; std::shared_ptr<void> ready; done_fn done; };
-  struct nccl_task { int device; nccl_call call; done_fn done; };
+  struct nccl_task { int device; nccl_call call; done_fn done; bool skipped = false; };
   struct in_flight { void* event; done_fn done; bool nccl; std::chrono::steady_clock::time_point started; std::string what; };
 
   void loop();
   void start_copy(copy_task& t);
   void start_collective(nccl_task& t);
   void poll();
+  /// Records an event on `stream` after the work just enqueued; poll() runs `done` once it fired.
+  void track(void* stream, done_fn& done, bool nccl, const std::string& what);
   void fail_all(const status& st);
   status use_device(int device);
 

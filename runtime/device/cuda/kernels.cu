@@ -397,7 +397,7 @@ status count_nonfinite(const void* data, dtype t, std::size_t count,
   const std::string what = "gpu::count_nonfinite of " + std::to_string(count) + " " +
                            std::string(name_of(t)) + " elements";
   switch (t) {
-    case dtype::i32: case dtype::i64: case dtype::u8:
+    case dtype::i32: case dtype::i64: case dtype::u8: case dtype::i8: case dtype::i16: case dtype::boolean:
       return {};  // integers hold no NaN or infinity
     case dtype::f16: case dtype::bf16: case dtype::f32: case dtype::f64:
       break;

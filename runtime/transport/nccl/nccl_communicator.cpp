@@ -69,6 +69,10 @@ result<ncclDataType_t> to_nccl(dtype t) {
     case dtype::i32: return ncclInt32;
     case dtype::i64: return ncclInt64;
     case dtype::u8: return ncclUint8;
+    case dtype::i8: return ncclInt8;
+    case dtype::boolean: return ncclUint8;  // 0/1 bytes; the caller maps sum/max to max, min/product to min
+    case dtype::i16:
+      return status{errc::invalid_argument, "NCCL has no 16-bit integer type (i16); such tensors take host staging"};
   }
   return status{errc::invalid_argument, "dtype value " + std::to_string(static_cast<int>(t)) +
                                             " has no NCCL type (expected 0.." +

@@ -1,6 +1,10 @@
 // Read loop and batched write queue of one TCP stream.
 #include "runtime/transport/tcp/tcp_connection.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cstring>
 
 #include "runtime/core/log.hpp"
@@ -16,6 +20,17 @@ constexpr auto write_grace = std::chrono::milliseconds(250);
 // frees room as fast as it copies (tens of microseconds per segment) unless it is stalled.
 constexpr auto ring_poll = std::chrono::microseconds(30);
 constexpr int ring_patience = 64;
+
+// The port of the socket's own (remote: peer's) address; 0 when the call fails.
+int socket_port(int fd, bool remote) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  auto* sa = reinterpret_cast<sockaddr*>(&a);
+  if ((remote ? ::getpeername(fd, sa, &len) : ::getsockname(fd, sa, &len)) != 0) return 0;
+  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port);
+  return 0;
+}
 }
 
 tcp_connection::tcp_connection(tcp_transport& owner, int fd, int peer, int stream, std::size_t scratch_bytes,
@@ -28,6 +43,8 @@ tcp_connection::tcp_connection(tcp_transport& owner, int fd, int peer, int strea
       shm_out_(std::move(shm_out)),
       shm_in_(std::move(shm_in)) {
   socket_.assign(asio::ip::tcp::v4(), fd);
+  ports_ = {socket_port(fd, false), socket_port(fd, true)};
+  fd_ = fd;
   // Pre-touch the scratch so the first frames do not pay for fresh pages.
   std::memset(scratch_.data(), 0, scratch_.size());
   write_bufs_.reserve(2 * max_batch);

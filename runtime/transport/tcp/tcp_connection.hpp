@@ -10,12 +10,14 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <asio.hpp>
 
 #include "runtime/transport/frame_sink.hpp"
 #include "runtime/transport/shm/ring.hpp"
+#include "runtime/transport/tcp/tcp_meter.hpp"
 #include "runtime/wire/frame.hpp"
 
 namespace chorus::tcp {
@@ -42,6 +44,10 @@ class tcp_connection {
 
   int peer() const { return peer_; }
   int stream() const { return stream_; }
+  /// The kernel's count of this socket's sending (tcp_meter.hpp); any thread (zeros once closed).
+  tcp_meter meter() const { return read_tcp_meter(fd_); }
+  /// Local and remote port of the socket (read once at construction); any thread.
+  std::pair<int, int> ports() const { return ports_; }
   bool open() const { return open_; }
   bool goodbye_sent() const { return goodbye_sent_; }
   bool goodbye_received() const { return goodbye_received_; }
@@ -106,6 +112,8 @@ class tcp_connection {
   std::string write_failure_;
   std::unique_ptr<asio::steady_timer> write_grace_timer_;
   // Written by the I/O thread only (a plain load + store, no locked add), read by metrics.
+  std::pair<int, int> ports_{0, 0};
+  int fd_ = -1;  // the socket's descriptor, for TCP_INFO (meter())
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> shm_frames_{0};

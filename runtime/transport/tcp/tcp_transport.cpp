@@ -164,6 +164,36 @@ stream_traffic tcp_transport::traffic(int stream) const {
   return t;
 }
 
+stream_traffic tcp_transport::peer_traffic(int stream, int peer) const {
+  stream_traffic t;
+  if (peer < 0 || peer >= static_cast<int>(conns_.size())) return t;
+  const auto& per_peer = conns_[static_cast<std::size_t>(peer)];
+  if (stream < 0 || stream >= static_cast<int>(per_peer.size())) return t;
+  const auto& c = per_peer[static_cast<std::size_t>(stream)];
+  t.sent = c->bytes_sent();
+  t.received = c->bytes_received();
+  t.shm_sent = c->shm_bytes_sent();
+  return t;
+}
+
+stream_meter tcp_transport::meter(int stream) const {
+  stream_meter m;
+  for (auto& per_peer : conns_)
+    if (stream >= 0 && stream < static_cast<int>(per_peer.size())) {
+      auto k = per_peer[static_cast<std::size_t>(stream)]->meter();
+      m.bytes_acked += k.bytes_acked;
+      m.busy_us += k.busy_us;
+    }
+  return m;
+}
+
+std::pair<int, int> tcp_transport::connection_ports(int stream, int peer) const {
+  if (peer < 0 || peer >= static_cast<int>(conns_.size())) return {0, 0};
+  const auto& per_peer = conns_[static_cast<std::size_t>(peer)];
+  if (stream < 0 || stream >= static_cast<int>(per_peer.size())) return {0, 0};
+  return per_peer[static_cast<std::size_t>(stream)]->ports();
+}
+
 void tcp_transport::connection_failed(tcp_connection& c, const status& why, bool tell_peer) {
   int p = c.peer();
   // Fail the ops first: closing releases queued frames (sent()), and an op whose last frames

@@ -28,7 +28,7 @@
 namespace chorus::tcp {
 
 struct tcp_options {
-  int num_streams = 2;                      ///< CHORUS_NUM_STREAMS: connections per peer
+  int num_streams = 8;                      ///< CHORUS_NUM_STREAMS: connections per peer
   /// CHORUS_SOCKET_BUFFER_BYTES: SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning, which
   /// measured about twice as fast on loopback as a fixed 1-16 MiB.
   int socket_buffer_bytes = 0;
@@ -76,6 +76,9 @@ class tcp_transport final : public transport {
 
   /// Any thread (the connections' counters are relaxed atomics; the mesh is fixed after connect).
   stream_traffic traffic(int stream) const override;
+  stream_traffic peer_traffic(int stream, int peer) const override;
+  stream_meter meter(int stream) const override;
+  std::pair<int, int> connection_ports(int stream, int peer) const override;
 
   /// Says goodbye to every peer, waits up to `grace` for theirs, closes, joins the I/O thread.
   /// Call from outside the I/O thread; idempotent.

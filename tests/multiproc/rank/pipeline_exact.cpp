@@ -53,7 +53,7 @@ std::vector<test_tensor> make_tensors(uint64_t seed, int size, int count) {
     t.index = i;
     auto k = g() % 20;
     t.kind = k < 14 ? collective_kind::allreduce : k < 17 ? collective_kind::broadcast : collective_kind::allgather;
-    t.type = static_cast<dtype>(g() % dtype_count);
+    t.type = static_cast<dtype>(g() % 9);  // every dtype but bool (which reduces as logic)
     // Log-uniform element counts 1 … 128 Ki; the first two above the default chunk size.
     int64_t n = i < 2 ? int64_t{1} << 21 : static_cast<int64_t>(std::exp2(static_cast<double>(g() % 1700) / 100.0));
     if (i < 2) t.type = dtype::f32, t.kind = collective_kind::allreduce;
@@ -94,7 +94,14 @@ void store(dtype t, void* base, int64_t i, double v) {
       static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
       break;
     case dtype::u8:
+    case dtype::boolean:
       static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v);
+      break;
+    case dtype::i8:
+      static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v);
+      break;
+    case dtype::i16:
+      static_cast<int16_t*>(base)[i] = static_cast<int16_t>(v);
       break;
   }
 }
@@ -114,7 +121,12 @@ double load(dtype t, const void* base, int64_t i) {
     case dtype::i64:
       return static_cast<double>(static_cast<const int64_t*>(base)[i]);
     case dtype::u8:
+    case dtype::boolean:
       return static_cast<const uint8_t*>(base)[i];
+    case dtype::i8:
+      return static_cast<const int8_t*>(base)[i];
+    case dtype::i16:
+      return static_cast<const int16_t*>(base)[i];
   }
   return 0;
 }
