@@ -3,6 +3,13 @@
 # builds incrementally (build/), then runs:
 #   ./chorus.sh demo            two local ranks on the defaults: allreduce demo with timings
 #   ./chorus.sh test            the whole test suite (ctest: unit + multi-process)
+#   ./chorus.sh test --sanitize address|undefined|thread [ctest args]
+#                               the same built with gcc's sanitizer into build-asan/-ubsan/-tsan
+#   ./chorus.sh fuzz [SECONDS | --seconds S] [TARGET...]
+#                               builds the libFuzzer targets (clang-14, build-fuzz/) and runs each
+#                               for S seconds (default 60) from tests/fuzz/corpus: RESULT fuzz
+#                               <target> <executions> <crashes>; non-zero exit on a crash
+#   ./chorus.sh fuzz --seeds    rewrites tests/fuzz/corpus with the real encoders
 #   ./chorus.sh bench [args]    chorus-bench allreduce under chorusrun, with Gloo beside it
 #   ./chorus.sh bench --emulated-hosts H [--ranks-per-host L] [--link R] [--flow R]
 #                     [--slow-fraction F] [allreduce options]
@@ -26,6 +33,26 @@ build() {
   cmake --build "$build_dir" -j"$jobs"
 }
 
+# Sanitizer builds: their own folder each, so build/ is never touched.
+sanitized_build() {
+  local kind="$1" flags dir
+  case "$kind" in
+    address) flags="-fsanitize=address -fno-omit-frame-pointer"; dir=build-asan ;;
+    undefined) flags="-fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"; dir=build-ubsan ;;
+    thread) flags="-fsanitize=thread"; dir=build-tsan ;;
+    *) echo "chorus.sh: --sanitize takes address, undefined or thread, not '$kind'" >&2; exit 2 ;;
+  esac
+  build_dir="$root/$dir"
+  chorus_install_deps
+  if [ ! -f "$build_dir/CMakeCache.txt" ]; then
+    # The Python module is left out: torch's own libraries are not built with the sanitizer.
+    cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_WITH_PYTHON=OFF \
+      -DCHORUS_WITH_FUZZ=OFF -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+      -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags"
+  fi
+  cmake --build "$build_dir" -j"$jobs"
+}
+
 cmd="${1:-}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -35,8 +62,35 @@ case "$cmd" in
     exec "$build_dir/bindings/cli/chorusrun" -np 2 --timeout 300 -- "$build_dir/bench/chorus-bench" demo "$@"
     ;;
   test)
+    if [ "${1:-}" = "--sanitize" ]; then
+      [ $# -ge 2 ] || { echo "chorus.sh: --sanitize address|undefined|thread" >&2; exit 2; }
+      sanitized_build "$2"
+      shift 2
+      # Options: tests/sanitizers/ holds the suppressions and says why each exists.
+      export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+      export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+      export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/sanitizers/tsan.supp}"
+      export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/sanitizers/lsan.supp}"
+      exec ctest --test-dir "$build_dir" --output-on-failure --timeout 600 "$@"
+    fi
     build
     exec ctest --test-dir "$build_dir" --output-on-failure --timeout 300 "$@"
+    ;;
+  fuzz)
+    chorus_install_deps clang-14 libclang-rt-14-dev
+    fuzz_dir="$root/build-fuzz"
+    if [ "${1:-}" = "--seeds" ]; then
+      cmake -S "$root/tests/fuzz" -B "$fuzz_dir" -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
+      cmake --build "$fuzz_dir" -j"$jobs" --target make_seeds
+      exec "$fuzz_dir/make_seeds" "$root/tests/fuzz/corpus"
+    fi
+    seconds=60
+    if [ "${1:-}" = "--seconds" ]; then seconds="${2:?--seconds S}"; shift 2
+    elif [[ "${1:-}" =~ ^[0-9]+$ ]]; then seconds="$1"; shift
+    fi
+    cmake -S "$root/tests/fuzz" -B "$fuzz_dir" -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
+    cmake --build "$fuzz_dir" -j"$jobs"
+    exec bash "$root/tests/fuzz/run_fuzz.sh" "$fuzz_dir" "$seconds" "$@"
     ;;
   bench)
     build
@@ -48,7 +102,8 @@ case "$cmd" in
     exec "$build_dir/bindings/cli/chorusrun" -np "$np" --timeout 1200 -- "$build_dir/bench/chorus-bench" allreduce "$@"
     ;;
   *)
-    echo "usage: ./chorus.sh demo | test | bench [-np N] [options] | bench --emulated-hosts H [...] | build" >&2
+    echo "usage: ./chorus.sh demo | test [--sanitize address|undefined|thread] [ctest args] | fuzz [SECONDS] [TARGET...]" >&2
+    echo "       | fuzz --seeds | bench [-np N] [options] | bench --emulated-hosts H [...] | build" >&2
     exit 2
     ;;
 esac

@@ -54,7 +54,8 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
         std::byte* dest = a->second.op->destination(f.peer, *local);
         const std::byte* data = f.payload.data();
         if (dest) {
-          std::memcpy(dest, f.payload.data(), f.payload.size());
+          // An empty payload's data() may be null, which memcpy must not be given even for 0 bytes.
+          if (!f.payload.empty()) std::memcpy(dest, f.payload.data(), f.payload.size());
           data = dest;
         }
         st = a->second.op->delivered(t_, f.peer, *local, data);

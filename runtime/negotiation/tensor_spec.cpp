@@ -1,6 +1,7 @@
 // Tensor specs: comparison, printing for error messages, boundary checks and the codec.
 #include "runtime/negotiation/tensor_spec.hpp"
 
+#include <algorithm>
 #include <sstream>
 #include <tuple>
 
@@ -29,6 +30,15 @@ int64_t tensor_spec::num_elements() const {
 }
 
 int64_t tensor_spec::byte_size() const { return num_elements() * static_cast<int64_t>(size_of(type)); }
+
+bool shape_fits(const std::vector<int64_t>& shape, dtype type) {
+  int64_t n = std::max<int64_t>(1, static_cast<int64_t>(size_of(type)));
+  for (auto d : shape) {
+    if (d < 0) return false;
+    if (d != 0 && __builtin_mul_overflow(n, d, &n)) return false;
+  }
+  return true;
+}
 
 bool spec_less(const tensor_spec& a, const tensor_spec& b) {
   return std::tie(a.name, a.kind, a.type, a.shape, a.op, a.root, a.device, a.process_set, a.transient) <
@@ -76,6 +86,10 @@ status validate(const tensor_spec& s, int world_size) {
     if (d < 0) {
       return {errc::invalid_argument, describe(s) + ": negative dimension in shape " + format_shape(s.shape)};
     }
+  }
+  if (!shape_fits(s.shape, s.type)) {
+    return {errc::invalid_argument, describe(s) + ": shape " + format_shape(s.shape) + " of " +
+                                        std::string(name_of(s.type)) + " holds more than 2^63 bytes"};
   }
   if (s.kind == collective_kind::broadcast && (s.root < 0 || s.root >= world_size)) {
     return {errc::invalid_argument, describe(s) + ": root " + std::to_string(s.root) +
@@ -129,6 +143,11 @@ bool read(byte_reader& r, tensor_spec& s) {
   s.shape.resize(ndim);
   for (auto& d : s.shape)
     if (!r.svarint(d, "spec shape")) return false;
+  // A peer's shape becomes allocations and sizes (the join filler, fusion): no negative
+  // dimension, no product past int64.
+  if (!shape_fits(s.shape, s.type))
+    return r.fail("spec shape", "shape " + format_shape(s.shape) + " of '" + s.name +
+                                    "' has a negative dimension or more than 2^63 bytes");
   return true;
 }
 

@@ -49,11 +49,18 @@ struct tensor_spec {
   bool transient = false;
 
   bool operator==(const tensor_spec&) const = default;
-  /// Product of the dimensions (1 for a scalar).
+  /// Product of the dimensions (1 for a scalar). Defined for specs that passed validate() or
+  /// a decoder (shape_fits below); others may overflow.
   int64_t num_elements() const;
   /// num_elements() * bytes per element.
   int64_t byte_size() const;
 };
+
+/// Whether `shape` of `type` has no negative dimension and its element and byte counts fit in
+/// int64 (zeros aside: every partial product of the non-zero dimensions fits, so the row size
+/// of an allgather announced with dim 0 = 0 fits too). Specs from peers and trace files are
+/// refused otherwise; num_elements() and byte_size() are then safe.
+bool shape_fits(const std::vector<int64_t>& shape, dtype type);
 
 /// A total order on specs (name first), so every rank sorts announcements alike.
 bool spec_less(const tensor_spec& a, const tensor_spec& b);
@@ -73,8 +80,8 @@ std::string format_shape(const std::vector<int64_t>& shape);
 /// "allreduce('fc1.weight')": how errors name an operation.
 std::string describe(const tensor_spec& s);
 
-/// Checks what a single rank can check at the API boundary: a name, no negative dimension,
-/// a root inside [0, world_size) for broadcast. errc::invalid_argument otherwise.
+/// Checks what a single rank can check at the API boundary: a name, no negative dimension, a
+/// byte size that fits in int64, a root inside [0, world_size) for broadcast. errc::invalid_argument otherwise.
 status validate(const tensor_spec& s, int world_size);
 
 /// Compact binary form: u8 kind | u8 dtype | u8 op | u8 device (bit 7: transient) |
@@ -83,7 +90,8 @@ status validate(const tensor_spec& s, int world_size);
 void write(byte_writer& w, const tensor_spec& s);
 bool read(byte_reader& r, tensor_spec& s);
 std::vector<std::byte> encode(const tensor_spec& s);
-/// errc::protocol on truncated input, unknown enum values or trailing bytes.
+/// errc::protocol on truncated input, unknown enum values, a shape that fails shape_fits or
+/// trailing bytes.
 result<tensor_spec> decode_tensor_spec(std::span<const std::byte> in);
 
 }  // namespace chorus

@@ -105,6 +105,11 @@ class block_parser {
         return false;
       }
     }
+    // Replay sizes buffers from the shape: a product past int64 is damage, not a size.
+    if (!shape_fits(s.shape, s.type)) {
+      why = "record: spec of '" + s.name + "' with shape " + format_shape(s.shape) + ", more than 2^63 bytes";
+      return false;
+    }
     return true;
   }
 
@@ -270,7 +275,10 @@ result<trace_file> read_trace(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return status{errc::invalid_argument, "trace " + path + ": cannot open the file"};
   std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::span<const std::byte> data(reinterpret_cast<const std::byte*>(raw.data()), raw.size());
+  return parse_trace(path, std::span<const std::byte>(reinterpret_cast<const std::byte*>(raw.data()), raw.size()));
+}
+
+result<trace_file> parse_trace(const std::string& path, std::span<const std::byte> data) {
   trace_file f;
   f.path = path;
   if (data.size() < 12)

@@ -4,7 +4,9 @@
 // as an error naming the file and the byte offset: nothing after the damage is trusted.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,10 @@ struct trace_file {
 /// Reads the whole file. An error when it cannot be opened or its header is not a supported
 /// trace header; later damage goes to trace_file::damage.
 result<trace_file> read_trace(const std::string& path);
+
+/// read_trace on bytes already in memory (`path` only names them in errors): the parser itself,
+/// which the fuzz target tests/fuzz/trace_reader_fuzz.cpp drives.
+result<trace_file> parse_trace(const std::string& path, std::span<const std::byte> data);
 
 /// read_trace, with damage turned into the error.
 result<trace_file> read_trace_strict(const std::string& path);

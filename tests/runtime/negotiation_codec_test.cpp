@@ -249,5 +249,30 @@ TEST(TensorSpec, TooManyDimensionsAreRefused) {
   EXPECT_NE(back.error().message().find("dimensions"), std::string::npos) << back.error().message();
 }
 
+// Found by tests/fuzz/tensor_spec_fuzz.cpp: a peer's shape whose product overflows int64 made
+// num_elements() signed-overflow (UB), and a joined rank sizes its filler from it.
+TEST(TensorSpec, ShapesPastInt64OrNegativeAreRefusedByTheDecoderAndValidate) {
+  tensor_spec s;
+  s.name = "huge";
+  s.type = dtype::f32;
+  s.shape = {93285, 15178645473017275};
+  EXPECT_FALSE(shape_fits(s.shape, s.type));
+  auto back = decode_tensor_spec(encode(s));
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.error().code(), errc::protocol);
+  EXPECT_NE(back.error().message().find("shape [93285,15178645473017275] of 'huge'"), std::string::npos)
+      << back.error().message();
+  EXPECT_EQ(validate(s, 2).code(), errc::invalid_argument);
+  s.shape = {int64_t{1} << 61};  // elements fit, bytes (x4) do not
+  EXPECT_FALSE(decode_tensor_spec(encode(s)).ok());
+  s.shape = {int64_t{1} << 60, 0, 2};  // an allgather row of 2^61 x 4 bytes: also refused
+  EXPECT_FALSE(decode_tensor_spec(encode(s)).ok());
+  s.shape = {-1, 4};
+  EXPECT_FALSE(decode_tensor_spec(encode(s)).ok());
+  s.shape = {int64_t{1} << 40, 1 << 20};  // 2^62 bytes: fits
+  EXPECT_TRUE(decode_tensor_spec(encode(s)).ok());
+  EXPECT_TRUE(validate(s, 2).ok());
+}
+
 }  // namespace
 }  // namespace chorus::negotiation

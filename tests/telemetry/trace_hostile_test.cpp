@@ -80,7 +80,8 @@ void define_string(file_builder& b, uint64_t id, const std::string& text) {
 
 /// spec = u8 collective | u8 dtype | u8 op | u8 device | svarint root | varint set | varint name id |
 /// varint ndim | dims.
-void write_spec(byte_writer& w, uint8_t type, uint8_t op, uint64_t name_id) {
+void write_spec(byte_writer& w, uint8_t type, uint8_t op, uint64_t name_id,
+                const std::vector<int64_t>& shape = {1024}) {
   w.u8(0);
   w.u8(type);
   w.u8(op);
@@ -88,8 +89,8 @@ void write_spec(byte_writer& w, uint8_t type, uint8_t op, uint64_t name_id) {
   w.svarint(-1);
   w.varint(0);
   w.varint(name_id);
-  w.varint(1);
-  w.svarint(1024);
+  w.varint(shape.size());
+  for (auto d : shape) w.svarint(d);
 }
 
 /// Runs `f` in a child whose address space is bounded, so a reader that allocates without
@@ -167,13 +168,14 @@ TEST(TraceHostile, ARealisticNameReusedManyTimesStillReads) {
 }
 
 /// A file whose one enqueue record carries `type` and `op`; the reader's error, or "".
-std::string read_spec_with(uint8_t type, uint8_t op, const temp_dir& dir, uint64_t* offset = nullptr) {
+std::string read_spec_with(uint8_t type, uint8_t op, const temp_dir& dir, uint64_t* offset = nullptr,
+                           const std::vector<int64_t>& shape = {1024}) {
   auto path = (dir.path / "rank-0.trace").string();
   file_builder b;
   define_string(b, 0, "fc1.weight");
   uint64_t at = b.record(record_kind::enqueue, [&](byte_writer& w) {
     w.varint(7);
-    write_spec(w, type, op, 0);
+    write_spec(w, type, op, 0, shape);
   });
   if (offset) *offset = at;
   b.write(path);
@@ -194,6 +196,18 @@ TEST(TraceHostile, AnUnknownDtypeOrOpIsDamageNamingTheOffset) {
         << msg;
     EXPECT_NE(msg.find(at), std::string::npos) << msg;
   }
+}
+
+// Replay sizes buffers from a spec's shape: a product past int64 is damage (fuzzing found the
+// same overflow in the negotiation decoder).
+TEST(TraceHostile, AShapePastInt64IsDamageNamingTheOffset) {
+  temp_dir dir;
+  const uint8_t f32 = static_cast<uint8_t>(dtype::f32), sum = static_cast<uint8_t>(reduce_op::sum);
+  uint64_t offset = 0;
+  auto msg = read_spec_with(f32, sum, dir, &offset, {93285, 15178645473017275});
+  EXPECT_NE(msg.find("'fc1.weight' with shape [93285,15178645473017275]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("at byte offset " + std::to_string(offset)), std::string::npos) << msg;
+  EXPECT_EQ(read_spec_with(f32, sum, dir, nullptr, {1 << 20, 1 << 20}), "");
 }
 
 TEST(TraceHostile, ASymlinkAtTheRecordersPathIsRefusedAndTheVictimIsUntouched) {
