@@ -2,6 +2,7 @@
 // shaped links): chorusrun -H with the namespace launcher. Skips, saying why, where the machine
 // cannot build hosts (not root, no ip netns, no htb). Every run is `hosts.sh run` (its trap
 // removes the namespaces, also on failure or timeout) under `timeout`, a hard bound.
+#include "tests/support/shell_run.hpp"
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -13,21 +14,8 @@
 
 namespace {
 
-struct run_result {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-run_result run(const std::string& command) {
-  run_result r;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  int st = ::pclose(p);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
+using chorus::testing::run;
+using chorus::testing::run_result;
 
 const std::string hosts_sh = CHORUS_HOSTS_SH_PATH;
 

@@ -3,6 +3,7 @@
 // per-peer counters (chorus_stream_peer_sent_bytes_total) with the connections' ports
 // (chorus_stream_peer_connection_info), and every result is exact. No timing threshold.
 // Skips, saying why, where the machine cannot build hosts.
+#include "tests/support/shell_run.hpp"
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,21 +15,8 @@
 
 namespace {
 
-struct run_result {
-  int exit_code = -1;
-  std::string out;
-};
-
-run_result run(const std::string& command) {
-  run_result r;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  int st = ::pclose(p);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
+using chorus::testing::run;
+using chorus::testing::run_result;
 
 const std::string hosts_sh = CHORUS_HOSTS_SH_PATH;
 constexpr double slow_fraction = 0.25;
