@@ -5,6 +5,7 @@ CHORUS_DEB_PACKAGES=(
   libcaf-dev libasio-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev
+  libeigen3-dev         # the autotuner's Gaussian process
   prometheus-cpp-dev prometheus
   iproute2 util-linux   # emulated hosts (ip netns, tc htb/u32, nsenter, unshare, flock): tests labelled hosts
   python3 python3-torch libtorch-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
