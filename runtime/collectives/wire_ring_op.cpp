@@ -1,0 +1,296 @@
+// Compressed / checked ring: segment-level forwarding as in ring_op.cpp, with casts on the way
+// out, f32 accumulation on the way in, one cast of each final value by its owner, and the
+// flag ring of the NaN/Inf check (frames with steps after the data steps).
+#include "runtime/collectives/wire_ring_op.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "runtime/collectives/reduce.hpp"
+
+namespace chorus {
+
+void nonfinite_report::merge(const std::vector<uint64_t>& bits) {
+  std::lock_guard lk(mu_);
+  if (bits_.size() < bits.size()) bits_.resize(bits.size(), 0);
+  for (std::size_t i = 0; i < bits.size(); ++i) bits_[i] |= bits[i];
+}
+
+std::vector<int> nonfinite_report::ranks() const {
+  std::lock_guard lk(mu_);
+  std::vector<int> out;
+  for (std::size_t w = 0; w < bits_.size(); ++w)
+    for (int b = 0; b < 64; ++b)
+      if (bits_[w] >> b & 1u) out.push_back(static_cast<int>(w * 64 + b));
+  return out;
+}
+
+bool nonfinite_report::any() const {
+  std::lock_guard lk(mu_);
+  return std::any_of(bits_.begin(), bits_.end(), [](uint64_t w) { return w != 0; });
+}
+
+namespace {
+// Plain (uncompressed) prescale: own data times `scale`, in place.
+void scale_in_place(std::byte* p, std::size_t n, dtype t, float scale) {
+  if (t == dtype::f32) {
+    for (std::size_t i = 0; i < n; ++i) {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      v *= scale;
+      std::memcpy(p + 4 * i, &v, 4);
+    }
+  } else if (t == dtype::f64) {
+    for (std::size_t i = 0; i < n; ++i) {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      v *= double(scale);
+      std::memcpy(p + 8 * i, &v, 8);
+    }
+  }
+}
+}  // namespace
+
+wire_ring_op::wire_ring_op(uint64_t sequence, int stream, int rank, int size, std::byte* base,
+                           std::vector<elem_range> blocks, std::vector<ring_step> steps, dtype t, reduce_op op,
+                           std::size_t segment_bytes, int owned_divisor, int own_block, wire_options opts)
+    : chunk_op(sequence, stream),
+      rank_(rank),
+      size_(size),
+      left_((rank + size - 1) % size),
+      right_((rank + 1) % size),
+      base_(base),
+      blocks_(std::move(blocks)),
+      steps_(std::move(steps)),
+      dtype_(t),
+      op_(op),
+      esize_(size_of(t)),
+      unit_(opts.wire != compression::none ? 2 : size_of(t)),
+      divisor_(owned_divisor),
+      own_block_(own_block),
+      opts_(std::move(opts)) {
+  seg_elems_ = std::max<std::size_t>(1, segment_bytes / unit_);
+  std::size_t total = 0, extent = 0;
+  for (auto& b : blocks_) {
+    total += b.count;
+    extent = std::max(extent, b.offset + b.count);
+  }
+  const bool reduces = steps_.empty() || steps_.front().reduce;
+  if (compressed()) {
+    gather_wire_.resize(extent * 2);
+    if (reduces) send_wire_.resize(extent * 2);
+    if (reduces && dtype_ == dtype::f64) acc64_.resize(extent);
+  }
+  if (opts_.check) {
+    own_left_ = reduces ? total : blocks_[static_cast<std::size_t>(own_block_)].count;
+    flags_.assign((static_cast<std::size_t>(size) + 63) / 64, 0);
+    flag_bytes_ = flags_.size() * 8;
+    flag_out_.resize(static_cast<std::size_t>(std::max(0, size - 1)));
+  }
+  set_layout({7, static_cast<uint64_t>(t), static_cast<uint64_t>(op), total, seg_elems_, static_cast<uint64_t>(size),
+              steps_.size(), static_cast<uint64_t>(opts_.wire), opts_.check ? 1u : 0u,
+              blocks_.empty() ? 0 : blocks_.back().count});
+}
+
+float* wire_ring_op::accumulator(std::size_t e0) {
+  return dtype_ == dtype::f64 ? acc64_.data() + e0 : reinterpret_cast<float*>(own(e0));
+}
+
+void wire_ring_op::read_own(std::size_t n, bool nonfinite) {
+  if (!opts_.check || own_left_ == 0) return;
+  own_bad_ = own_bad_ || nonfinite;
+  own_left_ -= std::min(n, own_left_);
+  if (own_left_ == 0 && own_bad_) flags_[static_cast<std::size_t>(rank_) / 64] |= uint64_t{1} << (rank_ % 64);
+}
+
+void wire_ring_op::send_flags(transport& t) {
+  if (!opts_.check || own_left_ > 0) return;
+  // Flag frame k goes out once our own bit is known and k frames came in, so that frame k
+  // carries the bits of k + 1 ranks; after size - 1 frames every rank has every bit.
+  while (flags_sent_ + 1 < static_cast<std::size_t>(size_) && flags_sent_ <= flags_received_) {
+    auto& out = flag_out_[flags_sent_];
+    out = flags_;
+    post(t, right_, static_cast<uint32_t>(steps_.size() + flags_sent_), 0, reinterpret_cast<const std::byte*>(out.data()),
+         flag_bytes_);
+    ++flags_sent_;
+  }
+}
+
+void wire_ring_op::send_range(transport& t, uint32_t step, const std::byte* from, std::size_t e0, std::size_t n) {
+  for (std::size_t done = 0; done < n; done += seg_elems_) {
+    const std::size_t m = std::min(seg_elems_, n - done);
+    post(t, right_, step, (e0 + done) * unit_, from + (e0 + done) * unit_, m * unit_);
+  }
+}
+
+const std::byte* wire_ring_op::finalise(std::size_t e0, std::size_t n, bool from_accumulator) {
+  std::byte* w = gather_wire_.data() + e0 * 2;
+  if (from_accumulator) {
+    float* acc = accumulator(e0);
+    if (divisor_ > 1) divide_by(acc, n, dtype::f32, divisor_);
+    narrow_to_wire(w, opts_.wire, acc, dtype::f32, n, 1.0f);
+  } else {
+    read_own(n, narrow_to_wire(w, opts_.wire, own(e0), dtype_, n, opts_.prescale));
+  }
+  widen_from_wire(own(e0), dtype_, w, opts_.wire, n);
+  return w;
+}
+
+void wire_ring_op::start(transport& t) {
+  started_ = true;
+  const bool reduces = steps_.empty() || steps_.front().reduce;
+  if (!compressed()) {
+    // Plain data: one pass checks (and prescales) our input before anything is sent: every
+    // block of a reduction, our own block of an allgather.
+    for (std::size_t i = 0; i < blocks_.size(); ++i) {
+      if (!reduces && static_cast<int>(i) != own_block_) continue;
+      const auto& b = blocks_[i];
+      if (opts_.check) read_own(b.count, has_nonfinite(own(b.offset), dtype_, b.count));
+      if (opts_.prescale != 1.0f) scale_in_place(own(b.offset), b.count, dtype_, opts_.prescale);
+    }
+  }
+  if (size_ == 1 || steps_.empty()) {
+    if (compressed())
+      for (auto& b : blocks_) finalise(b.offset, b.count, false);
+    return;
+  }
+  for (auto& s : steps_) recv_left_ += blocks_[static_cast<std::size_t>(s.recv_block)].count * unit_;
+  if (opts_.check) recv_left_ += flag_out_.size() * flag_bytes_;
+  const ring_step& first = steps_.front();
+  const auto& b = blocks_[static_cast<std::size_t>(first.send_block)];
+  if (!compressed()) {
+    send_range(t, 0, base_, b.offset, b.count);
+  } else if (first.reduce) {
+    std::byte* w = send_wire_.data();
+    read_own(b.count, narrow_to_wire(w + b.offset * 2, opts_.wire, own(b.offset), dtype_, b.count, opts_.prescale));
+    send_range(t, 0, w, b.offset, b.count);
+  } else {
+    finalise(b.offset, b.count, false);  // allgather: our block is final as it is
+    send_range(t, 0, gather_wire_.data(), b.offset, b.count);
+  }
+  send_flags(t);
+}
+
+status wire_ring_op::check(int peer, const wire::frame_header& h) const {
+  if (peer != left_) return bad_frame(peer, h, "expected frames from rank " + std::to_string(left_) + " only");
+  if (h.step >= steps_.size()) {
+    if (!opts_.check || h.step - steps_.size() >= flag_out_.size()) return bad_frame(peer, h, "no such step");
+    if (h.offset != 0 || h.length != flag_bytes_)
+      return bad_frame(peer, h, "expected a flag frame of " + std::to_string(flag_bytes_) + " bytes");
+    return {};
+  }
+  const auto& b = blocks_[static_cast<std::size_t>(steps_[h.step].recv_block)];
+  const uint64_t lo = b.offset * unit_, hi = (b.offset + b.count) * unit_, seg = seg_elems_ * unit_;
+  if (!range_inside(h.offset, h.length, lo, hi) || (h.offset - lo) % seg != 0)
+    return bad_frame(peer, h, "outside block [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
+  const uint64_t want = std::min(seg, hi - h.offset);
+  if (h.length != want) return bad_frame(peer, h, "expected " + std::to_string(want) + " bytes");
+  return {};
+}
+
+std::byte* wire_ring_op::destination(int peer, const wire::frame_header& h) {
+  if (!check(peer, h).ok() || h.step >= steps_.size() || steps_[h.step].reduce) return nullptr;
+  return (compressed() ? gather_wire_.data() : base_) + h.offset;
+}
+
+status wire_ring_op::delivered(transport& t, int peer, const wire::frame_header& h, const std::byte* data) {
+  if (auto st = check(peer, h); !st.ok()) return st;
+  recv_left_ -= h.length;
+  if (h.step >= steps_.size()) {  // a flag frame
+    for (std::size_t i = 0; i < flags_.size(); ++i) {
+      uint64_t w;
+      std::memcpy(&w, data + 8 * i, 8);
+      flags_[i] |= w;
+    }
+    ++flags_received_;
+    send_flags(t);
+    return {};
+  }
+  const std::size_t e0 = h.offset / unit_, n = h.length / unit_;
+  const bool last = h.step + 1 >= steps_.size();
+  const uint32_t next = h.step + 1;
+  if (!compressed()) {
+    std::byte* mine = own(e0);
+    if (steps_[h.step].reduce) reduce_into(mine, data, n, dtype_, op_);
+    else if (data != mine) std::memcpy(mine, data, h.length);
+    if (!last) post(t, right_, next, h.offset, mine, h.length);
+    return {};
+  }
+  if (steps_[h.step].reduce) {
+    float* acc = accumulator(e0);
+    read_own(n, accumulate_wire(acc, own(e0), dtype_, opts_.prescale, data, opts_.wire, n));
+    if (!last && steps_[next].reduce) {
+      std::byte* w = send_wire_.data() + e0 * 2;
+      narrow_to_wire(w, opts_.wire, acc, dtype::f32, n, 1.0f);
+      post(t, right_, next, h.offset, w, h.length);
+    } else {
+      const std::byte* w = finalise(e0, n, true);  // our block: every rank's part is in
+      if (!last) post(t, right_, next, h.offset, w, h.length);
+    }
+    send_flags(t);
+    return {};
+  }
+  std::byte* w = gather_wire_.data() + h.offset;
+  if (data != w) std::memcpy(w, data, h.length);
+  widen_from_wire(own(e0), dtype_, w, opts_.wire, n);
+  if (!last) post(t, right_, next, h.offset, w, h.length);
+  return {};
+}
+
+void wire_ring_op::finish() {
+  if (!compressed() && divisor_ > 1) {
+    const bool allreduce = !steps_.empty() && !steps_.back().reduce && steps_.front().reduce;
+    for (std::size_t b = 0; b < blocks_.size(); ++b)
+      if (allreduce || static_cast<int>(b) == own_block_ || size_ == 1)
+        divide_by(own(blocks_[b].offset), blocks_[b].count, dtype_, divisor_);
+  }
+  if (opts_.check && opts_.report) opts_.report->merge(flags_);
+}
+
+std::unique_ptr<chunk_op> make_wire_ring_allreduce(uint64_t sequence, int stream, int rank, int size, void* data,
+                                                   std::size_t count, dtype t, reduce_op op, std::size_t segment_bytes,
+                                                   wire_options opts) {
+  std::vector<wire_ring_op::elem_range> blocks(static_cast<std::size_t>(size));
+  for (int b = 0; b < size; ++b) {
+    const std::size_t lo = block_begin(count, size, b), hi = block_begin(count, size, b + 1);
+    blocks[static_cast<std::size_t>(b)] = {lo, hi - lo};
+  }
+  const int divisor = op == reduce_op::average ? size : 1;
+  return std::make_unique<wire_ring_op>(sequence, stream, rank, size, static_cast<std::byte*>(data), std::move(blocks),
+                                        ring_allreduce_steps(rank, size), t, op, segment_bytes, divisor,
+                                        (rank + 1) % size, std::move(opts));
+}
+
+std::unique_ptr<chunk_op> make_wire_ring_reducescatter(uint64_t sequence, int stream, int rank, int size, void* data,
+                                                       const std::vector<byte_range>& slices, dtype t, reduce_op op,
+                                                       std::size_t segment_bytes, wire_options opts) {
+  // As make_ring_reducescatter: block b is the slice of rank b - 1, so rank r ends owning its own.
+  const std::size_t e = size_of(t);
+  std::vector<wire_ring_op::elem_range> blocks(static_cast<std::size_t>(size));
+  for (int b = 0; b < size; ++b) {
+    const auto& s = slices[static_cast<std::size_t>((b + size - 1) % size)];
+    blocks[static_cast<std::size_t>(b)] = {s.offset / e, s.length / e};
+  }
+  const int divisor = op == reduce_op::average ? size : 1;
+  return std::make_unique<wire_ring_op>(sequence, stream, rank, size, static_cast<std::byte*>(data), std::move(blocks),
+                                        ring_reducescatter_steps(rank, size), t, op, segment_bytes, divisor,
+                                        (rank + 1) % size, std::move(opts));
+}
+
+std::unique_ptr<chunk_op> make_wire_ring_allgather(uint64_t sequence, int stream, int rank, int size, void* out,
+                                                   const std::vector<std::size_t>& counts, dtype t,
+                                                   std::size_t segment_bytes, wire_options opts) {
+  std::vector<wire_ring_op::elem_range> blocks(static_cast<std::size_t>(size));
+  std::size_t at = 0;
+  for (int b = 0; b < size; ++b) {
+    blocks[static_cast<std::size_t>(b)] = {at, counts[static_cast<std::size_t>(b)]};
+    at += counts[static_cast<std::size_t>(b)];
+  }
+  opts.prescale = 1.0f;  // nothing is summed
+  return std::make_unique<wire_ring_op>(sequence, stream, rank, size, static_cast<std::byte*>(out), std::move(blocks),
+                                        ring_allgather_steps(rank, size), t, reduce_op::sum, segment_bytes, 1, rank,
+                                        std::move(opts));
+}
+
+}  // namespace chorus

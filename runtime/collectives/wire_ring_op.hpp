@@ -1,0 +1,115 @@
+// The ring (allreduce, reduce-scatter, allgather) with compression on the wire and the NaN/Inf
+// check (runtime/compression/cast.hpp). Compressed: a segment of f32/f64 data is cast to
+// fp16/bf16 as it is sent; received halves are reduced into f32 accumulators (the f32 buffer
+// itself, or scratch for f64); the owner of a block divides (average), casts the final value
+// once, and the allgather phase forwards those wire bytes unchanged, so every rank widens the
+// same bits into its buffer. Checked: each rank notes whether its own input held NaN/Inf while
+// reading it anyway, and after that a bitmap of such ranks travels the ring (size-1 small
+// frames, ORed on the way), so every rank ends with the same bitmap.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "runtime/collectives/chunk_op.hpp"
+#include "runtime/collectives/ring_op.hpp"
+#include "runtime/collectives/ring_schedule.hpp"
+#include "runtime/compression/cast.hpp"
+#include "runtime/core/dtype.hpp"
+
+namespace chorus {
+
+/// Ranks that held NaN/Inf, agreed by the ring: one bit per rank. Several chunks of one
+/// operation OR into one report (from the I/O threads: locked).
+class nonfinite_report {
+ public:
+  void merge(const std::vector<uint64_t>& bits);
+  /// The ranks, ascending (empty: every input was finite).
+  std::vector<int> ranks() const;
+  bool any() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<uint64_t> bits_;
+};
+
+struct wire_options {
+  compression wire = compression::none;  ///< fp16/bf16: f32/f64 data only, sum or average
+  bool check = false;                    ///< NaN/Inf check: needs `report`
+  float prescale = 1.0f;                 ///< own input times this before the sum (f32/f64 only)
+  std::shared_ptr<nonfinite_report> report;
+};
+
+class wire_ring_op final : public chunk_op {
+ public:
+  struct elem_range {
+    std::size_t offset = 0;  ///< elements
+    std::size_t count = 0;
+  };
+  /// `blocks` in elements of `t`; `owned_divisor` > 1 divides the blocks this rank finalises
+  /// (average); `reduce` false: an allgather (each rank's own block is final at once).
+  wire_ring_op(uint64_t sequence, int stream, int rank, int size, std::byte* base, std::vector<elem_range> blocks,
+               std::vector<ring_step> steps, dtype t, reduce_op op, std::size_t segment_bytes, int owned_divisor,
+               int own_block, wire_options opts);
+
+  void start(transport& t) override;
+  std::byte* destination(int peer, const wire::frame_header& h) override;
+  status delivered(transport& t, int peer, const wire::frame_header& h, const std::byte* data) override;
+  void finish() override;
+  bool needs(int peer) const override {
+    return size_ > 1 && (peer == left_ || peer == right_) && !(started_ && recv_left_ == 0);
+  }
+
+ private:
+  bool compressed() const { return opts_.wire != compression::none; }
+  std::size_t elem_of_offset(uint64_t wire_offset) const { return wire_offset / unit_; }
+  status check(int peer, const wire::frame_header& h) const;
+  void send_range(transport& t, uint32_t step, const std::byte* from, std::size_t e0, std::size_t n);
+  void read_own(std::size_t n, bool nonfinite);
+  // Rounds (compressed) or leaves (plain) the final values of [e0, e0+n) of an owned block,
+  // from the f32 accumulators; returns where the wire bytes to forward start.
+  const std::byte* finalise(std::size_t e0, std::size_t n, bool from_accumulator);
+  void send_flags(transport& t);
+  float* accumulator(std::size_t e0);
+  std::byte* own(std::size_t e0) { return base_ + e0 * esize_; }
+
+  int rank_, size_, left_, right_;
+  std::byte* base_;
+  std::vector<elem_range> blocks_;
+  std::vector<ring_step> steps_;
+  dtype dtype_;
+  reduce_op op_;
+  std::size_t esize_;      // bytes per element of the caller's dtype
+  std::size_t unit_;       // bytes per element on the wire
+  std::size_t seg_elems_;  // elements per segment
+  int divisor_;
+  int own_block_;          // the block this rank finalises (-1: none)
+  wire_options opts_;
+  std::vector<std::byte> send_wire_;    // reduce-scatter phase: casts of partial sums
+  std::vector<std::byte> gather_wire_;  // final values in the wire type
+  std::vector<float> acc64_;            // f64 data: f32 accumulators
+  std::size_t own_left_ = 0;            // own elements not yet read (check)
+  bool own_bad_ = false;
+  std::vector<uint64_t> flags_;
+  std::size_t flag_bytes_ = 0;
+  std::size_t flags_sent_ = 0, flags_received_ = 0;
+  std::vector<std::vector<uint64_t>> flag_out_;  // payloads of our flag frames
+};
+
+/// Ring allreduce of one chunk in place, compressed and/or checked (`opts`).
+std::unique_ptr<chunk_op> make_wire_ring_allreduce(uint64_t sequence, int stream, int rank, int size, void* data,
+                                                   std::size_t count, dtype t, reduce_op op, std::size_t segment_bytes,
+                                                   wire_options opts);
+/// Ring reduce-scatter (as make_ring_reducescatter: `slices` in bytes of `t`), compressed
+/// and/or checked.
+std::unique_ptr<chunk_op> make_wire_ring_reducescatter(uint64_t sequence, int stream, int rank, int size, void* data,
+                                                       const std::vector<byte_range>& slices, dtype t, reduce_op op,
+                                                       std::size_t segment_bytes, wire_options opts);
+/// Ring allgather (as make_ring_allgather), compressed and/or checked.
+std::unique_ptr<chunk_op> make_wire_ring_allgather(uint64_t sequence, int stream, int rank, int size, void* out,
+                                                   const std::vector<std::size_t>& counts, dtype t,
+                                                   std::size_t segment_bytes, wire_options opts);
+
+}  // namespace chorus
