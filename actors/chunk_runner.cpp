@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "runtime/collectives/alltoall_op.hpp"
@@ -10,6 +11,7 @@
 #include "runtime/collectives/exchange_op.hpp"
 #include "runtime/collectives/ring_op.hpp"
 #include "runtime/collectives/scatter_plan.hpp"
+#include "runtime/collectives/wire_ring_op.hpp"
 
 namespace chorus {
 
@@ -112,11 +114,61 @@ void comm_runner::run(const chunk_work& w, int stream) {
   run_then(w, stream, [gate = gate_, stream, seq = w.sequence](const status& st) { gate->post(stream, seq, st); });
 }
 
+namespace {
+// Compression or the NaN/Inf check asked for by the bucket's ops (the same for all of them:
+// they are part of the fusion key), or nothing.
+std::optional<wire_options> wire_of(const chunk_work& w) {
+  if (!w.job || w.job->ops.empty()) return std::nullopt;
+  const auto& spec = w.job->ops.front().spec;
+  if (spec.wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f) return std::nullopt;
+  return wire_options{spec.wire, spec.check != nan_check::off, spec.prescale, w.job->nonfinite};
+}
+
+// The compressed / checked ring for the chunks that carry the tensor's data; nullptr for the
+// others (counts chunks, broadcast, alltoall), which run as usual.
+std::unique_ptr<chunk_op> make_wire_op(const chunk_work& w, int stream, int rank, int size, std::size_t segment,
+                                       const wire_options& o, std::function<void(const status&)>& done, bool& failed) {
+  const std::size_t elem = size_of(w.type);
+  switch (w.algo) {
+    case chunk_algo::ring_allreduce:
+    case chunk_algo::exchange_allreduce:  // small chunks too: the check and the casts live in the ring
+      return make_wire_ring_allreduce(w.sequence, stream, rank, size, w.data, w.bytes / elem, w.type, w.op, segment, o);
+    case chunk_algo::reducescatter: {
+      const auto& job = *w.job;
+      auto slices = split_rows(static_cast<std::size_t>(job.ops.front().spec.shape[0]), job.row_bytes, size);
+      auto [offset, bytes] = job.chunk_ranges[w.sequence - job.first_sequence];
+      return make_wire_ring_reducescatter(w.sequence, stream, rank, size, w.data, window_of(slices, {offset, bytes}),
+                                          w.type, w.op, segment, o);
+    }
+    case chunk_algo::allgather_data: {
+      auto counts = prepare_gather(*w.job, rank, size);
+      if (!counts) {
+        done(counts.error());
+        failed = true;
+        return nullptr;
+      }
+      return make_wire_ring_allgather(w.sequence, stream, rank, size, w.job->gathered.data(), *counts, w.type, segment,
+                                      o);
+    }
+    default: return nullptr;
+  }
+}
+}  // namespace
+
 void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(const status&)> done) {
   const int rank = comm_.rank(), size = comm_.size();
   const std::size_t segment = comm_.options().segment_bytes;
   const std::size_t elem = size_of(w.type);
   std::unique_ptr<chunk_op> op;
+  if (auto o = wire_of(w)) {
+    bool failed = false;
+    op = make_wire_op(w, stream, rank, size, segment, *o, done, failed);
+    if (failed) return;
+    if (op) {
+      comm_.run_chunk(std::move(op), [keep = w.job, done = std::move(done)](const status& st) { done(st); });
+      return;
+    }
+  }
   switch (w.algo) {
     case chunk_algo::ring_allreduce:
       op = make_ring_allreduce(w.sequence, stream, rank, size, w.data, w.bytes / elem, w.type, w.op, segment);

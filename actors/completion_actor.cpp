@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/collectives/scatter_plan.hpp"
+#include "runtime/collectives/wire_ring_op.hpp"
 #include "runtime/core/log.hpp"
 
 namespace chorus {
@@ -52,9 +53,36 @@ std::vector<int64_t> received_splits(const bucket_job& job, int rank, int size) 
   return out;
 }
 
+/// The NaN/Inf check's verdict on a finished bucket, the same on every rank (the ranks come
+/// from the rings' flag exchange): `error` turns it into an error naming the tensors and the
+/// ranks; `skip` leaves it ok and hands the ranks to every op (op_finished::first_dims).
+std::vector<int64_t> check_nonfinite(self_ptr self, const bucket_job& job, status& st) {
+  if (!st.ok() || !job.nonfinite || !job.nonfinite->any()) return {};
+  const auto ranks = job.nonfinite->ranks();
+  std::string names, list;
+  std::vector<std::string> tensors;
+  for (const auto& op : job.ops) {
+    if (is_join_filler(op)) continue;
+    names += (names.empty() ? "'" : ", '") + op.spec.name + "'";
+    tensors.push_back(op.spec.name);
+  }
+  for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+  const auto mode = job.ops.front().spec.check;
+  ++self->state.nonfinite_found;
+  observer_of(self->state.wired).on_nonfinite(tensors, ranks, name_of(mode), std::chrono::steady_clock::now());
+  if (mode == nan_check::error) {
+    st = status{errc::invalid_argument, "NaN or Inf in the input of rank(s) " + list + " (tensors " + names +
+                                            "); CHORUS_NAN_CHECK=error ends the operation on every rank"};
+    return {};
+  }
+  CHORUS_LOG(debug, "completion", "nan_check=skip ranks=" << list << " tensors=" << names);
+  return std::vector<int64_t>(ranks.begin(), ranks.end());
+}
+
 void finish_bucket(self_ptr self, completion_state::entry& e) {
   auto& job = *e.job;
   status st = e.error.ok() ? job.local_error : e.error;
+  const std::vector<int64_t> skipped = check_nonfinite(self, job, st);
   if (!st.ok()) observer_of(self->state.wired).on_error(to_string(st.code()), st, std::chrono::steady_clock::now());
   if (st.ok() && job.plan.kind == fusable_kind::allgather) {
     end_op(self, job.ops.front(), st, std::move(job.gathered), job.first_dims);
@@ -65,9 +93,9 @@ void finish_bucket(self_ptr self, completion_state::entry& e) {
     auto slice = split_rows(static_cast<std::size_t>(op.spec.shape[0]), job.row_bytes,
                             self->state.cfg.size)[static_cast<std::size_t>(self->state.cfg.rank)];
     if (slice.length) std::memcpy(op.output, job.data + slice.offset, slice.length);
-    end_op(self, op, st);
+    end_op(self, op, st, {}, skipped);
   } else {
-    for (const auto& op : job.ops) end_op(self, op, st);
+    for (const auto& op : job.ops) end_op(self, op, st, {}, skipped);
   }
   ++self->state.buckets_done;
 }

@@ -38,6 +38,7 @@ struct completion_state {
   uint64_t ops_ok = 0;
   uint64_t ops_failed = 0;
   uint64_t buckets_done = 0;
+  uint64_t nonfinite_found = 0;  ///< buckets whose NaN/Inf check found a non-finite input
   static inline const char* name = "chorus.completion";
 };
 

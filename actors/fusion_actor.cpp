@@ -3,11 +3,13 @@
 #include "actors/fusion_actor.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <iterator>
 
 #include "actors/bucket_ranges.hpp"
 #include "runtime/collectives/stream_board.hpp"
+#include "runtime/collectives/wire_ring_op.hpp"
 #include "runtime/collectives/scatter_plan.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/fusion/fusion_plan.hpp"
@@ -136,6 +138,8 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
     it.root = spec.root;
     it.device = spec.device == device_kind::cuda ? b.ops[i].device_index : -1;
     it.process_set = spec.process_set;
+    it.wire_mode = static_cast<int64_t>(spec.wire) | static_cast<int64_t>(spec.check) << 4 |
+                   static_cast<int64_t>(std::bit_cast<uint32_t>(spec.prescale)) << 8;
     it.bytes = spec.kind == collective_kind::allgather || spec.kind == collective_kind::alltoall
                    ? static_cast<std::size_t>(b.ops[i].first_dim) * row_bytes_of(spec)
                    : static_cast<std::size_t>(spec.byte_size());
@@ -151,6 +155,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       job->plan.members[m].id = m;  // from here on, ids index job->ops
     }
     const auto& spec = job->ops.front().spec;
+    if (spec.check != nan_check::off) job->nonfinite = std::make_shared<nonfinite_report>();
     std::vector<chunk_work> works;
     job->first_sequence = s.next_sequence;
     if (bk.kind == fusable_kind::allgather) {

@@ -38,6 +38,7 @@
 namespace chorus {
 
 class stream_board;  // runtime/collectives/stream_board.hpp
+class nonfinite_report;  // runtime/collectives/wire_ring_op.hpp
 
 struct op_request;  // actors/pipeline.hpp
 
@@ -117,6 +118,8 @@ struct bucket_job {
   std::shared_ptr<std::byte> staging;
   bool on_device() const { return !ops.empty() && ops.front().spec.device == device_kind::cuda; }
   status local_error;               ///< this rank could not prepare the bucket (pack, counts chunk failed)
+  /// NaN/Inf check on: the ranks whose input held NaN/Inf, agreed by every chunk's ring.
+  std::shared_ptr<nonfinite_report> nonfinite;
 };
 
 /// One chunk of a bucket for a sender: what to run, where, and its global sequence number.
@@ -178,7 +181,9 @@ struct op_finished {
   uint64_t handle = 0;
   status result;
   std::vector<std::byte> gathered;  ///< allgather, alltoall: the rows received, in rank order
-  std::vector<int64_t> first_dims;  ///< allgather: each rank's dim 0; alltoall: rows received from each rank
+  /// allgather: each rank's dim 0; alltoall: rows received from each rank; allreduce and
+  /// reducescatter with CHORUS_NAN_CHECK=skip: the ranks whose input held NaN/Inf (agreed).
+  std::vector<int64_t> first_dims;
 };
 /// API → producer: this rank joins; `done` gets the outcome and the last rank to join.
 struct join_enqueued { std::function<void(const status&, int last_rank)> done; };

@@ -103,6 +103,12 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         s.stats.bytes += it->second.bytes;
         observer_of(s.wired).on_chunk_end(s.cfg.stream, r.sequence, it->second.bytes, r.result, it->second.started,
                                           std::chrono::steady_clock::now());
+        if (const auto& job = it->second.job; job && !job->ops.empty() && r.result.ok() &&
+                                               job->ops.front().spec.wire != compression::none) {
+          const std::size_t raw = it->second.bytes;  // compressed: 2 bytes on the wire per element
+          observer_of(s.wired).on_compressed(s.cfg.stream, raw, raw / size_of(it->second.type) * 2,
+                                             std::chrono::steady_clock::now());
+        }
         if (s.wired.board) s.wired.board->finished(s.cfg.stream, it->second.bytes, std::chrono::steady_clock::now());
         uint64_t bucket = it->second.job ? it->second.job->id : 0;
         s.in_flight.erase(it);

@@ -52,6 +52,13 @@ class fanout final : public observer {
   void on_error(std::string_view kind, const status& e, time_point at) override {
     for (auto& p : parts_) p->on_error(kind, e, at);
   }
+  void on_nonfinite(std::span<const std::string> t, std::span<const int> r, std::string_view m,
+                    time_point at) override {
+    for (auto& p : parts_) p->on_nonfinite(t, r, m, at);
+  }
+  void on_compressed(int stream, std::size_t raw, std::size_t wire, time_point at) override {
+    for (auto& p : parts_) p->on_compressed(stream, raw, wire, at);
+  }
   void on_tunables(const tunables& t, time_point at) override {
     for (auto& p : parts_) p->on_tunables(t, at);
   }

@@ -100,6 +100,12 @@ class observer {
   // ---- anywhere ----
   /// An error ended ops; `kind` is errc's name ("mismatch", "connection_lost", ...).
   virtual void on_error(std::string_view kind, const status& error, time_point at) {}
+  /// The NaN/Inf check found non-finite input in `ranks` for a bucket of `tensors`; `mode` is
+  /// "error" (the ops failed) or "skip" (they completed flagged). Reported on every rank.
+  virtual void on_nonfinite(std::span<const std::string> tensors, std::span<const int> ranks, std::string_view mode,
+                            time_point at) {}
+  /// A chunk of `raw_bytes` of the caller's data went over the wire compressed to `wire_bytes`.
+  virtual void on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) {}
   virtual void on_tunables(const tunables& t, time_point at) {}
 };
 #pragma GCC diagnostic pop

@@ -82,6 +82,13 @@ void observer_slot::on_steal(int thief, int victim, uint64_t seq, time_point at)
 void observer_slot::on_error(std::string_view kind, const status& e, time_point at) {
   forward([&](observer& p) { p.on_error(kind, e, at); });
 }
+void observer_slot::on_nonfinite(std::span<const std::string> t, std::span<const int> r, std::string_view m,
+                                 time_point at) {
+  forward([&](observer& p) { p.on_nonfinite(t, r, m, at); });
+}
+void observer_slot::on_compressed(int stream, std::size_t raw, std::size_t wire, time_point at) {
+  forward([&](observer& p) { p.on_compressed(stream, raw, wire, at); });
+}
 void observer_slot::on_tunables(const tunables& t, time_point at) {
   {
     std::lock_guard lk(tunables_mu_);

@@ -47,6 +47,9 @@ class observer_slot final : public observer {
                     time_point at) override;
   void on_steal(int thief, int victim, uint64_t sequence, time_point at) override;
   void on_error(std::string_view kind, const status& error, time_point at) override;
+  void on_nonfinite(std::span<const std::string> tensors, std::span<const int> ranks, std::string_view mode,
+                    time_point at) override;
+  void on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) override;
   void on_tunables(const tunables& t, time_point at) override;
 
  private:

@@ -220,6 +220,47 @@ int64_t chorus_enqueue_reducescatter_into(int64_t id, const void* data, const in
 int64_t chorus_enqueue_alltoall(int64_t id, const void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
                                 const int64_t* splits, int nsplits, chorus_callback cb, void* user_data);
 
+/** Wire options of one operation (compression on the wire, the NaN/Inf check). A field set to
+ *  -1 takes the job's default (CHORUS_COMPRESSION, CHORUS_NAN_CHECK), which applies only where
+ *  it can; asked for explicitly where it cannot (compression of an integer tensor, of a min)
+ *  the call is rejected (-1, chorus_last_error() names the tensor). `prescale` multiplies each
+ *  rank's input (in f32) before a compressed sum; 1 otherwise. */
+typedef enum chorus_compression {
+  CHORUS_COMPRESSION_DEFAULT = -1,
+  CHORUS_COMPRESSION_NONE = 0,
+  CHORUS_COMPRESSION_FP16 = 1,
+  CHORUS_COMPRESSION_BF16 = 2
+} chorus_compression;
+typedef enum chorus_nan_check {
+  CHORUS_NAN_CHECK_DEFAULT = -1,
+  CHORUS_NAN_CHECK_OFF = 0,
+  CHORUS_NAN_CHECK_ERROR = 1, /* NaN/Inf on any rank: the op fails on every rank, naming tensors and ranks */
+  CHORUS_NAN_CHECK_SKIP = 2   /* the op completes; chorus_nonfinite_ranks() lists the ranks, alike on all */
+} chorus_nan_check;
+typedef struct chorus_wire_options {
+  int compression; /* a chorus_compression */
+  int nan_check;   /* a chorus_nan_check */
+  float prescale;
+} chorus_wire_options;
+
+/** chorus_enqueue_allreduce, chorus_enqueue_reducescatter and chorus_enqueue_allgather with
+ *  wire options (`wire` NULL: every field -1, prescale 1). */
+int64_t chorus_enqueue_allreduce_wire(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
+                                      chorus_op op, const chorus_wire_options* wire, chorus_callback cb,
+                                      void* user_data);
+int64_t chorus_enqueue_reducescatter_wire(int64_t id, const void* data, const int64_t* shape, int ndim,
+                                          chorus_dtype dtype, chorus_op op, const chorus_wire_options* wire,
+                                          chorus_callback cb, void* user_data);
+int64_t chorus_enqueue_allgather_wire(int64_t id, const void* data, const int64_t* shape, int ndim,
+                                      chorus_dtype dtype, const chorus_wire_options* wire, chorus_callback cb,
+                                      void* user_data);
+
+/** An allreduce or reducescatter with the NaN/Inf check in skip mode, once done: writes up to
+ *  `capacity` ranks whose input held NaN/Inf (ascending, the same on every rank) to `ranks` and
+ *  returns how many there are (0: all finite; also for other operations). -1 for an unknown
+ *  handle. */
+int chorus_nonfinite_ranks(int64_t handle, int* ranks, int capacity);
+
 /** Join (Horovod's, for ranks with uneven amounts of data): this rank has no more operations
  *  of its own; until every rank has joined it takes part in the other ranks' operations with
  *  neutral data (0 for sum/average, 1 for product, the extreme value for min/max, no rows for

@@ -104,6 +104,29 @@ std::optional<chorus::tensor_spec> spec_of(const char* fn, chorus::collective_ki
   return spec;
 }
 
+/// Applies `wire` to `spec` (nullopt passes through); a bad enum value is a rejection.
+std::optional<chorus::tensor_spec> with_wire(const char* fn, std::optional<chorus::tensor_spec> spec,
+                                             const chorus_wire_options* wire) {
+  if (!spec || !wire) return spec;
+  const std::string what = std::string(fn) + "('" + spec->name + "'): ";
+  if (wire->compression < -1 || wire->compression >= chorus::compression_count)
+    return fail<std::optional<chorus::tensor_spec>>(
+        std::nullopt, what + "compression " + std::to_string(wire->compression) + " is not a chorus_compression");
+  if (wire->nan_check < -1 || wire->nan_check >= chorus::nan_check_count)
+    return fail<std::optional<chorus::tensor_spec>>(
+        std::nullopt, what + "nan_check " + std::to_string(wire->nan_check) + " is not a chorus_nan_check");
+  if (wire->compression >= 0) spec->wire = static_cast<chorus::compression>(wire->compression);
+  if (wire->nan_check >= 0) spec->check = static_cast<chorus::nan_check>(wire->nan_check);
+  spec->prescale = wire->prescale;
+  return spec;
+}
+
+/// Marks which wire options the caller chose (the session applies the job's defaults to the rest).
+void mark_wire(op_state& s, const chorus_wire_options* wire) {
+  s.wire_set = wire && wire->compression >= 0;
+  s.check_set = wire && wire->nan_check >= 0;
+}
+
 using submit_fn = std::function<chorus::status(const std::shared_ptr<op_state>&)>;
 
 /// A handle and its operation, in the table (before submission: the callback may run, and
@@ -157,7 +180,8 @@ int64_t enqueue(const char* fn, chorus::collective_kind kind, int64_t id, const 
 /// the operation's own bytes. A scalar, a negative dim 0 or a job not running go to the
 /// session unsized, which rejects them with the reason.
 int64_t enqueue_reducescatter(const char* fn, std::optional<chorus::tensor_spec> spec, const void* data, bool into,
-                              void* out, int64_t out_rows, chorus_callback cb, void* user_data) {
+                              void* out, int64_t out_rows, chorus_callback cb, void* user_data,
+                              const chorus_wire_options* wire = nullptr) {
   if (!spec) return -1;
   std::vector<int64_t> slice = spec->shape;
   const bool sized = !slice.empty() && slice[0] >= 0 && chorus::is_initialized();
@@ -170,6 +194,7 @@ int64_t enqueue_reducescatter(const char* fn, std::optional<chorus::tensor_spec>
                                    std::to_string(chorus::size()) + ", " + std::to_string(chorus::rank()) + "))");
   }
   return start(std::move(*spec), {}, cb, user_data, [=](const std::shared_ptr<op_state>& s) {
+    mark_wire(*s, wire);
     void* output = out;
     if (sized) {
       // The input's checks first: they bound the slice's size (no overflow below).
@@ -325,6 +350,48 @@ int64_t chorus_enqueue_allgather(int64_t id, const void* data, const int64_t* sh
                                  chorus_callback cb, void* user_data) {
   return enqueue("chorus_enqueue_allgather", chorus::collective_kind::allgather, id, data, shape, ndim, dtype, 0, -1,
                  cb, user_data);
+}
+
+
+int64_t chorus_enqueue_allreduce_wire(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,
+                                      chorus_op op, const chorus_wire_options* wire, chorus_callback cb,
+                                      void* user_data) {
+  const char* fn = "chorus_enqueue_allreduce_wire";
+  auto spec = with_wire(fn, spec_of(fn, chorus::collective_kind::allreduce, id, shape, ndim, dtype, op, -1), wire);
+  if (!spec) return -1;
+  return start(std::move(*spec), {}, cb, user_data, [data, wire](const std::shared_ptr<op_state>& s) {
+    mark_wire(*s, wire);
+    return chorus::detail::session::instance().submit(s, data);
+  });
+}
+
+int64_t chorus_enqueue_allgather_wire(int64_t id, const void* data, const int64_t* shape, int ndim,
+                                      chorus_dtype dtype, const chorus_wire_options* wire, chorus_callback cb,
+                                      void* user_data) {
+  const char* fn = "chorus_enqueue_allgather_wire";
+  auto spec = with_wire(fn, spec_of(fn, chorus::collective_kind::allgather, id, shape, ndim, dtype, 0, -1), wire);
+  if (!spec) return -1;
+  return start(std::move(*spec), {}, cb, user_data, [data, wire](const std::shared_ptr<op_state>& s) {
+    mark_wire(*s, wire);
+    return chorus::detail::session::instance().submit(s, const_cast<void*>(data));
+  });
+}
+
+int64_t chorus_enqueue_reducescatter_wire(int64_t id, const void* data, const int64_t* shape, int ndim,
+                                          chorus_dtype dtype, chorus_op op, const chorus_wire_options* wire,
+                                          chorus_callback cb, void* user_data) {
+  const char* fn = "chorus_enqueue_reducescatter_wire";
+  return enqueue_reducescatter(
+      fn, with_wire(fn, spec_of(fn, chorus::collective_kind::reducescatter, id, shape, ndim, dtype, op, -1), wire), data,
+      false, nullptr, 0, cb, user_data, wire);
+}
+
+int chorus_nonfinite_ranks(int64_t handle, int* ranks, int capacity) {
+  auto s = find(handle);
+  if (!s) return fail(-1, unknown("chorus_nonfinite_ranks", handle));
+  const auto list = chorus::handle(s).nonfinite_ranks();
+  for (int i = 0; i < capacity && i < static_cast<int>(list.size()); ++i) ranks[i] = list[static_cast<std::size_t>(i)];
+  return static_cast<int>(list.size());
 }
 
 int64_t chorus_reducescatter_rows(int64_t dim0, int size, int rank) {

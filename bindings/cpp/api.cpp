@@ -14,7 +14,16 @@ namespace {
 using detail::op_state;
 using detail::session;
 
-tensor_spec spec_of(collective_kind kind, const op_name& name, const tensor_view& v, reduce_op op, int root) {
+// Wire options asked for explicitly (check_operation refuses what cannot apply, naming the
+// tensor); the job's defaults are applied by the session where they can apply.
+void apply_wire(tensor_spec& s, const op_options& o) {
+  if (o.wire) s.wire = *o.wire;
+  if (o.check) s.check = *o.check;
+  s.prescale = o.prescale;
+}
+
+tensor_spec spec_of(collective_kind kind, const op_name& name, const tensor_view& v, reduce_op op, int root,
+                    const op_options& o = {}) {
   tensor_spec s;
   s.name = name.name;
   s.transient = name.transient;
@@ -24,14 +33,17 @@ tensor_spec spec_of(collective_kind kind, const op_name& name, const tensor_view
   s.op = kind == collective_kind::allreduce || kind == collective_kind::reducescatter ? op : reduce_op::sum;
   s.root = kind == collective_kind::broadcast ? root : -1;
   s.device = v.device;
+  apply_wire(s, o);
   return s;
 }
 
 /// Submits; a rejected operation still ends exactly once: its state completes with the error
 /// (running `on_done` on this thread) and the handle reports it.
 handle submit(collective_kind kind, const op_name& name, const tensor_view& v, reduce_op op, int root,
-              op_state::callback on_done) {
-  auto state = std::make_shared<op_state>(spec_of(kind, name, v, op, root), std::move(on_done));
+              op_state::callback on_done, const op_options& o = {}) {
+  auto state = std::make_shared<op_state>(spec_of(kind, name, v, op, root, o), std::move(on_done));
+  state->wire_set = o.wire.has_value();
+  state->check_set = o.check.has_value();
   state->device_index = v.device_index;
   state->cuda_stream = v.stream;
   if (auto st = session::instance().submit(state, v.data); !st.ok()) state->complete(std::move(st));
@@ -52,8 +64,11 @@ result<std::vector<int64_t>> slice_shape(const tensor_spec& s) {
 /// Reducescatter into `out` (a caller buffer) or, when `out` is null, into a buffer the
 /// operation owns (handle::gathered()).
 handle submit_reducescatter(const op_name& name, const tensor_view& v, const tensor_view* out, reduce_op op,
-                            op_state::callback on_done) {
-  auto state = std::make_shared<op_state>(spec_of(collective_kind::reducescatter, name, v, op, -1), std::move(on_done));
+                            op_state::callback on_done, const op_options& o = {}) {
+  auto state =
+      std::make_shared<op_state>(spec_of(collective_kind::reducescatter, name, v, op, -1, o), std::move(on_done));
+  state->wire_set = o.wire.has_value();
+  state->check_set = o.check.has_value();
   auto fail = [&](status st) {
     state->complete(std::move(st));
     return handle(state);
@@ -130,15 +145,26 @@ handle allreduce_async(const op_name& name, tensor_view v, reduce_op op) {
   return submit(collective_kind::allreduce, name, v, op, -1, {});
 }
 
+handle allreduce_async(const op_name& name, tensor_view v, reduce_op op, const op_options& opts) {
+  return submit(collective_kind::allreduce, name, v, op, -1, {}, opts);
+}
+
 std::vector<handle> allreduce_async(const std::vector<op_name>& names, const std::vector<tensor_view>& views,
                                     reduce_op op) {
+  return allreduce_async(names, views, op, op_options{});
+}
+
+std::vector<handle> allreduce_async(const std::vector<op_name>& names, const std::vector<tensor_view>& views,
+                                    reduce_op op, const op_options& opts) {
   std::vector<std::shared_ptr<op_state>> states;
   std::vector<void*> data;
   const std::size_t n = std::max(names.size(), views.size());
   for (std::size_t i = 0; i < n; ++i) {
     tensor_view v = i < views.size() ? views[i] : tensor_view{};
     op_name name = i < names.size() ? names[i] : op_name{std::string()};
-    states.push_back(std::make_shared<op_state>(spec_of(collective_kind::allreduce, name, v, op, -1), nullptr));
+    states.push_back(std::make_shared<op_state>(spec_of(collective_kind::allreduce, name, v, op, -1, opts), nullptr));
+    states.back()->wire_set = opts.wire.has_value();
+    states.back()->check_set = opts.check.has_value();
     states.back()->device_index = v.device_index;
     states.back()->cuda_stream = v.stream;
     data.push_back(v.data);
@@ -162,6 +188,10 @@ handle allgather_async(const op_name& name, tensor_view v) {
   return submit(collective_kind::allgather, name, v, reduce_op::sum, -1, {});
 }
 
+handle allgather_async(const op_name& name, tensor_view v, const op_options& opts) {
+  return submit(collective_kind::allgather, name, v, reduce_op::sum, -1, {}, opts);
+}
+
 namespace {
 handle submit_join(op_state::callback on_done) {
   tensor_spec s;
@@ -182,6 +212,16 @@ void join_async(std::function<void(const status&, int last_rank)> done) {
 
 int handle::last_rank() const { return s_->done() && s_->result.ok() ? s_->last_rank : -1; }
 
+std::vector<int> handle::nonfinite_ranks() const {
+  const auto& spec = s_->spec;
+  // The pipeline hands the ranks over in first_dims, which allreduce and reducescatter use for
+  // nothing else (the check may be the job's default: spec.check need not say skip).
+  if (!s_->done() || !s_->result.ok() ||
+      (spec.kind != collective_kind::allreduce && spec.kind != collective_kind::reducescatter))
+    return {};
+  return {s_->first_dims.begin(), s_->first_dims.end()};
+}
+
 int64_t reducescatter_rows(int64_t dim0, int size, int r) {
   if (dim0 < 0 || size <= 0 || r < 0 || r >= size) return 0;
   return dim0 / size + (r < dim0 % size ? 1 : 0);
@@ -189,6 +229,10 @@ int64_t reducescatter_rows(int64_t dim0, int size, int r) {
 
 handle reducescatter_async(const op_name& name, tensor_view v, reduce_op op) {
   return submit_reducescatter(name, v, nullptr, op, {});
+}
+
+handle reducescatter_async(const op_name& name, tensor_view v, reduce_op op, const op_options& opts) {
+  return submit_reducescatter(name, v, nullptr, op, {}, opts);
 }
 
 handle reducescatter_async(const op_name& name, tensor_view v, tensor_view out, reduce_op op) {

@@ -1,6 +1,8 @@
 // Boundary validation of submitted operations (see boundary.hpp).
 #include "bindings/cpp/boundary.hpp"
 
+#include <cmath>
+
 #include <cstdint>
 #include <limits>
 
@@ -14,6 +16,35 @@ status reject(const tensor_spec& s, const std::string& why) {
 }
 
 }  // namespace
+
+/// Compression, the NaN/Inf check and prescale where they apply (apply_wire in api.cpp gives
+/// the job's defaults only there; these are asked for explicitly).
+static status check_wire(const tensor_spec& s) {
+  const bool moves = s.kind == collective_kind::allreduce || s.kind == collective_kind::reducescatter ||
+                     s.kind == collective_kind::allgather;
+  if (static_cast<int>(s.wire) >= compression_count || static_cast<int>(s.check) >= nan_check_count)
+    return reject(s, "unknown compression " + std::to_string(int(s.wire)) + " or nan check " +
+                         std::to_string(int(s.check)));
+  if (s.wire != compression::none) {
+    const std::string what = "compression " + std::string(name_of(s.wire));
+    if (!moves) return reject(s, what + " applies to allreduce, reducescatter and allgather only");
+    if (s.type != dtype::f32 && s.type != dtype::f64)
+      return reject(s, what + " applies to f32 and f64 tensors, not " + std::string(name_of(s.type)) +
+                           "; submit this tensor with compression none");
+    if (s.kind != collective_kind::allgather && s.op != reduce_op::sum && s.op != reduce_op::average)
+      return reject(s, what + " applies to sum and average, not " + std::string(name_of(s.op)));
+    if (s.device != device_kind::cpu) return reject(s, what + " applies to CPU tensors");
+  }
+  if (s.check != nan_check::off) {
+    if (!moves) return reject(s, "the NaN/Inf check applies to allreduce, reducescatter and allgather only");
+    if (s.device != device_kind::cpu) return reject(s, "the NaN/Inf check applies to CPU tensors");
+  }
+  if (s.prescale != 1.0f && (s.wire == compression::none || s.kind == collective_kind::allgather ||
+                             !std::isfinite(s.prescale)))
+    return reject(s, "prescale " + std::to_string(s.prescale) +
+                         " applies to compressed allreduce and reducescatter (finite values) only");
+  return {};
+}
 
 status check_operation(const tensor_spec& s, const void* data) {
   if (s.name.empty())
@@ -37,6 +68,7 @@ status check_operation(const tensor_spec& s, const void* data) {
     return reject(s, std::string(name_of(s.kind)) +
                          " of a CUDA tensor is not run on the device; copy it to host memory first (CUDA tensors: "
                          "allreduce and broadcast; chorus.torch stages the others itself)");
+  if (auto st = check_wire(s); !st.ok()) return st;
   if (s.kind == collective_kind::allgather && s.shape.empty())
     return reject(s, "allgather needs a tensor with at least one dimension (the rows to concatenate), got a scalar");
   if (s.kind == collective_kind::reducescatter && s.shape.empty())

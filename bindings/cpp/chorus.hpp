@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/compression/options.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/core/status.hpp"
 #include "runtime/negotiation/tensor_spec.hpp"
@@ -151,6 +153,10 @@ class handle {
   const std::vector<int64_t>& received_splits() const;
   /// Join only, once done successfully: the last rank to join; -1 otherwise.
   int last_rank() const;
+  /// Allreduce and reducescatter with the NaN/Inf check in `skip` mode, once done: the ranks
+  /// whose input held NaN or Inf, ascending (empty: all finite). Every rank gets the same list,
+  /// so every rank can skip the same training step.
+  std::vector<int> nonfinite_ranks() const;
 
  private:
   std::shared_ptr<detail::op_state> s_;
@@ -168,7 +174,25 @@ using gather_callback =
 /// average divides the sum by size(); integer types divide with truncation.
 /// Bad arguments (empty name, null data, negative dimension, not initialized, a name already
 /// pending) give a handle that already ended with errc::invalid_argument naming the tensor.
+/// Per-operation wire options of allreduce, reducescatter and allgather; unset fields take
+/// the job's defaults (CHORUS_COMPRESSION, CHORUS_NAN_CHECK), which apply only where they can
+/// (compression: f32/f64 CPU tensors, and sum or average; the check: float CPU tensors).
+/// Asked for explicitly where it cannot apply (compression of an integer tensor, of a min),
+/// the operation ends at once with errc::invalid_argument naming the tensor.
+///  * compression fp16/bf16: each segment is cast as it is sent, sums are taken in f32, the
+///    result is a value of the wire type cast back (the same bits on every rank); `prescale`
+///    multiplies the input (in f32) before the sum, to keep an fp16 sum below 65504.
+///  * nan check error / skip: see nan_check (runtime/compression/options.hpp) and
+///    handle::nonfinite_ranks.
+struct op_options {
+  std::optional<compression> wire;
+  std::optional<nan_check> check;
+  float prescale = 1.0f;  ///< compressed allreduce and reducescatter only (else must be 1)
+};
+
 handle allreduce_async(const op_name& name, tensor_view v, reduce_op op = reduce_op::average);
+/// The same with wire options.
+handle allreduce_async(const op_name& name, tensor_view v, reduce_op op, const op_options& opts);
 
 /// Several allreduces submitted as one call: they reach the runtime in one message, so tensors
 /// ready at the same moment (a layer's weight and bias) share a negotiation cycle and, when
@@ -178,6 +202,9 @@ handle allreduce_async(const op_name& name, tensor_view v, reduce_op op = reduce
 /// errc::invalid_argument).
 std::vector<handle> allreduce_async(const std::vector<op_name>& names, const std::vector<tensor_view>& views,
                                     reduce_op op = reduce_op::average);
+/// The same with wire options (for every tensor of the call).
+std::vector<handle> allreduce_async(const std::vector<op_name>& names, const std::vector<tensor_view>& views,
+                                    reduce_op op, const op_options& opts);
 
 /// Copies rank `root`'s `v` into `v` on every other rank, in place. `root` must be in
 /// [0, size()).
@@ -187,6 +214,8 @@ handle broadcast_async(const op_name& name, tensor_view v, int root);
 /// the other dimensions must agree). `v` is only read; the result is handle::gathered().
 /// `v` needs at least one dimension.
 handle allgather_async(const op_name& name, tensor_view v);
+/// The same with wire options (compression: every rank's rows cast to the wire type and back).
+handle allgather_async(const op_name& name, tensor_view v, const op_options& opts);
 
 /// Rows of dim 0 that rank `r` of `size` ranks gets from a reducescatter of `dim0` rows
 /// (Horovod's split: dim0 / size, plus one for each of the first dim0 % size ranks). Rank r's
@@ -197,6 +226,8 @@ int64_t reducescatter_rows(int64_t dim0, int size, int r);
 /// gives this rank its slice of dim 0 (reducescatter_rows). `v` is only read: Chorus reduces a
 /// copy. The slice is handle::gathered(), its shape handle::shape(). average divides by size().
 handle reducescatter_async(const op_name& name, tensor_view v, reduce_op op = reduce_op::average);
+/// The same with wire options.
+handle reducescatter_async(const op_name& name, tensor_view v, reduce_op op, const op_options& opts);
 
 /// The same, writing the slice straight into `out`: a caller-owned buffer of v's dtype and
 /// shape [reducescatter_rows(dim0, size(), rank()), dims 1.. of v] (checked), written just

@@ -51,6 +51,10 @@ struct op_state {
   /// before submission (cleared if the op fails).
   std::vector<int64_t> shape;
   int last_rank = -1;  ///< join: the last rank to join (set before complete())
+  /// The caller chose spec.wire / spec.check for this op (op_options); otherwise the session
+  /// applies the job's defaults where they can apply (set before submit).
+  bool wire_set = false;
+  bool check_set = false;
 
  private:
   callback on_done_;

@@ -30,6 +30,19 @@ namespace {
 
 status breadcrumb(const char* where, const status& st) { return {st.code(), std::string(where) + st.message()}; }
 
+// The job's CHORUS_COMPRESSION / CHORUS_NAN_CHECK for an op that did not choose: compression
+// where it can apply (f32/f64 CPU allreduce and reducescatter with sum or average, allgather),
+// the check for float CPU tensors of those collectives.
+void apply_defaults(const op_state& op, compression wire, nan_check check, tensor_spec& s) {
+  const bool moves = s.kind == collective_kind::allreduce || s.kind == collective_kind::reducescatter ||
+                     s.kind == collective_kind::allgather;
+  if (!moves || s.device != device_kind::cpu) return;
+  const bool sums = s.kind == collective_kind::allgather || s.op == reduce_op::sum || s.op == reduce_op::average;
+  const bool wide = s.type == dtype::f32 || s.type == dtype::f64;
+  if (!op.wire_set && sums && wide) s.wire = wire;
+  if (!op.check_set && (wide || s.type == dtype::f16 || s.type == dtype::bf16)) s.check = check;
+}
+
 }  // namespace
 
 session& session::instance() {
@@ -90,6 +103,8 @@ status session::init() {
     rank_ = job_->env.rank;
     local_rank_ = job_->env.local_rank;
     local_size_ = job_->env.local_size;
+    default_wire_ = static_cast<uint8_t>(cfg->collectives.wire);
+    default_check_ = static_cast<uint8_t>(cfg->collectives.check);
     size_ = job_->env.size;  // last: initialized() reads it
   }
   static std::once_flag at_exit;
@@ -221,6 +236,7 @@ status session::admit(const std::shared_ptr<op_state>& op, void* data, void* out
                   "' is still pending on this rank; names must be unique among pending operations"};
   }
   r.spec = spec;
+  apply_defaults(*op, default_wire(), default_check(), r.spec);
   r.input = data;
   switch (spec.kind) {
     case collective_kind::allgather:

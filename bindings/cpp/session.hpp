@@ -37,6 +37,9 @@ class session {
   int size() const { return size_.load(); }
   int local_rank() const { return local_rank_.load(); }
   int local_size() const { return local_size_.load(); }
+  /// The job's CHORUS_COMPRESSION and CHORUS_NAN_CHECK (none/off before init).
+  compression default_wire() const { return static_cast<compression>(default_wire_.load()); }
+  nan_check default_check() const { return static_cast<nan_check>(default_check_.load()); }
 
   /// Checks `op->spec` at the boundary and hands the operation to the pipeline, in place on
   /// `data` (allgather, alltoall and reducescatter only read it; reducescatter writes this
@@ -88,6 +91,7 @@ class session {
   bool deferring_ = false;         // guarded by pending_mu_: shutdown in progress
   std::vector<outcome> deferred_;  // guarded by pending_mu_
   std::atomic<int> rank_{-1}, size_{-1}, local_rank_{-1}, local_size_{-1};
+  std::atomic<uint8_t> default_wire_{0}, default_check_{0};
 };
 
 }  // namespace chorus::detail

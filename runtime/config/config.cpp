@@ -61,6 +61,10 @@ result<config> read_config(const env_lookup& get) {
   take(st, r.whole("CHORUS_SEGMENT_BYTES"), k.segment_bytes);
   take(st, r.whole("CHORUS_SMALL_ALLREDUCE_BYTES"), k.small_bytes);
   take(st, r.choice("CHORUS_REDUCE_KERNELS"), k.reduce_kernels);
+  take(st, r.choice("CHORUS_COMPRESSION"), k.wire,
+       [](const std::string& w) { return parse_compression(w).value_or(compression::none); });  // held to the table
+  take(st, r.choice("CHORUS_NAN_CHECK"), k.check,
+       [](const std::string& w) { return parse_nan_check(w).value_or(nan_check::off); });
 
   auto& p = c.pipeline;
   take(st, r.choice("CHORUS_NEGOTIATION"), p.negotiation);

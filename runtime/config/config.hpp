@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/compression/options.hpp"
 #include "runtime/config/reader.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/core/status.hpp"
@@ -32,6 +33,8 @@ struct collectives_config {
   std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES
   std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES
   std::string reduce_kernels = "auto";     ///< CHORUS_REDUCE_KERNELS: auto|portable
+  compression wire = compression::none;   ///< CHORUS_COMPRESSION: the job's default
+  nan_check check = nan_check::off;        ///< CHORUS_NAN_CHECK: the job's default
 };
 
 /// The actor pipeline and its negotiation (actors/).

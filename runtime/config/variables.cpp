@@ -43,6 +43,12 @@ constexpr std::array table{
   variable{"CHORUS_REDUCE_KERNELS", "", kind::choice, "auto", 0, 0, "auto|portable",
            "reduction loops: auto picks AVX2+F16C where the CPU has them; portable forces the baseline",
            owner::config, ""},
+  variable{"CHORUS_COMPRESSION", "", kind::choice, "none", 0, 0, "none|fp16|bf16",
+           "job default for float32/float64 allreduce, reducescatter, allgather: cast to fp16/bf16 on the wire",
+           owner::config, ""},
+  variable{"CHORUS_NAN_CHECK", "", kind::choice, "off", 0, 0, "off|error|skip",
+           "job default NaN/Inf check of float inputs: error fails the op on every rank; skip flags it on every rank",
+           owner::config, ""},
   // ---- pipeline and negotiation ----
   variable{"CHORUS_NEGOTIATION", "", kind::choice, "gossip", 0, 0, "gossip|central",
            "negotiation strategy: gossip (no root) or central (rank 0 decides)", owner::config, ""},

@@ -13,9 +13,9 @@ namespace {
 std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
 // Fusable tensors share a bucket only when one collective can reduce them together.
-using fusion_key = std::tuple<dtype, reduce_op, int, int>;
+using fusion_key = std::tuple<dtype, reduce_op, int, int, int64_t>;
 
-fusion_key key_of(const fusion_item& it) { return {it.type, it.op, it.device, it.process_set}; }
+fusion_key key_of(const fusion_item& it) { return {it.type, it.op, it.device, it.process_set, it.wire_mode}; }
 
 bucket bucket_of(const fusion_item& it) {
   bucket b;
@@ -25,6 +25,7 @@ bucket bucket_of(const fusion_item& it) {
   b.root = it.root;
   b.device = it.device;
   b.process_set = it.process_set;
+  b.wire_mode = it.wire_mode;
   b.members.push_back({it.id, 0, it.bytes});
   b.bytes = it.bytes;
   return b;

@@ -34,6 +34,8 @@ struct fusion_item {
   int device = -1;                           ///< device index; -1 for host memory
   int process_set = 0;                       ///< process set id; 0 is the global set
   std::size_t bytes = 0;                     ///< payload bytes, identical on every rank*
+  /// Wire options (compression, NaN/Inf check, prescale) as one number: tensors fuse only with equals.
+  int64_t wire_mode = 0;
   // * for allgather and alltoall: this rank's contribution, which may differ between ranks;
   //   it never influences the plan's shape (such a tensor is always one bucket and one chunk).
 };
@@ -54,6 +56,7 @@ struct bucket {
   int root = 0;
   int device = -1;
   int process_set = 0;
+  int64_t wire_mode = 0;
   std::vector<bucket_member> members;  ///< in batch order
   std::size_t bytes = 0;               ///< end of the last member (padding included)
   /// Exactly one member: the collective runs on the caller's buffer, no pack or unpack.
@@ -64,7 +67,7 @@ struct bucket {
 /// Packs an agreed batch into buckets.
 ///
 /// 1. The batch is walked in order. Each allreduce tensor joins the open bucket of its key
-///    (dtype, op, device, process set) at the next fusion_alignment boundary if the bucket
+///    (dtype, op, device, process set, wire mode) at the next fusion_alignment boundary if the bucket
 ///    then still holds at most `fusion_threshold` bytes; otherwise that bucket is closed and
 ///    the tensor opens a new one. Tensors of other keys in between do not close a bucket,
 ///    so interleaved dtypes still fuse.

@@ -1,6 +1,8 @@
 // Tensor specs: comparison, printing for error messages, boundary checks and the codec.
 #include "runtime/negotiation/tensor_spec.hpp"
 
+#include <bit>
+
 #include <algorithm>
 #include <sstream>
 #include <tuple>
@@ -9,6 +11,8 @@ namespace chorus {
 namespace {
 // The device byte's top bit carries tensor_spec::transient.
 constexpr uint8_t transient_bit = 0x80;
+// The device byte's bit 6 says a prescale other than 1 follows the dims.
+constexpr uint8_t prescale_bit = 0x40;
 }  // namespace
 
 std::string_view name_of(collective_kind k) {
@@ -41,8 +45,8 @@ bool shape_fits(const std::vector<int64_t>& shape, dtype type) {
 }
 
 bool spec_less(const tensor_spec& a, const tensor_spec& b) {
-  return std::tie(a.name, a.kind, a.type, a.shape, a.op, a.root, a.device, a.process_set, a.transient) <
-         std::tie(b.name, b.kind, b.type, b.shape, b.op, b.root, b.device, b.process_set, b.transient);
+  return std::tie(a.name, a.kind, a.type, a.shape, a.op, a.root, a.device, a.process_set, a.transient, a.wire, a.check, a.prescale) <
+         std::tie(b.name, b.kind, b.type, b.shape, b.op, b.root, b.device, b.process_set, b.transient, b.wire, b.check, b.prescale);
 }
 
 std::optional<std::string> first_difference(const tensor_spec& a, const tensor_spec& b) {
@@ -54,6 +58,9 @@ std::optional<std::string> first_difference(const tensor_spec& a, const tensor_s
   if (a.device != b.device) return "device";
   if (a.process_set != b.process_set) return "process set";
   if (a.transient != b.transient) return "transient";
+  if (a.wire != b.wire) return "compression";
+  if (a.check != b.check) return "nan check";
+  if (std::bit_cast<uint32_t>(a.prescale) != std::bit_cast<uint32_t>(b.prescale)) return "prescale";
   return std::nullopt;
 }
 
@@ -66,6 +73,9 @@ std::string field_value(const tensor_spec& s, std::string_view field) {
   if (field == "device") return std::string(name_of(s.device));
   if (field == "process set") return std::to_string(s.process_set);
   if (field == "transient") return s.transient ? "true" : "false";
+  if (field == "compression") return std::string(name_of(s.wire));
+  if (field == "nan check") return std::string(name_of(s.check));
+  if (field == "prescale") return std::to_string(s.prescale);
   return "?";
 }
 
@@ -104,13 +114,17 @@ status validate(const tensor_spec& s, int world_size) {
 void write(byte_writer& w, const tensor_spec& s) {
   w.u8(static_cast<uint8_t>(s.kind));
   w.u8(static_cast<uint8_t>(s.type));
-  w.u8(static_cast<uint8_t>(s.op));
-  w.u8(static_cast<uint8_t>(static_cast<uint8_t>(s.device) | (s.transient ? transient_bit : 0)));
+  w.u8(static_cast<uint8_t>(static_cast<uint8_t>(s.op) | static_cast<uint8_t>(s.wire) << 4 |
+                           static_cast<uint8_t>(s.check) << 6));
+  const bool scaled = std::bit_cast<uint32_t>(s.prescale) != std::bit_cast<uint32_t>(1.0f);
+  w.u8(static_cast<uint8_t>(static_cast<uint8_t>(s.device) | (s.transient ? transient_bit : 0) |
+                            (scaled ? prescale_bit : 0)));
   w.svarint(s.root);
   w.varint(static_cast<uint64_t>(s.process_set));
   w.str(s.name);
   w.varint(s.shape.size());
   for (auto d : s.shape) w.svarint(d);
+  if (scaled) w.varint(std::bit_cast<uint32_t>(s.prescale));
 }
 
 bool read(byte_reader& r, tensor_spec& s) {
@@ -120,9 +134,16 @@ bool read(byte_reader& r, tensor_spec& s) {
     return false;
   if (kind >= collective_kind_count) return r.fail("spec collective", "unknown collective " + std::to_string(kind));
   if (type >= dtype_count) return r.fail("spec dtype", "unknown dtype " + std::to_string(type));
+  const uint8_t wire = (op >> 4) & 3, check = op >> 6;
+  op &= 0x0f;
   if (op >= reduce_op_count) return r.fail("spec op", "unknown reduce op " + std::to_string(op));
+  if (wire >= compression_count) return r.fail("spec op", "unknown compression " + std::to_string(wire));
+  if (check >= nan_check_count) return r.fail("spec op", "unknown nan check " + std::to_string(check));
+  s.wire = static_cast<compression>(wire);
+  s.check = static_cast<nan_check>(check);
   bool transient = (device & transient_bit) != 0;
-  device = static_cast<uint8_t>(device & ~transient_bit);
+  const bool scaled = (device & prescale_bit) != 0;
+  device = static_cast<uint8_t>(device & ~(transient_bit | prescale_bit));
   if (device >= device_kind_count) return r.fail("spec device", "unknown device " + std::to_string(device));
   s.kind = static_cast<collective_kind>(kind);
   s.type = static_cast<dtype>(type);
@@ -148,6 +169,13 @@ bool read(byte_reader& r, tensor_spec& s) {
   if (!shape_fits(s.shape, s.type))
     return r.fail("spec shape", "shape " + format_shape(s.shape) + " of '" + s.name +
                                     "' has a negative dimension or more than 2^63 bytes");
+  s.prescale = 1.0f;
+  if (scaled) {
+    uint64_t bits = 0;
+    if (!r.varint(bits, "spec prescale")) return false;
+    if (bits > UINT32_MAX) return r.fail("spec prescale", "not the bits of an f32");
+    s.prescale = std::bit_cast<float>(static_cast<uint32_t>(bits));
+  }
   return true;
 }
 

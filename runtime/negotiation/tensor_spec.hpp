@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/compression/options.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/core/status.hpp"
 #include "runtime/negotiation/byte_io.hpp"
@@ -47,6 +48,12 @@ struct tensor_spec {
   /// end of the cycle that agrees it (registry.hpp), so one-shot names do not grow the
   /// registry and the bitmaps. Enqueued again anyway, the name simply registers anew.
   bool transient = false;
+  /// allreduce, reducescatter, allgather of f32/f64: what goes on the wire (compression.hpp).
+  compression wire = compression::none;
+  /// allreduce, reducescatter, allgather of floats: the NaN/Inf check.
+  nan_check check = nan_check::off;
+  /// Compressed allreduce / reducescatter: each rank's input times this (in f32) before the sum.
+  float prescale = 1.0f;
 
   bool operator==(const tensor_spec&) const = default;
   /// Product of the dimensions (1 for a scalar). Defined for specs that passed validate() or
@@ -66,7 +73,8 @@ bool shape_fits(const std::vector<int64_t>& shape, dtype type);
 bool spec_less(const tensor_spec& a, const tensor_spec& b);
 
 /// The first field in which two specs differ, by these names, in this order: "collective",
-/// "dtype", "shape", "op", "root", "device", "process set", "transient". Names are not compared.
+/// "dtype", "shape", "op", "root", "device", "process set", "transient", "compression",
+/// "nan check", "prescale". Names are not compared.
 std::optional<std::string> first_difference(const tensor_spec& a, const tensor_spec& b);
 
 /// The value of a field named as by first_difference(), printed for a human:
@@ -84,9 +92,12 @@ std::string describe(const tensor_spec& s);
 /// byte size that fits in int64, a root inside [0, world_size) for broadcast. errc::invalid_argument otherwise.
 status validate(const tensor_spec& s, int world_size);
 
-/// Compact binary form: u8 kind | u8 dtype | u8 op | u8 device (bit 7: transient) |
-/// svarint root | varint process_set | string name | varint ndim | svarint dims...
-/// (the transient flag rides in the device byte: a non-transient spec encodes as before).
+/// Compact binary form: u8 kind | u8 dtype | u8 op (bits 4-5: compression, bits 6-7: nan check) |
+/// u8 device (bit 7: transient, bit 6: a prescale follows the dims) |
+/// svarint root | varint process_set | string name | varint ndim | svarint dims... [| varint
+/// prescale's f32 bits]
+/// (the transient flag rides in the device byte, the wire options in the op byte: a spec
+/// without them encodes as before).
 void write(byte_writer& w, const tensor_spec& s);
 bool read(byte_reader& r, tensor_spec& s);
 std::vector<std::byte> encode(const tensor_spec& s);

@@ -113,6 +113,13 @@ metrics_observer::metrics_observer(const context& ctx, std::chrono::milliseconds
     errors_.emplace_back(kind, &errors_family_->Add({{"kind", kind}}));
   }
 
+  auto& nonfinite = counter(n::nonfinite, "Buckets whose NaN/Inf check found non-finite input, by mode");
+  nonfinite_error_ = &nonfinite.Add({{"mode", "error"}});
+  nonfinite_skip_ = &nonfinite.Add({{"mode", "skip"}});
+  auto& compressed = counter(n::compressed_bytes, "Bytes of compressed chunks: the caller's (input), on the wire (wire)");
+  compressed_input_ = &compressed.Add({{"side", "input"}});
+  compressed_wire_ = &compressed.Add({{"side", "wire"}});
+
   fusion_threshold_ = &gauge(n::tunable_fusion_threshold, "Fusion threshold in force (bytes)");
   chunk_bytes_ = &gauge(n::tunable_chunk_bytes, "Chunk size in force (bytes)");
   streams_gauge_ = &gauge(n::tunable_streams, "Streams in force");
@@ -237,6 +244,16 @@ void metrics_observer::on_error(std::string_view kind, const status&, time_point
       return;
     }
   errors_family_->Add({{"kind", std::string(kind)}}).Increment();
+}
+
+void metrics_observer::on_nonfinite(std::span<const std::string>, std::span<const int>, std::string_view mode,
+                                    time_point) {
+  (mode == "error" ? nonfinite_error_ : nonfinite_skip_)->Increment();
+}
+
+void metrics_observer::on_compressed(int, std::size_t raw_bytes, std::size_t wire_bytes, time_point) {
+  compressed_input_->Increment(static_cast<double>(raw_bytes));
+  compressed_wire_->Increment(static_cast<double>(wire_bytes));
 }
 
 void metrics_observer::on_tunables(const tunables& t, time_point) {

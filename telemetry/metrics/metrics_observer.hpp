@@ -78,6 +78,9 @@ class metrics_observer final : public observer {
                     time_point at) override;
   void on_steal(int thief, int victim, uint64_t sequence, time_point at) override;
   void on_error(std::string_view kind, const status& error, time_point at) override;
+  void on_nonfinite(std::span<const std::string> tensors, std::span<const int> ranks, std::string_view mode,
+                    time_point at) override;
+  void on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) override;
   void on_tunables(const tunables& t, time_point at) override;
 
  private:
@@ -113,6 +116,10 @@ class metrics_observer final : public observer {
 
   prometheus::Family<prometheus::Counter>* errors_family_;
   std::vector<std::pair<std::string, prometheus::Counter*>> errors_;  // one per errc, fixed
+  prometheus::Counter* nonfinite_error_;
+  prometheus::Counter* nonfinite_skip_;
+  prometheus::Counter* compressed_input_;
+  prometheus::Counter* compressed_wire_;
 
   prometheus::Gauge* fusion_threshold_;
   prometheus::Gauge* chunk_bytes_;

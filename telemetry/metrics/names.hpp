@@ -63,6 +63,12 @@ inline constexpr const char* op_latency = "chorus_op_latency_seconds";
 /// Counter: errors that ended ops, by kind (label kind = errc's name: "mismatch", ...), and
 /// control messages a rank refused (kind "auth": not sealed with the job secret).
 inline constexpr const char* errors = "chorus_errors_total";
+/// Counter: buckets in which the NaN/Inf check found non-finite input on some rank (label
+/// mode = "error" or "skip"; counted on every rank, since every rank learns it).
+inline constexpr const char* nonfinite = "chorus_nonfinite_total";
+/// Counter: bytes of compressed chunks (label side = "input": the caller's f32/f64 bytes,
+/// "wire": what went on the wire per ring pass, fp16/bf16).
+inline constexpr const char* compressed_bytes = "chorus_compressed_bytes_total";
 
 // ---- tunables in force (label rank) ----
 /// Gauge: the fusion threshold (bytes).

@@ -333,6 +333,15 @@ void recorder::on_error(std::string_view kind, const status& error, time_point a
   });
 }
 
+void recorder::on_nonfinite(std::span<const std::string> tensors, std::span<const int> ranks, std::string_view mode,
+                            time_point at) {
+  std::string text = "NaN/Inf check (" + std::string(mode) + "): ranks";
+  for (int r : ranks) text += " " + std::to_string(r);
+  text += "; tensors";
+  for (const auto& t : tensors) text += " '" + t + "'";
+  on_error("nonfinite", status{errc::invalid_argument, text}, at);
+}
+
 void recorder::on_tunables(const tunables& t, time_point at) {
   emit(record_kind::tunables, at, [&](byte_writer& w, thread_buffer&) {
     w.varint(t.fusion_threshold);

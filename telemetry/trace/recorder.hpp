@@ -80,6 +80,10 @@ class recorder final : public observer {
                     time_point at) override;
   void on_steal(int thief, int victim, uint64_t sequence, time_point at) override;
   void on_error(std::string_view kind, const status& error, time_point at) override;
+  /// Recorded as an error record of kind "nonfinite" (its message names tensors, ranks and mode),
+  /// so every trace tool shows it without a new record kind.
+  void on_nonfinite(std::span<const std::string> tensors, std::span<const int> ranks, std::string_view mode,
+                    time_point at) override;
   void on_tunables(const tunables& t, time_point at) override;
 
   struct thread_buffer;

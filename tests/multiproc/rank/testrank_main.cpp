@@ -28,6 +28,8 @@ namespace chorus::testrank {
 int run_pipeline_mode(const std::string& mode, int argc, char** argv);
 // pipeline-scatter SEED: reducescatter and alltoall (tests/multiproc/rank/pipeline_scatter.cpp).
 int run_pipeline_scatter(int argc, char** argv);
+// pipeline-wire SEED: compression and the NaN/Inf check (tests/multiproc/rank/pipeline_wire.cpp).
+int run_pipeline_wire(int argc, char** argv);
 // pipeline-join: Horovod's join with uneven steps (tests/multiproc/rank/pipeline_join.cpp).
 int run_pipeline_join(int argc, char** argv);
 // pipeline-kill-loop SECS: ops in flight until a rank is killed (tests/multiproc/rank/pipeline_failure.cpp).
@@ -95,6 +97,7 @@ int main(int argc, char** argv) {
 #ifdef CHORUS_WITH_PIPELINE
   // These modes call chorus::init(), which builds its own communicator.
   if (mode == "pipeline-scatter") return testrank::run_pipeline_scatter(argc, argv);
+  if (mode == "pipeline-wire") return testrank::run_pipeline_wire(argc, argv);
   if (mode == "pipeline-join") return testrank::run_pipeline_join(argc, argv);
   if (mode == "pipeline-kill-loop") return testrank::run_pipeline_kill_loop(argc, argv);
   if (mode.rfind("pipeline-", 0) == 0) return testrank::run_pipeline_mode(mode, argc, argv);
