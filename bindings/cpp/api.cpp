@@ -302,7 +302,8 @@ const std::vector<int64_t>& handle::received_splits() const {
 
 const std::vector<int64_t>& handle::first_dims() const {
   static const std::vector<int64_t> none;
-  return s_->done() ? s_->first_dims : none;
+  const bool rows = s_->spec.kind == collective_kind::allgather || s_->spec.kind == collective_kind::alltoall;
+  return s_->done() && rows ? s_->first_dims : none;  // allreduce keeps nonfinite_ranks there
 }
 
 }  // namespace chorus

@@ -47,6 +47,9 @@ bool op_state::complete(status st, std::vector<std::byte> g, std::vector<int64_t
       shape = spec.shape;
       if (!shape.empty()) shape[0] = rows;
     }
+    // Allreduce and reducescatter with the NaN/Inf check in skip mode: the ranks that held
+    // NaN/Inf (handle::nonfinite_ranks).
+    if (result.ok() && !rows_received) first_dims = std::move(dims);
     if (!result.ok() && spec.kind == collective_kind::reducescatter) {
       gathered = {};
       shape = {};
