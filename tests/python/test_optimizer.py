@@ -380,9 +380,9 @@ class _Recorder:
     def __getattr__(self, name):
         return getattr(self._lib, name)
 
-    def allreduce_async_all(self, tensors, names, op, stream=0):
+    def allreduce_async_all(self, tensors, names, op, stream=0, **wire):
         self.together.append(list(names))
-        return self._lib.allreduce_async_all(tensors, names, op, stream=stream)
+        return self._lib.allreduce_async_all(tensors, names, op, stream=stream, **wire)
 
 
 @pytest.mark.parametrize("together_s", [0.0, 60.0], ids=["never", "always"])

@@ -15,6 +15,7 @@ using chorus::python::raise;
 using chorus::python::raise_argument;
 using chorus::python::submit;
 using chorus::python::to_reduce_op;
+using chorus::python::wire_options;
 using chorus::python::torch_op;
 
 namespace {
@@ -62,6 +63,20 @@ reduce_op to_reduce_op(int op) {
     raise_argument("reduce op " + std::to_string(op) + " is not one of sum (0), average (1), min (2), max (3), "
                    "product (4)");
   return static_cast<reduce_op>(op);
+}
+
+/// Wire options from chorus.torch's codes (-1: the job's default).
+op_options wire_options(int compression_code, int nan_check_code) {
+  op_options o;
+  if (compression_code < -1 || compression_code >= compression_count)
+    raise_argument("compression " + std::to_string(compression_code) + " is not one of -1 (default), 0 (none), "
+                   "1 (fp16), 2 (bf16)");
+  if (nan_check_code < -1 || nan_check_code >= nan_check_count)
+    raise_argument("nan_check " + std::to_string(nan_check_code) + " is not one of -1 (default), 0 (off), "
+                   "1 (error), 2 (skip)");
+  if (compression_code >= 0) o.wire = static_cast<compression>(compression_code);
+  if (nan_check_code >= 0) o.check = static_cast<nan_check>(nan_check_code);
+  return o;
 }
 
 [[noreturn]] void raise(const status& st) {
@@ -148,23 +163,32 @@ PYBIND11_MODULE(_chorus_torch, m) {
           },
           "Once ended: the output tensor, or raises the operation's error.")
       .def("first_dims", &torch_op::first_dims)
+      .def("nonfinite_ranks", &torch_op::nonfinite_ranks,
+           "NaN/Inf check in skip mode, once ended: the ranks whose input held NaN/Inf (alike on all ranks).")
       .def_property_readonly("name", &torch_op::name);
 
   m.def(
       "allreduce_async",
-      [](at::Tensor t, const std::string& name, int op, bool transient, uintptr_t stream) {
+      [](at::Tensor t, const std::string& name, int op, bool transient, uintptr_t stream, int compression,
+         int nan_check) {
         auto rop = to_reduce_op(op);
-        return submit([&] { return torch_op::allreduce(name, t, rop, transient, reinterpret_cast<void*>(stream)); });
+        auto wire = wire_options(compression, nan_check);
+        return submit(
+            [&] { return torch_op::allreduce(name, t, rop, transient, reinterpret_cast<void*>(stream), wire); });
       },
       py::arg("tensor"), py::arg("name"), py::arg("op"), py::arg("transient") = false, py::arg("stream") = 0,
-      "Reduces `tensor` in place across all ranks.");
+      py::arg("compression") = -1, py::arg("nan_check") = -1,
+      "Reduces `tensor` in place across all ranks. compression: 0 none, 1 fp16, 2 bf16 on the wire; "
+      "nan_check: 0 off, 1 error, 2 skip; -1: the job's default.");
   m.def(
       "allreduce_async_all",
-      [](const std::vector<at::Tensor>& ts, const std::vector<std::string>& names, int op, uintptr_t stream) {
+      [](const std::vector<at::Tensor>& ts, const std::vector<std::string>& names, int op, uintptr_t stream,
+         int compression, int nan_check) {
         auto rop = to_reduce_op(op);
+        auto wire = wire_options(compression, nan_check);
         std::vector<std::unique_ptr<torch_op>> ops;
         try {
-          ops = torch_op::allreduce_all(names, ts, rop, reinterpret_cast<void*>(stream));
+          ops = torch_op::allreduce_all(names, ts, rop, reinterpret_cast<void*>(stream), wire);
         } catch (const chorus::python::argument_error& e) {
           raise_argument(e.what());
         }
@@ -176,7 +200,8 @@ PYBIND11_MODULE(_chorus_torch, m) {
         for (auto& o : ops) out.append(py::cast(std::move(o)));
         return out;
       },
-      py::arg("tensors"), py::arg("names"), py::arg("op"), py::arg("stream") = 0,
+      py::arg("tensors"), py::arg("names"), py::arg("op"), py::arg("stream") = 0, py::arg("compression") = -1,
+      py::arg("nan_check") = -1,
       "Reduces each tensor in place across all ranks, submitted together (one negotiation "
       "cycle for tensors ready at the same moment); one Op per tensor, in order.");
   m.def(

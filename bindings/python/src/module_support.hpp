@@ -18,6 +18,8 @@ namespace chorus::python {
 [[noreturn]] void raise_argument(const std::string& what);
 /// Chorus' reduce_op for the module's op code (sum 0, average 1, min 2, max 3, product 4).
 reduce_op to_reduce_op(int op);
+/// op_options from chorus.torch's integer codes (-1: the job's default); bad codes raise.
+op_options wire_options(int compression_code, int nan_check_code);
 
 /// Runs `f` (which submits and returns the op) with the GIL held (enqueueing is quick); an
 /// operation rejected at the call raises here, as Horovod raises at enqueue.

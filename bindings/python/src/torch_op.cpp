@@ -84,16 +84,16 @@ torch_op::~torch_op() {
 }
 
 std::unique_ptr<torch_op> torch_op::allreduce(const std::string& name, at::Tensor target, reduce_op op, bool transient,
-                                              void* stream) {
+                                              void* stream, const op_options& wire) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::allreduce, std::move(target)));
   o->buffer_ = checked_buffer(o->kind_, name, o->target_, o->staged_);
-  o->h_ = allreduce_async(op_name(name, transient), view_of(o->buffer_, stream), op);
+  o->h_ = allreduce_async(op_name(name, transient), view_of(o->buffer_, stream), op, wire);
   return o;
 }
 
 std::vector<std::unique_ptr<torch_op>> torch_op::allreduce_all(const std::vector<std::string>& names,
                                                               const std::vector<at::Tensor>& targets, reduce_op op,
-                                                              void* stream) {
+                                                              void* stream, const op_options& wire) {
   if (names.size() != targets.size())
     throw argument_error("allreduce_async_all: " + std::to_string(names.size()) + " names for " +
                          std::to_string(targets.size()) + " tensors");
@@ -107,7 +107,7 @@ std::vector<std::unique_ptr<torch_op>> torch_op::allreduce_all(const std::vector
     views.push_back(view_of(o->buffer_, stream));
     ops.push_back(std::move(o));
   }
-  auto handles = allreduce_async(op_names, views, op);
+  auto handles = allreduce_async(op_names, views, op, wire);
   for (std::size_t i = 0; i < ops.size(); ++i) ops[i]->h_ = std::move(handles[i]);
   return ops;
 }

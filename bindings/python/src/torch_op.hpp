@@ -36,13 +36,15 @@ tensor_view view_of(const at::Tensor& buffer, void* stream = nullptr);
 class torch_op {
  public:
   /// `transient`: the name is used once (chorus::op_name; chorus.torch's unnamed ops).
+  /// `wire`: the wire options (op_options; unset fields take the job's defaults).
   static std::unique_ptr<torch_op> allreduce(const std::string& name, at::Tensor target, reduce_op op,
-                                             bool transient = false, void* stream = nullptr);
+                                             bool transient = false, void* stream = nullptr,
+                                             const op_options& wire = {});
   /// Several named allreduces in one call (chorus::allreduce_async over vectors): they reach
   /// the runtime together. Argument errors of one tensor throw before anything is submitted.
   static std::vector<std::unique_ptr<torch_op>> allreduce_all(const std::vector<std::string>& names,
                                                               const std::vector<at::Tensor>& targets, reduce_op op,
-                                                              void* stream = nullptr);
+                                                              void* stream = nullptr, const op_options& wire = {});
   static std::unique_ptr<torch_op> broadcast(const std::string& name, at::Tensor target, int root,
                                              bool transient = false, void* stream = nullptr);
   static std::unique_ptr<torch_op> allgather(const std::string& name, at::Tensor input, bool transient = false);
@@ -67,6 +69,9 @@ class torch_op {
   std::vector<int64_t> received_splits() const;
   /// Allgather, once ended: each rank's first dimension.
   std::vector<int64_t> first_dims() const { return h_.first_dims(); }
+  /// Allreduce / reducescatter with the NaN/Inf check in skip mode, once ended: the ranks whose
+  /// input held NaN/Inf (the same on every rank).
+  std::vector<int> nonfinite_ranks() const { return h_.nonfinite_ranks(); }
   const std::string& name() const { return h_.name(); }
 
  private:

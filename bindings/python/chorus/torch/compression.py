@@ -1,5 +1,11 @@
 """Gradient compression for allreduce, as in horovod.torch: ``compress`` returns the tensor to
-send and a context, ``decompress`` turns the reduced tensor back into the original dtype."""
+send and a context, ``decompress`` turns the reduced tensor back into the original dtype.
+
+Compression.fp16 and Compression.bf16 are done by the runtime where it can (float32/float64 CPU
+tensors): chorus.torch then hands the tensor over uncast, and Chorus casts each segment as it
+goes on the wire and sums in float32 (CHORUS_COMPRESSION, per operation), so there is no extra
+pass in Python and gradient buckets stay on. Elsewhere (CUDA tensors) they cast in Python as
+Horovod does."""
 
 import torch
 
@@ -47,11 +53,22 @@ class _CastCompressor(Compressor):
 class FP16Compressor(_CastCompressor):
     """Sends floating-point tensors as float16 (half the bytes)."""
     wire_dtype = torch.float16
+    runtime_code = 1  # CHORUS_COMPRESSION=fp16
 
 
 class BF16Compressor(_CastCompressor):
     """Sends floating-point tensors as bfloat16 (half the bytes, float32's range)."""
     wire_dtype = torch.bfloat16
+    runtime_code = 2  # CHORUS_COMPRESSION=bf16
+
+
+def runtime_code(compression, tensor):
+    """The runtime's compression code (1 fp16, 2 bf16) when the runtime compresses `tensor`
+    itself (a built-in compressor, a float32/float64 CPU tensor), else None (cast in Python)."""
+    code = getattr(compression, "runtime_code", None)
+    if code is None or tensor.is_cuda or tensor.is_sparse or tensor.dtype not in (torch.float32, torch.float64):
+        return None
+    return code
 
 
 class Compression:

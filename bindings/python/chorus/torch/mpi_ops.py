@@ -25,7 +25,7 @@ from chorus.common.process_sets import _check as _check_process_set
 from chorus.common.process_sets import global_process_set
 from chorus.torch import basics as _basics
 from chorus.torch.basics import _CHORUS_OP, Adasum, Average, Sum, size, rank
-from chorus.torch.compression import Compression
+from chorus.torch.compression import Compression, runtime_code
 
 _lock = threading.Lock()
 _handle_map = {}      # handle -> _Pending
@@ -159,14 +159,14 @@ def _fresh_copy(tensor):
 
 # ---------------------------------------------------------------------------------- allreduce
 
-def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set, wire=-1):
     _check_process_set(process_set)
     code = _chorus_op(op)
 
     def submit(handle):
         _scale_(output, prescale_factor)
         yield _lib.allreduce_async(output.detach(), _op_name("allreduce", name, handle), code,
-                                   transient=_unnamed(name), stream=_stream_of(output))
+                                   transient=_unnamed(name), stream=_stream_of(output), compression=wire)
 
     def finish(results, ops):
         _scale_(output, postscale_factor)
@@ -195,24 +195,30 @@ class HorovodAllreduce(torch.autograd.Function):
     """allreduce as an autograd function: the gradient is allreduced the same way."""
 
     @staticmethod
-    def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
+    def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set, wire=-1):
         ctx.average, ctx.op, ctx.process_set, ctx.name = average, op, process_set, name
         ctx.prescale_factor, ctx.postscale_factor = prescale_factor, postscale_factor
-        return synchronize(allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor,
-                                           process_set))
+        op = handle_average_backwards_compatibility(op, average)
+        return synchronize(_allreduce_async(tensor, _fresh_copy(tensor), name, op, prescale_factor,
+                                            postscale_factor, process_set, wire))
 
     @staticmethod
     def backward(ctx, grad_output):
         grad = allreduce(grad_output, average=ctx.average, name=_grad_name(ctx.name), op=ctx.op,
                          prescale_factor=ctx.prescale_factor,
                          postscale_factor=ctx.postscale_factor, process_set=ctx.process_set)
-        return grad, None, None, None, None, None, None
+        return grad, None, None, None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
     """Returns `tensor` averaged (op=Average, the default), summed, min'd, max'd or multiplied
-    over all ranks; `tensor` is not modified. Differentiable."""
+    over all ranks; `tensor` is not modified. Differentiable. Compression.fp16/bf16 of a
+    float32/float64 CPU tensor is done on the wire by the runtime (no cast here)."""
+    wire = runtime_code(compression, tensor)
+    if wire is not None:
+        return HorovodAllreduce.apply(tensor, average, name, op, prescale_factor, postscale_factor, process_set,
+                                      wire)
     compressed, ctx = compression.compress(tensor)
     reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor, postscale_factor,
                                      process_set)

@@ -14,11 +14,11 @@ import torch
 from chorus.common.process_sets import _check as _check_process_set
 from chorus.common.process_sets import global_process_set
 from chorus.torch.buckets import Bucket, _nbytes, bucket_bytes_from_env, make_buckets
-from chorus.torch.compression import Compression
+from chorus.torch.compression import Compression, runtime_code
 from chorus.torch.mpi_ops import Adasum, Average
 from chorus.torch.mpi_ops import _chorus_op, _lib, _op_name, _scale_, _stream_of
 from chorus.torch.mpi_ops import broadcast_, grouped_allreduce_async_, sparse_allreduce_async
-from chorus.torch.mpi_ops import size, synchronize
+from chorus.torch.mpi_ops import rank, size, synchronize
 
 
 def _split(items, n):
@@ -62,29 +62,36 @@ class _Refused:
     result = wait
 
 
-def _submit(tensor, name, op):
+_NAN_CHECK_CODES = {None: -1, "off": 0, "error": 1, "skip": 2}
+
+
+def _submit(tensor, name, op, wire=-1, check=-1):
     try:
-        return _lib.allreduce_async(tensor, name, op, stream=_stream_of(tensor))
+        return _lib.allreduce_async(tensor, name, op, stream=_stream_of(tensor), compression=wire, nan_check=check)
     except Exception as e:  # noqa: BLE001 - raised by synchronize()
         return _Refused(e)
 
 
-def _waiter(sub, post):
-    """A handle for synchronize(): waits for `sub` and returns its output, scaled by `post`."""
+def _waiter(sub, post, sink=None):
+    """A handle for synchronize(): waits for `sub` and returns its output, scaled by `post`.
+    `sink(name, ranks)` hears of ranks whose input held NaN/Inf (the NaN check in skip mode)."""
     def wait():
         sub.wait()
         out = sub.result()
+        ranks = sub.nonfinite_ranks() if sink is not None and hasattr(sub, "nonfinite_ranks") else None
+        if ranks:
+            sink(sub.name, ranks)
         _scale_(out, post)
         return out
     return wait
 
 
-def _bucket_waiter(sub, post, bucket, ctx, compression, names):
+def _bucket_waiter(sub, post, bucket, ctx, compression, names, sink=None):
     """A handle for synchronize(): waits for a bucket's operation and unpacks it into the
     members' gradients. An error names the members and their shapes on this rank."""
     def wait():
         try:
-            out = _waiter(sub, post)()
+            out = _waiter(sub, post, sink)()
         except Exception as e:  # noqa: BLE001 - re-raised, with the members named
             try:
                 named = type(e)("%s [gradient bucket %s: %s]" % (e, bucket.name, bucket.describe(names)))
@@ -99,9 +106,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     _chorus_distributed = True
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1, op=Average,
-                 gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False):
+                 gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False, nan_check=None):
         super(self.__class__, self).__init__(params)
         self._compression = compression
+        if nan_check not in _NAN_CHECK_CODES:
+            raise ValueError("nan_check should be None (CHORUS_NAN_CHECK), 'off', 'error' or 'skip', got %r"
+                             % (nan_check,))
+        self._nan_check = _NAN_CHECK_CODES[nan_check]
+        self._nonfinite = {}        # this step: operation name -> ranks that held NaN/Inf (skip mode)
+        self.skipped_steps = 0      # steps skipped on every rank because a gradient was not finite
         all_params = [p for g in self.param_groups for p in g["params"]]
         if named_parameters is not None:
             named_parameters = list(named_parameters)
@@ -313,33 +326,45 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not items:
             return
         pre, post = self._scale_factors()
-        names, tensors, ctxs = [], [], []
+        names, raw = [], []
         for x in items:
             if isinstance(x, Bucket):
-                compressed, ctx = self._compression.compress(x.pack())
+                raw.append(x.pack())
                 names.append(_op_name("allreduce", x.name, None))
             else:
                 if x.grad.is_sparse:
                     x.grad = x.grad.to_dense()
-                compressed, ctx = self._compression.compress(x.grad)
+                raw.append(x.grad)
                 names.append(_op_name("allreduce", self._parameter_names.get(x), None))
+        # Compression.fp16/bf16 on the wire when the runtime can do it for every tensor of the
+        # call (float32/float64 CPU), else cast here as Horovod does.
+        codes = {runtime_code(self._compression, t) for t in raw}
+        wire = codes.pop() if len(codes) == 1 and None not in codes else None
+        tensors, ctxs = [], []
+        for t in raw:
+            compressed, ctx = (t, None) if wire is not None else self._compression.compress(t)
             _scale_(compressed, pre)
             tensors.append(compressed)
             ctxs.append(ctx)
         op = _chorus_op(self.op)
+        code = -1 if wire is None else wire
         if len(items) == 1:
-            subs = [_submit(tensors[0], names[0], op)]
+            subs = [_submit(tensors[0], names[0], op, code, self._nan_check)]
         else:
             try:
-                subs = _lib.allreduce_async_all(tensors, names, op, stream=_stream_of(tensors[0]))
+                subs = _lib.allreduce_async_all(tensors, names, op, stream=_stream_of(tensors[0]), compression=code,
+                                                nan_check=self._nan_check)
             except Exception as e:  # noqa: BLE001 - raised by synchronize()
                 subs = [_Refused(e)] * len(items)
         for x, sub, ctx in zip(items, subs, ctxs):
             if isinstance(x, Bucket):
-                self._handles[x] = (_bucket_waiter(sub, post, x, ctx, self._compression, self._parameter_names),
-                                    None)
+                self._handles[x] = (_bucket_waiter(sub, post, x, ctx, self._compression, self._parameter_names,
+                                                   self._note_nonfinite), None)
             else:
-                self._handles[x] = (_waiter(sub, post), ctx)
+                self._handles[x] = (_waiter(sub, post, self._note_nonfinite), ctx)
+
+    def _note_nonfinite(self, name, ranks):
+        self._nonfinite[name] = list(ranks)
 
     def _scale_factors(self):
         if self.op == Average:
@@ -357,11 +382,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # The hook runs inside backward, on the training thread, once per gradient: it submits
         # straight to the runtime (no handle table, no generator) and returns a callable that
         # waits, which synchronize() accepts as a handle. Same name and op as allreduce_async_.
-        compressed, ctx = self._compression.compress(p.grad)
+        wire = runtime_code(self._compression, p.grad)
+        compressed, ctx = (p.grad, None) if wire is not None else self._compression.compress(p.grad)
         pre, post = self._scale_factors()
         _scale_(compressed, pre)
-        sub = _submit(compressed, _op_name("allreduce", name, None), _chorus_op(self.op))
-        return _waiter(sub, post), ctx
+        sub = _submit(compressed, _op_name("allreduce", name, None), _chorus_op(self.op),
+                      -1 if wire is None else wire, self._nan_check)
+        return _waiter(sub, post, self._note_nonfinite), ctx
 
     def _grouped_allreduce_grad_async(self, group):
         for p in group:
@@ -469,6 +496,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
+        if self._nonfinite:
+            # The NaN check in skip mode: every rank got the same ranks for every operation (they
+            # were ORed inside the collective), so every rank skips this same step.
+            found, self._nonfinite = self._nonfinite, {}
+            self.skipped_steps += 1
+            if rank() == 0:
+                warnings.warn("chorus: optimizer step skipped on every rank: NaN/Inf in %s"
+                              % "; ".join("%s on rank(s) %s" % (n, ",".join(map(str, r)))
+                                          for n, r in sorted(found.items())))
+            return None
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, *args, **kwargs):
@@ -498,7 +535,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
-                         num_groups=0, groups=None, sparse_as_dense=False, process_set=global_process_set):
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=global_process_set,
+                         nan_check=None):
     """Wraps `optimizer` (any torch.optim.Optimizer) so that gradients are averaged (op=Average)
     or summed (op=Sum) over all ranks before each step.
 
@@ -512,7 +550,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         parameters, or explicit lists of parameters); each group is enqueued once all of its
         gradients are ready;
     sparse_as_dense: reduce sparse gradients as dense tensors;
-    process_set: only the global process set is supported."""
+    process_set: only the global process set is supported;
+    nan_check: None (CHORUS_NAN_CHECK), "off", "error" (a NaN/Inf gradient raises on every rank,
+        naming tensors and ranks) or "skip" (step() skips the wrapped optimizer's step on every
+        rank together and rank 0 warns once which tensors and ranks; skipped_steps counts them)."""
     _check_process_set(process_set)
     if op == Adasum:
         raise NotImplementedError("DistributedOptimizer(op=hvd.Adasum) is not supported by Chorus; use "
@@ -539,4 +580,4 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                 seen.add(id(p))
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor, groups, sparse_as_dense)
+               gradient_predivide_factor, groups, sparse_as_dense, nan_check)
