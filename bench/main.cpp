@@ -1,8 +1,11 @@
 // chorus-bench: run under `chorusrun -np N`.
 //   chorus-bench allreduce [--impl chorus|gloo|floor|both|all] [--sizes 4K,64K,1M,16M,64M]
 //                          [--streams S] [--chunk-bytes B] [--segment-bytes B]
+//                          [--variants none,fp16,bf16,nancheck]
 //       one RESULT line per size and implementation (see bench/allreduce_protocol.hpp); both is
-//       chorus and gloo, all adds floor: a bare-socket ring of two ranks (bench/floor)
+//       chorus and gloo, all adds floor: a bare-socket ring of two ranks (bench/floor);
+//       --variants adds Chorus with compression on the wire / the NaN check (chorus_fp16_tcp,
+//       chorus_bf16_tcp, chorus_nancheck_tcp; busbw in the caller's float32 bytes)
 //   chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace]
 //       ResNet-50 gradients through the actor pipeline vs the bare collectives; --metrics adds
 //       as many steps with Prometheus metrics on, interleaved (RESULT pipeline_metrics ...);
@@ -45,12 +48,30 @@ using namespace chorus;
 
 namespace {
 
+// "none,fp16,bf16,nancheck" -> its words; anything else is a usage error.
+std::vector<std::string> split_variants(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    auto end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    std::string v = list.substr(start, end - start);
+    if (v != "none" && v != "fp16" && v != "bf16" && v != "nancheck")
+      throw std::invalid_argument("--variants: '" + v + "' is not one of none, fp16, bf16, nancheck");
+    out.push_back(v);
+    start = end + 1;
+  }
+  return out;
+}
+
 struct options {
   std::string mode;
   int steps = 20;
   long compute_us = 0;
   std::vector<std::string> variants;  // pipeline: telemetry variants measured beside the plain steps
   std::string impl = "both";
+  /// allreduce --variants: none (chorus_tcp), fp16, bf16, nancheck (chorus_<variant>_tcp)
+  std::vector<std::string> allreduce_variants = {"none"};
   std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20};
 #ifdef CHORUS_WITH_PIPELINE
   bench::negotiation_bench_options negotiation;
@@ -63,6 +84,7 @@ struct options {
                "chorus-bench: %s\n"
                "usage: chorus-bench allreduce [--impl chorus|gloo|floor|both|all] [--sizes 4K,64K,1M,16M,64M]\n"
                "                              [--streams S] [--chunk-bytes B] [--segment-bytes B]\n"
+               "                              [--variants none,fp16,bf16,nancheck]\n"
                "       chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace]\n"
                "       chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]\n"
                "                                [--tensors T] [--threads X] [--busy-poll]   (one process)\n"
@@ -85,6 +107,7 @@ options parse(int argc, char** argv) {
     };
     if (a == "--impl") o.impl = value();
     else if (a == "--sizes") o.sizes = bench::parse_sizes(value());
+    else if (a == "--variants") o.allreduce_variants = split_variants(value());
     else if (a == "--streams") setenv("CHORUS_NUM_STREAMS", value().c_str(), 1);
     else if (a == "--chunk-bytes") setenv("CHORUS_CHUNK_BYTES", value().c_str(), 1);
     else if (a == "--segment-bytes") setenv("CHORUS_SEGMENT_BYTES", value().c_str(), 1);
@@ -123,12 +146,24 @@ void check_status(const status& st, const char* what) {
   if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());
 }
 
-bench::allreduce_impl chorus_impl(communicator& c) {
+bench::allreduce_impl chorus_impl(communicator& c, const std::string& variant = "none") {
   bench::allreduce_impl impl;
-  impl.name = "chorus_tcp";
+  impl.name = variant == "none" ? "chorus_tcp" : "chorus_" + variant + "_tcp";
   impl.rank = c.rank();
   impl.size = c.size();
   impl.allreduce_sum = [&c](float* d, std::size_t n) { check_status(c.allreduce(d, n, dtype::f32, reduce_op::sum), "allreduce"); };
+  // Compression on the wire (the inputs are small integers: fp16 and bf16 sums stay exact for
+  // N <= 4, so every result is still checked exactly) and the NaN/Inf check.
+  if (variant != "none") {
+    wire_options w;
+    w.wire = variant == "fp16" ? compression::fp16 : variant == "bf16" ? compression::bf16 : compression::none;
+    w.check = variant == "nancheck";
+    if (w.check) w.report = std::make_shared<nonfinite_report>();
+    impl.allreduce_sum = [&c, w](float* d, std::size_t n) {
+      check_status(c.allreduce(d, n, dtype::f32, reduce_op::sum, w), "allreduce");
+      if (w.report && w.report->any()) throw std::runtime_error("NaN/Inf check: finite inputs reported non-finite");
+    };
+  }
   impl.barrier = [&c] { check_status(c.barrier(), "barrier"); };
   impl.allreduce_max = [&c](double* d, std::size_t n) {
     check_status(c.allreduce(d, n, dtype::f64, reduce_op::max), "allreduce max");
@@ -146,7 +181,8 @@ int run_allreduce(const options& o, const process_env& env) {
   std::size_t max_bytes = 0;
   for (auto s : o.sizes) max_bytes = std::max(max_bytes, s);
   float* buffer = pretouched_buffer(std::max<std::size_t>(max_bytes, 4096));
-  auto ours = chorus_impl(c);
+  std::vector<bench::allreduce_impl> ours;
+  for (const auto& v : o.allreduce_variants) ours.push_back(chorus_impl(c, v));
   if (c.rank() == 0)
     std::printf("# chorus-bench allreduce: N=%d streams=%d chunk_bytes=%zu segment_bytes=%zu shm_streams=%d "
                 "(chorus_tcp: payloads through shared-memory rings where shm_streams > 0, CHORUS_SHM_BYTES=0: "
@@ -200,7 +236,8 @@ int run_allreduce(const options& o, const process_env& env) {
   };
   // Sizes interleave the implementations so that all see the same machine noise.
   for (auto bytes : o.sizes) {
-    if (run_chorus) report(ours, bytes);
+    if (run_chorus)
+      for (const auto& impl : ours) report(impl, bytes);
 #ifdef CHORUS_WITH_GLOO
     if (gloo) report(theirs, bytes);
 #endif

@@ -34,7 +34,7 @@ inner() {
   "$build_dir/bindings/cli/chorusrun" -np $((hosts * per_host)) -H "$list" \
     --launcher "$here/hosts.sh exec {host}" --timeout 1200 -- \
     "$build_dir/bench/chorus-bench" allreduce "${bench_args[@]}" |
-    sed -u 's/RESULT chorus_tcp /RESULT chorus_hosts /; s/RESULT gloo_tcp /RESULT gloo_hosts /'
+    sed -u 's/RESULT chorus_tcp /RESULT chorus_hosts /; s/RESULT chorus_\([a-z0-9]*\)_tcp /RESULT chorus_\1_hosts /; s/RESULT gloo_tcp /RESULT gloo_hosts /'
   local rc=${PIPESTATUS[0]}
   echo "RESULT link_hosts $hosts $(payload_gbytes "$flow") $(payload_gbytes "$link")"
   echo "# link_hosts: computed from the shaping (link=$link flow=$flow slow=$slow slow-fraction=$fraction), payload GB/s"

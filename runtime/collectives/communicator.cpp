@@ -140,6 +140,23 @@ void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduc
   launch(std::move(jobs), std::move(done));
 }
 
+void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire,
+                                   callback done) {
+  auto* base = static_cast<std::byte*>(data);
+  std::vector<chunk_job> jobs;
+  const int r = rank(), n = size();
+  const std::size_t segment = opts_.segment_bytes;
+  for (auto& c : plan_chunks(count, t)) {
+    uint64_t seq = next_sequence_++;
+    void* chunk = base + c.offset * size_of(t);
+    const std::size_t elems = c.count;
+    jobs.push_back({seq, elems * size_of(t), [=](int stream) -> std::unique_ptr<chunk_op> {
+                      return make_wire_ring_allreduce(seq, stream, r, n, chunk, elems, t, op, segment, wire);
+                    }});
+  }
+  launch(std::move(jobs), std::move(done));
+}
+
 void communicator::broadcast_async(void* data, std::size_t count, dtype t, int root, callback done) {
   if (root < 0 || root >= size()) {
     done(status{errc::invalid_argument, "broadcast: root rank " + std::to_string(root) + " is not in [0, " +
@@ -248,6 +265,10 @@ status communicator::wait(const std::function<void(callback)>& start) {
 
 status communicator::allreduce(void* data, std::size_t count, dtype t, reduce_op op, allreduce_algorithm algo) {
   return wait([&](callback cb) { allreduce_async(data, count, t, op, std::move(cb), algo); });
+}
+
+status communicator::allreduce(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire) {
+  return wait([&](callback cb) { allreduce_async(data, count, t, op, wire, std::move(cb)); });
 }
 
 status communicator::broadcast(void* data, std::size_t count, dtype t, int root) {

@@ -14,6 +14,7 @@
 #include "runtime/collectives/chunk_scheduler.hpp"
 #include "runtime/collectives/engine.hpp"
 #include "runtime/collectives/stream_board.hpp"
+#include "runtime/collectives/wire_ring_op.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
@@ -65,6 +66,9 @@ class communicator {
   /// caller until then.
   void allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, callback done,
                        allreduce_algorithm algo = allreduce_algorithm::automatic);
+  /// allreduce_async over the compressed and/or checked ring (wire_ring_op.hpp) for every chunk,
+  /// small ones too: `wire` as there (compression: f32/f64 with sum or average only).
+  void allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire, callback done);
   void broadcast_async(void* data, std::size_t count, dtype t, int root, callback done);
   /// `out` receives counts[r] elements from each rank r, in rank order; `in` holds counts[rank()].
   void allgather_async(const void* in, void* out, std::vector<std::size_t> counts, dtype t, callback done);
@@ -82,6 +86,7 @@ class communicator {
 
   status allreduce(void* data, std::size_t count, dtype t, reduce_op op,
                    allreduce_algorithm algo = allreduce_algorithm::automatic);
+  status allreduce(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire);
   status broadcast(void* data, std::size_t count, dtype t, int root);
   status allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t);
   status reducescatter(void* data, std::vector<std::size_t> counts, dtype t, reduce_op op);

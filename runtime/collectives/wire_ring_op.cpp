@@ -32,6 +32,61 @@ bool nonfinite_report::any() const {
 }
 
 namespace {
+// Freed scratch, kept for the next ops (at most `keep` buffers; the largest are kept).
+struct scratch_pool {
+  static constexpr std::size_t keep = 64;
+  std::mutex mu;
+  std::vector<std::pair<std::size_t, std::unique_ptr<std::byte[]>>> free;
+};
+scratch_pool& pool() {
+  static scratch_pool* p = new scratch_pool;  // never destroyed: ops may end during exit
+  return *p;
+}
+}  // namespace
+
+wire_scratch::wire_scratch(std::size_t bytes) {
+  if (bytes == 0) return;
+  auto& pl = pool();
+  {
+    std::lock_guard lk(pl.mu);
+    std::size_t best = pl.free.size();
+    for (std::size_t i = 0; i < pl.free.size(); ++i)
+      if (pl.free[i].first >= bytes && (best == pl.free.size() || pl.free[i].first < pl.free[best].first)) best = i;
+    if (best < pl.free.size()) {
+      cap_ = pl.free[best].first;
+      p_ = std::move(pl.free[best].second);
+      pl.free.erase(pl.free.begin() + static_cast<std::ptrdiff_t>(best));
+      return;
+    }
+  }
+  p_.reset(new std::byte[bytes]);
+  cap_ = bytes;
+}
+
+wire_scratch::~wire_scratch() {
+  if (!p_) return;
+  auto& pl = pool();
+  std::lock_guard lk(pl.mu);
+  if (pl.free.size() < scratch_pool::keep) {
+    pl.free.emplace_back(cap_, std::move(p_));
+    return;
+  }
+  auto smallest = std::min_element(pl.free.begin(), pl.free.end(),
+                                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (smallest->first < cap_) *smallest = {cap_, std::move(p_)};
+}
+
+wire_scratch& wire_scratch::operator=(wire_scratch&& o) noexcept {
+  if (this != &o) {
+    wire_scratch old(std::move(*this));
+    p_ = std::move(o.p_);
+    cap_ = o.cap_;
+    o.cap_ = 0;
+  }
+  return *this;
+}
+
+namespace {
 // Plain (uncompressed) prescale: own data times `scale`, in place.
 void scale_in_place(std::byte* p, std::size_t n, dtype t, float scale) {
   if (t == dtype::f32) {
@@ -78,9 +133,9 @@ wire_ring_op::wire_ring_op(uint64_t sequence, int stream, int rank, int size, st
   }
   const bool reduces = steps_.empty() || steps_.front().reduce;
   if (compressed()) {
-    gather_wire_.resize(extent * 2);
-    if (reduces) send_wire_.resize(extent * 2);
-    if (reduces && dtype_ == dtype::f64) acc64_.resize(extent);
+    gather_wire_ = wire_scratch(extent * 2);
+    if (reduces) send_wire_ = wire_scratch(extent * 2);
+    if (reduces && dtype_ == dtype::f64) acc64_ = wire_scratch(extent * sizeof(float));
   }
   if (opts_.check) {
     own_left_ = reduces ? total : blocks_[static_cast<std::size_t>(own_block_)].count;
@@ -94,7 +149,7 @@ wire_ring_op::wire_ring_op(uint64_t sequence, int stream, int rank, int size, st
 }
 
 float* wire_ring_op::accumulator(std::size_t e0) {
-  return dtype_ == dtype::f64 ? acc64_.data() + e0 : reinterpret_cast<float*>(own(e0));
+  return dtype_ == dtype::f64 ? reinterpret_cast<float*>(acc64_.data()) + e0 : reinterpret_cast<float*>(own(e0));
 }
 
 void wire_ring_op::read_own(std::size_t n, bool nonfinite) {

@@ -35,6 +35,22 @@ class nonfinite_report {
   std::vector<uint64_t> bits_;
 };
 
+/// Scratch bytes for the wire buffers, reused across ops (fresh pages would cost a page fault
+/// per 4 KiB on every chunk). Uninitialised; returned to a small process-wide pool when freed.
+class wire_scratch {
+ public:
+  wire_scratch() = default;
+  explicit wire_scratch(std::size_t bytes);
+  ~wire_scratch();
+  wire_scratch(wire_scratch&& o) noexcept : p_(std::move(o.p_)), cap_(o.cap_) { o.cap_ = 0; }
+  wire_scratch& operator=(wire_scratch&& o) noexcept;
+  std::byte* data() { return p_.get(); }
+
+ private:
+  std::unique_ptr<std::byte[]> p_;
+  std::size_t cap_ = 0;
+};
+
 struct wire_options {
   compression wire = compression::none;  ///< fp16/bf16: f32/f64 data only, sum or average
   bool check = false;                    ///< NaN/Inf check: needs `report`
@@ -87,9 +103,9 @@ class wire_ring_op final : public chunk_op {
   int divisor_;
   int own_block_;          // the block this rank finalises (-1: none)
   wire_options opts_;
-  std::vector<std::byte> send_wire_;    // reduce-scatter phase: casts of partial sums
-  std::vector<std::byte> gather_wire_;  // final values in the wire type
-  std::vector<float> acc64_;            // f64 data: f32 accumulators
+  wire_scratch send_wire_;    // reduce-scatter phase: casts of partial sums
+  wire_scratch gather_wire_;  // final values in the wire type
+  wire_scratch acc64_;        // f64 data: f32 accumulators
   std::size_t own_left_ = 0;            // own elements not yet read (check)
   bool own_bad_ = false;
   std::vector<uint64_t> flags_;
