@@ -196,13 +196,17 @@ void wire_ring_op::start(transport& t) {
   started_ = true;
   const bool reduces = steps_.empty() || steps_.front().reduce;
   if (!compressed()) {
-    // Plain data: one pass checks (and prescales) our input before anything is sent: every
-    // block of a reduction, our own block of an allgather.
+    // Plain data: prescale first (one pass); the check scans the blocks nothing else reads
+    // before they are sent: our own block of an allgather, the block a reduction sends first
+    // (f32/f64 sum and average check the others inside their reduction, fused_check(); other
+    // ops and dtypes scan every block here).
+    const int first_sent = steps_.empty() ? -1 : steps_.front().send_block;
     for (std::size_t i = 0; i < blocks_.size(); ++i) {
       if (!reduces && static_cast<int>(i) != own_block_) continue;
       const auto& b = blocks_[i];
-      if (opts_.check) read_own(b.count, has_nonfinite(own(b.offset), dtype_, b.count));
       if (opts_.prescale != 1.0f) scale_in_place(own(b.offset), b.count, dtype_, opts_.prescale);
+      const bool later = reduces && fused_check() && static_cast<int>(i) != first_sent && size_ > 1;
+      if (opts_.check && !later) read_own(b.count, has_nonfinite(own(b.offset), dtype_, b.count));
     }
   }
   if (size_ == 1 || steps_.empty()) {
@@ -267,8 +271,10 @@ status wire_ring_op::delivered(transport& t, int peer, const wire::frame_header&
   const uint32_t next = h.step + 1;
   if (!compressed()) {
     std::byte* mine = own(e0);
-    if (steps_[h.step].reduce) reduce_into(mine, data, n, dtype_, op_);
+    if (steps_[h.step].reduce && opts_.check && fused_check()) read_own(n, add_checked(mine, data, dtype_, n));
+    else if (steps_[h.step].reduce) reduce_into(mine, data, n, dtype_, op_);
     else if (data != mine) std::memcpy(mine, data, h.length);
+    if (steps_[h.step].reduce) send_flags(t);
     if (!last) post(t, right_, next, h.offset, mine, h.length);
     return {};
   }

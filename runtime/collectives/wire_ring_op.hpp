@@ -80,6 +80,10 @@ class wire_ring_op final : public chunk_op {
 
  private:
   bool compressed() const { return opts_.wire != compression::none; }
+  /// Plain f32/f64 sum or average: the check rides in the reduction of received blocks.
+  bool fused_check() const {
+    return (dtype_ == dtype::f32 || dtype_ == dtype::f64) && (op_ == reduce_op::sum || op_ == reduce_op::average);
+  }
   std::size_t elem_of_offset(uint64_t wire_offset) const { return wire_offset / unit_; }
   status check(int peer, const wire::frame_header& h) const;
   void send_range(transport& t, uint32_t step, const std::byte* from, std::size_t e0, std::size_t n);

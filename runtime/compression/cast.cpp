@@ -75,6 +75,10 @@ struct f16_f16c {
   }
 };
 
+// GCC 12 warns that the AVX-512 conversion intrinsics read an uninitialised register (their
+// own _mm256_undefined_si256 pass-through operand, which the unmasked forms never read).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 struct f16_avx512 {
   [[gnu::target("avx512f,avx2,f16c")]] static void widen(float* __restrict to, const byte* __restrict from,
                                                          std::size_t n) {
@@ -176,6 +180,23 @@ bool nonfinite_loop(const byte* data, std::size_t n) {
   return bad != 0;
 }
 
+template <class T>
+bool add_checked_loop(byte* dst, const byte* src, std::size_t n) {
+  uint32_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const T d = load<T>(dst + i * sizeof(T));
+    bad |= nonfinite_bit(d);
+    store<T>(dst + i * sizeof(T), d + load<T>(src + i * sizeof(T)));
+  }
+  return bad != 0;
+}
+
+bool add_checked_any(void* dst, const void* src, dtype t, std::size_t n) {
+  auto* d = static_cast<byte*>(dst);
+  const auto* s = static_cast<const byte*>(src);
+  return t == dtype::f32 ? add_checked_loop<float>(d, s, n) : add_checked_loop<double>(d, s, n);
+}
+
 inline bool nonfinite_half(const byte* data, std::size_t n, uint16_t exponent) {
   uint32_t bad = 0;
   for (std::size_t i = 0; i < n; ++i) bad |= uint32_t((load<uint16_t>(data + 2 * i) & exponent) == exponent);
@@ -230,10 +251,14 @@ bool nonfinite_any(const void* data, dtype t, std::size_t n) {
 }
 
 bool nonfinite_portable(const void* d, dtype t, std::size_t n) { return nonfinite_any(d, t, n); }
+bool add_checked_portable(void* d, const void* s, dtype t, std::size_t n) { return add_checked_any(d, s, t, n); }
 
-const cast_detail::kernels portable_kernels{"portable", narrow_flavor<portable_flavor>,
-                                            widen_flavor<portable_flavor>, accumulate_flavor<portable_flavor>,
-                                            nonfinite_portable};
+const cast_detail::kernels portable_kernels{"portable",
+                                            narrow_flavor<portable_flavor>,
+                                            widen_flavor<portable_flavor>,
+                                            accumulate_flavor<portable_flavor>,
+                                            nonfinite_portable,
+                                            add_checked_portable};
 
 #ifdef CHORUS_CAST_X86
 // `flatten` inlines every loop above into these entry points, so they are compiled for the
@@ -254,6 +279,9 @@ const cast_detail::kernels portable_kernels{"portable", narrow_flavor<portable_f
   }                                                                                                               \
   [[gnu::target(TARGET), gnu::flatten]] bool NAME##_nonfinite(const void* d, dtype t, std::size_t n) {            \
     return nonfinite_any(d, t, n);                                                                                \
+  }                                                                                                               \
+  [[gnu::target(TARGET), gnu::flatten]] bool NAME##_add_checked(void* d, const void* s, dtype t, std::size_t n) { \
+    return add_checked_any(d, s, t, n);                                                                           \
   }
 
 using avx2_flavor = flavor<f16_f16c, bf16_portable>;
@@ -261,6 +289,8 @@ using avx512_flavor = flavor<f16_avx512, bf16_portable>;
 CHORUS_CAST_FLAVOR(avx2, "avx2,f16c", avx2_flavor)
 CHORUS_CAST_FLAVOR(avx512, "avx512f,avx512bw,avx512vl,avx2,f16c", avx512_flavor)
 #undef CHORUS_CAST_FLAVOR
+
+#pragma GCC diagnostic pop
 
 bool cpu_has_f16c() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -281,10 +311,11 @@ const flavour_table& table() {
 #ifdef CHORUS_CAST_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && cpu_has_f16c()) {
-      out.k[out.n++] = {"avx2+f16c", avx2_narrow, avx2_widen, avx2_accumulate, avx2_nonfinite};
+      out.k[out.n++] = {"avx2+f16c", avx2_narrow, avx2_widen, avx2_accumulate, avx2_nonfinite, avx2_add_checked};
       if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
           __builtin_cpu_supports("avx512vl"))
-        out.k[out.n++] = {"avx512", avx512_narrow, avx512_widen, avx512_accumulate, avx512_nonfinite};
+        out.k[out.n++] = {"avx512", avx512_narrow, avx512_widen, avx512_accumulate, avx512_nonfinite,
+                          avx512_add_checked};
     }
 #endif
     return out;
@@ -352,6 +383,13 @@ bool accumulate_wire(float* acc, const void* own, dtype src, float scale, const 
   check_pointer("accumulate_wire", "own input", own, n);
   check_pointer("accumulate_wire", "received input", recv, n);
   return n > 0 && selected().accumulate(acc, own, src, scale, recv, c, n);
+}
+
+bool add_checked(void* dst, const void* src, dtype t, std::size_t n) {
+  check_float("add_checked", t);
+  check_pointer("add_checked", "output", dst, n);
+  check_pointer("add_checked", "input", src, n);
+  return n > 0 && selected().add_checked(dst, src, t, n);
 }
 
 bool has_nonfinite(const void* data, dtype t, std::size_t n) {

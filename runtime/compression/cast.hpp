@@ -40,6 +40,11 @@ void widen_from_wire(void* to, dtype dst, const void* from, compression c, std::
 bool accumulate_wire(float* acc, const void* own, dtype src, float scale, const void* recv, compression c,
                      std::size_t n);
 
+/// dst[i] = dst[i] + src[i] for f32 or f64 (the same bits as reduce_into's sum), returning
+/// whether any dst[i] was NaN or +-Inf before: the plain ring's NaN/Inf check, fused into the
+/// reduction it does anyway.
+bool add_checked(void* dst, const void* src, dtype t, std::size_t n);
+
 /// Whether data holds a NaN or +-Inf (f16, bf16, f32, f64; integer types: false).
 bool has_nonfinite(const void* data, dtype t, std::size_t n);
 
@@ -55,6 +60,7 @@ struct kernels {
   bool (*accumulate)(float* acc, const void* own, dtype src, float scale, const void* recv, compression c,
                      std::size_t n);
   bool (*nonfinite)(const void* data, dtype t, std::size_t n);
+  bool (*add_checked)(void* dst, const void* src, dtype t, std::size_t n);
 };
 /// The flavours this CPU can run, portable first; `count` receives their number.
 const kernels* available(std::size_t& count);

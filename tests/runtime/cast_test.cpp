@@ -184,6 +184,32 @@ TEST_P(CastTest, NonFiniteInputsAreFlaggedWherever_TheyAre) {
   }
 }
 
+TEST(CastAddChecked, SumsLikeThePlainKernelAndFlagsTheDestinationOnly) {
+  std::mt19937_64 rng(seed() + 3);
+  std::uniform_real_distribution<double> u(-1e3, 1e3);
+  for (const auto& k : flavours()) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{17}, std::size_t{1000}}) {
+      std::vector<float> d(n), s(n);
+      std::vector<double> d64(n), s64(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        d[i] = float(u(rng));
+        s[i] = float(u(rng));
+        d64[i] = u(rng);
+        s64[i] = u(rng);
+      }
+      auto want = d;
+      for (std::size_t i = 0; i < n; ++i) want[i] = d[i] + s[i];
+      s[n / 2] = std::numeric_limits<float>::quiet_NaN();  // the source's NaN is not ours
+      want[n / 2] = d[n / 2] + s[n / 2];
+      EXPECT_FALSE(k.add_checked(d.data(), s.data(), dtype::f32, n)) << k.name;
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(d[i]), std::bit_cast<uint32_t>(want[i])) << k.name << " i=" << i;
+      d64[n - 1] = -std::numeric_limits<double>::infinity();
+      EXPECT_TRUE(k.add_checked(d64.data(), s64.data(), dtype::f64, n)) << k.name;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Wire, CastTest, ::testing::Values(compression::fp16, compression::bf16),
                          [](const auto& info) { return std::string(name_of(info.param)); });
 
