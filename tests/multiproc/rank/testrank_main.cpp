@@ -74,6 +74,9 @@ int run_intruder(process_env env) {
   auto ep = tcp::parse_endpoint(*ep_text);
   if (!ep) return fail(ep.error());
   auto deadline = tcp::clock::now() + std::chrono::seconds(10);
+  // It even knows this attempt's session id (frames with the job id alone are dropped before
+  // any handshake), so what stops it is the MAC.
+  env.job_id = (*rdv)->session_id();
   auto fd = tcp::connect_to(*ep, deadline);
   if (!fd) return fail(fd.error());
   // A client that does not know the secret: it ignores the server's proof and sends its own,
