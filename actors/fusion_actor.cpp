@@ -258,7 +258,7 @@ caf::behavior fusion_actor(self_ptr self, fusion_config cfg) {
         for (auto& [job, works] : plan_batch(st, b)) {
           if (observed) {
             telemetry::bucket_event e{job->id, b.cycle, job->first_sequence, job->chunks, job->plan.bytes,
-                                      job->plan.in_place, to_string(job->plan.kind), {}};
+                                      job->plan.in_place, to_string(job->plan.kind), {}, {}};
             for (const auto& op : job->ops) e.tensors.push_back(op.spec.name);
             e.algorithm = algorithm_of(works);
             obs.on_bucket(e, std::chrono::steady_clock::now());
