@@ -5,6 +5,7 @@
 // other rank. (tests/hosts/hier_hosts_test.cpp runs the same across emulated hosts.)
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 #include "tests/multiproc/job_checks.hpp"
@@ -19,6 +20,8 @@ struct hier_layout {
   std::string groups;  // how the ranks print them
   std::string large;   // what auto runs at 64 MiB
 };
+
+void PrintTo(const hier_layout& p, std::ostream* os) { *os << "hosts " << p.hosts; }
 
 class hier_across_processes : public ::testing::TestWithParam<hier_layout> {};
 
