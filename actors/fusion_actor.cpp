@@ -50,6 +50,7 @@ chunk_algo allreduce_algo(const fusion_config& c, std::size_t bytes) {
 /// "hier_sharded", ... joined by '+' when chunks differ; empty for other collectives.
 std::string algorithm_of(const std::vector<chunk_work>& works) {
   std::string out;
+  std::vector<const char*> seen;
   for (const auto& w : works) {
     const char* name = w.algo == chunk_algo::ring_allreduce       ? "ring"
                        : w.algo == chunk_algo::exchange_allreduce ? "recursive_doubling"
@@ -57,7 +58,9 @@ std::string algorithm_of(const std::vector<chunk_work>& works) {
                        : w.algo == chunk_algo::hier_leader        ? "hier_leader"
                                                                   : nullptr;
     if (!name) return {};
-    if (out.find(name) == std::string::npos) out += (out.empty() ? "" : "+") + std::string(name);
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+    seen.push_back(name);
+    out += (out.empty() ? "" : "+") + std::string(name);
   }
   return out;
 }
