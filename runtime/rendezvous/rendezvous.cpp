@@ -10,6 +10,7 @@
 #include <asio.hpp>
 
 #include "runtime/core/log.hpp"
+#include "runtime/env/host_settings.hpp"
 #include "runtime/rendezvous/kv_client.hpp"
 #include "runtime/rendezvous/kv_protocol.hpp"
 #include "runtime/rendezvous/kv_server.hpp"
@@ -97,11 +98,14 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
   auto deadline = clock::now() + env.rendezvous_timeout;
 
   // 1. Rank 0 serves the store; it listens on every interface unless told a loopback address.
+  //    Only clients that prove the job secret reach it (kv_auth.hpp).
+  if (auto st = require_secret_across_hosts(env); !st.ok()) return st;
+  const kv::credentials creds{job_secret_or_default(env), env.job_id};
   std::unique_ptr<kv_server> server;
   std::string connect_host = env.rendezvous_host;
   uint16_t port = env.rendezvous_port;
   if (env.rank == 0) {
-    server = std::make_unique<kv_server>();
+    server = std::make_unique<kv_server>(creds);
     auto bound = server->start(is_loopback(env.rendezvous_host) ? env.rendezvous_host : "", port);
     if (!bound) {
       return status{errc::rendezvous, "rendezvous " + shown + ": rank 0 cannot serve the store: " +
@@ -118,17 +122,21 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
   //    may still be up while it shuts down: rank 0 marks its store with this process' round
   //    ("epoch"), and a rank that reached the store of another round reconnects until its own.
   //    Rounds are counted per rank and store address (tests run several ranks in one process).
+  //    Only a round that connected counts: an init() that failed here (a wrong secret, a
+  //    timeout) and is tried again keeps its number.
   static std::mutex rounds_mu;
   static std::map<std::string, uint64_t> rounds;
-  std::string epoch;
+  const std::string round_key = shown + "#" + std::to_string(env.rank);
+  uint64_t round = 0;
   {
     std::lock_guard lk(rounds_mu);
-    epoch = std::to_string(++rounds[shown + "#" + std::to_string(env.rank)]);
+    round = rounds[round_key] + 1;
   }
+  const std::string epoch = std::to_string(round);
   std::unique_ptr<kv_client> client;
   std::string seen;
   for (;;) {
-    client = std::make_unique<kv_client>(connect_host, port);
+    client = std::make_unique<kv_client>(connect_host, port, creds, static_cast<uint32_t>(env.rank));
     if (auto st = client->connect(deadline); !st) return st;
     if (env.rank == 0) {
       auto set = client->call(kv::request{kv::op::set, "epoch", epoch, 0, 0}, deadline);
@@ -149,6 +157,10 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
                         "): every rank must call init() and shutdown() the same number of times"};
     client.reset();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  {
+    std::lock_guard lk(rounds_mu);
+    rounds[round_key] = std::max(rounds[round_key], round);
   }
   CHORUS_LOG(info, "rendezvous",
              "connected rank=" << env.rank << " size=" << env.size << " store=" << address

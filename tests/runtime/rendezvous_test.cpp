@@ -322,3 +322,29 @@ TEST(Rendezvous, RankZeroCannotServeOnAPortInUse) {
 
 }  // namespace
 }  // namespace chorus
+
+namespace chorus {
+namespace {
+
+// A rank refused for its secret may try again in the same process: the failed attempt does not
+// count as a round (the store's round number would never match again otherwise).
+TEST(Rendezvous, ARankRefusedForItsSecretCanTryAgain) {
+  uint16_t port = free_port();
+  auto rank0 = rendezvous::open(make_env(0, 2, port));
+  ASSERT_TRUE(rank0.ok()) << msg_of(rank0.error());
+  auto wrong = make_env(1, 2, port);
+  wrong.job_secret = "not the job's secret";
+  auto refused = rendezvous::open(wrong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), errc::auth) << msg_of(refused.error());
+  auto rank1 = rendezvous::open(make_env(1, 2, port));
+  ASSERT_TRUE(rank1.ok()) << msg_of(rank1.error());
+  ASSERT_TRUE((*rank1)->publish("ep/1", "one").ok());
+  ASSERT_TRUE((*rank0)->publish("ep/0", "zero").ok());
+  auto got = (*rank1)->gather("ep/", 1000ms);
+  ASSERT_TRUE(got.ok()) << msg_of(got.error());
+  EXPECT_EQ(*got, (std::vector<std::string>{"zero", "one"}));
+}
+
+}  // namespace
+}  // namespace chorus

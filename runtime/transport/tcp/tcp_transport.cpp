@@ -10,11 +10,6 @@
 #include "runtime/transport/shm/lanes.hpp"
 
 namespace chorus::tcp {
-namespace {
-
-constexpr const char* insecure_default_secret = "chorus-default-secret-set-CHORUS_JOB_SECRET";
-
-}  // namespace
 
 tcp_options tcp_options::from_config(const transport_config& c) {
   tcp_options o;
@@ -48,7 +43,7 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
     if (env.size > 1)
       CHORUS_LOG(warn, "tcp", "CHORUS_JOB_SECRET is not set: connections use a well-known default secret; "
                               "set it (chorusrun does) to keep other jobs out");
-    cfg.secret = insecure_default_secret;
+    cfg.secret = job_secret_or_default(env);
   }
   t->control_key_ = wire::control_key(cfg.secret, env.job_id);
 
