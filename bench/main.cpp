@@ -72,6 +72,7 @@ struct options {
   std::string impl = "both";
   /// allreduce --variants: none (chorus_tcp), fp16, bf16, nancheck (chorus_<variant>_tcp)
   std::vector<std::string> allreduce_variants = {"none"};
+  bool hierarchical = false;  // --hierarchical: chorus also with the hierarchy forced on and off
   std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20};
 #ifdef CHORUS_WITH_PIPELINE
   bench::negotiation_bench_options negotiation;
@@ -83,7 +84,7 @@ struct options {
   std::fprintf(stderr,
                "chorus-bench: %s\n"
                "usage: chorus-bench allreduce [--impl chorus|gloo|floor|both|all] [--sizes 4K,64K,1M,16M,64M]\n"
-               "                              [--streams S] [--chunk-bytes B] [--segment-bytes B]\n"
+               "                              [--streams S] [--chunk-bytes B] [--segment-bytes B] [--hierarchical]\n"
                "                              [--variants none,fp16,bf16,nancheck]\n"
                "       chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace]\n"
                "       chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]\n"
@@ -111,6 +112,7 @@ options parse(int argc, char** argv) {
     else if (a == "--streams") setenv("CHORUS_NUM_STREAMS", value().c_str(), 1);
     else if (a == "--chunk-bytes") setenv("CHORUS_CHUNK_BYTES", value().c_str(), 1);
     else if (a == "--segment-bytes") setenv("CHORUS_SEGMENT_BYTES", value().c_str(), 1);
+    else if (a == "--hierarchical") o.hierarchical = true;
     else if (a == "--metrics") o.variants.push_back("metrics");
     else if (a == "--trace") o.variants.push_back("trace");
     else if (a == "--steps") o.steps = std::stoi(value());
@@ -146,15 +148,24 @@ void check_status(const status& st, const char* what) {
   if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());
 }
 
-bench::allreduce_impl chorus_impl(communicator& c, const std::string& variant = "none") {
+// `algo` automatic: CHORUS_HIERARCHICAL decides (chorus_tcp); flat / hierarchical: forced
+// (chorus_flat_tcp, chorus_hier_tcp). `variant` fp16 / bf16 / nancheck: compression on the wire
+// or the NaN/Inf check, over the flat ring (chorus_<variant>_tcp).
+bench::allreduce_impl chorus_impl(communicator& c, allreduce_algorithm algo = allreduce_algorithm::automatic,
+                                  const std::string& variant = "none") {
   bench::allreduce_impl impl;
-  impl.name = variant == "none" ? "chorus_tcp" : "chorus_" + variant + "_tcp";
+  impl.name = algo == allreduce_algorithm::flat           ? "chorus_flat_tcp"
+              : algo == allreduce_algorithm::hierarchical ? "chorus_hier_tcp"
+                                                          : "chorus_tcp";
   impl.rank = c.rank();
   impl.size = c.size();
-  impl.allreduce_sum = [&c](float* d, std::size_t n) { check_status(c.allreduce(d, n, dtype::f32, reduce_op::sum), "allreduce"); };
+  impl.allreduce_sum = [&c, algo](float* d, std::size_t n) {
+    check_status(c.allreduce(d, n, dtype::f32, reduce_op::sum, algo), "allreduce");
+  };
   // Compression on the wire (the inputs are small integers: fp16 and bf16 sums stay exact for
   // N <= 4, so every result is still checked exactly) and the NaN/Inf check.
   if (variant != "none") {
+    impl.name = "chorus_" + variant + "_tcp";
     wire_options w;
     w.wire = variant == "fp16" ? compression::fp16 : variant == "bf16" ? compression::bf16 : compression::none;
     w.check = variant == "nancheck";
@@ -182,7 +193,13 @@ int run_allreduce(const options& o, const process_env& env) {
   for (auto s : o.sizes) max_bytes = std::max(max_bytes, s);
   float* buffer = pretouched_buffer(std::max<std::size_t>(max_bytes, 4096));
   std::vector<bench::allreduce_impl> ours;
-  for (const auto& v : o.allreduce_variants) ours.push_back(chorus_impl(c, v));
+  for (const auto& v : o.allreduce_variants) ours.push_back(chorus_impl(c, allreduce_algorithm::automatic, v));
+  auto hier = chorus_impl(c, allreduce_algorithm::hierarchical);
+  auto flat = chorus_impl(c, allreduce_algorithm::flat);
+  if (c.rank() == 0 && o.hierarchical)
+    std::printf("# hosts: %s (chorus_tcp: CHORUS_HIERARCHICAL decides; chorus_hier_tcp / chorus_flat_tcp: forced "
+                "on / off)\n",
+                c.hosts().describe().c_str());
   if (c.rank() == 0)
     std::printf("# chorus-bench allreduce: N=%d streams=%d chunk_bytes=%zu segment_bytes=%zu shm_streams=%d "
                 "(chorus_tcp: payloads through shared-memory rings where shm_streams > 0, CHORUS_SHM_BYTES=0: "
@@ -238,6 +255,10 @@ int run_allreduce(const options& o, const process_env& env) {
   for (auto bytes : o.sizes) {
     if (run_chorus)
       for (const auto& impl : ours) report(impl, bytes);
+    if (run_chorus && o.hierarchical) {
+      report(hier, bytes);
+      report(flat, bytes);
+    }
 #ifdef CHORUS_WITH_GLOO
     if (gloo) report(theirs, bytes);
 #endif

@@ -14,6 +14,7 @@
 #include "runtime/rendezvous/kv_client.hpp"
 #include "runtime/rendezvous/kv_protocol.hpp"
 #include "runtime/rendezvous/kv_server.hpp"
+#include "runtime/wire/handshake.hpp"
 
 namespace chorus {
 namespace {
@@ -158,6 +159,30 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
     client.reset();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  // 3. This attempt's session id, from a nonce rank 0 draws for this round of its store.
+  if (env.rank == 0) {
+    auto fresh = wire::random_nonce();
+    std::string hex;
+    for (auto b : fresh) {
+      hex.push_back("0123456789abcdef"[b >> 4]);
+      hex.push_back("0123456789abcdef"[b & 15]);
+    }
+    auto set = client->call(kv::request{kv::op::set, "session-nonce", hex, 0, 0}, deadline);
+    if (!set) return set.error();
+  }
+  auto nonce_reply = client->call(kv::request{kv::op::get, "session-nonce", {}, 0, 0}, deadline);
+  if (!nonce_reply) return nonce_reply.error();
+  wire::nonce fresh{};
+  if (nonce_reply->code != kv::reply_code::ok || nonce_reply->values.size() != 1 ||
+      nonce_reply->values.front().size() != 2 * fresh.size())
+    return status{errc::rendezvous, "rendezvous " + shown + ": rank 0 published no session nonce in time"};
+  const std::string& hex = nonce_reply->values.front();
+  auto digit = [](char c) -> int { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  for (std::size_t i = 0; i < fresh.size(); ++i) {
+    int hi = digit(hex[2 * i]), lo = digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return status{errc::protocol, "rendezvous " + shown + ": the session nonce is not hex"};
+    fresh[i] = static_cast<uint8_t>(hi * 16 + lo);
+  }
   {
     std::lock_guard lk(rounds_mu);
     rounds[round_key] = std::max(rounds[round_key], round);
@@ -165,8 +190,9 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
   CHORUS_LOG(info, "rendezvous",
              "connected rank=" << env.rank << " size=" << env.size << " store=" << address
                                << (server ? " serving=yes" : ""));
-  return std::unique_ptr<rendezvous>(
-      new rendezvous(env, address, std::move(server), std::move(client)));
+  std::unique_ptr<rendezvous> out(new rendezvous(env, address, std::move(server), std::move(client)));
+  out->session_id_ = wire::session_id(creds.secret, env.job_id, fresh);
+  return out;
 }
 
 status rendezvous::publish(const std::string& key, const std::string& value) {

@@ -70,6 +70,7 @@ std::vector<row> config_rows() {
        [](const config& c) { return std::string(name_of(c.collectives.wire)); }, "fp8"},
       {"CHORUS_NAN_CHECK", "skip", "skip", [](const config& c) { return std::string(name_of(c.collectives.check)); },
        "warn"},
+      {"CHORUS_HIERARCHICAL", "1", "on", [](const config& c) { return c.collectives.hierarchical; }, "yes"},
       {"CHORUS_NEGOTIATION", "central", "central", [](const config& c) { return c.pipeline.negotiation; }, "ring"},
       {"CHORUS_CONTROL_PLANE", "caf", "caf", [](const config& c) { return c.pipeline.control_plane; }, "udp"},
       {"CHORUS_CYCLE_TIME_MS", "0.25", "250", [](const config& c) { return str(c.pipeline.cycle_time.count()); },
@@ -181,6 +182,7 @@ TEST(Config, HorovodAliases) {
       {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "20",
        [](const config& c) { return str(c.pipeline.stall_shutdown.count()); }, "20"},
       {"HOROVOD_GPU_OPERATIONS", "host", [](const config& c) { return c.pipeline.gpu_operations; }, "host", "nccl"},
+      {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1", [](const config& c) { return c.collectives.hierarchical; }, "on", "off"},
   };
   std::set<std::string> tested;
   for (const auto& r : rows) {

@@ -25,7 +25,7 @@ tcp_options tcp_options::from_config(const transport_config& c) {
 
 tcp_transport::tcp_transport(const process_env& env, const tcp_options& opts)
     : rank_(env.rank), size_(env.size), opts_(opts), work_(asio::make_work_guard(io_)) {
-  limits_.job_id = env.job_id;
+  limits_.job_id = env.session_id ? env.session_id : env.job_id;
   limits_.max_payload = opts.max_payload;
   conns_.resize(size_);
   peer_down_.assign(size_, false);
@@ -37,7 +37,8 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   auto deadline = clock::now() + opts.connect_timeout;
   // Streams 0..S-1 carry data; one more connection per peer is the control link.
   const int control_stream = opts.num_streams;
-  handshake_config cfg{env.job_id, env.job_secret, env.rank, env.size, opts.num_streams + 1};
+  const uint64_t id = env.session_id ? env.session_id : env.job_id;  // this attempt of the job
+  handshake_config cfg{id, env.job_secret, env.rank, env.size, opts.num_streams + 1};
   if (auto st = require_secret_across_hosts(env); !st.ok()) return st;
   if (cfg.secret.empty()) {
     if (env.size > 1)
@@ -45,7 +46,7 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
                               "set it (chorusrun does) to keep other jobs out");
     cfg.secret = job_secret_or_default(env);
   }
-  t->control_key_ = wire::control_key(cfg.secret, env.job_id);
+  t->control_key_ = wire::control_key(cfg.secret, id);
 
   // 1. Listen and start accepting before anyone can learn our endpoint.
   std::string host = opts.bind_host;
@@ -102,9 +103,11 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
 
   // 5. Shared-memory rings to the ranks on this host, then the data connections to Asio.
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+  std::vector<std::string> identities;
   auto lanes = shm::open_lanes(env, rdv, opts.num_streams, opts.shm_bytes,
-                               std::max(left, std::chrono::milliseconds(1000)));
+                               std::max(left, std::chrono::milliseconds(1000)), &identities);
   if (!lanes) return lanes.error();
+  t->hosts_ = group_by_host(identities);
   for (int p = 0; p < env.size; ++p) {
     for (int s = 0; s < static_cast<int>(fds[p].size()); ++s) {
       tune_socket(fds[p][s].get(), opts.socket_buffer_bytes);
@@ -117,7 +120,8 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   }
   CHORUS_LOG(info, "tcp", "mesh ready endpoint=" << me << " peers=" << env.size - 1
                                                  << " streams=" << opts.num_streams
-                                                 << " shm_streams=" << t->shm_streams_);
+                                                 << " shm_streams=" << t->shm_streams_
+                                                 << " hosts=" << t->hosts_.describe());
   return t;
 }
 
