@@ -166,16 +166,22 @@ void wire_ring_op::send_flags(transport& t) {
   while (flags_sent_ + 1 < static_cast<std::size_t>(size_) && flags_sent_ <= flags_received_) {
     auto& out = flag_out_[flags_sent_];
     out = flags_;
-    post(t, right_, static_cast<uint32_t>(steps_.size() + flags_sent_), 0, reinterpret_cast<const std::byte*>(out.data()),
+    send_frame(t, static_cast<uint32_t>(steps_.size() + flags_sent_), 0, reinterpret_cast<const std::byte*>(out.data()),
          flag_bytes_);
     ++flags_sent_;
   }
 }
 
+void wire_ring_op::send_frame(transport& t, uint32_t step, uint64_t offset, const std::byte* payload,
+                              std::size_t len) {
+  send_left_ -= std::min<uint64_t>(len, send_left_);
+  post(t, right_, step, offset, payload, len);
+}
+
 void wire_ring_op::send_range(transport& t, uint32_t step, const std::byte* from, std::size_t e0, std::size_t n) {
   for (std::size_t done = 0; done < n; done += seg_elems_) {
     const std::size_t m = std::min(seg_elems_, n - done);
-    post(t, right_, step, (e0 + done) * unit_, from + (e0 + done) * unit_, m * unit_);
+    send_frame(t, step, (e0 + done) * unit_, from + (e0 + done) * unit_, m * unit_);
   }
 }
 
@@ -214,8 +220,14 @@ void wire_ring_op::start(transport& t) {
       for (auto& b : blocks_) finalise(b.offset, b.count, false);
     return;
   }
-  for (auto& s : steps_) recv_left_ += blocks_[static_cast<std::size_t>(s.recv_block)].count * unit_;
-  if (opts_.check) recv_left_ += flag_out_.size() * flag_bytes_;
+  for (auto& s : steps_) {
+    recv_left_ += blocks_[static_cast<std::size_t>(s.recv_block)].count * unit_;
+    send_left_ += blocks_[static_cast<std::size_t>(s.send_block)].count * unit_;
+  }
+  if (opts_.check) {
+    recv_left_ += flag_out_.size() * flag_bytes_;
+    send_left_ += flag_out_.size() * flag_bytes_;
+  }
   const ring_step& first = steps_.front();
   const auto& b = blocks_[static_cast<std::size_t>(first.send_block)];
   if (!compressed()) {
@@ -275,7 +287,7 @@ status wire_ring_op::delivered(transport& t, int peer, const wire::frame_header&
     else if (steps_[h.step].reduce) reduce_into(mine, data, n, dtype_, op_);
     else if (data != mine) std::memcpy(mine, data, h.length);
     if (steps_[h.step].reduce) send_flags(t);
-    if (!last) post(t, right_, next, h.offset, mine, h.length);
+    if (!last) send_frame(t, next, h.offset, mine, h.length);
     return {};
   }
   if (steps_[h.step].reduce) {
@@ -284,10 +296,10 @@ status wire_ring_op::delivered(transport& t, int peer, const wire::frame_header&
     if (!last && steps_[next].reduce) {
       std::byte* w = send_wire_.data() + e0 * 2;
       narrow_to_wire(w, opts_.wire, acc, dtype::f32, n, 1.0f);
-      post(t, right_, next, h.offset, w, h.length);
+      send_frame(t, next, h.offset, w, h.length);
     } else {
       const std::byte* w = finalise(e0, n, true);  // our block: every rank's part is in
-      if (!last) post(t, right_, next, h.offset, w, h.length);
+      if (!last) send_frame(t, next, h.offset, w, h.length);
     }
     send_flags(t);
     return {};
@@ -295,7 +307,7 @@ status wire_ring_op::delivered(transport& t, int peer, const wire::frame_header&
   std::byte* w = gather_wire_.data() + h.offset;
   if (data != w) std::memcpy(w, data, h.length);
   widen_from_wire(own(e0), dtype_, w, opts_.wire, n);
-  if (!last) post(t, right_, next, h.offset, w, h.length);
+  if (!last) send_frame(t, next, h.offset, w, h.length);
   return {};
 }
 

@@ -74,8 +74,12 @@ class wire_ring_op final : public chunk_op {
   std::byte* destination(int peer, const wire::frame_header& h) override;
   status delivered(transport& t, int peer, const wire::frame_header& h, const std::byte* data) override;
   void finish() override;
+  /// The left neighbour while frames are due from it, the right one while we still have frames
+  /// to hand it: a right neighbour that got everything and left cleanly fails nothing here.
   bool needs(int peer) const override {
-    return size_ > 1 && (peer == left_ || peer == right_) && !(started_ && recv_left_ == 0);
+    if (size_ <= 1) return false;
+    if (!started_) return peer == left_ || peer == right_;
+    return (peer == left_ && recv_left_ > 0) || (peer == right_ && send_left_ > 0);
   }
 
  private:
@@ -92,6 +96,7 @@ class wire_ring_op final : public chunk_op {
   // from the f32 accumulators; returns where the wire bytes to forward start.
   const std::byte* finalise(std::size_t e0, std::size_t n, bool from_accumulator);
   void send_flags(transport& t);
+  void send_frame(transport& t, uint32_t step, uint64_t offset, const std::byte* payload, std::size_t len);
   float* accumulator(std::size_t e0);
   std::byte* own(std::size_t e0) { return base_ + e0 * esize_; }
 
@@ -110,6 +115,7 @@ class wire_ring_op final : public chunk_op {
   wire_scratch send_wire_;    // reduce-scatter phase: casts of partial sums
   wire_scratch gather_wire_;  // final values in the wire type
   wire_scratch acc64_;        // f64 data: f32 accumulators
+  uint64_t send_left_ = 0;              // payload bytes not yet handed to the transport
   std::size_t own_left_ = 0;            // own elements not yet read (check)
   bool own_bad_ = false;
   std::vector<uint64_t> flags_;
