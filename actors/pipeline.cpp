@@ -13,6 +13,7 @@
 #if CHORUS_WITH_CUDA
 #include "runtime/device/cuda/gpu_executor.hpp"
 #endif
+#include "actors/autotuner_actor.hpp"
 #include "actors/completion_actor.hpp"
 #include "actors/control_edge.hpp"
 #include "actors/control_gate.hpp"
@@ -43,6 +44,7 @@ struct pipeline::impl {
   std::vector<caf::actor> all() const {
     std::vector<caf::actor> v{actors.producer, actors.negotiator, actors.fusion, actors.completion};
     v.insert(v.end(), actors.senders.begin(), actors.senders.end());
+    if (actors.autotuner) v.push_back(actors.autotuner);
     return v;
   }
   /// Closes the gate, stops every actor and the system (waits for the actors to end).
@@ -155,14 +157,48 @@ result<std::string> agree_nccl_id(communicator& comm, const std::string& mine, s
 
 }  // namespace
 
+/// With autotune on, the configured tunables snapped to the autotuner's grid (every rank
+/// alike), so that the first batches are planned as the tuner's first sample assumes.
+pipeline_options with_autotune_start(pipeline_options o, int streams) {
+  if (!o.autotune.enabled) return o;
+  tuning::knob_values v{streams, o.chunk_bytes, o.fusion_threshold,
+                        std::chrono::duration_cast<std::chrono::microseconds>(o.cycle_time), o.in_place_bytes};
+  auto s = autotune_start(v, streams);
+  o.chunk_bytes = s.chunk_bytes;
+  o.fusion_threshold = s.fusion_threshold;
+  o.cycle_time = s.cycle_time;
+  o.in_place_bytes = s.in_place_bytes;
+  return o;
+}
+
+autotuner_config autotuner_config_of(const pipeline_options& o, int rank, int size, int streams) {
+  autotuner_config c;
+  c.rank = rank;
+  c.size = size;
+  c.max_streams = streams;
+  c.start = {streams, o.chunk_bytes, o.fusion_threshold,
+             std::chrono::duration_cast<std::chrono::microseconds>(o.cycle_time), o.in_place_bytes};
+  c.steps_per_sample = o.autotune.steps_per_sample;
+  c.log_path = o.autotune.log_path;
+  auto& t = c.options;
+  t.search.seed = o.autotune.seed;
+  t.search.warmup_samples = o.autotune.warmup_samples;
+  t.search.max_samples = o.autotune.max_samples;
+  t.search.noise = o.autotune.noise;
+  t.windows_per_sample = o.autotune.windows_per_sample;
+  t.drop_threshold = o.autotune.retune_drop;
+  return c;
+}
+
 pipeline::pipeline(std::unique_ptr<impl> p) : impl_(std::move(p)) {
   rank_ = impl_->comm.rank();
   size_ = impl_->comm.size();
 }
 
-result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipeline_options& opts) {
+result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipeline_options& configured) {
   caf_thread_scope scope;
   const int rank = comm.rank(), size = comm.size(), streams = comm.num_streams();
+  const pipeline_options opts = with_autotune_start(configured, streams);
   auto nopts = negotiation_options_of(opts);
   if (auto s = negotiation::make_strategy(opts.negotiation, rank, size, nopts); !s) return s.error();
   if (opts.scheduler_threads < 1 || streams < 1 || opts.start_window < 1 || opts.chunks_in_flight < 1)
@@ -275,6 +311,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
                                                return stream_board::reading{c->traffic(s).sent, m.bytes_acked,
                                                                             m.busy_us};
                                              });
+  if (opts.autotune.enabled) a.autotuner = sys.spawn(autotuner_actor, autotuner_config_of(opts, rank, size, streams));
   a.observer = opts.observer;
   if (a.observer)
     a.observer->on_tunables({opts.fusion_threshold, opts.chunk_bytes, streams,

@@ -89,5 +89,8 @@ void observer_slot::on_tunables(const tunables& t, time_point at) {
   }
   forward([&](observer& p) { p.on_tunables(t, at); });
 }
+void observer_slot::on_autotune(const autotune_event& e, time_point at) {
+  forward([&](observer& p) { p.on_autotune(e, at); });
+}
 
 }  // namespace chorus::telemetry

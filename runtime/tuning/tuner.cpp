@@ -15,7 +15,15 @@ double median(std::vector<double> v) {
 
 tuner::tuner(search_space space, tuner_options options, point start)
     : options_(options), opt_(space, options.search, {start}), current_(std::move(start)) {
-  fold(options.search.seed);
+  // Every setting that shapes a decision: ranks configured differently show different digests.
+  for (double x : {double(options.search.seed), double(options.search.warmup_samples), double(options.search.max_samples),
+                   options.search.noise, options.search.min_improvement, options.search.exploration,
+                   double(options.search.candidates), double(options.windows_per_sample), double(options.settle_windows),
+                   options.drop_threshold, double(options.drop_windows), double(options.retune_samples),
+                   double(options.retune_starts)})
+    fold(std::bit_cast<uint64_t>(x));
+  for (const auto& a : space.axes())
+    for (double v : a.values) fold(std::bit_cast<uint64_t>(v));
   for (int i : current_) fold(static_cast<uint64_t>(i));
 }
 
