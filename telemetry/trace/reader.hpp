@@ -56,7 +56,8 @@ struct trace_record {
   std::string text;                ///< bucket: collective kind; error: its kind
   bool in_place = false;           ///< bucket
   std::vector<uint8_t> payload;    ///< gossip_sent, gossip_received: the encoded message
-  tunables tuning;                 ///< tunables
+  tunables tuning;                 ///< tunables; autotune: the tunables after the window
+  autotune_event autotune;         ///< autotune (its in_force is `tuning`)
 };
 
 struct trace_file {
