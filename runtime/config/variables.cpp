@@ -97,7 +97,7 @@ constexpr std::array table{
   variable{"CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", kind::decimal, "0.1",
            0, 100, "", "noise added to the Gaussian process' kernel diagonal (scores normalised to unit variance)",
            owner::config, ""},
-  variable{"CHORUS_AUTOTUNE_SEED", "", kind::whole, "1", 0, 9007199254740992.0, "",
+  variable{"CHORUS_AUTOTUNE_SEED", "", kind::whole, "1", 0, 4294967295.0, "",
            "seed of the autotuner's pseudo-random choices (the same on every rank)", owner::config, ""},
   variable{"CHORUS_AUTOTUNE_RETUNE_DROP", "", kind::decimal, "0.15", 0.01, 0.99, "",
            "search again when the score stays this fraction below the converged level for 3 windows",
