@@ -124,5 +124,21 @@ TEST(pipeline_autotune, switches_under_traffic_stay_exact_logged_traced_and_repl
   fs::remove_all(dir);
 }
 
+// Rank 2 runs its tuner with another seed: its proposal digest differs from the others', and the
+// job stops on every rank with the protocol error that names it, instead of diverging.
+TEST(pipeline_autotune, a_rank_that_computes_another_proposal_is_named) {
+  std::string script = "if [ \"$CHORUS_RANK\" = 2 ]; then export CHORUS_AUTOTUNE_SEED=7; fi; exec \"$0\" \"$@\"";
+  local_job job(3, {"/bin/sh", "-c", script, CHORUS_TESTRANK_PATH, "pipeline-exact", "4242", "2"},
+                {{"CHORUS_AUTOTUNE", "1"}, {"CHORUS_AUTOTUNE_STEPS_PER_SAMPLE", "1"}});
+  auto results = job.wait(std::chrono::seconds(100));
+  std::regex named("autotune: ranks computed different proposals for window 1: ranks 0-1 digest [0-9a-f]{16}; "
+                   "rank 2 digest [0-9a-f]{16}");
+  for (auto& r : results) {
+    ASSERT_FALSE(r.timed_out) << "rank " << r.rank << " hung:\n" << r.output;
+    EXPECT_FALSE(r.exited && r.exit_code == 0) << "rank " << r.rank << " passed:\n" << r.output;
+    EXPECT_TRUE(std::regex_search(r.output, named)) << "rank " << r.rank << ":\n" << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace chorus::testing
