@@ -188,7 +188,7 @@ void apply(self_ptr self, negotiation::actions a) {
   if (!s.failed.ok()) return;
   auto& obs = observer_of(s.wired);
   for (auto& e : a.errors) {
-    status err{errc::mismatch, e.message};
+    status err{e.code, e.message};
     obs.on_error(to_string(err.code()), err, now);
     if (auto it = s.pending.find(e.name); it != s.pending.end()) {
       finish_op(self, it->second, std::move(err));

@@ -9,6 +9,7 @@ CHORUS_DEB_PACKAGES=(
   prometheus-cpp-dev prometheus
   iproute2 util-linux   # emulated hosts (ip netns, tc htb/u32, nsenter, unshare, flock): tests labelled hosts
   python3 python3-torch libtorch-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
+  python3-venv python3-pip python3-setuptools python3-wheel   # tests/package: pip install .
 )
 
 chorus_install_deps() {

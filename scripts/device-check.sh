@@ -10,6 +10,7 @@
 # a failing step does not stop the later ones. Environment, for trying it elsewhere:
 #   CHORUS_DEVDEPS (.devdeps)  CHORUS_DEVICE_BUILD (build-device)  CHORUS_DEVICE_JOBS (16)
 #   CHORUS_PYTHON (python3 on PATH)  CHORUS_DEVICE_SLOW (1: multiplies every step's limit)
+#   CHORUS_DEVICE_CMAKE_ARGS (more -D options, split on spaces)  CHORUS_DEVICE_STOP_AFTER (build: stop there)
 set -uo pipefail
 
 dry=0
@@ -100,9 +101,11 @@ cfg=(cmake -S "$repo" -B "$build" -G Ninja -C "$deps/chorus-deps.cmake"
      -DCMAKE_POLICY_VERSION_MINIMUM=3.5
      # g++ 13's headers include <cstdint> less often than g++ 12's, which CAF 0.17 was built with
      "-DCMAKE_CXX_FLAGS=-include cstdint")
-# The distribution's g++ (shared libstdc++, as torch's own libraries use). On 2026-11-26 the
-# machine's PATH compiler (/opt/gcc/bin/g++) built a Python module in which a two-rank job
-# crashed formatting a number (std::ostream inside the module beside the process' libstdc++).
+# shellcheck disable=SC2206
+cfg+=(${CHORUS_DEVICE_CMAKE_ARGS:-})
+# The distribution's g++, as torch's own libraries use. (A two-rank job crashing in init() there
+# was a module carrying part of libstdc++ beside the process' own; bindings/python/CMakeLists.txt
+# links the module's own copy, hidden, in CUDA builds: CHORUS_PYTHON_STATIC_LIBSTDCXX.)
 if [ -x /usr/bin/g++ ] && [ -x /usr/bin/gcc ]; then
   cfg+=(-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_C_COMPILER=/usr/bin/gcc -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++)
 fi
@@ -146,10 +149,15 @@ if [ ${#targets[@]} -gt 0 ]; then
 else
   step build 1 false
 fi
+if [ "${CHORUS_DEVICE_STOP_AFTER:-}" = build ] && [ "$dry" -eq 0 ]; then
+  exec 1>&3 2>&4
+  wait "$tee_pid" 2>/dev/null
+  exit 0
+fi
 
 step module-libs 10 bash -c "ls '$build'/bindings/python/chorus/_chorus_torch*.so >/dev/null 2>&1 &&
   { ldd '$build'/bindings/python/chorus/_chorus_torch*.so | grep -E 'stdc|caf|nccl|cudart';
-    nm -C -D --defined-only '$build'/bindings/python/chorus/_chorus_torch*.so | grep -c 'std::basic_ostream' ; }"
+    echo \"std::basic_ostream symbols the module exports: \$(nm -C -D --defined-only '$build'/bindings/python/chorus/_chorus_torch*.so | grep -c 'std::basic_ostream')\"; }"
 
 # The C++ gpu tests first (seconds), then the benchmarks, then the chorus.torch gpu jobs.
 step ctest-gpu-cpp 90 ctest --test-dir "$build" -L gpu -E '^python_' --output-on-failure --timeout 80 \

@@ -81,6 +81,10 @@ typedef enum chorus_op {
  *  `handle` may be released there too (read the results first). */
 typedef void (*chorus_callback)(int64_t handle, int status, const char* error, void* user_data);
 
+/** The version of the installed package, e.g. "0.1.0". Defined in libchorus.so (the package
+ *  `cmake --install` makes, bindings/package), not in the in-tree static libraries. */
+const char* chorus_package_version(void);
+
 /** Joins the job described by the environment (CHORUS_RANK/SIZE/RENDEZVOUS, torchrun's,
  *  Open MPI's, PMI's or Slurm's variables; none: a job of one rank), connects to the other
  *  ranks and starts the pipeline. Blocks until all ranks arrived or the rendezvous timed out.

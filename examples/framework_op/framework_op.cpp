@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"  // Chorus::chorus installed, or chorus_bindings in the build tree
 
 namespace {
 

@@ -39,7 +39,9 @@ result<std::unique_ptr<communicator>> communicator::create(const process_env& en
   if (!rdv) return rdv.error();
   auto topts = tcp;
   topts.scratch_bytes = std::max(topts.scratch_bytes, opts.segment_bytes);
-  auto t = tcp::tcp_transport::connect(env, **rdv, topts);
+  process_env session = env;  // the data plane proves this attempt's id, not only the job's
+  session.session_id = (*rdv)->session_id();
+  auto t = tcp::tcp_transport::connect(session, **rdv, topts);
   if (!t) return t.error();
   return std::unique_ptr<communicator>(new communicator(std::move(*rdv), std::move(*t), opts));
 }

@@ -45,4 +45,8 @@ status require_secret_across_hosts(const process_env& env) {
                     "CHORUS_JOB_SECRET=$(openssl rand -hex 32) (chorusrun sets one)"};
 }
 
+std::string job_secret_or_default(const process_env& env) {
+  return env.job_secret.empty() ? std::string("chorus-default-secret-set-CHORUS_JOB_SECRET") : env.job_secret;
+}
+
 }  // namespace chorus

@@ -31,4 +31,8 @@ std::string host_identity(const host_settings& s);
 /// job secret: errc::config saying how to set one. One host, or one rank: ok.
 status require_secret_across_hosts(const process_env& env);
 
+/// The secret connections prove: CHORUS_JOB_SECRET, or (one host only, after the check above) a
+/// well-known default that keeps nobody out; the data plane warns when it is used.
+std::string job_secret_or_default(const process_env& env);
+
 }  // namespace chorus

@@ -23,6 +23,10 @@ struct process_env {
   uint16_t rendezvous_port = 0;               ///< 0: pick any (valid for a single rank only)
   std::string job_secret;  ///< raw bytes decoded from CHORUS_JOB_SECRET (hex); empty if unset
   uint64_t job_id = 0;     ///< CHORUS_JOB_ID (hex); unset: a hash of "host:port"
+  /// This attempt's id, set after the rendezvous (wire::session_id; 0 before): what every
+  /// data-plane handshake, control key and frame header carries. Shared-memory names and
+  /// chorusrun's cleanup keep job_id.
+  uint64_t session_id = 0;
   std::chrono::milliseconds rendezvous_timeout{60000};  ///< CHORUS_RENDEZVOUS_TIMEOUT_SECONDS
   /// Which family of variables gave the rank: "chorus", "torchrun", "openmpi", "pmi", "slurm",
   /// or "default" (no variables: a single-rank job).

@@ -74,4 +74,24 @@ std::string stall_message(const tensor_spec& spec, const dynamic_bitmap& ready, 
   return out + format_seconds(options.stall_warning_time) + " (CHORUS_STALL_CHECK_TIME_SECONDS)";
 }
 
+std::string join_refusal(const tensor_spec& spec, const dynamic_bitmap& joined) {
+  if (!joined.any()) return {};
+  const std::string who = format_ranks(joined) + (joined.count() == 1 ? " has" : " have") + " joined (join)";
+  switch (spec.kind) {
+    case collective_kind::allgather:
+    case collective_kind::alltoall:
+      return describe(spec) + ": " + who + "; " + std::string(name_of(spec.kind)) +
+             " is not supported while a rank has joined (Horovod refuses it too; with "
+             "DistributedOptimizer use sparse_as_dense=True)";
+    case collective_kind::broadcast:
+      if (spec.root >= 0 && joined.test(static_cast<std::size_t>(spec.root)))
+        return describe(spec) + ": its root rank " + std::to_string(spec.root) + " has joined (join) and has no tensor to send";
+      return {};
+    case collective_kind::allreduce:
+    case collective_kind::reducescatter:
+      return {};
+  }
+  return {};
+}
+
 }  // namespace chorus::negotiation

@@ -215,6 +215,17 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
   auto batch = agreed.to_vector();
   batch.insert(batch.end(), new_ids.begin(), new_ids.end());
   pending_ids_.and_not(agreed);
+  //    While some (not all) ranks have joined, what they cannot take part in ends with an error
+  //    on every rank instead (allgather, alltoall, a broadcast from a joined root).
+  if (merged.joined.any() && merged.joined.count() < static_cast<std::size_t>(size_)) {
+    std::erase_if(batch, [&](uint32_t id) {
+      const auto& spec = registry_.spec(id);
+      auto why = join_refusal(spec, merged.joined);
+      if (why.empty()) return false;
+      out.errors.push_back({cycle, spec.name, std::move(why), errc::invalid_argument});
+      return true;
+    });
+  }
   if (!batch.empty()) out.batches.push_back({cycle, std::move(batch)});
   //    A transient name is used once: agreed now (on every rank, in this same batch), pending
   //    nowhere, never enqueued again; its id retires at once, free again after reuse_delay.

@@ -75,12 +75,14 @@ struct agreed_batch {
   uint64_t cycle = 0;
   std::vector<uint32_t> ids;
 };
-/// The ranks announced `name` with different specs: the operation on that name ends with
-/// errc::mismatch and this text on every rank (the same text everywhere).
+/// The ranks announced `name` with different specs (errc::mismatch), or agreed an operation a
+/// joined rank cannot take part in (errc::invalid_argument, diagnostics.hpp join_refusal): the
+/// operation on that name ends with `code` and this text on every rank (the same text everywhere).
 struct spec_error {
   uint64_t cycle = 0;
   std::string name;
   std::string message;
+  errc code = errc::mismatch;
 };
 /// `name` has waited longer than stall_warning_time; reported once, identically on every rank.
 struct stall_warning {

@@ -30,6 +30,8 @@ constexpr std::chrono::milliseconds max_backoff{500};
 struct kv_client::impl {
   std::string host;
   uint16_t port = 0;
+  kv::credentials creds;
+  uint32_t rank = 0;
   asio::io_context io;
   tcp::socket socket{io};
   bool connected = false;
@@ -65,12 +67,58 @@ struct kv_client::impl {
                                   ": lost the connection to rank 0's store while " + doing + ": " +
                                   ec.message()};
   }
+  // Reads one frame of at most `limit` bytes into `body`.
+  asio::error_code read_frame(std::string& body, uint32_t limit, clock::time_point deadline, bool& too_long) {
+    unsigned char header[kv::header_bytes];
+    auto ec = run([&](auto handler) { asio::async_read(socket, asio::buffer(header), handler); }, deadline);
+    if (ec) return ec;
+    uint32_t length = kv::decode_length(header);
+    too_long = length == 0 || length > limit;
+    if (too_long) return {};
+    body.assign(length, '\0');
+    return run([&](auto handler) { asio::async_read(socket, asio::buffer(body), handler); }, deadline);
+  }
+
+  // The handshake of kv_auth.hpp on a fresh connection.
+  status handshake(const std::string& address, clock::time_point deadline) {
+    kv::client_handshake hs(creds, rank);
+    std::string frame = hs.hello(), body;
+    bool too_long = false;
+    auto ec = run([&](auto handler) { asio::async_write(socket, asio::buffer(frame), handler); }, deadline);
+    if (!ec) ec = read_frame(body, kv::max_handshake_bytes, deadline, too_long);
+    if (ec) return lost(address, ec, "proving the job secret");
+    if (too_long) {
+      disconnect();
+      return {errc::protocol, "rendezvous " + address + ": the store's challenge has a bad length"};
+    }
+    auto proof = hs.answer(body);
+    if (!proof) {
+      disconnect();
+      return {proof.error().code(), "rendezvous " + address + ": " + proof.error().message()};
+    }
+    ec = run([&](auto handler) { asio::async_write(socket, asio::buffer(*proof), handler); }, deadline);
+    if (!ec) ec = read_frame(body, kv::max_frame_bytes, deadline, too_long);
+    if (ec) return lost(address, ec, "proving the job secret");
+    auto verdict = too_long ? result<kv::reply>(status{errc::protocol, "bad length"}) : kv::decode_reply(body);
+    if (!verdict) {
+      disconnect();
+      return {errc::protocol, "rendezvous " + address + ": the store's verdict: " + verdict.error().message()};
+    }
+    if (verdict->code != kv::reply_code::ok) {
+      disconnect();
+      return {errc::auth, "rendezvous " + address + ": rank 0's store " + verdict->message +
+                              "; every rank needs the same CHORUS_JOB_SECRET"};
+    }
+    return {};
+  }
 };
 
-kv_client::kv_client(std::string host, uint16_t port)
+kv_client::kv_client(std::string host, uint16_t port, kv::credentials creds, uint32_t rank)
     : impl_(std::make_unique<impl>()), address_(format_host_port(host, port)) {
   impl_->host = std::move(host);
   impl_->port = port;
+  impl_->creds = std::move(creds);
+  impl_->rank = rank;
 }
 
 kv_client::~kv_client() = default;
@@ -94,6 +142,12 @@ status kv_client::connect(clock::time_point deadline) {
         asio::error_code ignored;
         s.socket.set_option(tcp::no_delay(true), ignored);
         s.socket.set_option(asio::socket_base::keep_alive(true), ignored);
+        if (auto st = s.handshake(address_, deadline); !st.ok()) {
+          // A refusal is final; a store that went away mid-handshake may be a restarting one.
+          if (st.code() != errc::rendezvous) return st;
+          last_error = st.message();
+          continue;
+        }
         s.connected = true;
         CHORUS_LOG(debug, "rendezvous", "connected to store at " << address_);
         return {};

@@ -1,6 +1,7 @@
 // Every rank's side of the rendezvous: one TCP connection to rank 0's kv_server, used with
-// blocking calls that each end by a deadline. Sends one request frame (kv_protocol.hpp) and
-// reads its reply; reconnects on the next call after a broken connection.
+// blocking calls that each end by a deadline. Each connection starts with the handshake of
+// kv_auth.hpp (both sides prove the job secret); then it sends one request frame
+// (kv_protocol.hpp) and reads its reply; reconnects on the next call after a broken connection.
 #pragma once
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "runtime/core/status.hpp"
+#include "runtime/rendezvous/kv_auth.hpp"
 #include "runtime/rendezvous/kv_protocol.hpp"
 
 namespace chorus {
@@ -27,13 +29,15 @@ class kv_client {
   static constexpr std::chrono::milliseconds reply_grace{1000};
 
   /// `host`:`port` is only remembered; nothing connects until connect() or the first call.
-  kv_client(std::string host, uint16_t port);
+  /// `creds` and `rank` are what the handshake proves and claims.
+  kv_client(std::string host, uint16_t port, kv::credentials creds, uint32_t rank);
   ~kv_client();
   kv_client(const kv_client&) = delete;
   kv_client& operator=(const kv_client&) = delete;
 
   /// Connects, retrying refused or unreachable attempts with backoff until `deadline`: rank 0 may
-  /// start after the others. errc::rendezvous names the address and the last system error.
+  /// start after the others. errc::rendezvous names the address and the last system error;
+  /// errc::auth when the store or this client fails the handshake (another job, another secret).
   status connect(clock::time_point deadline);
 
   /// Sends `r` and returns the server's reply. For get/gather, sets r.wait_ms to the time left

@@ -1,9 +1,13 @@
 // The store server: an Asio acceptor and one session per client connection, all on one thread,
-// so the store needs no lock. Sessions read requests continuously (so a vanished client is seen
-// at once), serve them one at a time, and park a GET/GATHER until a SET completes it or its wait
-// ends. A malformed frame closes that session with a warning; nothing else is affected.
+// so the store needs no lock. A session first runs the handshake (kv_auth.hpp: hello, challenge,
+// proof, one frame at a time, within limits.handshake_timeout); then it reads requests
+// continuously (so a vanished client is seen at once), serves them one at a time, and parks a
+// GET/GATHER until a SET completes it or its wait ends. Frame bodies are read in 64 KiB pieces,
+// so a length alone costs nothing. A malformed frame, a failed proof or a reply not taken within
+// limits.write_timeout closes that session with a (rate-limited) warning; nothing else is affected.
 #include "runtime/rendezvous/kv_server.hpp"
 
+#include <algorithm>
 #include <asio.hpp>
 #include <atomic>
 #include <deque>
@@ -24,26 +28,63 @@ namespace {
 using asio::ip::tcp;
 
 constexpr size_t max_queued_requests = 16;
+constexpr size_t body_piece = 64 * 1024;
+// The largest request a client may send: a SET of the longest key and value.
+constexpr uint32_t max_request_bytes = 1 + 4 + 4 + kv::max_key_bytes + 4 + kv::max_value_bytes + 4;
 class session;
 
 // Everything the sessions share. Touched only on the server thread.
 struct store_state {
+  kv::credentials creds;
+  kv_server_limits limits;
   std::map<std::string, std::string, std::less<>> values;
+  size_t bytes = 0;  // keys and values in `values`
   std::set<std::shared_ptr<session>> sessions;
+  size_t handshaking = 0;
+  // Refusals are logged at most once a second; the rest are counted into the next line.
+  std::chrono::steady_clock::time_point last_refusal_log{};
+  size_t refusals_unlogged = 0;
+
   void published(const std::string& key);
+  void refused(const std::string& peer, const std::string& why) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_refusal_log < std::chrono::seconds(1)) {
+      ++refusals_unlogged;
+      return;
+    }
+    CHORUS_LOG(warn, "rendezvous", "refused a connection from " << peer << ": " << why
+                                   << (refusals_unlogged ? " (and " + std::to_string(refusals_unlogged) +
+                                                               " more refusals in the last second)"
+                                                         : std::string()));
+    last_refusal_log = now;
+    refusals_unlogged = 0;
+  }
 };
 
 class session : public std::enable_shared_from_this<session> {
  public:
   session(tcp::socket socket, store_state& store)
-      : socket_(std::move(socket)), store_(store), timer_(socket_.get_executor()) {
+      : socket_(std::move(socket)),
+        store_(store),
+        timer_(socket_.get_executor()),
+        write_timer_(socket_.get_executor()),
+        handshake_(store.creds) {
     asio::error_code ec;
     auto ep = socket_.remote_endpoint(ec);
     peer_ =
         ec ? std::string("unknown peer") : format_host_port(ep.address().to_string(), ep.port());
+    ++store_.handshaking;
   }
 
-  void start() { read_header(); }
+  // Reads the hello; the client has limits.handshake_timeout to finish the handshake.
+  void start() {
+    timer_.expires_after(store_.limits.handshake_timeout);
+    timer_.async_wait([self = shared_from_this()](asio::error_code ec) {
+      if (ec || self->closed_ || self->phase_ == phase::ready) return;
+      self->refuse("no handshake within " + std::to_string(self->store_.limits.handshake_timeout.count()) + " ms");
+    });
+    read_header();
+  }
 
   // Ends the connection and whatever it had parked. `why` is logged at debug level when set.
   void close(const std::string& why) {
@@ -51,10 +92,13 @@ class session : public std::enable_shared_from_this<session> {
     closed_ = true;
     if (!why.empty())
       CHORUS_LOG(debug, "rendezvous", "connection from " << peer_ << " closed: " << why);
+    if (phase_ != phase::ready) --store_.handshaking;
+    phase_ = phase::ready;  // counted once
     asio::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
     timer_.cancel();
+    write_timer_.cancel();
     parked_.reset();
     queue_.clear();
     store_.sessions.erase(shared_from_this());
@@ -75,36 +119,106 @@ class session : public std::enable_shared_from_this<session> {
   }
 
  private:
+  enum class phase { hello, proof, ready };
+
   void read_header() {
     asio::async_read(
         socket_, asio::buffer(header_), [self = shared_from_this()](asio::error_code ec, size_t) {
           if (self->closed_) return;
           if (ec) return self->close(ec == asio::error::eof ? "client done" : ec.message());
           uint32_t length = kv::decode_length(self->header_);
-          if (length == 0 || length > kv::max_frame_bytes) {
-            return self->malformed("frame length " + std::to_string(length) + " outside 1-" +
-                                   std::to_string(kv::max_frame_bytes));
+          const uint32_t limit = self->phase_ == phase::ready ? max_request_bytes : kv::max_handshake_bytes;
+          if (length == 0 || length > limit) {
+            return self->malformed("frame length " + std::to_string(length) + " outside 1-" + std::to_string(limit) +
+                                   (self->phase_ == phase::ready ? "" : " (handshake)"));
           }
+          self->body_.clear();
           self->read_body(length);
         });
   }
 
-  void read_body(uint32_t length) {
-    body_.resize(length);
-    asio::async_read(socket_, asio::buffer(body_),
-                     [self = shared_from_this()](asio::error_code ec, size_t) {
+  // Appends the next piece of a body of `left` more bytes; the whole body goes to on_body().
+  void read_body(size_t left) {
+    const size_t at = body_.size(), n = std::min(left, body_piece);
+    body_.resize(at + n);
+    asio::async_read(socket_, asio::buffer(body_.data() + at, n),
+                     [self = shared_from_this(), left, n](asio::error_code ec, size_t) {
                        if (self->closed_) return;
                        if (ec) return self->close(ec.message());
-                       auto req = kv::decode_request(self->body_);
-                       if (!req) return self->malformed(req.error().message());
-                       if (self->queue_.size() >= max_queued_requests) {
-                         return self->malformed("more than " + std::to_string(max_queued_requests) +
-                                                " requests sent without reading the replies");
-                       }
-                       self->queue_.push_back(std::move(*req));
-                       self->pump();
-                       if (!self->closed_) self->read_header();
+                       if (left > n) return self->read_body(left - n);
+                       self->on_body();
                      });
+  }
+
+  void on_body() {
+    switch (phase_) {
+      case phase::hello: {
+        auto challenge = handshake_.on_hello(body_);
+        if (!challenge) return refuse(challenge.error().message());
+        phase_ = phase::proof;
+        // One frame at a time until authenticated: the next read starts after this write.
+        return write(std::move(*challenge), [](session& s) { s.read_header(); });
+      }
+      case phase::proof: {
+        auto st = handshake_.check(body_);
+        if (!st.ok()) {
+          store_.refused(peer_, st.message());
+          phase_ = phase::ready;  // leaves the handshaking count; closes after the reply
+          --store_.handshaking;
+          return write(kv::encode_frame(kv::reply{kv::reply_code::bad_request, "refused: " + st.message(), {}, {}}),
+                       [](session& s) { s.close(""); });
+        }
+        phase_ = phase::ready;
+        --store_.handshaking;
+        timer_.cancel();
+        CHORUS_LOG(debug, "rendezvous", "client " << peer_ << " (rank " << handshake_.client_rank() << ") authenticated");
+        return write(kv::encode_frame(kv::reply{}), [](session& s) { s.read_header(); });
+      }
+      case phase::ready: {
+        auto req = kv::decode_request(body_);
+        if (!req) return malformed(req.error().message());
+        if (queue_.size() >= max_queued_requests) {
+          return malformed("more than " + std::to_string(max_queued_requests) +
+                           " requests sent without reading the replies");
+        }
+        queue_.push_back(std::move(*req));
+        pump();
+        if (!closed_) read_header();
+        return;
+      }
+    }
+  }
+
+  // A connection that failed the handshake: counted in the rate-limited warning, then closed.
+  void refuse(const std::string& why) {
+    store_.refused(peer_, why);
+    close("");
+  }
+
+  // Writes `frame`; `then` runs when it is written. A client that has not taken it within
+  // limits.write_timeout is closed (it cannot pin the reply's memory).
+  template <class Then>
+  void write(std::string frame, Then then) {
+    out_ = std::move(frame);
+    uint64_t generation = ++write_generation_;
+    write_timer_.expires_after(store_.limits.write_timeout);
+    write_timer_.async_wait([self = shared_from_this(), generation](asio::error_code ec) {
+      if (ec || self->closed_ || generation != self->write_generation_) return;
+      CHORUS_LOG(warn, "rendezvous", "closing connection from " << self->peer_ << ": it did not read a reply of "
+                                     << self->out_.size() << " bytes within "
+                                     << self->store_.limits.write_timeout.count() << " ms");
+      self->close("");
+    });
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this(), then, generation](asio::error_code ec, size_t) {
+                        if (self->closed_) return;
+                        if (ec) return self->close(ec.message());
+                        if (generation == self->write_generation_) {
+                          ++self->write_generation_;
+                          self->write_timer_.cancel();
+                        }
+                        then(*self);
+                      });
   }
 
   void malformed(const std::string& why) {
@@ -126,6 +240,19 @@ class session : public std::enable_shared_from_this<session> {
       case kv::op::set: {
         CHORUS_LOG(trace, "rendezvous",
                    "set key=" << r.key << " bytes=" << r.value.size() << " from=" << peer_);
+        auto it = store_.values.find(r.key);
+        const size_t old_bytes = it == store_.values.end() ? 0 : r.key.size() + it->second.size();
+        const size_t new_bytes = store_.bytes - old_bytes + r.key.size() + r.value.size();
+        if (it == store_.values.end() && store_.values.size() >= store_.limits.max_keys)
+          return send(kv::reply{kv::reply_code::bad_request,
+                                "set '" + r.key + "': the store holds its limit of " +
+                                    std::to_string(store_.limits.max_keys) + " keys", {}, {}});
+        if (new_bytes > store_.limits.max_store_bytes)
+          return send(kv::reply{kv::reply_code::bad_request,
+                                "set '" + r.key + "': the store would hold " + std::to_string(new_bytes) +
+                                    " bytes, above its limit of " + std::to_string(store_.limits.max_store_bytes),
+                                {}, {}});
+        store_.bytes = new_bytes;
         store_.values.insert_or_assign(r.key, std::move(r.value));
         send(kv::reply{});
         store_.published(r.key);
@@ -205,19 +332,19 @@ class session : public std::enable_shared_from_this<session> {
 
   void send(kv::reply r) {
     busy_ = true;
-    out_ = kv::encode_frame(r);
-    asio::async_write(socket_, asio::buffer(out_),
-                      [self = shared_from_this()](asio::error_code ec, size_t) {
-                        if (self->closed_) return;
-                        if (ec) return self->close(ec.message());
-                        self->busy_ = false;
-                        self->pump();
-                      });
+    write(kv::encode_frame(r), [](session& s) {
+      s.busy_ = false;
+      s.pump();
+    });
   }
 
   tcp::socket socket_;
   store_state& store_;
-  asio::steady_timer timer_;
+  asio::steady_timer timer_;        // the handshake's deadline, then a parked request's wait
+  asio::steady_timer write_timer_;  // the reply being written
+  uint64_t write_generation_ = 0;   // tells a stale write timer from the current one
+  kv::server_handshake handshake_;
+  phase phase_ = phase::hello;
   std::string peer_;
   unsigned char header_[kv::header_bytes]{};
   std::string body_;
@@ -264,6 +391,15 @@ struct kv_server::impl {
         return;
       }
       asio::error_code ignored;
+      if (store.sessions.size() >= store.limits.max_connections || store.handshaking >= store.limits.max_handshaking) {
+        auto ep = socket.remote_endpoint(ignored);
+        store.refused(ignored ? std::string("unknown peer") : format_host_port(ep.address().to_string(), ep.port()),
+                      std::to_string(store.sessions.size()) + " connections, " + std::to_string(store.handshaking) +
+                          " of them in their handshake (limits " + std::to_string(store.limits.max_connections) +
+                          " and " + std::to_string(store.limits.max_handshaking) + ")");
+        socket.close(ignored);
+        return accept();
+      }
       socket.set_option(tcp::no_delay(true), ignored);
       auto s = std::make_shared<session>(std::move(socket), store);
       store.sessions.insert(s);
@@ -293,7 +429,10 @@ struct kv_server::impl {
   }
 };
 
-kv_server::kv_server() : impl_(std::make_unique<impl>()) {}
+kv_server::kv_server(kv::credentials creds, kv_server_limits limits) : impl_(std::make_unique<impl>()) {
+  impl_->store.creds = std::move(creds);
+  impl_->store.limits = limits;
+}
 
 kv_server::~kv_server() { stop(); }
 

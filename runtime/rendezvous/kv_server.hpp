@@ -1,21 +1,38 @@
 // Rank 0's side of the rendezvous: a key-value store served over TCP on its own thread.
-// Receives SET/GET/GATHER frames (kv_protocol.hpp) from any number of clients and answers each;
-// a GET or GATHER whose keys are missing is parked until a SET supplies them or its wait ends.
+// Each client first proves the job secret (kv_auth.hpp); then it sends SET/GET/GATHER frames
+// (kv_protocol.hpp) and gets each answered; a GET or GATHER whose keys are missing is parked
+// until a SET supplies them or its wait ends. Everything a client can make the server hold is
+// bounded (kv_server_limits): silent, slow or hostile clients cost a bounded amount and never
+// hold up the others.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "runtime/core/status.hpp"
+#include "runtime/rendezvous/kv_auth.hpp"
 
 namespace chorus {
+
+/// What the server lets clients cost it.
+struct kv_server_limits {
+  std::chrono::milliseconds handshake_timeout{5000};  ///< to prove the secret, from accept
+  std::chrono::milliseconds write_timeout{30000};     ///< for a client to take a reply
+  std::size_t max_handshaking = 64;                   ///< connections not yet authenticated
+  std::size_t max_connections = 65536;                ///< all connections
+  std::size_t max_keys = std::size_t{1} << 20;        ///< keys in the store
+  std::size_t max_store_bytes = std::size_t{256} << 20;  ///< keys and values in the store
+};
 
 /// The store and its listener. Thread-safe: start/stop/port may be called from any thread;
 /// the store itself lives on the server's thread and is only reached through the protocol.
 class kv_server {
  public:
-  kv_server();
+  /// Only clients that prove `creds` (kv_auth.hpp) reach the store.
+  explicit kv_server(kv::credentials creds, kv_server_limits limits = {});
   /// Stops serving: closes the listener and every connection, joins the thread.
   ~kv_server();
   kv_server(const kv_server&) = delete;

@@ -10,9 +10,11 @@
 #include <asio.hpp>
 
 #include "runtime/core/log.hpp"
+#include "runtime/env/host_settings.hpp"
 #include "runtime/rendezvous/kv_client.hpp"
 #include "runtime/rendezvous/kv_protocol.hpp"
 #include "runtime/rendezvous/kv_server.hpp"
+#include "runtime/wire/handshake.hpp"
 
 namespace chorus {
 namespace {
@@ -97,11 +99,14 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
   auto deadline = clock::now() + env.rendezvous_timeout;
 
   // 1. Rank 0 serves the store; it listens on every interface unless told a loopback address.
+  //    Only clients that prove the job secret reach it (kv_auth.hpp).
+  if (auto st = require_secret_across_hosts(env); !st.ok()) return st;
+  const kv::credentials creds{job_secret_or_default(env), env.job_id};
   std::unique_ptr<kv_server> server;
   std::string connect_host = env.rendezvous_host;
   uint16_t port = env.rendezvous_port;
   if (env.rank == 0) {
-    server = std::make_unique<kv_server>();
+    server = std::make_unique<kv_server>(creds);
     auto bound = server->start(is_loopback(env.rendezvous_host) ? env.rendezvous_host : "", port);
     if (!bound) {
       return status{errc::rendezvous, "rendezvous " + shown + ": rank 0 cannot serve the store: " +
@@ -118,17 +123,21 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
   //    may still be up while it shuts down: rank 0 marks its store with this process' round
   //    ("epoch"), and a rank that reached the store of another round reconnects until its own.
   //    Rounds are counted per rank and store address (tests run several ranks in one process).
+  //    Only a round that connected counts: an init() that failed here (a wrong secret, a
+  //    timeout) and is tried again keeps its number.
   static std::mutex rounds_mu;
   static std::map<std::string, uint64_t> rounds;
-  std::string epoch;
+  const std::string round_key = shown + "#" + std::to_string(env.rank);
+  uint64_t round = 0;
   {
     std::lock_guard lk(rounds_mu);
-    epoch = std::to_string(++rounds[shown + "#" + std::to_string(env.rank)]);
+    round = rounds[round_key] + 1;
   }
+  const std::string epoch = std::to_string(round);
   std::unique_ptr<kv_client> client;
   std::string seen;
   for (;;) {
-    client = std::make_unique<kv_client>(connect_host, port);
+    client = std::make_unique<kv_client>(connect_host, port, creds, static_cast<uint32_t>(env.rank));
     if (auto st = client->connect(deadline); !st) return st;
     if (env.rank == 0) {
       auto set = client->call(kv::request{kv::op::set, "epoch", epoch, 0, 0}, deadline);
@@ -150,11 +159,40 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
     client.reset();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  // 3. This attempt's session id, from a nonce rank 0 draws for this round of its store.
+  if (env.rank == 0) {
+    auto fresh = wire::random_nonce();
+    std::string hex;
+    for (auto b : fresh) {
+      hex.push_back("0123456789abcdef"[b >> 4]);
+      hex.push_back("0123456789abcdef"[b & 15]);
+    }
+    auto set = client->call(kv::request{kv::op::set, "session-nonce", hex, 0, 0}, deadline);
+    if (!set) return set.error();
+  }
+  auto nonce_reply = client->call(kv::request{kv::op::get, "session-nonce", {}, 0, 0}, deadline);
+  if (!nonce_reply) return nonce_reply.error();
+  wire::nonce fresh{};
+  if (nonce_reply->code != kv::reply_code::ok || nonce_reply->values.size() != 1 ||
+      nonce_reply->values.front().size() != 2 * fresh.size())
+    return status{errc::rendezvous, "rendezvous " + shown + ": rank 0 published no session nonce in time"};
+  const std::string& hex = nonce_reply->values.front();
+  auto digit = [](char c) -> int { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  for (std::size_t i = 0; i < fresh.size(); ++i) {
+    int hi = digit(hex[2 * i]), lo = digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return status{errc::protocol, "rendezvous " + shown + ": the session nonce is not hex"};
+    fresh[i] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  {
+    std::lock_guard lk(rounds_mu);
+    rounds[round_key] = std::max(rounds[round_key], round);
+  }
   CHORUS_LOG(info, "rendezvous",
              "connected rank=" << env.rank << " size=" << env.size << " store=" << address
                                << (server ? " serving=yes" : ""));
-  return std::unique_ptr<rendezvous>(
-      new rendezvous(env, address, std::move(server), std::move(client)));
+  std::unique_ptr<rendezvous> out(new rendezvous(env, address, std::move(server), std::move(client)));
+  out->session_id_ = wire::session_id(creds.secret, env.job_id, fresh);
+  return out;
 }
 
 status rendezvous::publish(const std::string& key, const std::string& value) {

@@ -56,6 +56,9 @@ class rendezvous {
   const std::string& address() const { return address_; }
   int rank() const { return env_.rank; }
   int size() const { return env_.size; }
+  /// This attempt's id (wire::session_id of the secret, the job id and the nonce rank 0 drew for
+  /// this round of its store): the same on every rank of the round, another one after a restart.
+  uint64_t session_id() const { return session_id_; }
 
  private:
   rendezvous(process_env env, std::string address, std::unique_ptr<kv_server> server,
@@ -66,6 +69,7 @@ class rendezvous {
   std::unique_ptr<kv_server> server_;  // rank 0 only
   std::unique_ptr<kv_client> client_;
   std::mutex mu_;  // serialises calls on client_
+  uint64_t session_id_ = 0;
 };
 
 /// "2,3", "0-5,9": ranks for messages, runs of three or more as ranges, at most `max_items` items.

@@ -83,6 +83,13 @@ nonce random_nonce() {
 mac server_mac(const std::string& secret, const transcript& t) { return compute(secret, "chorus-server-v1", t); }
 mac client_mac(const std::string& secret, const transcript& t) { return compute(secret, "chorus-client-v1", t); }
 
+uint64_t session_id(const std::string& secret, uint64_t job_id, const nonce& fresh) {
+  auto m = compute(secret, "chorus-session-v1", transcript{job_id, 0, 0, 0, fresh, fresh});
+  uint64_t id = 0;
+  for (int i = 0; i < 8; ++i) id = id << 8 | m[static_cast<std::size_t>(i)];
+  return id ? id : 1;
+}
+
 bool mac_equal(const mac& a, const mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
 
 std::vector<std::byte> encode(const hello_msg& m) {

@@ -52,6 +52,10 @@ mac derive_key(const std::string& secret);
 nonce random_nonce();
 mac server_mac(const std::string& secret, const transcript& t);
 mac client_mac(const std::string& secret, const transcript& t);
+/// The id one attempt of a job proves in every handshake and frame: derived from the secret, the
+/// job id and a nonce rank 0 draws at each rendezvous (never 0). A restarted job (same secret
+/// and job id) gets another one, so a rank left over from the last attempt cannot join it.
+uint64_t session_id(const std::string& secret, uint64_t job_id, const nonce& fresh);
 /// Constant-time comparison.
 bool mac_equal(const mac& a, const mac& b);
 

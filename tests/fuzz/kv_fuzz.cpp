@@ -1,10 +1,12 @@
-// Fuzzes the rendezvous store's codecs (runtime/rendezvous/kv_protocol.hpp): the server decodes
-// requests from anyone who connects, and every rank decodes the server's replies. The first
-// input byte picks the direction; the rest is a frame body. What decodes must round-trip.
+// Fuzzes the rendezvous store's codecs (runtime/rendezvous/kv_protocol.hpp) and its handshake
+// (kv_auth.hpp): the server reads a hello and a proof from anyone who connects, then requests;
+// every rank reads the store's challenge and replies. The first input byte picks which; the
+// rest is a frame body. What decodes must round-trip; a random proof never verifies.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "runtime/rendezvous/kv_auth.hpp"
 #include "runtime/rendezvous/kv_protocol.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
@@ -22,6 +24,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     unsigned char header[header_bytes];
     for (size_t i = 0; i < header_bytes; ++i) header[i] = data[1 + i];
     (void)decode_length(header);
+  }
+  if (data[0] % 4 == 2) {  // the store's side of the handshake: the body as hello, then as proof
+    server_handshake hs(credentials{"fuzz secret", 7});
+    if (hs.on_hello(body).ok()) CHORUS_FUZZ_CHECK(hs.check(body).code() != chorus::errc::ok, "a fuzzed proof verified");
+    return 0;
+  }
+  if (data[0] % 4 == 3) {  // a rank reading a challenge
+    client_handshake hs(credentials{"fuzz secret", 7}, 1);
+    CHORUS_FUZZ_CHECK(!hs.answer(body).ok(), "a fuzzed challenge verified");
+    return 0;
   }
   if (data[0] % 2 == 0) {
     auto r = decode_request(body);

@@ -50,12 +50,16 @@ TEST(mismatched_sizes, every_rank_fails_with_a_protocol_error_instead_of_hanging
 TEST(wrong_secret, intruder_is_refused_and_the_job_goes_on) {
   local_job job(2, {CHORUS_TESTRANK_PATH, "accept-intruder"});
   ASSERT_TRUE(job.wait_for_output(0, "ready", std::chrono::seconds(30))) << job.output(0);
-  // The intruder knows the rendezvous (it is on the same host) but not the job secret.
+  // The intruder knows the rendezvous (it is on the same host) but not the job secret: the store
+  // refuses it; told rank 0's data endpoint anyway, the data plane refuses it too.
   local_job::env_map env = job.env();
+  env["CHORUS_TEST_STORE_SECRET"] = env["CHORUS_JOB_SECRET"];
   env["CHORUS_JOB_SECRET"] = random_hex(32);
   local_job intruder_job(1, {CHORUS_TESTRANK_PATH, "intruder"}, env);
-  auto intruder = intruder_job.wait(std::chrono::seconds(20));
+  auto intruder = intruder_job.wait(std::chrono::seconds(30));
   EXPECT_TRUE(intruder[0].exited && intruder[0].exit_code == 0) << intruder[0].output;
+  EXPECT_NE(intruder[0].output.find("intruder refused by the store: rendezvous"), std::string::npos)
+      << intruder[0].output;
   EXPECT_NE(intruder[0].output.find("intruder refused: wrong job secret"), std::string::npos) << intruder[0].output;
 
   auto results = job.wait(std::chrono::seconds(30));

@@ -108,6 +108,19 @@ def test_allreduce_prescale_postscale():
     assert torch.equal(out, (expected_sum(torch.int64) * 2).long())
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_prescale_of_half_types_is_float32_math(dtype):
+    # Horovod scales float16 (and bfloat16) in float32: the factor rounded to float32, one
+    # rounding to the tensor's type. Every rank holds the same values, so the sum is n times
+    # the scaled tensor exactly (small integers times n stay exact in float16).
+    factor = 0.1915194503788923
+    g = torch.Generator().manual_seed(1234)
+    t = torch.randint(-100, 100, (17, 17), generator=g).to(dtype)
+    scaled = (t.float() * torch.tensor(factor, dtype=torch.float32)).to(dtype)
+    out = hvd.allreduce(t, op=hvd.Sum, prescale_factor=factor, name="prescale.%s" % dtype)
+    assert torch.equal(out, (scaled.float() * hvd.size()).to(dtype))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16], ids=str)
 def test_non_contiguous_tensors_staged(dtype):
     r = hvd.rank()

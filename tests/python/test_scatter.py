@@ -108,3 +108,24 @@ def test_join_with_uneven_batches():
     assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum, name="after_join"), torch.full((2,), float(n)))
     # join lined the handle counters up again: unnamed operations still meet.
     assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(n)))
+
+
+@pytest.mark.skipif(not hasattr(_lib, "join"), reason="this build's C++ API has no join")
+def test_join_refuses_what_a_joined_rank_cannot_take_part_in():
+    # Rank 0 joins at once; the others find allgather, alltoall and a broadcast from rank 0
+    # refused with an error naming the tensor and rank 0, while allreduce and a broadcast from
+    # a rank still in work (rank 0 adds zeros to the sum).
+    n, r = hvd.size(), hvd.rank()
+    if r == 0:
+        assert hvd.join() >= 0
+        return
+    with pytest.raises(ChorusArgumentError, match=r"allgather\('[a-z.]*join\.gather'\).*rank 0 has joined"):
+        hvd.allgather(torch.ones(2, 3), name="join.gather")
+    with pytest.raises(ChorusArgumentError, match=r"alltoall\('[a-z.]*join\.a2a'\).*rank 0 has joined"):
+        hvd.alltoall(torch.ones(n, 2), name="join.a2a")
+    with pytest.raises(ChorusArgumentError, match=r"broadcast\('[a-z.]*join\.bcast'\).*root rank 0 has joined"):
+        hvd.broadcast(torch.ones(3), root_rank=0, name="join.bcast")
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum, name="join.sum"), torch.full((2,), float(n - 1)))
+    got = hvd.broadcast(torch.full((3,), float(r)), root_rank=1, name="join.bcast1")
+    assert torch.equal(got, torch.full((3,), 1.0))
+    hvd.join()

@@ -18,6 +18,7 @@
 #include "runtime/rendezvous/kv_client.hpp"
 #include "runtime/rendezvous/kv_protocol.hpp"
 #include "runtime/rendezvous/kv_server.hpp"
+#include "runtime/wire/handshake.hpp"
 
 namespace chorus {
 namespace {
@@ -318,6 +319,56 @@ TEST(Rendezvous, RankZeroCannotServeOnAPortInUse) {
   EXPECT_EQ(rdv.error().code(), errc::rendezvous);
   EXPECT_NE(rdv.error().message().find("127.0.0.1:" + std::to_string(port)), std::string::npos)
       << msg_of(rdv.error());
+}
+
+}  // namespace
+}  // namespace chorus
+
+namespace chorus {
+namespace {
+
+// A rank refused for its secret may try again in the same process: the failed attempt does not
+// count as a round (the store's round number would never match again otherwise).
+TEST(Rendezvous, ARankRefusedForItsSecretCanTryAgain) {
+  uint16_t port = free_port();
+  auto rank0 = rendezvous::open(make_env(0, 2, port));
+  ASSERT_TRUE(rank0.ok()) << msg_of(rank0.error());
+  auto wrong = make_env(1, 2, port);
+  wrong.job_secret = "not the job's secret";
+  auto refused = rendezvous::open(wrong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), errc::auth) << msg_of(refused.error());
+  auto rank1 = rendezvous::open(make_env(1, 2, port));
+  ASSERT_TRUE(rank1.ok()) << msg_of(rank1.error());
+  ASSERT_TRUE((*rank1)->publish("ep/1", "one").ok());
+  ASSERT_TRUE((*rank0)->publish("ep/0", "zero").ok());
+  auto got = (*rank1)->gather("ep/", 1000ms);
+  ASSERT_TRUE(got.ok()) << msg_of(got.error());
+  EXPECT_EQ(*got, (std::vector<std::string>{"zero", "one"}));
+}
+
+// Every rank of a round gets the same session id; the next round (a restarted job with the same
+// secret and job id) gets another, so a rank of the last attempt cannot join it.
+TEST(Rendezvous, EachRoundHasItsOwnSessionIdSharedByItsRanks) {
+  uint16_t port = free_port();
+  std::vector<uint64_t> ids;
+  for (int round = 0; round < 2; ++round) {
+    auto rank1 = std::async(std::launch::async, [&] { return rendezvous::open(make_env(1, 2, port)); });
+    auto rank0 = rendezvous::open(make_env(0, 2, port));
+    auto r1 = rank1.get();
+    ASSERT_TRUE(rank0.ok()) << msg_of(rank0.error());
+    ASSERT_TRUE(r1.ok()) << msg_of(r1.error());
+    EXPECT_NE((*rank0)->session_id(), 0u);
+    EXPECT_EQ((*rank0)->session_id(), (*r1)->session_id());
+    ids.push_back((*rank0)->session_id());
+    // Both leave before the next round (rank 0 last: its store serves rank 1's last reply).
+    r1->reset();
+    rank0->reset();
+  }
+  EXPECT_NE(ids[0], ids[1]);
+  wire::nonce n{};
+  EXPECT_NE(wire::session_id("a", 1, n), wire::session_id("b", 1, n)) << "the secret goes into the id";
+  EXPECT_NE(wire::session_id("a", 1, n), wire::session_id("a", 2, n)) << "the job id goes into the id";
 }
 
 }  // namespace

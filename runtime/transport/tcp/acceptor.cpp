@@ -1,6 +1,9 @@
 // Accept loop and handshake pool: admit expected (rank, stream) pairs once.
 #include "runtime/transport/tcp/acceptor.hpp"
 
+#include <cerrno>
+#include <cstring>
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -52,7 +55,26 @@ void acceptor::run() {
     if (fds[1].revents) return;
     if (!(fds[0].revents & POLLIN)) continue;
     int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+    if (fd < 0) {
+      const int e = errno;
+      if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+        // Out of descriptors or memory: the mesh cannot complete. Say so to wait_inbound at
+        // once (instead of a timeout naming missing streams), and stop polling a listener
+        // whose pending connection would wake poll() again at once.
+        std::lock_guard lock(mu_);
+        if (resources_.ok())
+          resources_ = status{errc::config, "rank " + std::to_string(cfg_.rank) + " cannot accept connections: " +
+                                                std::strerror(e) +
+                                                (e == EMFILE ? " (raise the open-file limit, ulimit -n: each peer takes " +
+                                                                   std::to_string(cfg_.num_streams) + " connections)"
+                                                             : std::string())};
+        cv_.notify_all();
+        pollfd wake{wake_.get(), POLLIN, 0};
+        ::poll(&wake, 1, 100);
+        if (wake.revents) return;
+      }
+      continue;
+    }
     unique_fd conn(fd);
     std::unique_lock lock(mu_);
     if (queue_.size() >= max_queued) {
@@ -140,8 +162,9 @@ void acceptor::handle(unique_fd fd) {
 
 result<std::vector<std::vector<unique_fd>>> acceptor::wait_inbound(clock::time_point deadline) {
   std::unique_lock lock(mu_);
-  cv_.wait_until(lock, deadline, [this] { return missing_ == 0; });
+  cv_.wait_until(lock, deadline, [this] { return missing_ == 0 || !resources_.ok(); });
   closed_ = true;
+  if (missing_ > 0 && !resources_.ok()) return resources_;
   if (missing_ > 0) {
     std::ostringstream os;
     os << "rank " << cfg_.rank << " waited for connections that never arrived from:";

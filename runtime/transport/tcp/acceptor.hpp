@@ -57,6 +57,7 @@ class acceptor {
   bool closed_ = false;  // mesh complete or abandoned: no more admissions
   bool stopping_ = false;
   int refused_ = 0;
+  status resources_;  // set when accept() failed for lack of descriptors or memory
   std::deque<unique_fd> queue_;
   std::set<int> in_handshake_;  // fds being handshaken (shut down to end them at stop)
   int idle_workers_ = 0;

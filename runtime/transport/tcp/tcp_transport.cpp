@@ -10,11 +10,6 @@
 #include "runtime/transport/shm/lanes.hpp"
 
 namespace chorus::tcp {
-namespace {
-
-constexpr const char* insecure_default_secret = "chorus-default-secret-set-CHORUS_JOB_SECRET";
-
-}  // namespace
 
 tcp_options tcp_options::from_config(const transport_config& c) {
   tcp_options o;
@@ -30,7 +25,7 @@ tcp_options tcp_options::from_config(const transport_config& c) {
 
 tcp_transport::tcp_transport(const process_env& env, const tcp_options& opts)
     : rank_(env.rank), size_(env.size), opts_(opts), work_(asio::make_work_guard(io_)) {
-  limits_.job_id = env.job_id;
+  limits_.job_id = env.session_id ? env.session_id : env.job_id;
   limits_.max_payload = opts.max_payload;
   conns_.resize(size_);
   peer_down_.assign(size_, false);
@@ -42,15 +37,16 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   auto deadline = clock::now() + opts.connect_timeout;
   // Streams 0..S-1 carry data; one more connection per peer is the control link.
   const int control_stream = opts.num_streams;
-  handshake_config cfg{env.job_id, env.job_secret, env.rank, env.size, opts.num_streams + 1};
+  const uint64_t id = env.session_id ? env.session_id : env.job_id;  // this attempt of the job
+  handshake_config cfg{id, env.job_secret, env.rank, env.size, opts.num_streams + 1};
   if (auto st = require_secret_across_hosts(env); !st.ok()) return st;
   if (cfg.secret.empty()) {
     if (env.size > 1)
       CHORUS_LOG(warn, "tcp", "CHORUS_JOB_SECRET is not set: connections use a well-known default secret; "
                               "set it (chorusrun does) to keep other jobs out");
-    cfg.secret = insecure_default_secret;
+    cfg.secret = job_secret_or_default(env);
   }
-  t->control_key_ = wire::control_key(cfg.secret, env.job_id);
+  t->control_key_ = wire::control_key(cfg.secret, id);
 
   // 1. Listen and start accepting before anyone can learn our endpoint.
   std::string host = opts.bind_host;

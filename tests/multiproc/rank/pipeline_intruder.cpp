@@ -3,8 +3,10 @@
 //                              by a max-allreduce each step, so every rank stops at the same
 //                              step), then 20 more; prints "ready" once initialised and
 //                              "ctrl-job: N ops exact while attacked" at the end
-//   pipeline-ctrl-intruder     not a rank: reads rank 0's control endpoint from the rendezvous,
-//                              connects with its own CAF system and sends what an intruder
+//   pipeline-ctrl-intruder     not a rank, with a wrong CHORUS_JOB_SECRET: refused by rank 0's
+//                              store ("intruder refused by the store"); then reads rank 0's
+//                              control endpoint with CHORUS_TEST_STORE_SECRET (as a port scan
+//                              would find it), connects with its own CAF system and sends what an intruder
 //                              without the job secret could: forged seals, unsealed protocol
 //                              messages, a stop, a fake peer loss, exit(kill). Prints
 //                              "intruder sent N messages", then "gate still up" when rank 0's
@@ -12,6 +14,7 @@
 // Exit codes: 0 pass, 1 wrong result or the gate went down, 2 usage, 3 an operation failed.
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,7 +91,21 @@ int run_ctrl_intruder() {
   auto env = read_process_env();
   if (!env) return fail(env.error());
   env->rank = env->size - 1;  // a client of rank 0's store, as a rank would be
-  auto rdv = rendezvous::open(*env);
+  {  // Without the secret, the store lets it read nothing.
+    process_env wrong = *env;
+    wrong.rendezvous_timeout = std::chrono::seconds(5);
+    auto refused = rendezvous::open(wrong);
+    if (refused) return fail({errc::internal, "intruder was NOT refused by the store"});
+    if (refused.error().code() != errc::auth) return fail(refused.error());
+    std::printf("intruder refused by the store\n");
+  }
+  // Rank 0's control endpoint, as a port scan would find it (read here with the real secret).
+  auto real = read_process_env([](const char* name) {
+    return std::strcmp(name, "CHORUS_JOB_SECRET") == 0 ? std::getenv("CHORUS_TEST_STORE_SECRET") : std::getenv(name);
+  });
+  if (!real) return fail(real.error());
+  real->rank = env->rank;
+  auto rdv = rendezvous::open(*real);
   if (!rdv) return fail(rdv.error());
   auto ep = (*rdv)->get("ctrl/0", std::chrono::seconds(20));
   if (!ep) return fail(ep.error());

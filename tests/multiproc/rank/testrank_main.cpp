@@ -5,7 +5,10 @@
 //   accept-intruder        rank 0 waits until its acceptor refused a connection, then all ranks
 //                          allreduce; prints "refused=N"
 //   mismatch               rank r allreduces 100000 + r floats: every rank must fail
-//   intruder               not a rank: connects to rank 0 with a wrong secret, expects refusal
+//   intruder               not a rank, with a wrong CHORUS_JOB_SECRET: rank 0's store must refuse
+//                          it ("intruder refused by the store"); then, with rank 0's data endpoint
+//                          read using CHORUS_TEST_STORE_SECRET (as a port scan would find it), the
+//                          data plane must refuse it too ("intruder refused: ...")
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -44,16 +47,36 @@ int fail(const status& st) {
 }
 
 int run_intruder(process_env env) {
-  // Learn rank 0's data endpoint the way a rank would (as a client of rank 0's store), then
-  // misbehave.
   env.rank = env.size - 1;
-  auto rdv = rendezvous::open(env);
+  // 1. Without the secret, rank 0's store lets it read nothing.
+  {
+    process_env wrong = env;
+    wrong.rendezvous_timeout = std::chrono::seconds(5);
+    auto rdv = rendezvous::open(wrong);
+    if (rdv) {
+      std::printf("intruder was NOT refused by the store\n");
+      return 1;
+    }
+    if (rdv.error().code() != errc::auth) return fail(rdv.error());
+    std::printf("intruder refused by the store: %s\n", rdv.error().message().c_str());
+  }
+  // 2. Rank 0's data endpoint, as a port scan would find it (read here with the real secret),
+  //    then a handshake with a wrong secret.
+  auto real = read_process_env([](const char* name) {
+    return std::strcmp(name, "CHORUS_JOB_SECRET") == 0 ? std::getenv("CHORUS_TEST_STORE_SECRET") : std::getenv(name);
+  });
+  if (!real) return fail(real.error());
+  real->rank = env.rank;
+  auto rdv = rendezvous::open(*real);
   if (!rdv) return fail(rdv.error());
   auto ep_text = (*rdv)->get("data/0", std::chrono::seconds(20));
   if (!ep_text) return fail(ep_text.error());
   auto ep = tcp::parse_endpoint(*ep_text);
   if (!ep) return fail(ep.error());
   auto deadline = tcp::clock::now() + std::chrono::seconds(10);
+  // It even knows this attempt's session id (frames with the job id alone are dropped before
+  // any handshake), so what stops it is the MAC.
+  env.job_id = (*rdv)->session_id();
   auto fd = tcp::connect_to(*ep, deadline);
   if (!fd) return fail(fd.error());
   // A client that does not know the secret: it ignores the server's proof and sends its own,

@@ -173,7 +173,8 @@ class nccl_single_rank : public ::testing::Test {
   std::unique_ptr<nccl_communicator> comm_;
 };
 
-// With one rank every reduction is the identity, so the values must come back unchanged.
+// With one rank every reduction is the identity, so the values must come back unchanged; i16, which
+// NCCL lacks, is refused with a clear error.
 TEST_F(nccl_single_rank, allreduce_round_trips_every_dtype_and_op) {
   constexpr int n = 16;
   for (int ti = 0; ti < dtype_count; ++ti) {
@@ -185,6 +186,11 @@ TEST_F(nccl_single_rank, allreduce_round_trips_every_dtype_and_op) {
       const auto op = static_cast<reduce_op>(oi);
       upload(buf.ptr, host);
       status st = comm_->allreduce(buf.ptr, n, t, op);
+      if (t == dtype::i16) {  // NCCL has no int16; device_runner stages such tensors through the host
+        EXPECT_EQ(st.code(), errc::invalid_argument) << st.to_string();
+        EXPECT_NE(st.to_string().find("i16"), std::string::npos) << st.to_string();
+        continue;
+      }
       ASSERT_TRUE(st.ok()) << name_of(t) << "/" << name_of(op) << ": " << st.to_string();
       st = comm_->synchronize();
       ASSERT_TRUE(st.ok()) << name_of(t) << "/" << name_of(op) << ": " << st.to_string();

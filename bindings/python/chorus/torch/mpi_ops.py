@@ -121,12 +121,16 @@ def _chorus_op(op):
 
 
 def _scale_(tensor, factor):
-    """Multiplies in place (integer tensors through float64, truncating)."""
+    """Multiplies in place as Horovod does: float16 and bfloat16 in float32 arithmetic (the
+    factor rounded to float32, the product rounded once to the tensor's type), integer tensors
+    through float64 (truncating), float32 and float64 in their own type."""
     if factor == 1.0:
         return
     with torch.no_grad():
         t = tensor.detach()
-        if t.dtype.is_floating_point:
+        if t.dtype in (torch.float16, torch.bfloat16):
+            t.copy_(t.float().mul_(torch.tensor(factor, dtype=torch.float32)))
+        elif t.dtype.is_floating_point:
             t.mul_(factor)
         else:
             t.copy_(t.double().mul_(factor))
