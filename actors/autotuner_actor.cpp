@@ -23,6 +23,37 @@ void maybe_submit(self_ptr self, steady_time now) {
 
 }  // namespace
 
+pipeline_options with_autotune_start(pipeline_options o, int streams) {
+  if (!o.autotune.enabled) return o;
+  tuning::knob_values v{streams, o.chunk_bytes, o.fusion_threshold,
+                        std::chrono::duration_cast<std::chrono::microseconds>(o.cycle_time), o.in_place_bytes};
+  auto s = autotune_start(v, streams);
+  o.chunk_bytes = s.chunk_bytes;
+  o.fusion_threshold = s.fusion_threshold;
+  o.cycle_time = s.cycle_time;
+  o.in_place_bytes = s.in_place_bytes;
+  return o;
+}
+
+autotuner_config autotuner_config_of(const pipeline_options& o, int rank, int size, int streams) {
+  autotuner_config c;
+  c.rank = rank;
+  c.size = size;
+  c.max_streams = streams;
+  c.start = {streams, o.chunk_bytes, o.fusion_threshold,
+             std::chrono::duration_cast<std::chrono::microseconds>(o.cycle_time), o.in_place_bytes};
+  c.steps_per_sample = o.autotune.steps_per_sample;
+  c.log_path = o.autotune.log_path;
+  auto& t = c.options;
+  t.search.seed = o.autotune.seed;
+  t.search.warmup_samples = o.autotune.warmup_samples;
+  t.search.max_samples = o.autotune.max_samples;
+  t.search.noise = o.autotune.noise;
+  t.windows_per_sample = o.autotune.windows_per_sample;
+  t.drop_threshold = o.autotune.retune_drop;
+  return c;
+}
+
 tuning::knob_values autotune_start(const tuning::knob_values& configured, int max_streams) {
   auto space = tuning::knob_space(max_streams);
   if (!space) return configured;

@@ -23,6 +23,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/pipeline.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/tuning/knobs.hpp"
 #include "runtime/tuning/tuner.hpp"
@@ -59,6 +60,11 @@ struct autotuner_state {
 /// The configured tunables as the autotuner starts from them: the nearest point of its grid
 /// (the pipeline configures fusion, negotiator and senders with these when autotuning).
 tuning::knob_values autotune_start(const tuning::knob_values& configured, int max_streams);
+/// With opts.autotune on, opts with its tunables snapped to the grid (every rank alike), so
+/// that the first batches are planned as the tuner's first sample assumes; else opts.
+pipeline_options with_autotune_start(pipeline_options opts, int streams);
+/// The autotuner's settings from the pipeline's (CHORUS_AUTOTUNE_* through runtime/config).
+autotuner_config autotuner_config_of(const pipeline_options& opts, int rank, int size, int streams);
 /// The tunables a switch carries, and back.
 tunables_switch switch_of(const tuning::knob_values& v, uint64_t cycle);
 telemetry::tunables telemetry_of(const tuning::knob_values& v);

@@ -157,39 +157,6 @@ result<std::string> agree_nccl_id(communicator& comm, const std::string& mine, s
 
 }  // namespace
 
-/// With autotune on, the configured tunables snapped to the autotuner's grid (every rank
-/// alike), so that the first batches are planned as the tuner's first sample assumes.
-pipeline_options with_autotune_start(pipeline_options o, int streams) {
-  if (!o.autotune.enabled) return o;
-  tuning::knob_values v{streams, o.chunk_bytes, o.fusion_threshold,
-                        std::chrono::duration_cast<std::chrono::microseconds>(o.cycle_time), o.in_place_bytes};
-  auto s = autotune_start(v, streams);
-  o.chunk_bytes = s.chunk_bytes;
-  o.fusion_threshold = s.fusion_threshold;
-  o.cycle_time = s.cycle_time;
-  o.in_place_bytes = s.in_place_bytes;
-  return o;
-}
-
-autotuner_config autotuner_config_of(const pipeline_options& o, int rank, int size, int streams) {
-  autotuner_config c;
-  c.rank = rank;
-  c.size = size;
-  c.max_streams = streams;
-  c.start = {streams, o.chunk_bytes, o.fusion_threshold,
-             std::chrono::duration_cast<std::chrono::microseconds>(o.cycle_time), o.in_place_bytes};
-  c.steps_per_sample = o.autotune.steps_per_sample;
-  c.log_path = o.autotune.log_path;
-  auto& t = c.options;
-  t.search.seed = o.autotune.seed;
-  t.search.warmup_samples = o.autotune.warmup_samples;
-  t.search.max_samples = o.autotune.max_samples;
-  t.search.noise = o.autotune.noise;
-  t.windows_per_sample = o.autotune.windows_per_sample;
-  t.drop_threshold = o.autotune.retune_drop;
-  return c;
-}
-
 pipeline::pipeline(std::unique_ptr<impl> p) : impl_(std::move(p)) {
   rank_ = impl_->comm.rank();
   size_ = impl_->comm.size();
