@@ -16,6 +16,10 @@
 #                               the same across H emulated hosts (bench/hosts/hosts.sh, root):
 #                               RESULT chorus_hosts / gloo_hosts lines, and RESULT link_hosts H
 #                               <flow_GBps> <link_GBps> computed from the shaping
+#   ./chorus.sh soak [--ops N] [--seed S]
+#                               3 ranks, N (100000) checked operations of random kinds, dtypes,
+#                               sizes and names with random delays: RESULT soak <ops> <errors>
+#                               <rss_growth_kb> <fd_growth> per rank; non-zero exit on any error
 #   ./chorus.sh build           just install + build
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -101,9 +105,24 @@ case "$cmd" in
     if [ "${1:-}" = "-np" ]; then np="$2"; shift 2; fi
     exec "$build_dir/bindings/cli/chorusrun" -np "$np" --timeout 1200 -- "$build_dir/bench/chorus-bench" allreduce "$@"
     ;;
+  soak)
+    build
+    ops=100000
+    seed=$RANDOM
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --ops) ops="${2:?--ops N}"; shift 2 ;;
+        --seed) seed="${2:?--seed S}"; shift 2 ;;
+        *) echo "chorus.sh soak: unknown option $1" >&2; exit 2 ;;
+      esac
+    done
+    # About 1 s per 1000 operations here; the bound leaves room for a slow machine.
+    exec "$build_dir/bindings/cli/chorusrun" -np 3 --timeout $(( 120 + ops / 100 )) -- \
+      "$build_dir/tests/chorus-testrank" pipeline-soak "$ops" "$seed"
+    ;;
   *)
     echo "usage: ./chorus.sh demo | test [--sanitize address|undefined|thread] [ctest args] | fuzz [SECONDS] [TARGET...]" >&2
-    echo "       | fuzz --seeds | bench [-np N] [options] | bench --emulated-hosts H [...] | build" >&2
+    echo "       | fuzz --seeds | bench [-np N] [options] | bench --emulated-hosts H [...] | soak [--ops N] | build" >&2
     exit 2
     ;;
 esac

@@ -8,6 +8,7 @@
 #include "runtime/collectives/alltoall_op.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/collectives/exchange_op.hpp"
+#include "runtime/collectives/hier_op.hpp"
 #include "runtime/collectives/ring_op.hpp"
 #include "runtime/collectives/scatter_plan.hpp"
 
@@ -120,6 +121,12 @@ void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(c
   switch (w.algo) {
     case chunk_algo::ring_allreduce:
       op = make_ring_allreduce(w.sequence, stream, rank, size, w.data, w.bytes / elem, w.type, w.op, segment);
+      break;
+    case chunk_algo::hier_sharded:
+    case chunk_algo::hier_leader:
+      op = make_hier_allreduce(w.sequence, stream, comm_.hosts(), rank, w.data, w.bytes / elem, w.type, w.op, segment,
+                               w.algo == chunk_algo::hier_leader ? allreduce_choice::hier_leader
+                                                                 : allreduce_choice::hier_sharded);
       break;
     case chunk_algo::exchange_allreduce:
       op = std::make_unique<exchange_op>(w.sequence, stream, rank, size, w.data, w.bytes / elem, w.type, w.op);

@@ -34,6 +34,37 @@ std::size_t row_bytes_of(const tensor_spec& s) {
   return n;
 }
 
+/// The allreduce algorithm of a host chunk of `bytes` (identical on every rank).
+chunk_algo allreduce_algo(const fusion_config& c, std::size_t bytes) {
+  static const host_groups flat;
+  switch (choose_allreduce(c.hierarchical, c.hosts ? *c.hosts : flat, bytes, c.small_bytes)) {
+    case allreduce_choice::recursive_doubling: return chunk_algo::exchange_allreduce;
+    case allreduce_choice::hier_sharded: return chunk_algo::hier_sharded;
+    case allreduce_choice::hier_leader: return chunk_algo::hier_leader;
+    case allreduce_choice::ring: break;
+  }
+  return chunk_algo::ring_allreduce;
+}
+
+/// What the allreduce chunks of a bucket run, for metrics and the trace: "ring",
+/// "hier_sharded", ... joined by '+' when chunks differ; empty for other collectives.
+std::string algorithm_of(const std::vector<chunk_work>& works) {
+  std::string out;
+  std::vector<const char*> seen;
+  for (const auto& w : works) {
+    const char* name = w.algo == chunk_algo::ring_allreduce       ? "ring"
+                       : w.algo == chunk_algo::exchange_allreduce ? "recursive_doubling"
+                       : w.algo == chunk_algo::hier_sharded       ? "hier_sharded"
+                       : w.algo == chunk_algo::hier_leader        ? "hier_leader"
+                                                                  : nullptr;
+    if (!name) return {};
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+    seen.push_back(name);
+    out += (out.empty() ? "" : "+") + std::string(name);
+  }
+  return out;
+}
+
 /// Points job->data at the buffer the collective runs on.
 void prepare_buffer(fusion_state& s, bucket_job& job) {
   const auto& b = job.plan;
@@ -192,8 +223,9 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
           device && s.cfg.device_whole ? std::max<std::size_t>(job->plan.bytes, 1) : s.cfg.chunk_bytes;
       for (const auto& c : plan_chunks({job->plan}, chunk_bytes, s.next_sequence)) {
         chunk_algo algo = bk.kind == fusable_kind::broadcast ? chunk_algo::broadcast
-                          : c.bytes <= s.cfg.small_bytes      ? chunk_algo::exchange_allreduce
-                                                              : chunk_algo::ring_allreduce;
+                          : device                            ? (c.bytes <= s.cfg.small_bytes ? chunk_algo::exchange_allreduce
+                                                                                              : chunk_algo::ring_allreduce)
+                                                              : allreduce_algo(s.cfg, c.bytes);
         works.push_back(chunk_work{c.sequence, algo, nullptr, c.bytes, bk.type, bk.op, bk.root, job});  // data: at dispatch
         job->chunk_ranges.emplace_back(c.offset, c.bytes);
       }
@@ -227,8 +259,9 @@ void plan_and_send(self_ptr self, const batch_agreed& b) {
   for (auto& [job, works] : plan_batch(st, b)) {
     if (observed) {
       telemetry::bucket_event e{job->id, b.cycle, job->first_sequence, job->chunks, job->plan.bytes,
-                                job->plan.in_place, to_string(job->plan.kind), {}};
+                                job->plan.in_place, to_string(job->plan.kind), {}, {}};
       for (const auto& op : job->ops) e.tensors.push_back(op.spec.name);
+      e.algorithm = algorithm_of(works);
       obs.on_bucket(e, std::chrono::steady_clock::now());
     }
     // Completion learns the bucket before any of its chunks can end (mailbox order).

@@ -20,6 +20,8 @@
 // in-place thresholds, and chunks go to its number of streams. The same on every rank.
 #pragma once
 
+#include "runtime/collectives/hier_schedule.hpp"
+
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -46,6 +48,10 @@ struct fusion_config {
   /// CUDA buckets run as one chunk (NCCL pipelines internally) instead of chunk_bytes chunks
   /// (host staging overlaps copies and network by chunks).
   bool device_whole = false;
+  /// CHORUS_HIERARCHICAL and the job's hosts (null: flat algorithms only): host allreduce
+  /// chunks run what choose_allreduce (runtime/collectives/hier_schedule.hpp) says.
+  hier_mode hierarchical = hier_mode::off;
+  std::shared_ptr<const host_groups> hosts;
 };
 
 struct fusion_state {

@@ -247,6 +247,8 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   fc.pool_bytes = opts.pool_bytes;
   fc.in_place_bytes = opts.in_place_bytes;
   fc.first_sequence = communicator::pipeline_sequence_base;
+  fc.hierarchical = comm.options().hierarchical;
+  fc.hosts = std::make_shared<const host_groups>(comm.hosts());
   a.fusion = sys.spawn(fusion_actor, fc);
   a.completion = sys.spawn(completion_actor, completion_config{rank, size});
   std::shared_ptr<chunk_runner> runner;

@@ -87,6 +87,8 @@ enum class chunk_algo : uint8_t {
   reducescatter,     ///< make_ring_reducescatter over one window of every rank's slice (chunk_ranges)
   alltoall_counts,   ///< ring allgather of every rank's splits (size i64 each): the size x size matrix
   alltoall_data,     ///< alltoall_op of the rows; starts only after its counts chunk ended
+  hier_sharded,      ///< hier_op, sharded variant (runtime/collectives/hier_schedule.hpp)
+  hier_leader,       ///< hier_op, leader variant
 };
 
 /// One bucket in flight: the plan, its ops, the buffer the collective runs on. Shared by

@@ -51,6 +51,7 @@ struct options {
   long compute_us = 0;
   std::vector<std::string> variants;  // pipeline: telemetry variants measured beside the plain steps
   std::string impl = "both";
+  bool hierarchical = false;  // --hierarchical: chorus also with the hierarchy forced on and off
   std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20};
 #ifdef CHORUS_WITH_PIPELINE
   bench::negotiation_bench_options negotiation;
@@ -62,7 +63,7 @@ struct options {
   std::fprintf(stderr,
                "chorus-bench: %s\n"
                "usage: chorus-bench allreduce [--impl chorus|gloo|floor|both|all] [--sizes 4K,64K,1M,16M,64M]\n"
-               "                              [--streams S] [--chunk-bytes B] [--segment-bytes B]\n"
+               "                              [--streams S] [--chunk-bytes B] [--segment-bytes B] [--hierarchical]\n"
                "       chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace]\n"
                "       chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]\n"
                "                                [--tensors T] [--threads X] [--busy-poll]   (one process)\n"
@@ -88,6 +89,7 @@ options parse(int argc, char** argv) {
     else if (a == "--streams") setenv("CHORUS_NUM_STREAMS", value().c_str(), 1);
     else if (a == "--chunk-bytes") setenv("CHORUS_CHUNK_BYTES", value().c_str(), 1);
     else if (a == "--segment-bytes") setenv("CHORUS_SEGMENT_BYTES", value().c_str(), 1);
+    else if (a == "--hierarchical") o.hierarchical = true;
     else if (a == "--metrics") o.variants.push_back("metrics");
     else if (a == "--trace") o.variants.push_back("trace");
     else if (a == "--steps") o.steps = std::stoi(value());
@@ -123,12 +125,18 @@ void check_status(const status& st, const char* what) {
   if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());
 }
 
-bench::allreduce_impl chorus_impl(communicator& c) {
+// `algo` automatic: CHORUS_HIERARCHICAL decides (chorus_tcp); flat / hierarchical: forced
+// (chorus_flat_tcp, chorus_hier_tcp).
+bench::allreduce_impl chorus_impl(communicator& c, allreduce_algorithm algo = allreduce_algorithm::automatic) {
   bench::allreduce_impl impl;
-  impl.name = "chorus_tcp";
+  impl.name = algo == allreduce_algorithm::flat           ? "chorus_flat_tcp"
+              : algo == allreduce_algorithm::hierarchical ? "chorus_hier_tcp"
+                                                          : "chorus_tcp";
   impl.rank = c.rank();
   impl.size = c.size();
-  impl.allreduce_sum = [&c](float* d, std::size_t n) { check_status(c.allreduce(d, n, dtype::f32, reduce_op::sum), "allreduce"); };
+  impl.allreduce_sum = [&c, algo](float* d, std::size_t n) {
+    check_status(c.allreduce(d, n, dtype::f32, reduce_op::sum, algo), "allreduce");
+  };
   impl.barrier = [&c] { check_status(c.barrier(), "barrier"); };
   impl.allreduce_max = [&c](double* d, std::size_t n) {
     check_status(c.allreduce(d, n, dtype::f64, reduce_op::max), "allreduce max");
@@ -147,6 +155,12 @@ int run_allreduce(const options& o, const process_env& env) {
   for (auto s : o.sizes) max_bytes = std::max(max_bytes, s);
   float* buffer = pretouched_buffer(std::max<std::size_t>(max_bytes, 4096));
   auto ours = chorus_impl(c);
+  auto hier = chorus_impl(c, allreduce_algorithm::hierarchical);
+  auto flat = chorus_impl(c, allreduce_algorithm::flat);
+  if (c.rank() == 0 && o.hierarchical)
+    std::printf("# hosts: %s (chorus_tcp: CHORUS_HIERARCHICAL decides; chorus_hier_tcp / chorus_flat_tcp: forced "
+                "on / off)\n",
+                c.hosts().describe().c_str());
   if (c.rank() == 0)
     std::printf("# chorus-bench allreduce: N=%d streams=%d chunk_bytes=%zu segment_bytes=%zu shm_streams=%d "
                 "(chorus_tcp: payloads through shared-memory rings where shm_streams > 0, CHORUS_SHM_BYTES=0: "
@@ -201,6 +215,10 @@ int run_allreduce(const options& o, const process_env& env) {
   // Sizes interleave the implementations so that all see the same machine noise.
   for (auto bytes : o.sizes) {
     if (run_chorus) report(ours, bytes);
+    if (run_chorus && o.hierarchical) {
+      report(hier, bytes);
+      report(flat, bytes);
+    }
 #ifdef CHORUS_WITH_GLOO
     if (gloo) report(theirs, bytes);
 #endif

@@ -68,6 +68,9 @@ struct bucket_event {
   bool in_place = false;              ///< reduced in the op's own buffer (no fusion copy)
   std::string kind;                   ///< "allreduce", "broadcast", "allgather", ...
   std::vector<std::string> tensors;   ///< member names, in plan order
+  /// Allreduce buckets: the algorithm of its chunks ("ring", "recursive_doubling",
+  /// "hier_sharded", "hier_leader"; several joined by '+'); empty for other collectives.
+  std::string algorithm;
 };
 
 // The defaults ignore their arguments; the names document them.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `./chorus.sh bench --emulated-hosts H ...`: chorus-bench allreduce (Chorus and Gloo, same run,
 # same shaped network) across H emulated hosts of L ranks each, started by chorusrun -H with the
-# namespace launcher. Prints chorus-bench's RESULT lines with kinds chorus_hosts and gloo_hosts,
+# namespace launcher. Prints chorus-bench's RESULT lines with kinds chorus_hosts (CHORUS_HIERARCHICAL
+# decides, auto by default), chorus_hier_hosts and chorus_flat_hosts (forced on, off) and gloo_hosts,
 # then "RESULT link_hosts H <flow_GBps> <link_GBps>": the payload rates one flow and one link
 # allow, computed from the shaping (rate x 1448/1514 for TCP in 1500-byte frames), not measured.
 #   bench_hosts.sh BUILD_DIR H [--ranks-per-host L] [--link R] [--flow R] [--slow R]
@@ -33,8 +34,9 @@ inner() {
   list="$(echo "$CHORUS_HOSTS_ADDRS" | sed "s/,/:$per_host,/g"):$per_host"
   "$build_dir/bindings/cli/chorusrun" -np $((hosts * per_host)) -H "$list" \
     --launcher "$here/hosts.sh exec {host}" --timeout 1200 -- \
-    "$build_dir/bench/chorus-bench" allreduce "${bench_args[@]}" |
-    sed -u 's/RESULT chorus_tcp /RESULT chorus_hosts /; s/RESULT gloo_tcp /RESULT gloo_hosts /'
+    "$build_dir/bench/chorus-bench" allreduce --hierarchical "${bench_args[@]}" |
+    sed -u 's/RESULT chorus_tcp /RESULT chorus_hosts /; s/RESULT chorus_\(hier\|flat\)_tcp /RESULT chorus_\1_hosts /;
+            s/RESULT gloo_tcp /RESULT gloo_hosts /'
   local rc=${PIPESTATUS[0]}
   echo "RESULT link_hosts $hosts $(payload_gbytes "$flow") $(payload_gbytes "$link")"
   echo "# link_hosts: computed from the shaping (link=$link flow=$flow slow=$slow slow-fraction=$fraction), payload GB/s"

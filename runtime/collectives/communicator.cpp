@@ -5,6 +5,7 @@
 
 #include "runtime/collectives/alltoall_op.hpp"
 #include "runtime/collectives/exchange_op.hpp"
+#include "runtime/collectives/hier_op.hpp"
 #include "runtime/collectives/ring_op.hpp"
 #include "runtime/collectives/scatter_plan.hpp"
 #include "runtime/core/log.hpp"
@@ -16,6 +17,7 @@ collective_options collective_options::from_config(const collectives_config& c) 
   o.chunk_bytes = c.chunk_bytes;
   o.segment_bytes = c.segment_bytes;
   o.small_bytes = c.small_bytes;
+  parse_hier_mode(c.hierarchical, o.hierarchical);  // the reader allowed only known words
   return o;
 }
 
@@ -120,11 +122,20 @@ void communicator::launch(std::vector<chunk_job> jobs, callback done) {
   });
 }
 
+allreduce_choice communicator::choose(std::size_t bytes, allreduce_algorithm algo) const {
+  switch (algo) {
+    case allreduce_algorithm::ring: return allreduce_choice::ring;
+    case allreduce_algorithm::recursive_doubling: return allreduce_choice::recursive_doubling;
+    case allreduce_algorithm::flat: return choose_allreduce(hier_mode::off, hosts(), bytes, opts_.small_bytes);
+    case allreduce_algorithm::hierarchical: return choose_allreduce(hier_mode::on, hosts(), bytes, opts_.small_bytes);
+    case allreduce_algorithm::automatic: break;
+  }
+  return choose_allreduce(opts_.hierarchical, hosts(), bytes, opts_.small_bytes);
+}
+
 void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, callback done,
                                    allreduce_algorithm algo) {
-  std::size_t bytes = count * size_of(t);
-  if (algo == allreduce_algorithm::automatic)
-    algo = bytes <= opts_.small_bytes ? allreduce_algorithm::recursive_doubling : allreduce_algorithm::ring;
+  const allreduce_choice choice = choose(count * size_of(t), algo);
   auto* base = static_cast<std::byte*>(data);
   std::vector<chunk_job> jobs;
   const int r = rank(), n = size();
@@ -133,9 +144,11 @@ void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduc
     uint64_t seq = next_sequence_++;
     void* chunk = base + c.offset * size_of(t);
     const std::size_t elems = c.count;
-    jobs.push_back({seq, elems * size_of(t), [=](int stream) -> std::unique_ptr<chunk_op> {
-                      if (algo == allreduce_algorithm::recursive_doubling)
+    jobs.push_back({seq, elems * size_of(t), [=, this](int stream) -> std::unique_ptr<chunk_op> {
+                      if (choice == allreduce_choice::recursive_doubling)
                         return std::make_unique<exchange_op>(seq, stream, r, n, chunk, elems, t, op);
+                      if (choice == allreduce_choice::hier_sharded || choice == allreduce_choice::hier_leader)
+                        return make_hier_allreduce(seq, stream, hosts(), r, chunk, elems, t, op, segment, choice);
                       return make_ring_allreduce(seq, stream, r, n, chunk, elems, t, op, segment);
                     }});
   }

@@ -13,6 +13,7 @@
 
 #include "runtime/collectives/chunk_scheduler.hpp"
 #include "runtime/collectives/engine.hpp"
+#include "runtime/collectives/hier_schedule.hpp"
 #include "runtime/collectives/stream_board.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/env/process_env.hpp"
@@ -29,11 +30,14 @@ struct collective_options {
   /// (chunk_scheduler.hpp), at most chunks_in_flight per stream; false: round-robin, all at once.
   bool by_speed = true;
   std::size_t chunks_in_flight = 2;        ///< CHORUS_CHUNKS_IN_FLIGHT (with by_speed)
+  hier_mode hierarchical = hier_mode::automatic;  ///< CHORUS_HIERARCHICAL (hier_schedule.hpp)
   /// The configured values (runtime/config).
   static collective_options from_config(const collectives_config& c);
 };
 
-enum class allreduce_algorithm { automatic, ring, recursive_doubling };
+/// automatic: choose_allreduce (hier_schedule.hpp) under CHORUS_HIERARCHICAL; flat and
+/// hierarchical: the same choice with the hierarchy forced off or on.
+enum class allreduce_algorithm { automatic, ring, recursive_doubling, flat, hierarchical };
 
 class communicator {
  public:
@@ -51,6 +55,10 @@ class communicator {
   int size() const { return t_->size(); }
   int num_streams() const { return t_->num_streams(); }
   const collective_options& options() const { return opts_; }
+  /// The ranks grouped by host (tcp_transport::hosts), identical on every rank.
+  const host_groups& hosts() const { return t_->hosts(); }
+  /// What allreduce_async runs for a buffer of `bytes` under `algo`.
+  allreduce_choice choose(std::size_t bytes, allreduce_algorithm algo) const;
   tcp::tcp_transport& data_plane() { return *t_; }
   /// Bytes the data plane moved on `stream` so far (for metrics); any thread.
   stream_traffic traffic(int stream) const { return t_->traffic(stream); }

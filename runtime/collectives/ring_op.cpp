@@ -28,6 +28,8 @@ ring_op::ring_op(uint64_t sequence, int stream, int rank, int size, std::byte* b
   segment_bytes_ = std::max(e, segment_bytes / e * e);
   std::size_t total = 0;
   for (auto& b : blocks_) total += b.length;
+  if (size_ > 1)
+    for (auto& s : steps_) send_left_ += blocks_[static_cast<std::size_t>(s.send_block)].length;
   set_layout({1, static_cast<uint64_t>(t), static_cast<uint64_t>(op), total, segment_bytes_,
               static_cast<uint64_t>(size), steps_.size(), blocks_.empty() ? 0 : blocks_.back().length});
 }
@@ -45,6 +47,7 @@ void ring_op::send_block(transport& t, uint32_t step, std::size_t offset, std::s
     std::size_t n = std::min(segment_bytes_, length - done);
     post(t, right_, step, offset + done, base_ + offset + done, n);
   }
+  send_left_ -= length;
 }
 
 status ring_op::check(int peer, const wire::frame_header& h) const {
@@ -71,7 +74,10 @@ status ring_op::delivered(transport& t, int peer, const wire::frame_header& h, c
   if (steps_[h.step].reduce) reduce_into(mine, data, h.length / size_of(dtype_), dtype_, op_);
   else if (data != mine) std::memcpy(mine, data, h.length);
   recv_left_ -= h.length;
-  if (h.step + 1 < steps_.size()) post(t, right_, h.step + 1, h.offset, mine, h.length);
+  if (h.step + 1 < steps_.size()) {
+    post(t, right_, h.step + 1, h.offset, mine, h.length);
+    send_left_ -= h.length;
+  }
   return {};
 }
 

@@ -31,8 +31,11 @@ class ring_op : public chunk_op {
   std::byte* destination(int peer, const wire::frame_header& h) override;
   status delivered(transport& t, int peer, const wire::frame_header& h, const std::byte* data) override;
   void finish() override;
+  /// The left neighbour while frames from it are due, the right one while we have frames left
+  /// to post to it: a right neighbour that finished and left cleanly fails nothing here.
   bool needs(int peer) const override {
-    return size_ > 1 && (peer == left_ || peer == right_) && !(started_ && recv_left_ == 0);
+    if (size_ == 1 || (started_ && recv_left_ == 0)) return false;
+    return (peer == left_ && (!started_ || recv_left_ > 0)) || (peer == right_ && send_left_ > 0);
   }
 
  private:
@@ -48,6 +51,7 @@ class ring_op : public chunk_op {
   std::size_t segment_bytes_;
   int divisor_;
   int divide_block_;
+  uint64_t send_left_ = 0;  ///< payload bytes still to post to the right neighbour
 };
 
 /// Ring allreduce of one chunk (in place).

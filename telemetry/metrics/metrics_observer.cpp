@@ -98,6 +98,7 @@ metrics_observer::metrics_observer(const context& ctx, std::chrono::milliseconds
   stalled_ = &gauge(n::stalled_tensors, "Tensors named in a stall warning and not agreed or ended since");
   stall_warnings_ = &counter(n::stall_warnings, "Stall warnings, one per tensor and warning").Add({});
   bucket_bytes_ = &histogram(n::bucket_bytes, "Payload bytes per fusion bucket").Add({}, bucket_byte_buckets);
+  buckets_family_ = &counter(n::buckets, "Fusion buckets by the algorithm that reduced them");
 
   auto& enqueued = counter(n::ops_enqueued, "Operations handed to the pipeline");
   auto& latency = histogram(n::op_latency, "Seconds from an op's enqueue to its callback");
@@ -215,6 +216,7 @@ void metrics_observer::unstall(const std::string& name) {
 
 void metrics_observer::on_bucket(const bucket_event& b, time_point) {
   bucket_bytes_->Observe(static_cast<double>(b.bytes));
+  buckets_family_->Add({{"algorithm", b.algorithm.empty() ? b.kind : b.algorithm}}).Increment();
 }
 
 prometheus::Counter& metrics_observer::stream_counter(prometheus::Family<prometheus::Counter>& f,

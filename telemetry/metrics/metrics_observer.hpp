@@ -107,6 +107,7 @@ class metrics_observer final : public observer {
   prometheus::Gauge* stalled_;
   prometheus::Counter* stall_warnings_;
   prometheus::Histogram* bucket_bytes_;
+  prometheus::Family<prometheus::Counter>* buckets_family_;  // label algorithm; Add() locks (once per bucket)
 
   static constexpr int op_kinds = collective_kind_count;
   std::array<prometheus::Counter*, op_kinds> ops_enqueued_{};

@@ -54,6 +54,9 @@ inline constexpr const char* stall_warnings = "chorus_negotiation_stall_warnings
 // ---- fusion (label rank) ----
 /// Histogram: payload bytes per fusion bucket (an in-place tensor is a bucket of its own).
 inline constexpr const char* bucket_bytes = "chorus_fusion_bucket_bytes";
+/// Counter: fusion buckets by algorithm (label algorithm = "ring", "hier_sharded", ... for
+/// allreduce buckets, else the collective's name).
+inline constexpr const char* buckets = "chorus_fusion_buckets_total";
 
 // ---- operations (labels rank, op = "allreduce", "broadcast", ...) ----
 /// Counter: operations handed to the pipeline.

@@ -101,7 +101,8 @@ std::string to_json(const trace_file& f, const trace_record& r) {
       o += ",\"bucket\":" + std::to_string(r.bucket) + ",\"cycle\":" + std::to_string(r.cycle) +
            ",\"first_sequence\":" + std::to_string(r.sequence) + ",\"chunks\":" + std::to_string(r.count) +
            ",\"bytes\":" + std::to_string(r.bytes) + ",\"in_place\":" + (r.in_place ? "true" : "false") +
-           ",\"collective\":" + json::quote(r.text) + ",\"tensors\":" + names_json(r.names);
+           ",\"collective\":" + json::quote(r.text) + ",\"algorithm\":" + json::quote(r.algorithm) +
+           ",\"tensors\":" + names_json(r.names);
       break;
     case record_kind::chunk_start:
       o += ",\"stream\":" + std::to_string(r.peer) + ",\"sequence\":" + std::to_string(r.sequence) +

@@ -48,7 +48,8 @@ enum class record_kind : uint8_t {
   agreed = 9,           ///< varint cycle | varint n | n × (varint name id | varint latency_us)
   stall = 10,           ///< varint name id | varint n | n × svarint missing rank
   bucket = 11,          ///< varint bucket | varint cycle | varint first_sequence | varint chunks |
-                        ///< varint bytes | u8 in_place | varint kind id | varint n | n × name id
+                        ///< varint bytes | u8 in_place | varint kind id | varint n | n × name id |
+                        ///< varint algorithm id (bucket_event::algorithm; absent in older traces)
   chunk_start = 12,     ///< svarint stream | varint sequence | varint bytes
   chunk_end = 13,       ///< svarint stream | varint sequence | varint bytes | status | svarint started_ns
   steal = 14,           ///< svarint thief | svarint victim | varint sequence

@@ -217,6 +217,7 @@ class block_parser {
           ok = name(r, s, why);
           x.names.push_back(std::move(s));
         }
+        if (ok && r.remaining() > 0) ok = name(r, x.algorithm, why);  // absent in older traces
         break;
       }
       case record_kind::chunk_start:

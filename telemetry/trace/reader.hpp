@@ -54,6 +54,7 @@ struct trace_record {
   std::vector<std::string> names;  ///< agreed, bucket: tensors; stall: the name
   std::vector<int64_t> values;     ///< agreed: latency µs per name; stall: missing ranks
   std::string text;                ///< bucket: collective kind; error: its kind
+  std::string algorithm;           ///< bucket: bucket_event::algorithm (empty in older traces)
   bool in_place = false;           ///< bucket
   std::vector<uint8_t> payload;    ///< gossip_sent, gossip_received: the encoded message
   tunables tuning;                 ///< tunables; autotune: the tunables after the window

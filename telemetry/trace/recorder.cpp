@@ -296,6 +296,7 @@ void recorder::on_bucket(const bucket_event& b, time_point at) {
     w.varint(intern(tb, b.kind));
     w.varint(b.tensors.size());
     for (const auto& t : b.tensors) w.varint(intern(tb, t));
+    w.varint(intern(tb, b.algorithm));
   });
 }
 

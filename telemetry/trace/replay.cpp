@@ -62,7 +62,7 @@ result<replay_input> replay_input_from(const std::vector<trace_file>& files) {
         }
         case record_kind::bucket:
           rr.recorded.buckets.push_back({r.bucket, r.cycle, r.sequence, static_cast<uint32_t>(r.count),
-                                         static_cast<std::size_t>(r.bytes), r.in_place, r.text, r.names});
+                                         static_cast<std::size_t>(r.bytes), r.in_place, r.text, r.names, r.algorithm});
           break;
         default: break;
       }
@@ -92,6 +92,8 @@ std::string describe_bucket(const bucket_event& b) {
   return os.str();
 }
 
+// The algorithm is not compared: it follows the job's hosts and CHORUS_HIERARCHICAL, which
+// replay (one process, local fabric) does not have; the decisions replayed are fusion's.
 bool same_bucket(const bucket_event& a, const bucket_event& b) {
   return a.first_sequence == b.first_sequence && a.chunks == b.chunks && a.bytes == b.bytes &&
          a.in_place == b.in_place && a.kind == b.kind && a.tensors == b.tensors;

@@ -175,10 +175,11 @@ std::vector<std::string> names_field(const std::string& line, const std::string&
 /// A recorded job: `size` ranks of pipeline-exact (seed fixed, 2 steps) traced into dir().
 class recorded_job {
  public:
-  explicit recorded_job(int size) {
+  explicit recorded_job(int size, local_job::env_map extra = {}) {
     char tmpl[] = "/tmp/chorus-trace-job-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
-    local_job job(size, {CHORUS_TESTRANK_PATH, "pipeline-exact", "4242", "2"}, {{"CHORUS_TRACE", dir_ + "/trace"}});
+    extra["CHORUS_TRACE"] = dir_ + "/trace";
+    local_job job(size, {CHORUS_TESTRANK_PATH, "pipeline-exact", "4242", "2"}, extra);
     results_ = job.wait(std::chrono::seconds(90));
   }
   ~recorded_job() { fs::remove_all(dir_); }
@@ -207,6 +208,18 @@ TEST_P(pipeline_trace, replay_of_a_recorded_job_matches) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("^replay matches: [1-9][0-9]* cycles, 400 tensors\n$")))
       << r.out << r.err;
+}
+
+// Hosts faked by CHORUS_HOST_ID (chorus-testrank's CHORUS_TEST_HOSTS), hierarchy forced on: the
+// buckets record which algorithm ran them, and replay (which has no hosts) still matches.
+TEST(pipeline_trace_hier, buckets_name_their_algorithm_and_replay_matches) {
+  recorded_job job(4, {{"CHORUS_TEST_HOSTS", "2,2"}, {"CHORUS_HIERARCHICAL", "on"}});
+  job.expect_passed();
+  auto r = chorus_trace({"replay", job.dir()}, job.scratch());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("replay matches"), std::string::npos) << r.out << r.err;
+  auto d = chorus_trace({"dump", job.dir() + "/rank-0.trace"}, job.scratch());
+  EXPECT_NE(d.out.find("\"algorithm\":\"hier_"), std::string::npos) << d.out.substr(0, 4000);
 }
 
 INSTANTIATE_TEST_SUITE_P(sizes, pipeline_trace, ::testing::Values(2, 3),

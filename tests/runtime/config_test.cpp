@@ -66,6 +66,7 @@ std::vector<row> config_rows() {
        "64k"},
       {"CHORUS_REDUCE_KERNELS", "portable", "portable",
        [](const config& c) { return c.collectives.reduce_kernels; }, "bogus"},
+      {"CHORUS_HIERARCHICAL", "1", "on", [](const config& c) { return c.collectives.hierarchical; }, "yes"},
       {"CHORUS_NEGOTIATION", "central", "central", [](const config& c) { return c.pipeline.negotiation; }, "ring"},
       {"CHORUS_CONTROL_PLANE", "caf", "caf", [](const config& c) { return c.pipeline.control_plane; }, "udp"},
       {"CHORUS_CYCLE_TIME_MS", "0.25", "250", [](const config& c) { return str(c.pipeline.cycle_time.count()); },
@@ -200,6 +201,7 @@ TEST(Config, HorovodAliases) {
       {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "25", [](const config& c) { return str(c.autotune.max_samples); },
        "25"},
       {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.8", [](const config& c) { return str(c.autotune.noise); }, "0.8"},
+      {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1", [](const config& c) { return c.collectives.hierarchical; }, "on", "off"},
   };
   std::set<std::string> tested;
   for (const auto& r : rows) {

@@ -104,6 +104,8 @@ TEST(MetricsObserver, EventsMoveTheirSeries) {
   m.on_gossip_received(msg, t0);
   bucket_event b;
   b.bytes = 5000;
+  b.kind = "allreduce";
+  b.algorithm = "hier_sharded";
   m.on_bucket(b, t0);
   m.on_chunk_end(1, 9, 4096, status{}, t0, t0);
   m.on_chunk_end(1, 10, 4096, status{}, t0, t0);
@@ -134,6 +136,7 @@ TEST(MetricsObserver, EventsMoveTheirSeries) {
   EXPECT_EQ(find(f, n::gossip_sent)->counter.value, 2);
   EXPECT_EQ(find(f, n::gossip_received)->counter.value, 1);
   EXPECT_EQ(find(f, n::bucket_bytes)->histogram.sample_sum, 5000);
+  EXPECT_EQ(find(f, n::buckets, {{"algorithm", "hier_sharded"}})->counter.value, 1);
   EXPECT_EQ(find(f, n::stream_chunks, {{"stream", "0"}})->counter.value, 1);
   EXPECT_EQ(find(f, n::stream_chunks, {{"stream", "1"}})->counter.value, 2);
   EXPECT_EQ(find(f, n::stream_chunks, {{"stream", "5"}})->counter.value, 1);

@@ -58,13 +58,13 @@ class two_rank_recording : public ::testing::Test {
       std::vector<std::string> w{"w"}, b{"b"};
       std::vector<std::chrono::microseconds> lat{31000us};
       rec->on_agreed(2, w, lat, t0 + 31ms);
-      rec->on_bucket({1, 2, 100, 1, 4096, true, "allreduce", w}, t0 + 31ms);
+      rec->on_bucket({1, 2, 100, 1, 4096, true, "allreduce", w, "ring"}, t0 + 31ms);
       rec->on_chunk_start(0, 100, 4096, t0 + 32ms);
       rec->on_chunk_end(0, 100, 4096, status{}, t0 + 32ms, t0 + 35ms);
       rec->on_callback(1, spec("w"), status{}, t0, t0 + 36ms);
       rec->on_cycle({3, 1, 1, t0 + 50ms, t0 + 51ms});
       rec->on_agreed(3, b, lat, t0 + 51ms);
-      rec->on_bucket({2, 3, 101, 1, 4096, true, "allreduce", b}, t0 + 51ms);
+      rec->on_bucket({2, 3, 101, 1, 4096, true, "allreduce", b, "hier_sharded"}, t0 + 51ms);
     }
     auto files = read_trace_dir(dir_);
     ASSERT_TRUE(files.ok()) << files.error().to_string();
@@ -106,6 +106,16 @@ TEST_F(two_rank_recording, DumpDecodesControlMessages) {
       << text;
   EXPECT_NE(text.find("\"kind\":\"ready\",\"handle\":1,\"name\":\"w\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"kind\":\"end\""), std::string::npos) << text;
+}
+
+TEST_F(two_rank_recording, BucketsSayWhichAlgorithmReducedThem) {
+  std::vector<std::string> seen;
+  for (const auto& r : files_[0].records)
+    if (r.kind == record_kind::bucket) seen.push_back(r.algorithm);
+  EXPECT_EQ(seen, (std::vector<std::string>{"ring", "hier_sharded"}));
+  std::ostringstream os;
+  dump(files_[0], os);
+  EXPECT_NE(os.str().find("\"algorithm\":\"hier_sharded\""), std::string::npos) << os.str();
 }
 
 TEST_F(two_rank_recording, TimelineHasEveryKindOfSpanForEveryRank) {

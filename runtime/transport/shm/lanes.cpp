@@ -38,25 +38,35 @@ std::string hex(uint64_t v) {
 std::string host_identity() { return chorus::host_identity(read_host_settings()); }
 
 result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendezvous& rdv, int streams,
-                                                  std::size_t ring_bytes, std::chrono::milliseconds timeout) {
+                                                  std::size_t ring_bytes, std::chrono::milliseconds timeout,
+                                                  std::vector<std::string>* identities) {
   std::vector<std::vector<lane>> lanes(static_cast<std::size_t>(env.size));
   for (auto& l : lanes) l.resize(static_cast<std::size_t>(streams));
-  if (env.size == 1) return lanes;
+  if (env.size == 1) {
+    if (identities) *identities = {host_identity()};
+    return lanes;
+  }
   const std::string me = std::to_string(env.rank);
 
-  // 1. Who shares our host.
-  std::string host = ring_bytes ? host_identity() : "off";
+  // 1. Who shares our host. Every rank publishes its identity, lanes on or off ("on <id>",
+  // "off <id>"): the identities also group the ranks by host (collectives/hier_schedule.hpp).
+  const std::string identity = host_identity();
+  std::string host = (ring_bytes ? "on " : "off ") + identity;
   auto st = rdv.publish("shm-host/" + me, host);
   if (!st.ok()) return st;
   auto hosts = rdv.gather("shm-host/", timeout);
   if (!hosts) return hosts.error();
+  if (identities) {
+    identities->clear();
+    for (const auto& h : *hosts) identities->push_back(h.substr(h.find(' ') + 1));
+  }
 
   // 2. A segment per stream for each such peer.
   std::vector<std::unique_ptr<segment>> created;  // [peer * streams + stream]
   created.resize(static_cast<std::size_t>(env.size * streams));
   std::ostringstream mine;
   for (int p = 0; p < env.size && ring_bytes; ++p) {
-    if (p == env.rank || (*hosts)[p] != host) continue;
+    if (p == env.rank || !ring_bytes || (*hosts)[p] != host) continue;
     for (int s = 0; s < streams; ++s) {
       uint64_t nonce = segment_nonce();
       std::string name = name_prefix + hex(env.job_id) + "-" + me + "-" + std::to_string(p) + "-" +

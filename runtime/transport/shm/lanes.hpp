@@ -1,8 +1,8 @@
 // Which streams get a shared-memory ring (ring.hpp), agreed at init through the rendezvous.
 // Every rank takes part in the same three rounds whatever it decides, so a rank with the lanes
 // switched off (CHORUS_SHM_BYTES=0) or on another host only makes its peers use TCP:
-//   1. "shm-host/<r>": the host's identity (env/host_settings.hpp: boot id, host name and the
-//      device of /dev/shm, or CHORUS_HOST_ID), or "off";
+//   1. "shm-host/<r>": "on " or "off " (lanes switched off), then the host's identity
+//      (env/host_settings.hpp: boot id, host name and the device of /dev/shm, or CHORUS_HOST_ID);
 //   2. "shm-ring/<r>": for each stream to each peer with our identity, the segment we created
 //      for our frames to it (name and nonce);
 //   3. "shm-ok/<r>": the segments addressed to us that we could open and check (another IPC
@@ -27,8 +27,10 @@ struct lane {
 };
 
 /// lanes[peer][stream]; all null when size is 1. `ring_bytes` 0 switches our side off.
+/// `identities`, when given, receives every rank's host identity from round 1 (by rank).
 result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendezvous& rdv, int streams,
-                                                  std::size_t ring_bytes, std::chrono::milliseconds timeout);
+                                                  std::size_t ring_bytes, std::chrono::milliseconds timeout,
+                                                  std::vector<std::string>* identities = nullptr);
 
 /// This host's identity for round 1 (chorus::host_identity of the process environment).
 std::string host_identity();

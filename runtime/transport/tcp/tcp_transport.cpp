@@ -103,9 +103,11 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
 
   // 5. Shared-memory rings to the ranks on this host, then the data connections to Asio.
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+  std::vector<std::string> identities;
   auto lanes = shm::open_lanes(env, rdv, opts.num_streams, opts.shm_bytes,
-                               std::max(left, std::chrono::milliseconds(1000)));
+                               std::max(left, std::chrono::milliseconds(1000)), &identities);
   if (!lanes) return lanes.error();
+  t->hosts_ = group_by_host(identities);
   for (int p = 0; p < env.size; ++p) {
     for (int s = 0; s < static_cast<int>(fds[p].size()); ++s) {
       tune_socket(fds[p][s].get(), opts.socket_buffer_bytes);
@@ -118,7 +120,8 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   }
   CHORUS_LOG(info, "tcp", "mesh ready endpoint=" << me << " peers=" << env.size - 1
                                                  << " streams=" << opts.num_streams
-                                                 << " shm_streams=" << t->shm_streams_);
+                                                 << " shm_streams=" << t->shm_streams_
+                                                 << " hosts=" << t->hosts_.describe());
   return t;
 }
 

@@ -15,6 +15,7 @@
 
 #include <asio.hpp>
 
+#include "runtime/collectives/hier_schedule.hpp"
 #include "runtime/config/config.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
@@ -84,6 +85,9 @@ class tcp_transport final : public transport {
   /// Call from outside the I/O thread; idempotent.
   void close(std::chrono::milliseconds grace) override;
   void close() { close(std::chrono::seconds(5)); }
+  /// The ranks grouped by host identity, as every rank computed them from every rank's
+  /// identity at connect (shm/lanes.hpp round 1); fixed after connect, any thread.
+  const host_groups& hosts() const { return hosts_; }
   /// Streams to peers whose data frames may go through a shared-memory ring (transport/shm).
   int shm_streams() const { return shm_streams_; }
   /// Data frames sent so far through the rings, and on TCP although a ring existed (too big for
@@ -128,6 +132,7 @@ class tcp_transport final : public transport {
   std::vector<std::vector<std::unique_ptr<tcp_connection>>> conns_;  // [peer][stream]
   std::vector<bool> peer_down_;
   int shm_streams_ = 0;
+  host_groups hosts_;
   bool closing_ = false;
   bool closed_ = false;
   std::unique_ptr<asio::steady_timer> close_timer_;

@@ -3,6 +3,10 @@
 // delays drawn from a per-rank seed derived from SEED; every result is checked exactly.
 // Inputs are small integers, so every dtype (f16, bf16 and u8 included) holds every input,
 // sum, product and average exactly; an average's inputs sum to size * base.
+// chorus-testrank pipeline-soak OPS SEED: the same workload for OPS operations per rank (OPS/200
+// steps), where one tensor in ten takes a fresh name every step; after the first step it notes
+// the process' resident memory and open descriptors, and at the end prints
+// "RESULT soak <ops> <errors> <rss_growth_kb> <fd_growth>" (an error ends the run at once).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -10,10 +14,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "bindings/cpp/chorus.hpp"
 #include "runtime/core/half.hpp"
@@ -203,6 +211,22 @@ std::string check_gathered(const test_tensor& t, int step, int size, const std::
   return {};
 }
 
+/// Resident memory (KiB) and open descriptors of this process, from /proc.
+long rss_kb() {
+  std::ifstream in("/proc/self/statm");
+  long pages = 0, resident = 0;
+  in >> pages >> resident;
+  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
+}
+long open_fds() {
+  long n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    ++n;
+  return n;
+}
+
 int end_with(int code) {
   std::fflush(stdout);
   shutdown();
@@ -216,9 +240,9 @@ int failed(const status& st) {
 
 }  // namespace
 
-int run_pipeline_exact(int argc, char** argv) {
-  uint64_t seed = argc >= 3 ? std::strtoull(argv[2], nullptr, 10) : std::random_device{}();
-  int steps = argc >= 4 ? std::atoi(argv[3]) : 2;
+namespace {
+
+int run_exact(uint64_t seed, int steps, bool soak) {
   if (auto st = init(); !st.ok()) return failed(st);
   const int rank = chorus::rank(), size = chorus::size();
   uint64_t rank_seed = seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank + 1));
@@ -227,9 +251,14 @@ int run_pipeline_exact(int argc, char** argv) {
   std::fflush(stdout);
   auto tensors = make_tensors(seed, size, 200);
   std::mt19937_64 rng(rank_seed);
-  auto deadline = std::chrono::steady_clock::now() + 100s;
+  long rss0 = 0, fds0 = 0;
 
   for (int step = 0; step < steps; ++step) {
+    auto deadline = std::chrono::steady_clock::now() + 100s;
+    if (soak && step == 1) rss0 = rss_kb(), fds0 = open_fds();
+    if (soak)  // one name in ten is new every step: the registry must not grow without end
+      for (auto& t : tensors)
+        if (t.index % 10 == 9) t.name = t.name.substr(0, t.name.find('#')) + "#" + std::to_string(step);
     std::vector<std::vector<std::byte>> bufs;
     for (auto& t : tensors) {
       bufs.emplace_back(static_cast<std::size_t>(t.elements(rank)) * size_of(t.type));
@@ -300,12 +329,30 @@ int run_pipeline_exact(int argc, char** argv) {
         std::printf("pipeline-exact WRONG: a callback ran %d times\n", n.load());
         return end_with(1);
       }
-    std::printf("step %d exact\n", step);
+    if (!soak || step % 50 == 0) std::printf("step %d exact\n", step);
     std::fflush(stdout);
   }
   std::printf("pipeline-exact: all exact, %zu tensors x %d steps on rank %d of %d\n", tensors.size(), steps, rank,
               size);
+  if (soak)
+    std::printf("RESULT soak %zu 0 %ld %ld\n", tensors.size() * static_cast<std::size_t>(steps),
+                steps > 1 ? rss_kb() - rss0 : 0L, steps > 1 ? open_fds() - fds0 : 0L);
   return end_with(0);
+}
+
+}  // namespace
+
+int run_pipeline_exact(int argc, char** argv) {
+  uint64_t seed = argc >= 3 ? std::strtoull(argv[2], nullptr, 10) : std::random_device{}();
+  int steps = argc >= 4 ? std::atoi(argv[3]) : 2;
+  return run_exact(seed, steps, false);
+}
+
+int run_pipeline_soak(int argc, char** argv) {
+  if (argc < 3) return 2;
+  long ops = std::atol(argv[2]);
+  uint64_t seed = argc >= 4 ? std::strtoull(argv[3], nullptr, 10) : std::random_device{}();
+  return run_exact(seed, static_cast<int>(std::max(2L, (ops + 199) / 200)), true);
 }
 
 }  // namespace chorus::testrank

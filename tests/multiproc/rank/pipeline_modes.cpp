@@ -28,8 +28,9 @@
 
 namespace chorus::testrank {
 
-/// pipeline-exact, in pipeline_exact.cpp.
+/// pipeline-exact and pipeline-soak, in pipeline_exact.cpp.
 int run_pipeline_exact(int argc, char** argv);
+int run_pipeline_soak(int argc, char** argv);
 /// pipeline-metrics, in pipeline_metrics.cpp.
 int run_pipeline_metrics(int argc, char** argv);
 /// pipeline-c-api, in pipeline_c_api.cpp.
@@ -236,6 +237,8 @@ int run_pipeline_mode(const std::string& mode, int argc, char** argv) {
   int rc = 2;
   if (mode == "pipeline-exact")
     rc = run_pipeline_exact(argc, argv);
+  else if (mode == "pipeline-soak")
+    rc = run_pipeline_soak(argc, argv);
   else if (mode == "pipeline-stall")
     rc = run_stall(argc, argv);
   else if (mode == "pipeline-mismatch")
@@ -254,7 +257,7 @@ int run_pipeline_mode(const std::string& mode, int argc, char** argv) {
     rc = run_ctrl_intruder();
   if (rc == 2)
     std::fprintf(stderr,
-                 "usage: chorus-testrank pipeline-exact SEED [STEPS] | pipeline-stall LATE_RANKS SECS | "
+                 "usage: chorus-testrank pipeline-exact SEED [STEPS] | pipeline-soak OPS [SEED] | pipeline-stall LATE_RANKS SECS | "
                  "pipeline-mismatch | pipeline-shutdown | pipeline-loop SECS | pipeline-metrics STEPS STOPFILE | "
                  "pipeline-c-api | pipeline-ctrl-job GOFILE | pipeline-ctrl-intruder\n");
   return rc;

@@ -9,6 +9,10 @@
 //                          it ("intruder refused by the store"); then, with rank 0's data endpoint
 //                          read using CHORUS_TEST_STORE_SECRET (as a port scan would find it), the
 //                          data plane must refuse it too ("intruder refused: ...")
+//   hier                   hierarchical allreduce checks (hier_checks.hpp); prints "testrank: hier exact"
+//   hier-loop SECS         forced-hierarchical 4 MiB allreduces until SECS pass; prints "iteration N";
+//                          CHORUS_TEST_KILL="R:I": rank R kills itself (SIGKILL) in iteration I's allreduce
+// CHORUS_TEST_HOSTS="2,1" fakes hosts for any mode (hier_checks.hpp: apply_test_hosts).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +26,7 @@
 #include "runtime/transport/tcp/socket_util.hpp"
 #include "runtime/wire/handshake.hpp"
 #include "tests/multiproc/rank/collective_checks.hpp"
+#include "tests/multiproc/rank/hier_checks.hpp"
 
 using namespace chorus;
 
@@ -115,6 +120,7 @@ int main(int argc, char** argv) {
   auto env = read_process_env();
   if (!env) return fail(env.error());
   if (mode == "intruder") return run_intruder(*env);
+  testrank::apply_test_hosts(env->rank);
 #ifdef CHORUS_WITH_PIPELINE
   // These modes call chorus::init(), which builds its own communicator.
   if (mode == "pipeline-scatter") return testrank::run_pipeline_scatter(argc, argv);
@@ -135,6 +141,24 @@ int main(int argc, char** argv) {
                 "(frames %llu, on TCP %llu)\n",
                 c.rank(), c.size(), c.num_streams(), c.data_plane().shm_streams(),
                 static_cast<unsigned long long>(shm.frames), static_cast<unsigned long long>(shm.missed));
+    return 0;
+  }
+  if (mode == "hier") {
+    auto st = testrank::check_hierarchical(c);
+    if (!st.ok()) return fail(st);
+    std::printf("testrank: hier exact on rank %d of %d\n", c.rank(), c.size());
+    return 0;
+  }
+  if (mode == "hier-loop" && argc >= 3) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(std::atoi(argv[2]));
+    const int kill_at = testrank::self_kill_iteration(c.rank());
+    for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
+      if (i == kill_at) testrank::die_during_allreduce(c);
+      auto st = testrank::hier_allreduce_once(c, 1u << 20, i);
+      if (!st.ok()) return fail(st);
+      std::printf("iteration %d\n", i);
+      std::fflush(stdout);
+    }
     return 0;
   }
   if (mode == "allreduce-loop" && argc >= 3) {

@@ -1,0 +1,66 @@
+// Hierarchical allreduce of one chunk (hier_schedule.hpp's steps) as a chunk op: driven frame
+// by frame on the I/O thread like ring_op, never blocking. Phases open in order (a phase opens
+// when every receive of the earlier ones completed); frames of a phase that is not open yet
+// are copied aside and replayed when it opens. Inside a phase each ring forwards a segment as
+// soon as it has been reduced, as ring_op does.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "runtime/collectives/chunk_op.hpp"
+#include "runtime/collectives/hier_schedule.hpp"
+
+namespace chorus {
+
+class hier_op final : public chunk_op {
+ public:
+  /// `variant` is hier_sharded or hier_leader; `divisor` > 1 divides the result at the end.
+  hier_op(uint64_t sequence, int stream, const host_groups& g, int rank, void* data, std::size_t count, dtype t,
+          reduce_op op, std::size_t segment_bytes, allreduce_choice variant);
+
+  void start(transport& t) override;
+  std::byte* destination(int peer, const wire::frame_header& h) override;
+  status delivered(transport& t, int peer, const wire::frame_header& h, const std::byte* data) override;
+  void finish() override;
+  bool needs(int peer) const override;
+
+ private:
+  struct held {
+    std::size_t step;
+    wire::frame_header header;
+    std::vector<std::byte> payload;
+  };
+  struct peer_left {
+    uint64_t recv = 0;  ///< bytes still expected from the peer
+    uint64_t send = 0;  ///< bytes not yet posted to the peer
+  };
+  /// The step whose receive `h` from `peer` belongs to, or an error.
+  result<std::size_t> match(int peer, const wire::frame_header& h) const;
+  void send_range(transport& t, const hier_transfer& to, std::size_t offset, std::size_t length);
+  void consume(transport& t, std::size_t step, const wire::frame_header& h, const std::byte* data);
+  void open_phase(transport& t);
+  void advance(transport& t);
+
+  std::byte* base_;
+  std::size_t total_bytes_;
+  std::vector<hier_step> steps_;
+  std::map<uint16_t, std::size_t> by_wire_;  ///< receive wire id -> step
+  std::vector<uint64_t> step_left_;          ///< receive bytes still expected, by step
+  uint64_t phase_left_[3] = {0, 0, 0};
+  std::map<int, peer_left> peers_;
+  std::vector<held> held_;
+  int phase_ = 0;
+  dtype dtype_;
+  reduce_op op_;
+  std::size_t segment_bytes_;
+  int divisor_;
+};
+
+/// Builds the op for `variant` (hier_sharded or hier_leader).
+std::unique_ptr<chunk_op> make_hier_allreduce(uint64_t sequence, int stream, const host_groups& g, int rank,
+                                              void* data, std::size_t count, dtype t, reduce_op op,
+                                              std::size_t segment_bytes, allreduce_choice variant);
+
+}  // namespace chorus

@@ -1,0 +1,82 @@
+// Hierarchical allreduce as pure step lists (executed by hier_op.hpp), and the host groups
+// they run over. Every rank derives the groups from the host identities all ranks published
+// at start-up (shm/lanes.hpp, round 1), so every rank computes the same groups; nobody decides.
+//
+// Shard layout. A buffer of `count` elements is cut into S = max ranks per host shards
+// (block_begin(count, S, s)). On a host with l ranks, local rank i owns the shards s with
+// s mod l == i: on even hosts one shard each; on a host with fewer ranks some rank owns
+// several (2 + 1 ranks: the lone rank owns shards 0 and 1). Shard s is reduced across hosts by
+// the ring of its owners, one per host, so the rings of the L shards run in parallel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/core/dtype.hpp"
+
+namespace chorus {
+
+/// Ranks grouped by host; plain value.
+struct host_groups {
+  std::vector<std::vector<int>> hosts;  ///< ranks of each host, ascending; hosts ordered by lowest rank
+  std::vector<int> host_of;             ///< rank -> index into hosts
+  std::vector<int> local_of;            ///< rank -> its index within its host
+  int num_hosts() const { return static_cast<int>(hosts.size()); }
+  int max_local() const;
+  /// More than one host and some host with more than one rank: only then does a hierarchy
+  /// cut traffic (one host, or one rank per host, runs the flat algorithms).
+  bool hierarchical() const;
+  /// "2 hosts: [0,1] [2,3]"
+  std::string describe() const;
+};
+
+/// Groups ranks whose identities are equal; identities[r] is rank r's.
+host_groups group_by_host(const std::vector<std::string>& identities);
+
+/// One transfer of a step. A step's send goes out when its phase opens (`forward` false), or
+/// segment by segment as the previous step's receive delivers them (`forward` true: then it
+/// covers exactly that receive's range). Wire ids name the transfer in frames: a send's wire
+/// id equals the matching receive's on the peer.
+struct hier_transfer {
+  int peer = -1;  ///< global rank; -1: none
+  std::size_t offset = 0;  ///< bytes into the chunk
+  std::size_t length = 0;
+  uint16_t wire = 0;
+};
+struct hier_step {
+  int phase = 0;  ///< 0, 1, 2: a phase opens when every receive of the earlier phases completed
+  hier_transfer send;
+  bool forward = false;
+  hier_transfer recv;
+  bool reduce = true;  ///< the receive is reduced into our bytes (else copied over them)
+};
+
+/// Wire id of step g of ring `round` in `phase` (2 + 6 + 8 bits).
+uint16_t hier_wire(int phase, int round, int g);
+/// Whether the groups fit the wire ids: at most 64 ranks per host and 128 hosts.
+bool hier_fits(const host_groups& g);
+
+/// Sharded: reduce-scatter of the shards inside each host (phase 0), ring allreduce of each
+/// shard among its owners across hosts (phase 1), allgather of the shards inside each host
+/// (phase 2). Ranges in bytes of a chunk of `count` elements of `elem` bytes.
+std::vector<hier_step> hier_sharded_steps(const host_groups& g, int rank, std::size_t count, std::size_t elem);
+/// Leader: chain reduce to each host's first rank (phase 0), ring allreduce among those
+/// leaders (phase 1), chain broadcast inside each host (phase 2).
+std::vector<hier_step> hier_leader_steps(const host_groups& g, int rank, std::size_t count, std::size_t elem);
+
+/// CHORUS_HIERARCHICAL.
+enum class hier_mode { automatic, on, off };
+/// "auto", "on", "off" (also "1" = on, "0" = off, as HOROVOD_HIERARCHICAL_ALLREDUCE); false when unknown.
+bool parse_hier_mode(const std::string& text, hier_mode& out);
+
+enum class allreduce_choice : uint8_t { ring, recursive_doubling, hier_sharded, hier_leader };
+const char* name_of(allreduce_choice c);
+/// The algorithm of one allreduce chunk of `bytes`, identical on every rank given identical
+/// inputs. Without a hierarchy (see host_groups::hierarchical) or with `off`: recursive
+/// doubling up to small_bytes, else ring. `on`: leader up to small_bytes, else sharded. `auto`:
+/// recursive doubling up to small_bytes (latency: the leader chain adds hops), else sharded.
+allreduce_choice choose_allreduce(hier_mode mode, const host_groups& g, std::size_t bytes, std::size_t small_bytes);
+
+}  // namespace chorus

@@ -1,0 +1,79 @@
+// Hierarchical allreduce across real processes on 127.0.0.1, hosts faked per rank with
+// CHORUS_HOST_ID (chorus-testrank's CHORUS_TEST_HOSTS): 2x2, 2+1 and 3x1 (where auto must run
+// the flat algorithms), every dtype and reduce op, sizes 0, 1, odd and several chunks; the
+// actor pipeline with the hierarchy forced on; a rank killed in the middle named by every
+// other rank. (tests/hosts/hier_hosts_test.cpp runs the same across emulated hosts.)
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+
+#include "tests/multiproc/job_checks.hpp"
+#include "tests/multiproc/local_job.hpp"
+
+namespace chorus::testing {
+namespace {
+
+struct hier_layout {
+  std::string hosts;   // CHORUS_TEST_HOSTS
+  int size;
+  std::string groups;  // how the ranks print them
+  std::string large;   // what auto runs at 64 MiB
+};
+
+void PrintTo(const hier_layout& p, std::ostream* os) { *os << "hosts " << p.hosts; }
+
+class hier_across_processes : public ::testing::TestWithParam<hier_layout> {};
+
+TEST_P(hier_across_processes, forced_and_auto_are_exact_for_every_dtype_and_op) {
+  const auto& p = GetParam();
+  local_job job(p.size, {CHORUS_TESTRANK_PATH, "hier"},
+                {{"CHORUS_TEST_HOSTS", p.hosts}, {"CHORUS_CHUNK_BYTES", "65536"}, {"CHORUS_NUM_STREAMS", "2"}});
+  auto results = job.wait(std::chrono::seconds(60));
+  expect_all_passed(results);
+  expect_every_rank_printed(results, "testrank: hosts " + p.groups + "; auto runs recursive_doubling at 4 KiB and " +
+                                         p.large + " at 64 MiB");
+  for (auto& r : results)
+    EXPECT_NE(r.output.find("hier exact on rank " + std::to_string(r.rank)), std::string::npos) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(layouts, hier_across_processes,
+                         ::testing::Values(hier_layout{"2,2", 4, "2 hosts: [0,1] [2,3]", "hier_sharded"},
+                                           hier_layout{"2,1", 3, "2 hosts: [0,1] [2]", "hier_sharded"},
+                                           hier_layout{"1,1,1", 3, "3 hosts: [0] [1] [2]", "ring"}),
+                         [](const auto& info) {
+                           std::string s = info.param.hosts;
+                           for (auto& ch : s)
+                             if (ch == ',') ch = '_';
+                           return "hosts_" + s;
+                         });
+
+TEST(hier_pipeline, mixed_tensors_through_fusion_and_senders_are_exact) {
+  const uint64_t seed = job_seed("hier_pipeline", 4);
+  local_job job(4, {CHORUS_TESTRANK_PATH, "pipeline-exact", std::to_string(seed), "2"},
+                {{"CHORUS_TEST_HOSTS", "2,2"}, {"CHORUS_HIERARCHICAL", "on"}, {"CHORUS_CHUNK_BYTES", "65536"}});
+  auto results = job.wait(std::chrono::seconds(100));
+  std::string context = "seed=" + std::to_string(seed) + ": ";
+  expect_all_passed(results, context);
+  expect_every_rank_printed(results, "pipeline-exact: all exact", context);
+}
+
+TEST(hier_killed_rank, survivors_fail_naming_it_within_10s) {
+  const int victim = 3;
+  local_job job(4, {CHORUS_TESTRANK_PATH, "hier-loop", "60"}, {{"CHORUS_TEST_HOSTS", "2,2"}});
+  ASSERT_TRUE(job.wait_for_output(victim, "iteration 3", std::chrono::seconds(30))) << job.output(victim);
+  auto killed_at = std::chrono::steady_clock::now();
+  job.kill(victim, SIGKILL);
+  auto results = job.wait(std::chrono::seconds(10));
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(10));
+  for (auto& r : results) {
+    if (r.rank == victim) continue;
+    EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung after rank " << victim << " died:\n" << r.output;
+    EXPECT_TRUE(r.exited && r.exit_code == 3) << "rank " << r.rank << ":\n" << r.output;
+    EXPECT_NE(r.output.find("testrank error: connection_lost"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("rank " + std::to_string(victim)), std::string::npos) << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace chorus::testing
