@@ -81,6 +81,7 @@ class recorder final : public observer {
   void on_steal(int thief, int victim, uint64_t sequence, time_point at) override;
   void on_error(std::string_view kind, const status& error, time_point at) override;
   void on_tunables(const tunables& t, time_point at) override;
+  void on_autotune(const autotune_event& e, time_point at) override;
 
   struct thread_buffer;
 
