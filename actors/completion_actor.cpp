@@ -98,6 +98,8 @@ void finish_bucket(self_ptr self, completion_state::entry& e) {
     for (const auto& op : job.ops) end_op(self, op, st, {}, skipped);
   }
   ++self->state.buckets_done;
+  if (self->state.wired.autotuner)
+    self->send(self->state.wired.autotuner, bucket_finished{job.cycle, job.plan.bytes, std::chrono::steady_clock::now()});
 }
 
 void report_window(self_ptr self) {

@@ -144,8 +144,10 @@ void dispatch(self_ptr self) {
     if (counted && s.oldest_unfinished < w.sequence) break;
     if (!counted && w.algo != chunk_algo::allgather_counts && w.algo != chunk_algo::alltoall_counts)
       ready_chunk(s, s.waiting.front());
-    auto n = s.wired.senders.size();
-    auto to = s.wired.board && s.wired.board->streams() == static_cast<int>(n)
+    const auto all = s.wired.senders.size();
+    // The autotuner may use fewer streams than connections (the board then places among them).
+    const auto n = s.active_streams > 0 ? std::min(all, static_cast<std::size_t>(s.active_streams)) : all;
+    auto to = s.wired.board && s.wired.board->streams() == static_cast<int>(all)
                   ? static_cast<std::size_t>(s.wired.board->place(w.bytes))
                   : static_cast<std::size_t>((w.sequence - s.cfg.first_sequence) % n);
     self->send(s.wired.senders[to], std::move(s.waiting.front()));
@@ -180,6 +182,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
   for (auto& bk : plan_with_in_place(items, s.cfg.fusion_threshold, s.cfg.in_place_bytes)) {
     auto job = std::make_shared<bucket_job>();
     job->id = s.next_bucket++;
+    job->cycle = b.cycle;
     job->plan = bk;
     for (uint32_t m = 0; m < job->plan.members.size(); ++m) {
       job->ops.push_back(b.ops[job->plan.members[m].id]);
@@ -243,6 +246,40 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
   return out;
 }
 
+void apply_switch(fusion_state& s, const tunables_switch& sw) {
+  s.cfg.chunk_bytes = static_cast<std::size_t>(sw.chunk_bytes);
+  s.cfg.fusion_threshold = static_cast<std::size_t>(sw.fusion_threshold);
+  s.cfg.in_place_bytes = static_cast<std::size_t>(sw.in_place_bytes);
+  s.active_streams = sw.streams;
+  if (s.wired.board) s.wired.board->set_active(sw.streams);
+  ++s.switches;
+}
+
+namespace {
+
+void plan_and_send(self_ptr self, const batch_agreed& b) {
+  auto& st = self->state;
+  auto& obs = observer_of(st.wired);
+  // Nobody to tell: no observer, or only the slot with nothing installed. A timeline
+  // installed later sees the buckets of the batches after it (as the slot's own fast
+  // path does for every event).
+  const bool observed = st.wired.observer && !(st.slot && !st.slot->installed());
+  for (auto& [job, works] : plan_batch(st, b)) {
+    if (observed) {
+      telemetry::bucket_event e{job->id, b.cycle, job->first_sequence, job->chunks, job->plan.bytes,
+                                job->plan.in_place, to_string(job->plan.kind), {}, {}};
+      for (const auto& op : job->ops) e.tensors.push_back(op.spec.name);
+      e.algorithm = algorithm_of(works);
+      obs.on_bucket(e, std::chrono::steady_clock::now());
+    }
+    // Completion learns the bucket before any of its chunks can end (mailbox order).
+    self->send(st.wired.completion, bucket_planned{job});
+    for (auto& w : works) st.waiting.push_back(std::move(w));
+  }
+}
+
+}  // namespace
+
 caf::behavior fusion_actor(self_ptr self, fusion_config cfg) {
   auto& s = self->state;
   s.cfg = cfg;
@@ -259,24 +296,29 @@ caf::behavior fusion_actor(self_ptr self, fusion_config cfg) {
         self->state.slot = dynamic_cast<const telemetry::observer_slot*>(w.observer.get());
         dispatch(self);
       },
-      [=](const batch_agreed& b) {
+      [=](batch_agreed& b) {
         auto& st = self->state;
-        auto& obs = observer_of(st.wired);
-        // Nobody to tell: no observer, or only the slot with nothing installed. A timeline
-        // installed later sees the buckets of the batches after it (as the slot's own fast
-        // path does for every event).
-        const bool observed = st.wired.observer && !(st.slot && !st.slot->installed());
-        for (auto& [job, works] : plan_batch(st, b)) {
-          if (observed) {
-            telemetry::bucket_event e{job->id, b.cycle, job->first_sequence, job->chunks, job->plan.bytes,
-                                      job->plan.in_place, to_string(job->plan.kind), {}, {}};
-            for (const auto& op : job->ops) e.tensors.push_back(op.spec.name);
-            e.algorithm = algorithm_of(works);
-            obs.on_bucket(e, std::chrono::steady_clock::now());
-          }
-          // Completion learns the bucket before any of its chunks can end (mailbox order).
-          self->send(st.wired.completion, bucket_planned{job});
-          for (auto& w : works) st.waiting.push_back(std::move(w));
+        if (!st.holds.empty() && b.cycle >= st.holds.front()) {
+          st.held.push_back(std::move(b));  // its tunables are not known yet
+          return;
+        }
+        plan_and_send(self, b);
+        dispatch(self);
+      },
+      [=](const tunables_pending& p) { self->state.holds.push_back(p.cycle); },
+      [=](const tunables_switch& sw) {
+        auto& st = self->state;
+        if (st.holds.empty() || st.holds.front() != sw.cycle) {
+          CHORUS_LOG(error, "fusion", "tunables for cycle " << sw.cycle << " but "
+                                          << (st.holds.empty() ? std::string("none pending")
+                                                               : "cycle " + std::to_string(st.holds.front()) + " pending"));
+          return;
+        }
+        st.holds.pop_front();
+        apply_switch(st, sw);
+        while (!st.held.empty() && (st.holds.empty() || st.held.front().cycle < st.holds.front())) {
+          plan_and_send(self, st.held.front());
+          st.held.pop_front();
         }
         dispatch(self);
       },

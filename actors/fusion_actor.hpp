@@ -14,6 +14,10 @@
 // senders in increasing sequence order, and only while sequence < oldest unfinished chunk of
 // this rank + start_window. An allgather's or alltoall's row chunk is handed out only once
 // every earlier chunk (its counts among them) has ended here.
+//
+// Autotune: after tunables_pending{c}, batches of cycle c or later wait until the
+// tunables_switch for c arrives; then they are planned with its chunk size, fusion and
+// in-place thresholds, and chunks go to its number of streams. The same on every rank.
 #pragma once
 
 #include "runtime/collectives/hier_schedule.hpp"
@@ -62,11 +66,21 @@ struct fusion_state {
   uint64_t next_device_order = 0;
   uint64_t oldest_unfinished = 0;
   std::deque<chunk_work> waiting;  ///< planned, not yet handed to a sender (ascending)
+  /// Autotune: cycles whose tunables the autotuner has yet to send (tunables_pending), and
+  /// the batches of those cycles or later, held until then (in arrival order).
+  std::deque<uint64_t> holds;
+  std::deque<batch_agreed> held;
+  int active_streams = 0;          ///< senders that get new chunks (0: all)
+  uint64_t switches = 0;
   uint64_t buckets = 0;
   uint64_t fused_bytes = 0;
   uint64_t heap_fallbacks = 0;     ///< fused buckets that did not fit the pool
   static inline const char* name = "chorus.fusion";
 };
+
+/// Applies an autotuner switch to the plan of later batches. Buckets planned before keep
+/// their buffers (leases) and chunk ranges: nothing in flight is resized or freed.
+void apply_switch(fusion_state& s, const tunables_switch& sw);
 
 /// The buckets and chunk work for one agreed batch; advances the state's counters.
 /// Exposed for tests; the actor calls it and then dispatches.

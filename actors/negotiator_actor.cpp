@@ -3,6 +3,7 @@
 #include "actors/negotiator_actor.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <span>
 
@@ -197,7 +198,19 @@ void apply(self_ptr self, negotiation::actions a) {
   // Cycles first: a batch is agreed at the end of its cycle.
   for (auto& c : a.cycles)
     obs.on_cycle({c.cycle, c.messages_sent, c.messages_received, c.started, c.finished});
+  // Autotune: a window agreed at the end of cycle c tells fusion, before any batch of a later
+  // cycle, to wait for the tunables of c + 1, and the autotuner to compute them.
+  std::size_t next_window = 0;
+  auto windows_before = [&](uint64_t cycle) {
+    for (; next_window < a.windows.size() && a.windows[next_window].cycle < cycle; ++next_window) {
+      const auto& w = a.windows[next_window];
+      if (!s.wired.autotuner) continue;
+      self->send(s.wired.fusion, tunables_pending{w.cycle + 1});
+      self->send(s.wired.autotuner, window_agreed{w.cycle, w.window, w.score});
+    }
+  };
   for (auto& b : a.batches) {
+    windows_before(b.cycle);
     batch_agreed out{b.cycle, {}};
     out.ops.reserve(b.ids.size());
     std::vector<std::string> names;
@@ -225,6 +238,7 @@ void apply(self_ptr self, negotiation::actions a) {
     if (!names.empty()) obs.on_agreed(b.cycle, names, latencies, now);
     if (!out.ops.empty()) self->send(s.wired.fusion, std::move(out));
   }
+  windows_before(UINT64_MAX);
   for (auto& w : a.warnings) {
     CHORUS_LOG(warn, "negotiator", w.message);
     obs.on_stall(w.name, w.missing_ranks, now);
@@ -424,6 +438,15 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
         st.pending.clear();
         st.arrived.clear();
         if (st.failed.ok()) st.failed = {errc::shutdown, "rank " + std::to_string(st.cfg.rank) + " shut down"};
+      },
+      [=](const window_scored& w) {
+        auto& st = self->state;
+        if (!st.failed.ok() || !st.strategy) return;
+        hand_over(self);
+        apply(self, st.strategy->submit_score(w.score, w.digest, now_of(self)));
+      },
+      [=](const tunables_switch& sw) {
+        if (self->state.strategy) self->state.strategy->set_cycle_time(std::chrono::microseconds(sw.cycle_time_us));
       },
       [=](stats_atom) { return summarize(self->state); },
   };

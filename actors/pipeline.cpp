@@ -13,6 +13,7 @@
 #if CHORUS_WITH_CUDA
 #include "runtime/device/cuda/gpu_executor.hpp"
 #endif
+#include "actors/autotuner_actor.hpp"
 #include "actors/completion_actor.hpp"
 #include "actors/control_edge.hpp"
 #include "actors/control_gate.hpp"
@@ -43,6 +44,7 @@ struct pipeline::impl {
   std::vector<caf::actor> all() const {
     std::vector<caf::actor> v{actors.producer, actors.negotiator, actors.fusion, actors.completion};
     v.insert(v.end(), actors.senders.begin(), actors.senders.end());
+    if (actors.autotuner) v.push_back(actors.autotuner);
     return v;
   }
   /// Closes the gate, stops every actor and the system (waits for the actors to end).
@@ -160,9 +162,10 @@ pipeline::pipeline(std::unique_ptr<impl> p) : impl_(std::move(p)) {
   size_ = impl_->comm.size();
 }
 
-result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipeline_options& opts) {
+result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipeline_options& configured) {
   caf_thread_scope scope;
   const int rank = comm.rank(), size = comm.size(), streams = comm.num_streams();
+  const pipeline_options opts = with_autotune_start(configured, streams);
   auto nopts = negotiation_options_of(opts);
   if (auto s = negotiation::make_strategy(opts.negotiation, rank, size, nopts); !s) return s.error();
   if (opts.scheduler_threads < 1 || streams < 1 || opts.start_window < 1 || opts.chunks_in_flight < 1)
@@ -277,6 +280,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
                                                return stream_board::reading{c->traffic(s).sent, m.bytes_acked,
                                                                             m.busy_us};
                                              });
+  if (opts.autotune.enabled) a.autotuner = sys.spawn(autotuner_actor, autotuner_config_of(opts, rank, size, streams));
   a.observer = opts.observer;
   if (a.observer)
     a.observer->on_tunables({opts.fusion_threshold, opts.chunk_bytes, streams,

@@ -68,6 +68,10 @@ struct pipeline_options {
   int local_size = 1;
   /// CHORUS_PEER_TIMEOUT_SECONDS: how long an NCCL collective may wait for a peer.
   std::chrono::milliseconds peer_timeout{30000};
+  /// CHORUS_AUTOTUNE and its settings (actors/autotuner_actor.hpp): when enabled, the
+  /// tunables above are where the search starts (snapped to its grid), CHORUS_NUM_STREAMS
+  /// connections are opened and 1 .. that many are used.
+  autotune_config autotune;
   /// Where the actors report (telemetry/setup.hpp builds it from CHORUS_METRICS_*,
   /// CHORUS_TRACE); null: telemetry off. Not set by from_config().
   std::shared_ptr<telemetry::observer> observer;

@@ -24,6 +24,7 @@ pipeline_options pipeline_options::from_config(const config& c) {
   o.stream_placement = p.stream_placement;
   o.chunk_bytes = c.collectives.chunk_bytes;
   o.connect_timeout = c.transport.connect_timeout;
+  o.autotune = c.autotune;
   return o;
 }
 

@@ -26,6 +26,11 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<chunk_ran>("chorus.chunk_ran");
   cfg.add_message_type<chunk_done>("chorus.chunk_done");
   cfg.add_message_type<pipeline_wired>("chorus.pipeline_wired");
+  cfg.add_message_type<bucket_finished>("chorus.bucket_finished");
+  cfg.add_message_type<window_scored>("chorus.window_scored");
+  cfg.add_message_type<window_agreed>("chorus.window_agreed");
+  cfg.add_message_type<tunables_pending>("chorus.tunables_pending");
+  cfg.add_message_type<tunables_switch>("chorus.tunables_switch");
   cfg.add_message_type<steal_request>("chorus.steal_request");
   cfg.add_message_type<steal_offer>("chorus.steal_offer");
   cfg.add_message_type<steal_take>("chorus.steal_take");

@@ -4,6 +4,9 @@
 //   runner ─chunk_ran─▶ sender ─chunk_done─▶ completion ─window_moved─▶ fusion
 //   completion / negotiator ─op_finished─▶ producer ─▶ the op's done callback
 //   API ─join_enqueued─▶ producer ─join_atom─▶ negotiator ─join_finished─▶ producer (Horovod's join)
+//   autotune on: completion ─bucket_finished─▶ autotuner ─window_scored─▶ negotiator (gossip
+//     agrees the window) ─window_agreed─▶ autotuner, and ─tunables_pending─▶ fusion;
+//     autotuner ─tunables_switch─▶ fusion, negotiator, senders (actors/autotuner_actor.hpp)
 //   between ranks, by default: negotiator ─frame on the control link─▶ peer's control edge
 //     ─gossip_bytes / gone_atom─▶ its negotiator (actors/control_edge.hpp; no actor message
 //     crosses processes)
@@ -122,6 +125,7 @@ struct bucket_job {
   status local_error;               ///< this rank could not prepare the bucket (pack, counts chunk failed)
   /// NaN/Inf check on: the ranks whose input held NaN/Inf, agreed by every chunk's ring.
   std::shared_ptr<nonfinite_report> nonfinite;
+  uint64_t cycle = 0;               ///< the agreed batch it came from (the autotuner's windows count cycles)
 };
 
 /// One chunk of a bucket for a sender: what to run, where, and its global sequence number.
@@ -199,6 +203,28 @@ struct window_moved { uint64_t oldest_unfinished = 0; };
 struct chunk_ran { uint64_t sequence = 0; status result; };
 /// sender → completion: a chunk ended (on stream `stream`).
 struct chunk_done { uint64_t sequence = 0; uint64_t bucket = 0; int stream = 0; status result; };
+/// completion → autotuner: a bucket of `bytes` from the batch of `cycle` ended at `at`.
+struct bucket_finished { uint64_t cycle = 0; std::size_t bytes = 0; steady_time at{}; };
+/// autotuner → negotiator: this rank's score (bytes per second) of its next window, and the
+/// digest of its tuner's state; the gossip agrees the window (negotiation::agreed_window).
+struct window_scored { double score = 0; uint64_t digest = 0; };
+/// negotiator → autotuner: a window agreed at the end of `cycle`, with the job's score (the
+/// minimum over ranks); the same on every rank.
+struct window_agreed { uint64_t cycle = 0; uint64_t window = 0; double score = 0; };
+/// negotiator → fusion: a window was agreed at the end of cycle - 1; batches of `cycle` and
+/// later wait for the autotuner's tunables_switch for `cycle` (sent before any such batch).
+struct tunables_pending { uint64_t cycle = 0; };
+/// autotuner → fusion (after every agreed window, changed or not), negotiator and senders
+/// (when changed): the tunables in force for the batches of `cycle` and later, identical on
+/// every rank. Buckets planned before keep their buffers and chunk plans.
+struct tunables_switch {
+  uint64_t cycle = 0;
+  int streams = 1;
+  uint64_t chunk_bytes = 0;
+  uint64_t fusion_threshold = 0;
+  uint64_t in_place_bytes = 0;
+  int64_t cycle_time_us = 0;
+};
 /// pipeline → every actor of the rank, right after spawning: who is who.
 struct pipeline_wired {
   caf::actor producer;
@@ -208,6 +234,7 @@ struct pipeline_wired {
   std::vector<caf::actor> senders;  ///< by stream
   std::shared_ptr<telemetry::observer> observer;  ///< the rank's telemetry; null when off
   std::shared_ptr<stream_board> board;  ///< placement by stream speed; null: round-robin
+  caf::actor autotuner;                 ///< invalid unless CHORUS_AUTOTUNE=1
 };
 
 /// The wired observer, or one that ignores everything when telemetry is off.
@@ -316,7 +343,29 @@ typename Inspector::result_type inspect(Inspector& f, chunk_done& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pipeline_wired& x) {
-  return f(caf::meta::type_name("pipeline_wired"), x.producer, x.negotiator, x.fusion, x.completion, x.senders);
+  return f(caf::meta::type_name("pipeline_wired"), x.producer, x.negotiator, x.fusion, x.completion, x.senders,
+           x.autotuner);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, bucket_finished& x) {
+  return f(caf::meta::type_name("bucket_finished"), x.cycle, x.bytes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, window_scored& x) {
+  return f(caf::meta::type_name("window_scored"), x.score, x.digest);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, window_agreed& x) {
+  return f(caf::meta::type_name("window_agreed"), x.cycle, x.window, x.score);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tunables_pending& x) {
+  return f(caf::meta::type_name("tunables_pending"), x.cycle);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tunables_switch& x) {
+  return f(caf::meta::type_name("tunables_switch"), x.cycle, x.streams, x.chunk_bytes, x.fusion_threshold,
+           x.in_place_bytes, x.cycle_time_us);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, steal_request& x) {

@@ -63,7 +63,7 @@ void try_start(self_ptr self) {
 void maybe_steal(self_ptr self) {
   auto& s = self->state;
   auto n = s.wired.senders.size();
-  if (!s.cfg.steal || n < 2 || s.stealing || !s.queue.empty() || s.in_flight.size() >= s.cfg.max_in_flight) return;
+  if (!s.cfg.steal || !s.active || n < 2 || s.stealing || !s.queue.empty() || s.in_flight.size() >= s.cfg.max_in_flight) return;
   // Our deque is empty: the count is the siblings' queued chunks. None: nothing to steal.
   if (s.cfg.runner->queued_anywhere().load(std::memory_order_relaxed) == 0) return;
   s.stealing = true;
@@ -156,6 +156,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         try_start(self);
         maybe_steal(self);
       },
+      [=](const tunables_switch& sw) { self->state.active = self->state.cfg.stream < sw.streams; },
       [=](stats_atom) {
         auto& s = self->state;
         stream_stats out = s.stats;

@@ -60,6 +60,7 @@ struct sender_state {
   stream_stats stats;
   steady_time busy_since{};
   std::vector<uint64_t> started;            ///< start order (only with cfg.record_starts)
+  bool active = true;                       ///< autotune: false while this stream is not in use (no stealing)
   static inline const char* name = "chorus.sender";
 };
 

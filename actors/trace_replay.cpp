@@ -109,6 +109,25 @@ result<std::vector<rank_decisions>> replay_trace(const telemetry::trace::replay_
         o.enqueued_at = sched.clock().now();
         caf::anon_send(negotiators[static_cast<std::size_t>(r)], tensor_ready{std::move(o)});
       }
+    // Autotune: the window scores each rank contributed to this cycle (a cycle may run for a
+    // score alone), after its ops so that both join the cycle.
+    for (int r = 0; r < n; ++r) {
+      const auto& scores = in.ranks[static_cast<std::size_t>(r)].scores;
+      if (auto it = scores.find(c); it != scores.end())
+        caf::anon_send(negotiators[static_cast<std::size_t>(r)], window_scored{it->second.score, it->second.digest});
+    }
+    settle();
+    // The switches the autotuner recorded for windows agreed in this cycle: fusion plans the
+    // batches of the next cycle with them, as it did in the job.
+    for (int r = 0; r < n; ++r)
+      for (const auto& e : in.ranks[static_cast<std::size_t>(r)].autotune) {
+        if (e.cycle != c) continue;
+        auto& fusion = fusions[static_cast<std::size_t>(r)];
+        caf::anon_send(fusion, tunables_pending{c + 1});
+        caf::anon_send(fusion, tunables_switch{c + 1, e.in_force.streams, e.in_force.chunk_bytes,
+                                               e.in_force.fusion_threshold, e.in_force.in_place_bytes,
+                                               e.in_force.cycle_time.count()});
+      }
     settle();
     // A cycle that did not run (nothing new on any rank) would shift every later cycle's
     // number: stop here, so the comparison reports this cycle.

@@ -62,6 +62,9 @@ class fanout final : public observer {
   void on_tunables(const tunables& t, time_point at) override {
     for (auto& p : parts_) p->on_tunables(t, at);
   }
+  void on_autotune(const autotune_event& e, time_point at) override {
+    for (auto& p : parts_) p->on_autotune(e, at);
+  }
 
  private:
   std::vector<std::shared_ptr<observer>> parts_;

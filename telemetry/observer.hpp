@@ -36,6 +36,19 @@ struct tunables {
   std::size_t in_place_bytes = 0;    ///< allreduce tensors this large skip fusion (0: none)
 };
 
+/// The autotuner: one agreed window and what the tuner made of it (identical on every rank).
+struct autotune_event {
+  uint64_t cycle = 0;          ///< the cycle whose end agreed the window
+  uint64_t window = 0;         ///< 1, 2, ...
+  double score = 0;            ///< the job's window score: bytes per second, minimum over ranks
+  bool sample = false;         ///< a sample ended with this window
+  uint64_t sample_index = 0;   ///< 1, 2, ... (with sample)
+  double sample_score = 0;     ///< the sample: the median of its windows (with sample)
+  bool switched = false;       ///< the tunables changed, in force from batches of cycle + 1
+  tunables in_force;           ///< the tunables after this window
+  uint64_t digest = 0;         ///< the tuner's state digest after this window
+};
+
 /// One negotiation cycle of this rank, once it finished.
 struct cycle_event {
   uint64_t cycle = 0;
@@ -110,6 +123,8 @@ class observer {
   /// A chunk of `raw_bytes` of the caller's data went over the wire compressed to `wire_bytes`.
   virtual void on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) {}
   virtual void on_tunables(const tunables& t, time_point at) {}
+  /// The autotuner handled an agreed window (CHORUS_AUTOTUNE=1); on_tunables follows a switch.
+  virtual void on_autotune(const autotune_event& e, time_point at) {}
 };
 #pragma GCC diagnostic pop
 

@@ -96,5 +96,12 @@ void observer_slot::on_tunables(const tunables& t, time_point at) {
   }
   forward([&](observer& p) { p.on_tunables(t, at); });
 }
+std::optional<tunables> observer_slot::last_tunables() const {
+  std::lock_guard lk(tunables_mu_);
+  return last_tunables_;
+}
+void observer_slot::on_autotune(const autotune_event& e, time_point at) {
+  forward([&](observer& p) { p.on_autotune(e, at); });
+}
 
 }  // namespace chorus::telemetry

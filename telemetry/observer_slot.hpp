@@ -30,6 +30,8 @@ class observer_slot final : public observer {
   std::shared_ptr<observer> exchange(std::shared_ptr<observer> part);
   /// Whether a part is installed (a hint: another thread may be exchanging it).
   bool installed() const { return current_.load(std::memory_order_relaxed) != nullptr; }
+  /// The last on_tunables seen: the settings in force (the autotuner moves them).
+  std::optional<tunables> last_tunables() const;
 
   void on_enqueue(uint64_t handle, const tensor_spec& spec, time_point at) override;
   void on_callback(uint64_t handle, const tensor_spec& spec, const status& result, time_point enqueued,
@@ -51,6 +53,7 @@ class observer_slot final : public observer {
                     time_point at) override;
   void on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) override;
   void on_tunables(const tunables& t, time_point at) override;
+  void on_autotune(const autotune_event& e, time_point at) override;
 
  private:
   /// Calls f(part) on the installed part, if any, keeping it alive for exchange() to see.
@@ -61,7 +64,7 @@ class observer_slot final : public observer {
   std::atomic<uint64_t> in_flight_{0};  // forwarded calls running now
   std::mutex exchange_mu_;              // serializes exchange(); guards owner_
   std::shared_ptr<observer> owner_;     // keeps *current_ alive
-  std::mutex tunables_mu_;              // guards last_tunables_
+  mutable std::mutex tunables_mu_;      // guards last_tunables_
   std::optional<tunables> last_tunables_;
 };
 

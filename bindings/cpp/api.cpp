@@ -136,6 +136,8 @@ int rank() { return session::instance().rank(); }
 int size() { return session::instance().size(); }
 int local_rank() { return session::instance().local_rank(); }
 int local_size() { return session::instance().local_size(); }
+result<settings_in_force> settings() { return session::instance().settings(); }
+
 status start_timeline(const std::string& path, bool mark_cycles) {
   return session::instance().start_timeline(path, mark_cycles);
 }

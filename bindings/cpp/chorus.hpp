@@ -91,6 +91,20 @@ status start_timeline(const std::string& path, bool mark_cycles = false);
 /// timeline still running.
 status stop_timeline();
 
+/// The settings in force on this rank: set by the CHORUS_* variables, moved by the autotuner
+/// (CHORUS_AUTOTUNE=1), which switches every rank alike at an agreed cycle. A framework's own
+/// bucket size (chorus.torch's CHORUS_BUCKET_BYTES) may follow fusion_threshold; it must then
+/// change at the same step on every rank (read it on one rank and broadcast it).
+struct settings_in_force {
+  std::size_t fusion_threshold = 0;
+  std::size_t chunk_bytes = 0;
+  int streams = 0;                  ///< streams (connections per peer) that carry chunks
+  double cycle_time_ms = 0;
+  std::size_t in_place_bytes = 0;
+};
+/// Not initialized: errc::invalid_argument.
+result<settings_in_force> settings();
+
 /// A caller-owned buffer: Chorus reads it (and, for allreduce and broadcast, writes the result
 /// into it; a reducescatter `out` view is only written) without copying it when none is needed. The buffer must stay alive and untouched
 /// until the operation ended.

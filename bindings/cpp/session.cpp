@@ -312,6 +312,15 @@ status session::start_timeline(const std::string& path, bool mark_cycles) {
   return {};
 }
 
+result<settings_in_force> session::settings() {
+  std::shared_lock lk(job_mu_);
+  if (!job_) return status{errc::invalid_argument, "chorus::settings: Chorus is not initialized; call chorus::init() first"};
+  auto t = job_->slot->last_tunables();
+  if (!t) return status{errc::internal, "chorus::settings: the pipeline reported no settings"};
+  return settings_in_force{t->fusion_threshold, t->chunk_bytes, t->streams, double(t->cycle_time.count()) / 1000.0,
+                           t->in_place_bytes};
+}
+
 status session::stop_timeline() {
   if (in_callback())
     return {errc::invalid_argument, "chorus::stop_timeline: called from a completion callback; call it from your own thread"};

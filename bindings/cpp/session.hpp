@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bindings/cpp/chorus.hpp"
 #include "bindings/cpp/op_state.hpp"
 #include "runtime/core/status.hpp"
 #include "runtime/negotiation/tensor_spec.hpp"
@@ -60,6 +61,8 @@ class session {
   /// job's observer slot, on rank 0 only. Both take lifecycle_mu_ (serialized with init and
   /// shutdown); shutdown finishes a timeline still running.
   status start_timeline(const std::string& path, bool mark_cycles);
+  /// chorus::settings (chorus.hpp): the last tunables the pipeline reported to the job's slot.
+  result<settings_in_force> settings();
   status stop_timeline();
 
  private:

@@ -33,8 +33,19 @@ int stream_board::place(std::size_t bytes) {
 
 int stream_board::choose(std::size_t bytes) {
   std::lock_guard lk(mu_);
-  age_idle_streams(views_, opts_.probe_after);
-  return static_cast<int>(pick_stream(views_, bytes));
+  if (active_ <= 0 || active_ >= streams()) {
+    age_idle_streams(views_, opts_.probe_after);
+    return static_cast<int>(pick_stream(views_, bytes));
+  }
+  std::vector<stream_view> head(views_.begin(), views_.begin() + active_);
+  age_idle_streams(head, opts_.probe_after);
+  std::copy(head.begin(), head.end(), views_.begin());
+  return static_cast<int>(pick_stream(head, bytes));
+}
+
+void stream_board::set_active(int n) {
+  std::lock_guard lk(mu_);
+  active_ = n;
 }
 
 void stream_board::commit(int stream, std::size_t bytes) {

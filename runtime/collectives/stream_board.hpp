@@ -42,6 +42,9 @@ class stream_board {
   stream_board(int streams, options opts, std::function<reading(int)> read = {});
 
   int streams() const { return static_cast<int>(views_.size()); }
+  /// The autotuner: place() and choose() pick among streams [0, n) only (1 <= n <= streams();
+  /// anything else means all). Chunks already counted elsewhere finish as before.
+  void set_active(int n);
   /// Fusion: the stream for a chunk of `bytes` (earliest expected finish), counted there:
   /// choose() then commit().
   int place(std::size_t bytes);
@@ -79,6 +82,7 @@ class stream_board {
   std::vector<stream_view> views_;
   std::vector<busy> busy_;
   std::vector<bool> sampled_;  ///< has a measured rate replaced the seed?
+  int active_ = 0;             ///< set_active(): streams place() picks among; 0 = all
 };
 
 }  // namespace chorus

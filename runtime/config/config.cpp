@@ -88,6 +88,17 @@ result<config> read_config(const env_lookup& get) {
   take(st, r.whole("CHORUS_CHUNKS_IN_FLIGHT"), p.chunks_in_flight);
   take(st, r.choice("CHORUS_STREAM_PLACEMENT"), p.stream_placement);
 
+  auto& a = c.autotune;
+  take(st, r.flag("CHORUS_AUTOTUNE"), a.enabled);
+  take(st, r.text("CHORUS_AUTOTUNE_LOG"), a.log_path);
+  take(st, r.whole("CHORUS_AUTOTUNE_WARMUP_SAMPLES"), a.warmup_samples);
+  take(st, r.whole("CHORUS_AUTOTUNE_STEPS_PER_SAMPLE"), a.steps_per_sample);
+  take(st, r.whole("CHORUS_AUTOTUNE_WINDOWS_PER_SAMPLE"), a.windows_per_sample);
+  take(st, r.whole("CHORUS_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"), a.max_samples);
+  take(st, r.decimal("CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"), a.noise);
+  take(st, r.whole("CHORUS_AUTOTUNE_SEED"), a.seed);
+  take(st, r.decimal("CHORUS_AUTOTUNE_RETUNE_DROP"), a.retune_drop);
+
   auto& m = c.telemetry;
   take(st, r.text("CHORUS_METRICS_ADDR"), m.metrics_address);
   take(st, r.whole("CHORUS_METRICS_PORT"), m.metrics_port);

@@ -56,6 +56,19 @@ struct pipeline_config {
   std::string gpu_operations = "nccl";          ///< CHORUS_GPU_OPERATIONS (HOROVOD_GPU_OPERATIONS)
 };
 
+/// The autotuner (actors/autotuner_actor.hpp, runtime/tuning/).
+struct autotune_config {
+  bool enabled = false;             ///< CHORUS_AUTOTUNE (HOROVOD_AUTOTUNE)
+  std::string log_path;             ///< CHORUS_AUTOTUNE_LOG (HOROVOD_AUTOTUNE_LOG)
+  int warmup_samples = 3;           ///< CHORUS_AUTOTUNE_WARMUP_SAMPLES (HOROVOD_...)
+  int steps_per_sample = 10;        ///< CHORUS_AUTOTUNE_STEPS_PER_SAMPLE (HOROVOD_...)
+  int windows_per_sample = 3;       ///< CHORUS_AUTOTUNE_WINDOWS_PER_SAMPLE
+  int max_samples = 30;             ///< CHORUS_AUTOTUNE_BAYES_OPT_MAX_SAMPLES (HOROVOD_...)
+  double noise = 0.1;               ///< CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE (HOROVOD_...)
+  uint64_t seed = 1;                ///< CHORUS_AUTOTUNE_SEED
+  double retune_drop = 0.15;        ///< CHORUS_AUTOTUNE_RETUNE_DROP
+};
+
 /// Metrics and tracing (telemetry/).
 struct telemetry_config {
   std::string metrics_address = "127.0.0.1";  ///< CHORUS_METRICS_ADDR
@@ -69,6 +82,7 @@ struct config {
   transport_config transport;
   collectives_config collectives;
   pipeline_config pipeline;
+  autotune_config autotune;
   telemetry_config telemetry;
   log::level log_level = log::level::warn;  ///< CHORUS_LOG_LEVEL
 };

@@ -23,9 +23,9 @@ actions central_negotiator::local_ready_all(std::vector<tensor_spec> specs, time
   return out;
 }
 
-actions central_negotiator::submit_score(double score, time_point now) {
+actions central_negotiator::submit_score(double score, uint64_t digest, time_point now) {
   actions out;
-  ledger_.submit_score(score);
+  ledger_.submit_score(score, digest);
   advance(now, out);
   return out;
 }

@@ -83,10 +83,10 @@ std::string join_refusal(const tensor_spec& spec, const dynamic_bitmap& joined) 
       return describe(spec) + ": " + who + "; " + std::string(name_of(spec.kind)) +
              " is not supported while a rank has joined (Horovod refuses it too; with "
              "DistributedOptimizer use sparse_as_dense=True)";
-    case collective_kind::broadcast:
+    case collective_kind::broadcast:  // Horovod refuses any broadcast while a rank has joined
       if (spec.root >= 0 && joined.test(static_cast<std::size_t>(spec.root)))
         return describe(spec) + ": its root rank " + std::to_string(spec.root) + " has joined (join) and has no tensor to send";
-      return {};
+      return describe(spec) + ": " + who + "; broadcast is not supported while a rank has joined (as in Horovod)";
     case collective_kind::allreduce:
     case collective_kind::reducescatter:
       return {};

@@ -32,9 +32,9 @@ std::string stall_message(const tensor_spec& spec, const dynamic_bitmap& ready, 
                           const negotiation_options& options, bool shutdown);
 
 /// Why an operation agreed while `joined` ranks have joined cannot run (empty when it can): an
-/// allgather or alltoall (as in Horovod, the joined ranks have no rows to give), or a broadcast
-/// whose root has joined (it has no tensor to send). "allgather('g'): rank 1 has joined
-/// (hvd.join); ..." naming every joined rank.
+/// allgather, alltoall or broadcast, as in Horovod (a joined rank has no rows to give, and
+/// Horovod refuses broadcasts too; one whose root joined has nothing to send). "allgather('g'):
+/// rank 1 has joined (join); ..." naming every joined rank.
 std::string join_refusal(const tensor_spec& spec, const dynamic_bitmap& joined);
 
 }  // namespace chorus::negotiation

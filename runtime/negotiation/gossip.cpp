@@ -37,9 +37,9 @@ actions gossip_negotiator::local_ready_all(std::vector<tensor_spec> specs, time_
   return out;
 }
 
-actions gossip_negotiator::submit_score(double score, time_point now) {
+actions gossip_negotiator::submit_score(double score, uint64_t digest, time_point now) {
   actions out;
-  ledger_.submit_score(score);
+  ledger_.submit_score(score, digest);
   advance(now, out);
   return out;
 }

@@ -45,7 +45,8 @@ class gossip_negotiator final : public negotiation_strategy {
   actions local_ready_all(std::vector<tensor_spec> specs, time_point now) override;
   actions on_message(const gossip_message& message, time_point now) override;
   actions on_timer(time_point now) override;
-  actions submit_score(double score, time_point now) override;
+  actions submit_score(double score, uint64_t digest, time_point now) override;
+  void set_cycle_time(duration cycle_time) override { ledger_.set_cycle_time(cycle_time); }
   actions request_shutdown(time_point now) override;
   actions request_join(time_point now) override;
   bool joined() const override { return ledger_.joined(); }

@@ -2,6 +2,7 @@
 #include "runtime/negotiation/ledger.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "runtime/negotiation/diagnostics.hpp"
 
@@ -37,8 +38,9 @@ void negotiation_ledger::local_ready(tensor_spec spec, actions& out) {
   fresh_names_.push_back(std::move(spec));
 }
 
-void negotiation_ledger::submit_score(double score) {
+void negotiation_ledger::submit_score(double score, uint64_t digest) {
   fresh_score_ = std::min(score, fresh_score_.value_or(score));
+  fresh_digest_ = digest;
 }
 
 void negotiation_ledger::request_join() {
@@ -90,7 +92,13 @@ gossip_message negotiation_ledger::contribution() {
   fresh_names_.clear();
   fresh_ids_ = false;
   stall_.contribute(m, pending_ids_, rank_);
-  if (fresh_score_) m.score_min = *fresh_score_;
+  if (fresh_score_) {
+    m.score_min = *fresh_score_;
+    m.scored.set(static_cast<std::size_t>(rank_));
+    digest_group g{fresh_digest_, {}};
+    g.ranks.set(static_cast<std::size_t>(rank_));
+    m.digests.push_back(std::move(g));
+  }
   fresh_score_.reset();
   m.shutdown = shutdown_fresh_;
   shutdown_fresh_ = false;
@@ -262,6 +270,7 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
   // 6. Agreed scalars.
   if (merged.score_min < std::numeric_limits<double>::infinity()) out.scores.push_back({cycle, merged.score_min});
   if (merged.shutdown && !out.shutdown_cycle) out.shutdown_cycle = cycle;
+  resolve_window(merged, cycle, out);
   // 7. Join: once every rank has joined, name the last one and start over.
   if (merged.joined.count() == static_cast<std::size_t>(size_)) {
     int last = -1;
@@ -279,6 +288,45 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
     for (const auto& f : fatal) text += (text.empty() ? "" : "; ") + f;
     fail(status{errc::timeout, std::move(text)}, out);
   }
+}
+
+void negotiation_ledger::resolve_window(const gossip_message& merged, uint64_t cycle, actions& out) {
+  if (!merged.scored.any()) return;
+  window_ranks_.or_with(merged.scored);
+  window_min_ = std::min(window_min_, merged.score_min);
+  for (const auto& g : merged.digests) {
+    auto at = std::find_if(window_digests_.begin(), window_digests_.end(),
+                           [&](const digest_group& x) { return x.digest == g.digest; });
+    if (at == window_digests_.end()) {
+      window_digests_.push_back(g);
+    } else {
+      at->ranks.or_with(g.ranks);
+    }
+  }
+  dynamic_bitmap counted = window_ranks_;
+  counted.or_with(merged.joined);  // a joined rank finishes no more windows
+  if (counted.count() < static_cast<std::size_t>(size_)) return;
+  std::sort(window_digests_.begin(), window_digests_.end(),
+            [](const digest_group& x, const digest_group& y) { return x.ranks.count() > y.ranks.count() ||
+                                                                      (x.ranks.count() == y.ranks.count() && x.digest < y.digest); });
+  ++windows_agreed_;
+  if (window_digests_.size() > 1) {
+    // Every rank feeds its autotuner the same agreed scores, so the proposals must agree; a
+    // rank that computed another one has a bug or another build. Name every group.
+    std::string text = "autotune: ranks computed different proposals for window " + std::to_string(windows_agreed_) + ":";
+    for (const auto& g : window_digests_) {
+      char hex[24];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(g.digest));
+      text += " " + format_ranks(g.ranks) + " digest " + hex + ";";
+    }
+    text.pop_back();
+    fail(status{errc::protocol, std::move(text)}, out);
+  } else {
+    out.windows.push_back({cycle, windows_agreed_, window_min_});
+  }
+  window_ranks_ = {};
+  window_min_ = std::numeric_limits<double>::infinity();
+  window_digests_.clear();
 }
 
 std::optional<time_point> negotiation_ledger::next_deadline() const {

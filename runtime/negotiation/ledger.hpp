@@ -40,7 +40,8 @@ class negotiation_ledger {
   /// registered name with its registered spec as one bit, anything else (a first appearance,
   /// a name coming back with another spec, a name some rank announced anew) as name + spec.
   void local_ready(tensor_spec spec, actions& out);
-  void submit_score(double score);
+  void submit_score(double score, uint64_t digest);
+  void set_cycle_time(duration cycle_time) { options_.cycle_time = cycle_time; }
   void request_shutdown() { shutdown_fresh_ = true; }
   /// See negotiation_strategy::request_join.
   void request_join();
@@ -79,6 +80,8 @@ class negotiation_ledger {
 
  private:
   dynamic_bitmap table_ranks(const std::vector<announcement>& groups) const;
+  /// Step 8 of resolve(): folds the cycle's scores into the window; reports it when complete.
+  void resolve_window(const gossip_message& merged, uint64_t cycle, actions& out);
 
   int rank_;
   int size_;
@@ -93,6 +96,13 @@ class negotiation_ledger {
   std::map<std::string, tensor_spec> local_names_;
   std::vector<tensor_spec> fresh_names_;
   std::optional<double> fresh_score_;
+  uint64_t fresh_digest_ = 0;
+  // Replicated: the window being agreed (autotuner): ranks that scored it, their minimum
+  // score and their digests; and how many windows were agreed.
+  dynamic_bitmap window_ranks_;
+  double window_min_ = std::numeric_limits<double>::infinity();
+  std::vector<digest_group> window_digests_;
+  uint64_t windows_agreed_ = 0;
   bool shutdown_fresh_ = false;
   bool joined_ = false;        // this rank called join; cleared when every rank has
   bool join_fresh_ = false;    // ... and has not contributed that yet

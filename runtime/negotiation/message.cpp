@@ -51,6 +51,10 @@ void merge(gossip_message& into, const gossip_message& from) {
   into.score_min = std::min(into.score_min, from.score_min);
   into.shutdown = into.shutdown || from.shutdown;
   into.joined.or_with(from.joined);
+  into.scored.or_with(from.scored);
+  merge_sorted(
+      into.digests, from.digests, [](const digest_group& x, const digest_group& y) { return x.digest < y.digest; },
+      [](digest_group& x, const digest_group& y) { x.ranks.or_with(y.ranks); });
 }
 
 void clear_payload(gossip_message& m) {
@@ -92,6 +96,12 @@ std::vector<std::byte> encode(const gossip_message& m) {
   w.f64(m.score_min);
   w.u8(m.shutdown ? 1 : 0);
   write(w, m.joined);
+  write(w, m.scored);
+  w.varint(m.digests.size());
+  for (const auto& d : m.digests) {
+    w.varint(d.digest);
+    write(w, d.ranks);
+  }
   return out;
 }
 
@@ -154,15 +164,25 @@ result<gossip_message> decode_message(std::span<const std::byte> in) {
   r.u8(shutdown, "shutdown flag");
   m.shutdown = shutdown != 0;
   read(r, m.joined);
+  read(r, m.scored);
+  if (r.count(n, "digest count")) {
+    for (std::size_t i = 0; i < n && r.ok(); ++i) {
+      digest_group g;
+      if (r.varint(g.digest, "digest") && read(r, g.ranks) && r.charge(sizeof g + g.ranks.size() / 8, "digest"))
+        m.digests.push_back(std::move(g));
+    }
+  }
   if (r.ok() && r.remaining() != 0) r.fail("message", std::to_string(r.remaining()) + " trailing bytes");
   // merge() relies on the sorted orders; a peer that breaks them is a protocol error.
   auto by_spec = [](const announcement& x, const announcement& y) { return !spec_less(x.spec, y.spec); };
   auto by_id = [](const stall_report& x, const stall_report& y) { return x.id >= y.id; };
   auto by_name = [](const std::string& x, const std::string& y) { return x >= y; };
+  auto by_digest = [](const digest_group& x, const digest_group& y) { return x.digest >= y.digest; };
   if (r.ok() && (std::adjacent_find(m.announced.begin(), m.announced.end(), by_spec) != m.announced.end() ||
                  std::adjacent_find(m.reports.begin(), m.reports.end(), by_id) != m.reports.end() ||
                  std::adjacent_find(m.stalled_names.begin(), m.stalled_names.end(), by_name) != m.stalled_names.end() ||
-                 std::adjacent_find(m.abort_names.begin(), m.abort_names.end(), by_name) != m.abort_names.end())) {
+                 std::adjacent_find(m.abort_names.begin(), m.abort_names.end(), by_name) != m.abort_names.end() ||
+                 std::adjacent_find(m.digests.begin(), m.digests.end(), by_digest) != m.digests.end())) {
     r.fail("message", "lists not sorted or not unique");
   }
   if (!r.ok()) return r.error();

@@ -26,6 +26,14 @@ struct announcement {
   bool operator==(const announcement&) const = default;
 };
 
+/// The ranks whose autotuner submitted proposal digest `digest` with their window score
+/// (autotuner: every rank computes the same proposal, so one group is expected).
+struct digest_group {
+  uint64_t digest = 0;
+  dynamic_bitmap ranks;
+  bool operator==(const digest_group&) const = default;
+};
+
 /// Which ranks have a stalled tensor id pending (the second phase of a stall query).
 struct stall_report {
   uint32_t id = 0;
@@ -58,6 +66,8 @@ struct gossip_message {
   double score_min = std::numeric_limits<double>::infinity();  ///< autotuner window score (min)
   bool shutdown = false;                        ///< some rank asked the job to shut down (OR)
   dynamic_bitmap joined;                        ///< ranks that called join and wait for the rest (OR)
+  dynamic_bitmap scored;                        ///< ranks that submitted a window score (OR)
+  std::vector<digest_group> digests;            ///< autotuner proposal digests, sorted (union of rank sets)
 
   bool operator==(const gossip_message&) const = default;
 };

@@ -28,7 +28,9 @@ void simulator::enqueue(int rank, tensor_spec spec) {
   apply(rank, strategy(rank).local_ready(std::move(spec), now_));
 }
 
-void simulator::submit_score(int rank, double score) { apply(rank, strategy(rank).submit_score(score, now_)); }
+void simulator::submit_score(int rank, double score, uint64_t digest) {
+  apply(rank, strategy(rank).submit_score(score, digest, now_));
+}
 
 void simulator::request_shutdown(int rank) { apply(rank, strategy(rank).request_shutdown(now_)); }
 void simulator::request_join(int rank) { apply(rank, strategy(rank).request_join(now_)); }
@@ -69,6 +71,7 @@ void simulator::apply(int rank, actions a, bool received) {
   append(rec.warnings, a.warnings);
   append(rec.rejected, a.rejected);
   append(rec.scores, a.scores);
+  append(rec.windows, a.windows);
   append(rec.cycles, a.cycles);
   if (a.shutdown_cycle && !rec.shutdown_cycle) rec.shutdown_cycle = a.shutdown_cycle;
   if (a.join_done) rec.joins.push_back(*a.join_done);

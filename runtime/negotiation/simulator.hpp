@@ -49,6 +49,7 @@ struct rank_record {
   std::vector<stall_warning> warnings;
   std::vector<rejected_enqueue> rejected;
   std::vector<agreed_score> scores;
+  std::vector<agreed_window> windows;
   std::vector<cycle_stats> cycles;
   std::optional<uint64_t> shutdown_cycle;
   std::vector<join_agreed> joins;
@@ -70,7 +71,7 @@ class simulator {
 
   /// Local events on one rank, at now().
   void enqueue(int rank, tensor_spec spec);
-  void submit_score(int rank, double score);
+  void submit_score(int rank, double score, uint64_t digest = 0);
   void request_shutdown(int rank);
   void request_join(int rank);
 

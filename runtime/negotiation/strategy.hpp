@@ -105,6 +105,16 @@ struct agreed_score {
   uint64_t cycle = 0;
   double score = 0;
 };
+/// The autotuner's window: every rank (joined ranks excepted) has submitted its score for
+/// one more window since the last agreed one, in some cycle up to `cycle`; `score` is the
+/// minimum of those scores. Identical on every rank, agreed in the same cycle. A rank's
+/// autotuner submits its next window's score only after it learned this one (so window k's
+/// score is the minimum of every rank's k-th score).
+struct agreed_window {
+  uint64_t cycle = 0;
+  uint64_t window = 0;  ///< 1, 2, ... in agreement order
+  double score = 0;
+};
 /// Every rank has joined (Horovod's join): agreed in cycle `cycle`, identically on every rank.
 /// `last_rank` is the rank whose join arrived last (the highest of those that joined in the
 /// final cycle when several did). Negotiation goes on as before afterwards.
@@ -131,6 +141,7 @@ struct actions {
   std::vector<stall_warning> warnings;
   std::vector<rejected_enqueue> rejected;
   std::vector<agreed_score> scores;
+  std::vector<agreed_window> windows;
   std::vector<cycle_stats> cycles;
   std::optional<uint64_t> shutdown_cycle;  ///< the cycle in which a shutdown request was agreed
   std::optional<join_agreed> join_done;     ///< the cycle in which the last rank joined
@@ -155,8 +166,13 @@ class negotiation_strategy {
   virtual actions on_message(const gossip_message& message, time_point now) = 0;
   /// The time asked for in wake_at has come (calling it earlier or more often is harmless).
   virtual actions on_timer(time_point now) = 0;
-  /// Contributes this rank's autotuner window score to the next cycle (min-merged).
-  virtual actions submit_score(double score, time_point now) = 0;
+  /// Contributes this rank's autotuner window score to the next cycle (min-merged), with the
+  /// digest of the proposal its autotuner computed so far. When every rank has submitted one,
+  /// actions::windows reports the agreed window; if the digests differ, negotiation stops with
+  /// errc::protocol naming the ranks of each digest (a rank computed another proposal).
+  virtual actions submit_score(double score, uint64_t digest, time_point now) = 0;
+  /// The autotuner switched the cycle time (a local timing bound: ranks may differ briefly).
+  virtual void set_cycle_time(duration cycle_time) = 0;
   /// Asks every rank to shut down; agreed in the next cycle (actions::shutdown_cycle).
   virtual actions request_shutdown(time_point now) = 0;
   /// This rank joins (Horovod's join, for uneven inputs). From the next cycle on it counts as

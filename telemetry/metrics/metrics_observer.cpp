@@ -126,6 +126,9 @@ metrics_observer::metrics_observer(const context& ctx, std::chrono::milliseconds
   streams_gauge_ = &gauge(n::tunable_streams, "Streams in force");
   cycle_time_ = &gauge(n::tunable_cycle_time, "Cycle time in force (seconds)");
   in_place_ = &gauge(n::tunable_in_place, "Allreduce tensors this large are reduced in place (bytes; 0: none)");
+  autotune_score_ = &gauge(n::autotune_score, "Autotuner: the job's score of the last agreed window (bytes/s)");
+  autotune_samples_ = &counter(n::autotune_samples, "Autotuner: samples taken (median of several windows)").Add({});
+  autotune_switches_ = &counter(n::autotune_switches, "Autotuner: switches of the tunables").Add({});
 }
 
 metrics_observer::~metrics_observer() {
@@ -264,6 +267,12 @@ void metrics_observer::on_tunables(const tunables& t, time_point) {
   streams_gauge_->Set(t.streams);
   cycle_time_->Set(static_cast<double>(t.cycle_time.count()) * 1e-6);
   in_place_->Set(static_cast<double>(t.in_place_bytes));
+}
+
+void metrics_observer::on_autotune(const autotune_event& e, time_point) {
+  autotune_score_->Set(e.score);
+  if (e.sample) autotune_samples_->Increment();
+  if (e.switched) autotune_switches_->Increment();
 }
 
 // ---- configuration ----

@@ -82,6 +82,7 @@ class metrics_observer final : public observer {
                     time_point at) override;
   void on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) override;
   void on_tunables(const tunables& t, time_point at) override;
+  void on_autotune(const autotune_event& e, time_point at) override;
 
  private:
   /// The series of one stream; only that stream's sender updates them.
@@ -127,6 +128,9 @@ class metrics_observer final : public observer {
   prometheus::Gauge* streams_gauge_;
   prometheus::Gauge* cycle_time_;
   prometheus::Gauge* in_place_;
+  prometheus::Gauge* autotune_score_;
+  prometheus::Counter* autotune_samples_;
+  prometheus::Counter* autotune_switches_;
 
   // Stalled names: touched by stall warnings (rare) and, only while one is stalled, by the
   // agreements and callbacks that end it.

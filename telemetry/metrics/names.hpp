@@ -85,4 +85,12 @@ inline constexpr const char* tunable_cycle_time = "chorus_tunable_cycle_time_sec
 /// Gauge: allreduce tensors at least this large are reduced in place, unfused (bytes; 0 = none).
 inline constexpr const char* tunable_in_place = "chorus_tunable_in_place_bytes";
 
+// ---- autotuner (label rank; CHORUS_AUTOTUNE=1) ----
+/// Gauge: the job's score of the last agreed window (bytes per second, minimum over ranks).
+inline constexpr const char* autotune_score = "chorus_autotune_score";
+/// Counter: samples the autotuner took (a sample is the median of several windows).
+inline constexpr const char* autotune_samples = "chorus_autotune_samples_total";
+/// Counter: switches of the tunables the autotuner made.
+inline constexpr const char* autotune_switches = "chorus_autotune_switches_total";
+
 }  // namespace chorus::telemetry::metric_names

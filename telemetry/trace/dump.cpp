@@ -63,6 +63,14 @@ std::string to_json(const trace_file& f, const trace_record& r) {
            std::to_string(r.tuning.streams) + ",\"cycle_time_us\":" + std::to_string(r.tuning.cycle_time.count()) +
            ",\"in_place_bytes\":" + std::to_string(r.tuning.in_place_bytes);
       break;
+    case record_kind::autotune:
+      o += ",\"cycle\":" + std::to_string(r.autotune.cycle) + ",\"window\":" + std::to_string(r.autotune.window) +
+           ",\"score\":" + json::number(r.autotune.score) + ",\"sample\":" + std::to_string(r.autotune.sample_index) +
+           ",\"switched\":" + (r.autotune.switched ? "true" : "false") + ",\"fusion_threshold\":" +
+           std::to_string(r.tuning.fusion_threshold) + ",\"chunk_bytes\":" + std::to_string(r.tuning.chunk_bytes) +
+           ",\"streams\":" + std::to_string(r.tuning.streams) + ",\"cycle_time_us\":" +
+           std::to_string(r.tuning.cycle_time.count()) + ",\"in_place_bytes\":" + std::to_string(r.tuning.in_place_bytes);
+      break;
     case record_kind::enqueue: o += ",\"handle\":" + std::to_string(r.handle) + "," + spec_json(r.spec); break;
     case record_kind::ready:
       o += ",\"handle\":" + std::to_string(r.handle) + "," + spec_json(r.spec) + ",\"cycle\":" + std::to_string(r.cycle);

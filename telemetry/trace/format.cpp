@@ -23,6 +23,7 @@ std::string_view name_of(record_kind k) {
     case record_kind::lost: return "lost";
     case record_kind::limit: return "limit";
     case record_kind::end: return "end";
+    case record_kind::autotune: return "autotune";
   }
   return "unknown";
 }

@@ -57,6 +57,8 @@ enum class record_kind : uint8_t {
   lost = 16,            ///< varint records dropped because a thread's buffer was full
   limit = 17,           ///< varint max_bytes: CHORUS_TRACE_MAX_MB reached, nothing after this
   end = 18,             ///< varint records written: the recorder closed the file cleanly
+  autotune = 19,        ///< varint cycle | varint window | f64 score | u8 flags (1 sample, 2 switched) |
+                        ///< varint sample index | f64 sample score | tunables (as above) | varint digest
 };
 
 /// "enqueue", "ready", ...; "unknown" for a value outside the enum.

@@ -235,6 +235,25 @@ class block_parser {
         ok = r.varint(x.count, "lost");
         f_.lost += x.count;
         break;
+      case record_kind::autotune: {
+        auto& a = x.autotune;
+        uint8_t flags = 0;
+        uint64_t ft = 0, cb = 0, ct = 0, ip = 0;
+        ok = r.varint(a.cycle, "cycle") && r.varint(a.window, "window") && r.f64(a.score, "score") &&
+             r.u8(flags, "flags") && r.varint(a.sample_index, "sample") && r.f64(a.sample_score, "sample score") &&
+             r.varint(ft, "fusion threshold") && r.varint(cb, "chunk bytes") &&
+             small_int(r, x.tuning.streams, "streams") && r.varint(ct, "cycle time") &&
+             r.varint(ip, "in-place bytes") && r.varint(a.digest, "digest");
+        a.sample = flags & 1;
+        a.switched = flags & 2;
+        x.tuning.fusion_threshold = ft;
+        x.tuning.chunk_bytes = cb;
+        x.tuning.cycle_time = std::chrono::microseconds(ct);
+        x.tuning.in_place_bytes = ip;
+        a.in_force = x.tuning;
+        x.cycle = a.cycle;
+        break;
+      }
       case record_kind::limit:
         ok = r.varint(x.count, "max bytes");
         f_.limited = ok;

@@ -57,7 +57,8 @@ struct trace_record {
   std::string algorithm;           ///< bucket: bucket_event::algorithm (empty in older traces)
   bool in_place = false;           ///< bucket
   std::vector<uint8_t> payload;    ///< gossip_sent, gossip_received: the encoded message
-  tunables tuning;                 ///< tunables
+  tunables tuning;                 ///< tunables; autotune: the tunables after the window
+  autotune_event autotune;         ///< autotune (its in_force is `tuning`)
 };
 
 struct trace_file {

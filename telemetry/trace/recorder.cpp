@@ -353,6 +353,24 @@ void recorder::on_tunables(const tunables& t, time_point at) {
   });
 }
 
+void recorder::on_autotune(const autotune_event& e, time_point at) {
+  emit(record_kind::autotune, at, [&](byte_writer& w, thread_buffer&) {
+    w.varint(e.cycle);
+    w.varint(e.window);
+    w.f64(e.score);
+    w.u8(static_cast<uint8_t>((e.sample ? 1 : 0) | (e.switched ? 2 : 0)));
+    w.varint(e.sample_index);
+    w.f64(e.sample_score);
+    const auto& t = e.in_force;
+    w.varint(t.fusion_threshold);
+    w.varint(t.chunk_bytes);
+    w.svarint(t.streams);
+    w.varint(static_cast<uint64_t>(std::max<int64_t>(0, t.cycle_time.count())));
+    w.varint(t.in_place_bytes);
+    w.varint(e.digest);
+  });
+}
+
 // ---- writer thread -----------------------------------------------------------------------
 
 void recorder::writer_loop() {

@@ -85,6 +85,7 @@ class recorder final : public observer {
   void on_nonfinite(std::span<const std::string> tensors, std::span<const int> ranks, std::string_view mode,
                     time_point at) override;
   void on_tunables(const tunables& t, time_point at) override;
+  void on_autotune(const autotune_event& e, time_point at) override;
 
   struct thread_buffer;
 

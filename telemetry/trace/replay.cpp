@@ -1,8 +1,11 @@
 // Replay input extraction and the decision comparison (replay.hpp).
 #include "telemetry/trace/replay.hpp"
 
+#include "runtime/negotiation/message.hpp"
+
 #include <algorithm>
 #include <set>
+#include <span>
 #include <sstream>
 #include <unordered_map>
 
@@ -39,6 +42,15 @@ result<replay_input> replay_input_from(const std::vector<trace_file>& files) {
           rr.ops.push_back(std::move(op));
           break;
         }
+        case record_kind::gossip_sent: {
+          // A window score travels in this rank's own contribution: its round-0 gossip.
+          auto m = negotiation::decode_message(std::as_bytes(std::span(r.payload)));
+          if (m && m->kind == negotiation::message_kind::gossip && m->round == 0 && m->from == rr.rank &&
+              m->scored.test(static_cast<std::size_t>(rr.rank)))
+            rr.scores[m->cycle] = {m->score_min, m->digests.empty() ? 0 : m->digests.front().digest};
+          break;
+        }
+        case record_kind::autotune: rr.autotune.push_back(r.autotune); break;
         case record_kind::cycle:
           rr.recorded.cycles.push_back(r.cycle);
           last = std::max(last, r.cycle);
@@ -97,7 +109,9 @@ std::vector<bucket_event> buckets_of(const rank_decisions& d, uint64_t cycle) {
 }  // namespace
 
 std::string replay_verdict::text() const {
-  if (match) return "replay matches: " + std::to_string(cycles) + " cycles, " + std::to_string(tensors) + " tensors";
+  if (match)
+    return "replay matches: " + std::to_string(cycles) + " cycles, " + std::to_string(tensors) + " tensors" +
+           (autotune_windows ? ", " + std::to_string(autotune_windows) + " autotune windows" : "");
   return "replay differs at " + difference;
 }
 
@@ -141,8 +155,31 @@ replay_verdict compare(const replay_input& in, const std::vector<rank_decisions>
     if (auto it = in.ranks.front().recorded.agreed.find(c); it != in.ranks.front().recorded.agreed.end())
       v.tensors += it->second.size();
   }
+  // The autotuner: every rank computed the same thing from the same agreed scores.
+  const auto& ref = in.ranks.front().autotune;
+  for (std::size_t r = 1; r < in.ranks.size(); ++r) {
+    const auto& mine = in.ranks[r].autotune;
+    for (std::size_t i = 0; i < std::min(ref.size(), mine.size()); ++i) {
+      const auto &a = ref[i], &b = mine[i];
+      auto text = [](const autotune_event& e) {
+        std::ostringstream os;
+        os << "{window " << e.window << " cycle " << e.cycle << " score " << e.score << (e.switched ? " switched" : "")
+           << " streams " << e.in_force.streams << " chunk " << e.in_force.chunk_bytes << " fusion "
+           << e.in_force.fusion_threshold << " digest " << e.digest << "}";
+        return os.str();
+      };
+      if (a.window != b.window || a.cycle != b.cycle || a.score != b.score || a.switched != b.switched ||
+          a.digest != b.digest || a.in_force.chunk_bytes != b.in_force.chunk_bytes ||
+          a.in_force.fusion_threshold != b.in_force.fusion_threshold || a.in_force.streams != b.in_force.streams ||
+          a.in_force.in_place_bytes != b.in_force.in_place_bytes || a.in_force.cycle_time != b.in_force.cycle_time)
+        return differ(a.cycle, in.ranks[r].rank, "autotune window " + std::to_string(a.window) + " (as rank " +
+                                                     std::to_string(in.ranks.front().rank) + ")",
+                      text(a), text(b));
+    }
+  }
   v.match = true;
   v.cycles = in.cycles;
+  v.autotune_windows = ref.size();
   return v;
 }
 

@@ -38,10 +38,18 @@ struct rank_decisions {
   std::vector<bucket_event> buckets;                     ///< in plan order
 };
 
+/// An autotune window score this rank contributed to a cycle (from its round-0 gossip).
+struct replay_score {
+  double score = 0;
+  uint64_t digest = 0;
+};
+
 struct replay_rank {
   int rank = 0;
   tunables tuning;               ///< the first tunables record
   std::vector<replay_op> ops;    ///< in ready order
+  std::map<uint64_t, replay_score> scores;   ///< cycle → the window score contributed to it
+  std::vector<autotune_event> autotune;      ///< the autotuner's windows and switches, in order
   rank_decisions recorded;
 };
 
@@ -60,13 +68,15 @@ struct replay_verdict {
   bool match = false;
   uint64_t cycles = 0;           ///< cycles compared
   uint64_t tensors = 0;          ///< ops agreed in them (counted once, as every rank agrees them)
+  uint64_t autotune_windows = 0; ///< autotune windows recorded (alike on every rank)
   std::string difference;        ///< the first one: "cycle C, rank R: what: expected X, got Y"
   /// "replay matches: <cycles> cycles, <tensors> tensors" or "replay differs at <difference>".
   std::string text() const;
 };
 
 /// Compares cycle by cycle (then rank by rank): which cycles ran, the agreed batch, the
-/// buckets planned from it. Stops at the first difference.
+/// buckets planned from it; then the autotuner's records, which every rank must share (the
+/// same windows, scores, switches and digests). Stops at the first difference.
 replay_verdict compare(const replay_input& in, const std::vector<rank_decisions>& replayed);
 
 }  // namespace chorus::telemetry::trace

@@ -106,6 +106,10 @@ void messages_and_specs() {
   m.score_min = 1.5;
   m.joined.resize(4);
   m.joined.set(0);
+  m.scored.resize(4);
+  m.scored.set(1);
+  m.scored.set(3);
+  m.digests.push_back({0x1111, m.scored});
   write("message", "seed1", negotiation::encode(m));
   m.kind = negotiation::message_kind::answer;
   m.open_next = true;

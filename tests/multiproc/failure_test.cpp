@@ -47,6 +47,24 @@ TEST(mismatched_sizes, every_rank_fails_with_a_protocol_error_instead_of_hanging
   }
 }
 
+// A peer whose data plane stops reading while its heartbeats still answer (its control link
+// runs on a thread of its own): the other rank's sends stall, and it fails naming the peer
+// within CHORUS_PEER_TIMEOUT_SECONDS (2 here) plus the check's period, not after the 20 s stall.
+TEST(deaf_peer, a_peer_that_stops_reading_is_named_within_the_peer_timeout) {
+  local_job job(2, {CHORUS_TESTRANK_PATH, "deaf-data", "20"},
+                {{"CHORUS_PEER_TIMEOUT_SECONDS", "2"}, {"CHORUS_SHM_BYTES", "0"}, {"CHORUS_NUM_STREAMS", "1"}});
+  // Rank 1 reads again only after 20 s: an error before 10 s is the watchdog's.
+  EXPECT_TRUE(job.wait_for_output(0, "testrank error", std::chrono::seconds(10))) << job.output(0);
+  auto results = job.wait(std::chrono::seconds(40));
+  ASSERT_EQ(results.size(), 2u);
+  const auto& r0 = results[0];
+  EXPECT_FALSE(r0.timed_out) << r0.output;
+  EXPECT_TRUE(r0.exited && r0.exit_code == 3) << r0.output;
+  EXPECT_NE(r0.output.find("testrank error: connection_lost: rank 1 has taken no data on stream 0"), std::string::npos)
+      << r0.output;
+  EXPECT_NE(r0.output.find("CHORUS_PEER_TIMEOUT_SECONDS=2"), std::string::npos) << r0.output;
+}
+
 TEST(wrong_secret, intruder_is_refused_and_the_job_goes_on) {
   local_job job(2, {CHORUS_TESTRANK_PATH, "accept-intruder"});
   ASSERT_TRUE(job.wait_for_output(0, "ready", std::chrono::seconds(30))) << job.output(0);

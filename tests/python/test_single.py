@@ -10,7 +10,7 @@ import chorus.torch as hvd
 def test_queries_before_init_raise_value_error():
     assert not hvd.is_initialized()
     for query in (hvd.size, hvd.rank, hvd.local_size, hvd.local_rank, hvd.cross_size, hvd.cross_rank,
-                  hvd.is_homogeneous):
+                  hvd.is_homogeneous, hvd.settings):
         with pytest.raises(ValueError, match="init"):
             query()
     with pytest.raises(ValueError, match="not initialized"):
@@ -22,6 +22,9 @@ def test_one_rank_job_and_restart():
     hvd.init()  # idempotent
     assert (hvd.size(), hvd.rank(), hvd.local_size(), hvd.local_rank()) == (1, 0, 1, 0)
     assert (hvd.cross_size(), hvd.cross_rank(), hvd.is_homogeneous()) == (1, 0, True)
+    s = hvd.settings()  # the configured values (no autotuner here)
+    assert s["fusion_threshold"] == 64 << 20 and s["chunk_bytes"] == 4 << 20 and s["cycle_time_ms"] == 1.0
+    assert s["streams"] >= 1 and s["in_place_bytes"] == 1 << 20
     t = torch.arange(6.0)
     assert torch.equal(hvd.allreduce(t), t)
     assert torch.equal(hvd.allgather(t.view(2, 3)), t.view(2, 3))

@@ -181,6 +181,13 @@ gossip_message random_message(std::mt19937_64& rng, int ranks) {
     merge(m, one);
   }
   if (rng() % 2) m.score_min = static_cast<double>(rng() % 100);
+  if (rng() % 2) {  // the autotuner's window: who scored, and the proposal digests
+    gossip_message one;
+    one.scored.set(contributor);
+    one.digests.push_back({rng() % 3, {}});
+    one.digests.back().ranks.set(contributor);
+    merge(m, one);
+  }
   m.shutdown = rng() % 7 == 0;
   return m;
 }

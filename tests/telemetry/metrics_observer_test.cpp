@@ -65,7 +65,8 @@ TEST(MetricsObserver, EverySeriesExistsFromTheStartWithTheRankLabel) {
         n::stream_chunks, n::stream_steals,
         n::negotiation_latency, n::cycle_duration, n::gossip_sent, n::gossip_received, n::stalled_tensors,
         n::stall_warnings, n::bucket_bytes, n::ops_enqueued, n::op_latency, n::errors, n::tunable_fusion_threshold,
-        n::tunable_chunk_bytes, n::tunable_streams, n::tunable_cycle_time, n::tunable_in_place})
+        n::tunable_chunk_bytes, n::tunable_streams, n::tunable_cycle_time, n::tunable_in_place, n::autotune_score,
+        n::autotune_samples, n::autotune_switches})
     EXPECT_NE(text.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
   // Every sample line carries rank="3".
   std::size_t lines = 0;
@@ -148,6 +149,22 @@ TEST(MetricsObserver, EventsMoveTheirSeries) {
   EXPECT_EQ(find(f, n::tunable_streams)->gauge.value, 2);
   EXPECT_NEAR(find(f, n::tunable_cycle_time)->gauge.value, 0.0015, 1e-12);
   EXPECT_EQ(find(f, n::tunable_in_place)->gauge.value, 1 << 20);
+}
+
+TEST(MetricsObserver, AutotuneWindowsMoveScoreSamplesAndSwitches) {
+  metrics_observer m(two_streams());
+  auto t0 = clock::now();
+  autotune_event e;
+  e.score = 2.5e9;
+  m.on_autotune(e, t0);  // a window that ended no sample and switched nothing
+  e.score = 1.5e9;
+  e.sample = true;
+  e.switched = true;
+  m.on_autotune(e, t0);
+  auto f = m.collect();
+  EXPECT_EQ(find(f, n::autotune_score)->gauge.value, 1.5e9);
+  EXPECT_EQ(find(f, n::autotune_samples)->counter.value, 1);
+  EXPECT_EQ(find(f, n::autotune_switches)->counter.value, 1);
 }
 
 TEST(MetricsObserver, StalledTensorsCountUntilAgreedOrEnded) {

@@ -142,6 +142,20 @@ PYBIND11_MODULE(_chorus_torch, m) {
         if (!st.ok()) raise(st);
       },
       "Stops the timeline and writes its Chrome-trace JSON (a no-op when none runs).");
+  m.def(
+      "settings",
+      [] {
+        auto s = chorus::settings();
+        if (!s.ok()) raise(s.error());
+        py::dict d;
+        d["fusion_threshold"] = s->fusion_threshold;
+        d["chunk_bytes"] = s->chunk_bytes;
+        d["streams"] = s->streams;
+        d["cycle_time_ms"] = s->cycle_time_ms;
+        d["in_place_bytes"] = s->in_place_bytes;
+        return d;
+      },
+      "The settings in force on this rank (the autotuner moves them), as a dict.");
   m.def("is_initialized", &chorus::is_initialized);
   m.def("rank", &chorus::rank);
   m.def("size", &chorus::size);

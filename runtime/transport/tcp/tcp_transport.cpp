@@ -132,7 +132,44 @@ void tcp_transport::start(frame_sink* sink) {
   thread_ = std::thread([this] {
     for (auto& per_peer : conns_)
       for (auto& c : per_peer) c->start_reading();
+    if (opts_.peer_timeout.count() > 0) {
+      write_marks_.resize(conns_.size());
+      for (std::size_t p = 0; p < conns_.size(); ++p) write_marks_[p].resize(conns_[p].size());
+      write_watch_ = std::make_unique<asio::steady_timer>(io_);
+      watch_writes();
+    }
     io_.run();
+  });
+}
+
+void tcp_transport::watch_writes() {
+  if (closing_ || closed_) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (std::size_t p = 0; p < conns_.size(); ++p) {
+    for (std::size_t s = 0; s < conns_[p].size(); ++s) {
+      auto& c = conns_[p][s];
+      if (!c || !c->open()) continue;
+      auto& m = write_marks_[p][s];
+      const uint64_t taken = c->bytes_sent() + c->shm_bytes_sent();
+      if (c->queued_frames() == 0 || taken != m.taken || m.since == std::chrono::steady_clock::time_point{}) {
+        m = {taken, now};
+        continue;
+      }
+      if (now - m.since < opts_.peer_timeout) continue;
+      auto secs = std::chrono::duration_cast<std::chrono::seconds>(now - m.since).count();
+      connection_failed(*c, status{errc::connection_lost,
+                                   "rank " + std::to_string(c->peer()) + " has taken no data on stream " +
+                                       std::to_string(c->stream()) + " for " + std::to_string(secs) + " s while " +
+                                       std::to_string(c->queued_frames()) +
+                                       " frames wait for it: its data plane does not read (alive, "
+                                       "but stuck); CHORUS_PEER_TIMEOUT_SECONDS=" +
+                                       std::to_string(opts_.peer_timeout.count() / 1000) + " sets this bound"});
+      break;  // the peer's connections are closed now
+    }
+  }
+  write_watch_->expires_after(std::max<std::chrono::milliseconds>(opts_.peer_timeout / 4, std::chrono::milliseconds(10)));
+  write_watch_->async_wait([this](const asio::error_code& ec) {
+    if (!ec) watch_writes();
   });
 }
 
@@ -234,6 +271,7 @@ void tcp_transport::finish_close_if_done() {
   for (auto& per_peer : conns_)
     for (auto& c : per_peer) c->close();
   if (close_timer_) close_timer_->cancel();
+  if (write_watch_) write_watch_->cancel();
   work_.reset();
   io_.stop();
 }

@@ -116,6 +116,11 @@ class tcp_transport final : public transport {
   void connection_failed(tcp_connection& c, const status& why, bool tell_peer = false);
   void goodbye_from(tcp_connection& c);
   void finish_close_if_done();
+  /// Every peer_timeout / 4 on the I/O thread: a connection with frames waiting whose peer has
+  /// taken no byte (TCP or ring) for peer_timeout fails naming the peer. Its heartbeats may
+  /// still answer (the control link's own check does not see this): the peer is alive but its
+  /// data plane does not read.
+  void watch_writes();
 
   int rank_;
   int size_;
@@ -136,6 +141,12 @@ class tcp_transport final : public transport {
   bool closing_ = false;
   bool closed_ = false;
   std::unique_ptr<asio::steady_timer> close_timer_;
+  std::unique_ptr<asio::steady_timer> write_watch_;
+  struct write_mark {
+    uint64_t taken = 0;  // bytes the peer had taken when last seen moving
+    std::chrono::steady_clock::time_point since{};
+  };
+  std::vector<std::vector<write_mark>> write_marks_;  // [peer][stream], I/O thread only
 };
 
 }  // namespace chorus::tcp

@@ -5,6 +5,7 @@
 //   accept-intruder        rank 0 waits until its acceptor refused a connection, then all ranks
 //                          allreduce; prints "refused=N"
 //   mismatch               rank r allreduces 100000 + r floats: every rank must fail
+//   deaf-data SECS         rank 1's data plane stops reading for SECS, then a 64 MiB allreduce
 //   intruder               not a rank, with a wrong CHORUS_JOB_SECRET: rank 0's store must refuse
 //                          it ("intruder refused by the store"); then, with rank 0's data endpoint
 //                          read using CHORUS_TEST_STORE_SECRET (as a port scan would find it), the
@@ -144,6 +145,18 @@ int main(int argc, char** argv) {
                 "(frames %llu, on TCP %llu)\n",
                 c.rank(), c.size(), c.num_streams(), c.data_plane().shm_streams(),
                 static_cast<unsigned long long>(shm.frames), static_cast<unsigned long long>(shm.missed));
+    return 0;
+  }
+  if (mode == "deaf-data" && argc >= 3) {
+    // Rank 1's data plane stops reading for SECS (its I/O thread is kept busy) while its
+    // control link keeps answering heartbeats; every rank then allreduces 64 MiB. The others
+    // must fail naming rank 1 within CHORUS_PEER_TIMEOUT_SECONDS, not wait for it.
+    const int secs = std::atoi(argv[2]);
+    if (c.rank() == 1) c.data_plane().post([secs] { std::this_thread::sleep_for(std::chrono::seconds(secs)); });
+    std::vector<float> buf(std::size_t{16} << 20, 1.0f);
+    auto st = c.allreduce(buf.data(), buf.size(), dtype::f32, reduce_op::sum, allreduce_algorithm::ring);
+    if (!st.ok()) return fail(st);
+    std::printf("deaf-data: allreduce finished on rank %d\n", c.rank());
     return 0;
   }
   if (mode == "hier") {

@@ -13,7 +13,7 @@ from chorus.torch.basics import (Adasum, Average, Max, Min, Product, Sum, ccl_bu
                                  cuda_built, ddl_built, gloo_built, gloo_enabled, init, is_homogeneous,
                                  is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
                                  mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size,
-                                 start_timeline, stop_timeline)
+                                 settings, start_timeline, stop_timeline)
 from chorus.torch.compression import Compression
 from chorus.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                                     broadcast_parameters)

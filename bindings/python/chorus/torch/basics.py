@@ -211,6 +211,18 @@ def start_timeline(file_path, mark_cycles=False):
     _lib.start_timeline(str(file_path), bool(mark_cycles))
 
 
+def settings():
+    """The settings in force on this rank, as a dict: fusion_threshold, chunk_bytes, streams,
+    cycle_time_ms, in_place_bytes. With CHORUS_AUTOTUNE=1 the autotuner moves them, on every
+    rank alike at an agreed cycle. A bucket size that follows fusion_threshold must change at
+    the same step on every rank: read it on rank 0 and broadcast it (broadcast_object).
+
+    Raises a `ValueError` if Chorus is not initialized."""
+    if not _lib.is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    return dict(_lib.settings())
+
+
 def stop_timeline():
     """Stops the active timeline recording and writes the file (on rank 0; see
     start_timeline). A no-op when no timeline is recording.

@@ -82,7 +82,8 @@ def allgather_object(obj, name=None, process_set=global_process_set):
 
 def _initialize_state(optimizer):
     """A fresh optimizer has no state to broadcast: take one step with zero gradients to create
-    it, then restore the parameters and gradients (so that no rank's weights move)."""
+    it, then restore the parameters and the gradients that existed (so that no rank's weights
+    move); a parameter that had no gradient keeps the zeros, as in Horovod."""
     params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
     saved = [(p, p.detach().clone(), p.grad) for p in params]
     for p in params:
@@ -93,7 +94,8 @@ def _initialize_state(optimizer):
     with torch.no_grad():
         for p, value, grad in saved:
             p.copy_(value)
-            p.grad = grad
+            if grad is not None:
+                p.grad = grad
 
 
 def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter."):

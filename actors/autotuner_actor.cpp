@@ -1,0 +1,153 @@
+// The autotuner actor: window scores out, agreed windows in, tunables switches out.
+#include "actors/autotuner_actor.hpp"
+
+#include "runtime/core/log.hpp"
+
+namespace chorus {
+namespace {
+
+using self_ptr = caf::stateful_actor<autotuner_state>*;
+
+/// Submits the window's score once it spans steps_per_sample cycles and the last one is agreed.
+void maybe_submit(self_ptr self, steady_time now) {
+  auto& s = self->state;
+  if (s.awaiting || !s.started || s.cycles < static_cast<uint64_t>(std::max(s.cfg.steps_per_sample, 1))) return;
+  double seconds = std::chrono::duration<double>(now - s.start).count();
+  double score = seconds > 0 ? double(s.bytes) / seconds : 0.0;
+  self->send(s.wired.negotiator, window_scored{score, s.tuner->digest()});
+  s.awaiting = true;
+  s.bytes = 0;
+  s.cycles = 0;
+  s.start = now;
+}
+
+}  // namespace
+
+pipeline_options with_autotune_start(pipeline_options o, int streams) {
+  if (!o.autotune.enabled) return o;
+  tuning::knob_values v{streams, o.chunk_bytes, o.fusion_threshold,
+                        std::chrono::duration_cast<std::chrono::microseconds>(o.cycle_time), o.in_place_bytes};
+  auto s = autotune_start(v, streams);
+  o.chunk_bytes = s.chunk_bytes;
+  o.fusion_threshold = s.fusion_threshold;
+  o.cycle_time = s.cycle_time;
+  o.in_place_bytes = s.in_place_bytes;
+  return o;
+}
+
+autotuner_config autotuner_config_of(const pipeline_options& o, int rank, int size, int streams) {
+  autotuner_config c;
+  c.rank = rank;
+  c.size = size;
+  c.max_streams = streams;
+  c.start = {streams, o.chunk_bytes, o.fusion_threshold,
+             std::chrono::duration_cast<std::chrono::microseconds>(o.cycle_time), o.in_place_bytes};
+  c.steps_per_sample = o.autotune.steps_per_sample;
+  c.log_path = o.autotune.log_path;
+  auto& t = c.options;
+  t.search.seed = o.autotune.seed;
+  t.search.warmup_samples = o.autotune.warmup_samples;
+  t.search.max_samples = o.autotune.max_samples;
+  t.search.noise = o.autotune.noise;
+  t.windows_per_sample = o.autotune.windows_per_sample;
+  t.drop_threshold = o.autotune.retune_drop;
+  return c;
+}
+
+tuning::knob_values autotune_start(const tuning::knob_values& configured, int max_streams) {
+  auto space = tuning::knob_space(max_streams);
+  if (!space) return configured;
+  return tuning::from_point(*space, tuning::to_point(*space, configured));
+}
+
+tunables_switch switch_of(const tuning::knob_values& v, uint64_t cycle) {
+  return tunables_switch{cycle, v.streams, v.chunk_bytes, v.fusion_threshold, v.in_place_bytes, v.cycle_time.count()};
+}
+
+telemetry::tunables telemetry_of(const tuning::knob_values& v) {
+  return {v.fusion_threshold, v.chunk_bytes, v.streams, v.cycle_time, v.in_place_bytes};
+}
+
+caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
+  auto& s = self->state;
+  s.cfg = cfg;
+  auto space = tuning::knob_space(cfg.max_streams);
+  if (!space) {
+    CHORUS_LOG(error, "autotune", "no search space: " << space.error().message());
+    return {};
+  }
+  s.space = *space;
+  // The search starts at the configured tunables, on the grid (every rank snaps alike).
+  auto start = tuning::to_point(s.space, cfg.start);
+  s.tuner.emplace(s.space, cfg.options, start);
+  s.in_force = tuning::from_point(s.space, start);
+  if (cfg.rank == 0 && !cfg.log_path.empty()) {
+    s.log = std::make_unique<std::ofstream>(cfg.log_path, std::ios::trunc);
+    if (!*s.log) {
+      CHORUS_LOG(warn, "autotune", "cannot write CHORUS_AUTOTUNE_LOG=" << cfg.log_path << "; no autotune log");
+      s.log.reset();
+    } else {
+      *s.log << tuning::csv_header() << "\n" << std::flush;
+    }
+  }
+  return {
+      [=](const pipeline_wired& w) {
+        // The pipeline started with cfg.start on the grid already (autotune_start()).
+        self->state.wired = w;
+      },
+      [=](const bucket_finished& b) {
+        auto& st = self->state;
+        if (!st.started) {
+          st.started = true;
+          st.start = b.at;
+        }
+        st.bytes += b.bytes;
+        if (b.cycle != st.last_cycle) {
+          st.last_cycle = b.cycle;
+          ++st.cycles;
+        }
+        maybe_submit(self, b.at);
+      },
+      [=](const window_agreed& w) {
+        auto& st = self->state;
+        st.awaiting = false;
+        auto step = st.tuner->on_window(w.score);
+        telemetry::autotune_event e;
+        e.cycle = w.cycle;
+        e.window = w.window;
+        e.score = w.score;
+        if (step.sample) {
+          e.sample = true;
+          e.sample_index = step.sample->index;
+          e.sample_score = step.sample->score;
+          if (st.log)
+            *st.log << tuning::csv_row(*step.sample, tuning::from_point(st.space, step.sample->at), w.cycle) << "\n"
+                    << std::flush;
+        }
+        if (step.switch_to) {
+          st.in_force = tuning::from_point(st.space, *step.switch_to);
+          e.switched = true;
+          CHORUS_LOG(info, "autotune", "window=" << w.window << " cycle=" << w.cycle << " score=" << w.score
+                                                 << (step.converged ? " converged" : "") << " switch from cycle "
+                                                 << w.cycle + 1 << ": " << tuning::describe(st.in_force));
+        }
+        if (step.searching_again)
+          CHORUS_LOG(info, "autotune", "window=" << w.window << " score=" << w.score << " dropped: searching again");
+        e.in_force = telemetry_of(st.in_force);
+        e.digest = st.tuner->digest();
+        auto sw = switch_of(st.in_force, w.cycle + 1);
+        self->send(st.wired.fusion, sw);  // always: fusion holds the batches of cycle + 1 for it
+        auto now = std::chrono::steady_clock::now();
+        auto& obs = observer_of(st.wired);
+        obs.on_autotune(e, now);
+        if (e.switched) {
+          self->send(st.wired.negotiator, sw);
+          for (const auto& sender : st.wired.senders) self->send(sender, sw);
+          obs.on_tunables(e.in_force, now);
+        }
+        maybe_submit(self, now);
+      },
+  };
+}
+
+}  // namespace chorus

@@ -1,0 +1,93 @@
+// Windows -> samples -> search -> watch -> search again (tuner.hpp).
+#include "runtime/tuning/tuner.hpp"
+
+#include <algorithm>
+#include <bit>
+
+namespace chorus::tuning {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+tuner::tuner(search_space space, tuner_options options, point start)
+    : options_(options), opt_(space, options.search, {start}), current_(std::move(start)) {
+  // Every setting that shapes a decision: ranks configured differently show different digests.
+  for (double x : {double(options.search.seed), double(options.search.warmup_samples), double(options.search.max_samples),
+                   options.search.noise, options.search.min_improvement, options.search.exploration,
+                   double(options.search.candidates), double(options.windows_per_sample), double(options.settle_windows),
+                   options.drop_threshold, double(options.drop_windows), double(options.retune_samples),
+                   double(options.retune_starts)})
+    fold(std::bit_cast<uint64_t>(x));
+  for (const auto& a : space.axes())
+    for (double v : a.values) fold(std::bit_cast<uint64_t>(v));
+  for (int i : current_) fold(static_cast<uint64_t>(i));
+}
+
+void tuner::switch_to(point p, tuner_step& out) {
+  if (p == current_) return;
+  current_ = std::move(p);
+  settle_left_ = options_.settle_windows;
+  windows_.clear();
+  out.switch_to = current_;
+  for (int i : current_) fold(static_cast<uint64_t>(i) + 0x100);
+}
+
+tuner_step tuner::on_window(double score) {
+  tuner_step out;
+  fold(std::bit_cast<uint64_t>(score));
+  if (settle_left_ > 0) {
+    --settle_left_;
+    return out;
+  }
+  if (phase_ == tuner_phase::watching && baseline_) {
+    low_ = score < (1 - options_.drop_threshold) * *baseline_ ? low_ + 1 : 0;
+    if (low_ < options_.drop_windows) return out;
+    // The network changed: search again, from the best points known, with a smaller budget.
+    std::vector<observation> known = opt_.history();
+    std::stable_sort(known.begin(), known.end(), [](const auto& a, const auto& b) { return a.score > b.score; });
+    std::vector<point> starts{current_};
+    for (const auto& o : known) {
+      if (starts.size() >= static_cast<std::size_t>(std::max(options_.retune_starts, 1))) break;
+      if (std::find(starts.begin(), starts.end(), o.at) == starts.end()) starts.push_back(o.at);
+    }
+    ++search_;
+    auto opts = options_.search;
+    opts.seed = mix64(opts.seed + search_);
+    opts.max_samples = options_.retune_samples;
+    opts.warmup_samples = static_cast<int>(starts.size());
+    opt_ = bayes_optimizer(opt_.space(), opts, starts);
+    phase_ = tuner_phase::searching;
+    baseline_.reset();
+    low_ = 0;
+    windows_.clear();
+    out.searching_again = true;
+    fold(0x5ea4c4 + search_);
+    return out;
+  }
+  windows_.push_back(score);
+  if (windows_.size() < static_cast<std::size_t>(std::max(options_.windows_per_sample, 1))) return out;
+  double s = median(windows_);
+  windows_.clear();
+  out.sample = sample_record{++samples_, current_, s, phase_, search_};
+  fold(samples_);
+  if (phase_ == tuner_phase::watching) {  // the converged level, measured once after converging
+    baseline_ = s;
+    return out;
+  }
+  opt_.observe(current_, s);
+  if (auto next = opt_.next()) {
+    switch_to(next->at, out);  // never the point in force: sampled points are not proposed
+    return out;
+  }
+  phase_ = tuner_phase::watching;
+  out.converged = true;
+  fold(0xc0de);
+  switch_to(opt_.best()->at, out);
+  return out;
+}
+
+}  // namespace chorus::tuning

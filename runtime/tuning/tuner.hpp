@@ -1,0 +1,82 @@
+// The autotuner's sequencing, as a pure state machine fed one agreed window score at a time
+// (autotuner actor -> tuner): windows after a switch are dropped while the new setting
+// settles; a sample is the median of several windows; samples drive the Bayesian search until
+// it stops; then the tuner watches. When the score stays more than a threshold below the
+// converged level for several windows (the network changed), it searches again, first
+// sampling the best points it knows, with a smaller budget. Equal inputs, equal outputs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "runtime/tuning/bayes_optimizer.hpp"
+
+namespace chorus::tuning {
+
+struct tuner_options {
+  optimizer_options search;       ///< the first search (seed, warm-up, budget, noise)
+  int windows_per_sample = 3;     ///< a sample is the median of this many windows
+  int settle_windows = 1;         ///< windows ignored after each switch (mixed old and new work)
+  double drop_threshold = 0.15;   ///< search again when the score is below (1 - this) * converged
+  int drop_windows = 3;           ///< ... for this many windows in a row
+  int retune_samples = 8;         ///< budget of a search started by a drop
+  int retune_starts = 3;          ///< best known points a new search samples first
+};
+
+enum class tuner_phase : uint8_t { searching = 0, watching = 1 };
+
+/// A finished sample: the point in force, the median of its windows.
+struct sample_record {
+  uint64_t index = 0;  ///< 1, 2, ... over the tuner's life
+  point at;
+  double score = 0;
+  tuner_phase phase = tuner_phase::searching;
+  uint32_t search = 0;  ///< 0 for the first search, then 1, 2, ... per re-search
+};
+
+/// What one window led to.
+struct tuner_step {
+  std::optional<sample_record> sample;  ///< a sample ended with this window
+  std::optional<point> switch_to;       ///< apply this point (differs from the one in force)
+  bool converged = false;               ///< the search stopped with this window
+  bool searching_again = false;         ///< a drop started a new search with this window
+};
+
+class tuner {
+ public:
+  tuner(search_space space, tuner_options options, point start);
+
+  tuner_step on_window(double score);
+
+  const point& current() const { return current_; }
+  tuner_phase phase() const { return phase_; }
+  uint64_t samples() const { return samples_; }
+  uint32_t searches() const { return search_; }
+  const bayes_optimizer& optimizer() const { return opt_; }
+  const search_space& space() const { return opt_.space(); }
+  /// A digest of everything that decides the next proposal (the point in force, phase,
+  /// counters and every sample): ranks that agree on it make the same next move.
+  uint64_t digest() const { return digest_; }
+
+ private:
+  void switch_to(point p, tuner_step& out);
+  void fold(uint64_t v) { digest_ = mix64(digest_ ^ v); }
+
+  tuner_options options_;
+  bayes_optimizer opt_;
+  point current_;
+  tuner_phase phase_ = tuner_phase::searching;
+  std::vector<double> windows_;
+  int settle_left_ = 0;
+  uint64_t samples_ = 0;
+  uint32_t search_ = 0;
+  std::optional<double> baseline_;  // converged level (watching)
+  int low_ = 0;                     // consecutive windows below the threshold
+  uint64_t digest_ = 0;
+};
+
+/// The median of `v` (mean of the middle two for an even count); 0 when empty.
+double median(std::vector<double> v);
+
+}  // namespace chorus::tuning
