@@ -171,8 +171,12 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
     it.root = spec.root;
     it.device = spec.device == device_kind::cuda ? b.ops[i].device_index : -1;
     it.process_set = spec.process_set;
-    it.wire_mode = static_cast<int64_t>(spec.wire) | static_cast<int64_t>(spec.check) << 4 |
-                   static_cast<int64_t>(std::bit_cast<uint32_t>(spec.prescale)) << 8;
+    // 0 for a plain tensor (no compression, no check, prescale 1), as chunk_runner's wire_of():
+    // only those may take the hierarchical allreduce.
+    const bool plain = spec.wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f;
+    it.wire_mode = plain ? 0
+                         : static_cast<int64_t>(spec.wire) | static_cast<int64_t>(spec.check) << 4 |
+                               static_cast<int64_t>(std::bit_cast<uint32_t>(spec.prescale)) << 8 | int64_t{1} << 40;
     it.bytes = spec.kind == collective_kind::allgather || spec.kind == collective_kind::alltoall
                    ? static_cast<std::size_t>(b.ops[i].first_dim) * row_bytes_of(spec)
                    : static_cast<std::size_t>(spec.byte_size());
