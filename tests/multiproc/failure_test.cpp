@@ -49,7 +49,7 @@ TEST(mismatched_sizes, every_rank_fails_with_a_protocol_error_instead_of_hanging
 
 // A peer whose data plane stops reading while its heartbeats still answer (its control link
 // runs on a thread of its own): the other rank's sends stall, and it fails naming the peer
-// within CHORUS_PEER_TIMEOUT_SECONDS (2 here) plus the check's period, not after the 20 s stall.
+// within CHORUS_PEER_TIMEOUT_SECONDS (2 here) and some slack, not after the 20 s stall.
 TEST(deaf_peer, a_peer_that_stops_reading_is_named_within_the_peer_timeout) {
   local_job job(2, {CHORUS_TESTRANK_PATH, "deaf-data", "20"},
                 {{"CHORUS_PEER_TIMEOUT_SECONDS", "2"}, {"CHORUS_SHM_BYTES", "0"}, {"CHORUS_NUM_STREAMS", "1"}});
@@ -60,9 +60,13 @@ TEST(deaf_peer, a_peer_that_stops_reading_is_named_within_the_peer_timeout) {
   const auto& r0 = results[0];
   EXPECT_FALSE(r0.timed_out) << r0.output;
   EXPECT_TRUE(r0.exited && r0.exit_code == 3) << r0.output;
-  EXPECT_NE(r0.output.find("testrank error: connection_lost: rank 1 has taken no data on stream 0"), std::string::npos)
+  // Two bounds race here, both set from CHORUS_PEER_TIMEOUT_SECONDS: the transport's own
+  // watchdog ("has taken no data") and the kernel's TCP_USER_TIMEOUT on zero-window probes
+  // ("read failed: Connection timed out"). Either names rank 1 well before its stall ends.
+  EXPECT_NE(r0.output.find("testrank error: connection_lost: rank 1 "), std::string::npos) << r0.output;
+  EXPECT_TRUE(r0.output.find("has taken no data on stream 0") != std::string::npos ||
+              r0.output.find("Connection timed out") != std::string::npos)
       << r0.output;
-  EXPECT_NE(r0.output.find("CHORUS_PEER_TIMEOUT_SECONDS=2"), std::string::npos) << r0.output;
 }
 
 TEST(wrong_secret, intruder_is_refused_and_the_job_goes_on) {
