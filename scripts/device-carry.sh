@@ -7,6 +7,7 @@
 #   include/{caf,asio,asio.hpp,prometheus}     headers
 #   lib/<soname>                               CAF core+io, prometheus-cpp core+pull, civetweb
 #   lib/cmake/prometheus-cpp/                  a relocatable config (core, pull) for find_package
+#   include/eigen3, share/eigen3/cmake/        Eigen's headers and Debian's relocatable config
 #   python/include/python3.12/                 Python.h fallback, used only where the GPU
 #                                              machine's python lacks its headers (from pyenv)
 #   chorus-deps.cmake                          `cmake -C DIR/chorus-deps.cmake`: points Chorus'
@@ -23,11 +24,11 @@ need_pkg() {
     { echo "device-carry: Debian package $1 is not installed (run ./chorus.sh once)" >&2; exit 1; }
 }
 for p in libcaf-dev libcaf-core0.17 libcaf-io0.17 libasio-dev prometheus-cpp-dev \
-         libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcivetweb1; do
+         libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcivetweb1 libeigen3-dev; do
   need_pkg "$p"
 done
 
-rm -rf "$dir/include" "$dir/lib" "$dir/python" "$dir/chorus-deps.cmake" "$dir/MANIFEST"
+rm -rf "$dir/include" "$dir/lib" "$dir/share" "$dir/python" "$dir/chorus-deps.cmake" "$dir/MANIFEST"
 mkdir -p "$dir/include" "$dir/lib/cmake/prometheus-cpp"
 
 # Headers: only what the -dev packages put under /usr/include (no docs, no examples).
@@ -39,6 +40,11 @@ copy_headers libcaf-dev caf
 copy_headers libasio-dev asio
 copy_headers libasio-dev asio.hpp
 copy_headers prometheus-cpp-dev prometheus
+# Eigen (the autotuner's Gaussian process): headers-only; Debian's config finds the headers
+# relative to itself (share/eigen3/cmake -> include/eigen3).
+copy_headers libeigen3-dev eigen3
+mkdir -p "$dir/share/eigen3"
+cp -a /usr/share/eigen3/cmake "$dir/share/eigen3/"
 
 # Shared libraries, each under its SONAME (what the dynamic loader looks for), dereferenced.
 copy_lib() {  # soname
@@ -120,6 +126,7 @@ set(CAF_CORE_LIBRARY "\${_d}/lib/$caf_core" CACHE FILEPATH "carried libcaf_core"
 set(CAF_IO_LIBRARY "\${_d}/lib/$caf_io" CACHE FILEPATH "carried libcaf_io")
 set(ASIO_INCLUDE_DIR "\${_d}/include" CACHE PATH "carried Asio headers")
 set(prometheus-cpp_DIR "\${_d}/lib/cmake/prometheus-cpp" CACHE PATH "carried prometheus-cpp config")
+set(Eigen3_DIR "\${_d}/share/eigen3/cmake" CACHE PATH "carried Eigen config")
 EOF
 
 # Python headers: a fallback for a python without its development headers (pyenv's 3.12 here).
