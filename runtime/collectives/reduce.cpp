@@ -20,10 +20,10 @@
 
 #include "runtime/config/reader.hpp"
 #include "runtime/core/half.hpp"
+#include "runtime/core/cpu_features.hpp"
 #include "runtime/core/log.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define CHORUS_REDUCE_X86 1
 #endif
@@ -408,13 +408,7 @@ kernels choose_kernels() {
   if (!want) CHORUS_LOG(error, "reduce", want.error().message() << "; using auto");
   if (want && *want == "portable") return portable;
 #ifdef CHORUS_REDUCE_X86
-  // "avx2" also checks that the OS saves the YMM registers; F16C is CPUID.1:ECX bit 29 (asked
-  // directly, since not every compiler's __builtin_cpu_supports knows it).
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
-      (ecx & bit_F16C))
-    return {"avx2+f16c", reduce_avx2, divide_avx2};
+  if (cpu_has_avx2_f16c()) return {"avx2+f16c", reduce_avx2, divide_avx2};
 #endif
   return portable;
 }

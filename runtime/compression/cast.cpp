@@ -14,10 +14,10 @@
 
 #include "runtime/config/reader.hpp"
 #include "runtime/core/half.hpp"
+#include "runtime/core/cpu_features.hpp"
 #include "runtime/core/log.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define CHORUS_CAST_X86 1
 #endif
@@ -292,10 +292,6 @@ CHORUS_CAST_FLAVOR(avx512, "avx512f,avx512bw,avx512vl,avx2,f16c", avx512_flavor)
 
 #pragma GCC diagnostic pop
 
-bool cpu_has_f16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-}
 #endif
 
 // The flavours this CPU runs, portable first, best last.
@@ -309,11 +305,9 @@ const flavour_table& table() {
     flavour_table out;
     out.k[out.n++] = portable_kernels;
 #ifdef CHORUS_CAST_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && cpu_has_f16c()) {
+    if (cpu_has_avx2_f16c()) {
       out.k[out.n++] = {"avx2+f16c", avx2_narrow, avx2_widen, avx2_accumulate, avx2_nonfinite, avx2_add_checked};
-      if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-          __builtin_cpu_supports("avx512vl"))
+      if (cpu_has_avx512_bw_vl())
         out.k[out.n++] = {"avx512", avx512_narrow, avx512_widen, avx512_accumulate, avx512_nonfinite,
                           avx512_add_checked};
     }
