@@ -20,6 +20,7 @@ struct transport_config {
   int num_streams = 8;                                ///< CHORUS_NUM_STREAMS
   int socket_buffer_bytes = 0;                        ///< CHORUS_SOCKET_BUFFER_BYTES; 0 = kernel autotuning
   std::size_t shm_bytes = 2u << 20;                   ///< CHORUS_SHM_BYTES; 0 = TCP only
+  std::chrono::microseconds shm_spin{50};             ///< CHORUS_SHM_SPIN_US
   std::string host;                                   ///< CHORUS_HOST; empty: towards the rendezvous
   std::string iface;                                  ///< CHORUS_IFACE; empty: not used
   std::string host_id;                                ///< CHORUS_HOST_ID; empty: detected

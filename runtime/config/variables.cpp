@@ -23,6 +23,10 @@ constexpr std::array table{
   variable{"CHORUS_SHM_BYTES", "", kind::whole, "2097152", 0, GiB, "",
            "shared-memory ring per stream and direction to each rank on the same host; 0 = TCP only",
            owner::config, "bytes"},
+  variable{"CHORUS_SHM_SPIN_US", "", kind::whole, "50", 0, 1000000, "",
+           "with shared-memory rings, the I/O thread polls them this long after its last work before it "
+           "sleeps (a sleeping receiver costs the next frame a doorbell on TCP); 0 = sleep at once",
+           owner::config, "microseconds"},
   variable{"CHORUS_HOST", "", kind::text, "", 0, 0, "an address",
            "address this rank listens on for data; empty: the address towards the rendezvous", owner::config, ""},
   variable{"CHORUS_IFACE", "", kind::text, "", 0, 0, "a network interface name",

@@ -53,6 +53,7 @@ std::vector<row> config_rows() {
       {"CHORUS_SOCKET_BUFFER_BYTES", "65536", "65536",
        [](const config& c) { return str(c.transport.socket_buffer_bytes); }, "1GiB"},
       {"CHORUS_SHM_BYTES", "0", "0", [](const config& c) { return str(c.transport.shm_bytes); }, "-1"},
+      {"CHORUS_SHM_SPIN_US", "0", "0", [](const config& c) { return str(c.transport.shm_spin.count()); }, "x"},
       {"CHORUS_HOST", "10.0.0.7", "10.0.0.7", [](const config& c) { return c.transport.host; }, nullptr},
       {"CHORUS_IFACE", "eth1", "eth1", [](const config& c) { return c.transport.iface; }, nullptr},
       {"CHORUS_HOST_ID", "rack3-node7", "rack3-node7", [](const config& c) { return c.transport.host_id; }, nullptr},

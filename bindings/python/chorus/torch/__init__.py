@@ -3,8 +3,7 @@
     import chorus.torch as hvd
 
 Same names, arguments, defaults, return values and exception types (HorovodInternalError when
-the job fails). Not available yet: join (NotImplementedError), alltoall and reducescatter in
-builds whose runtime lacks them, Adasum, process sets other than the global one. The timeline
+the job fails). Not available yet: Adasum, process sets other than the global one. The timeline
 (start_timeline / stop_timeline) is written by rank 0 only, as in Horovod."""
 
 from chorus.common.exceptions import ChorusArgumentError, HorovodInternalError, HostsUpdatedInterrupt

@@ -78,7 +78,7 @@ def _waiter(sub, post, sink=None):
     def wait():
         sub.wait()
         out = sub.result()
-        ranks = sub.nonfinite_ranks() if sink is not None and hasattr(sub, "nonfinite_ranks") else None
+        ranks = sub.nonfinite_ranks() if sink is not None else None
         if ranks:
             sink(sub.name, ranks)
         _scale_(out, post)

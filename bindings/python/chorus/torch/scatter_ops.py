@@ -1,6 +1,6 @@
 """reducescatter, grouped_reducescatter and alltoall of chorus.torch (horovod.torch's names,
-arguments, defaults and return values), and join. They need the runtime's reduce-scatter,
-alltoall and join: with a build whose C++ API lacks them they raise NotImplementedError."""
+arguments, defaults and return values), and join, over the runtime's reduce-scatter, alltoall
+and join."""
 
 import torch
 
@@ -11,15 +11,6 @@ from chorus.torch.basics import _CHORUS_OP, Max
 from chorus.torch.compression import Compression
 from chorus.torch.mpi_ops import (Average, _chorus_op, _fresh_copy, _grad_name, _like, _op_name, _scale_, _start,
                                   _to_host, _unnamed, allgather, grouped_allgather, size, synchronize)
-
-_MISSING = ("hvd.%s is not supported yet: this build's Chorus runtime has no %s (it is being added to the "
-            "runtime and the pipeline); %s")
-
-
-def _require(what, collective, instead):
-    if not hasattr(_lib, "%s_async" % collective):
-        raise NotImplementedError(_MISSING % (what, collective, instead))
-
 
 # ------------------------------------------------------------------------------ reducescatter
 
@@ -37,7 +28,6 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     """Starts reducing `tensor` (same shape on every rank) over all ranks; this rank gets its
     slice of the first dimension (dim0 // size rows, one more on the first dim0 % size ranks).
     Returns a handle; synchronize() returns the slice."""
-    _require("reducescatter", "reducescatter", "allreduce and keep your slice of the first dimension")
     _check_process_set(process_set)
     code = _chorus_op(op)
 
@@ -75,7 +65,6 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
                   prescale_factor=1.0, postscale_factor=1.0):
     """Returns this rank's slice of `tensor` reduced over all ranks (see reducescatter_async).
     Differentiable."""
-    _require("reducescatter", "reducescatter", "allreduce and keep your slice of the first dimension")
     compressed, ctx = compression.compress(tensor)
     out = HorovodReducescatter.apply(compressed, name, op, process_set, prescale_factor, postscale_factor)
     return compression.decompress(out, ctx)
@@ -84,7 +73,6 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reducescatter of each tensor of the list; one handle for the group."""
-    _require("grouped_reducescatter", "reducescatter", "allreduce and keep your slices of the first dimension")
     _check_process_set(process_set)
     code = _chorus_op(op)
     tensors = list(tensors)
@@ -123,7 +111,6 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """Returns, for each tensor of the list, this rank's slice of it reduced over all ranks."""
-    _require("grouped_reducescatter", "reducescatter", "allreduce and keep your slices of the first dimension")
     compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
     outs = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor, postscale_factor,
                                              *compressed)
@@ -136,7 +123,6 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     """Starts sending splits[i] rows of `tensor`'s first dimension to rank i (without splits:
     dim 0 split equally). Returns a handle; synchronize() returns (rows received in rank order,
     int32 tensor of the rows received from each rank)."""
-    _require("alltoall", "alltoall", "allgather the rows and select yours")
     _check_process_set(process_set)
     n = size()
     if splits is None:
@@ -177,7 +163,6 @@ class HorovodAlltoall(torch.autograd.Function):
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[i] rows of `tensor` to rank i and returns the rows received, in rank order;
     with `splits` given, returns (rows, rows received from each rank). Differentiable."""
-    _require("alltoall", "alltoall", "allgather the rows and select yours")
     return HorovodAlltoall.apply(tensor, splits, name, process_set)
 
 
@@ -186,10 +171,6 @@ def join(device=-1):
     their collectives with neutral data (0 for sum and average, which still divides by size();
     no rows for allgather). Blocks until every rank joined; returns the last rank to join.
     `device` is accepted for Horovod's signature (a joined rank contributes host data)."""
-    if not hasattr(_lib, "join"):
-        raise NotImplementedError("hvd.join is not supported yet: this build's Chorus runtime cannot let a joined "
-                                  "rank contribute to the others' collectives; give every rank the same number "
-                                  "of batches")
     last = _lib.join()
     _agree_on_handles()
     return last
