@@ -30,6 +30,7 @@
 
 #include "actors/protocol.hpp"
 #include "runtime/fusion/buffer_pool.hpp"
+#include "runtime/process_sets/process_set.hpp"
 #include "telemetry/observer_slot.hpp"
 
 namespace chorus {
@@ -52,6 +53,9 @@ struct fusion_config {
   /// chunks run what choose_allreduce (runtime/collectives/hier_schedule.hpp) says.
   hier_mode hierarchical = hier_mode::off;
   std::shared_ptr<const host_groups> hosts;
+  /// The job's process sets (null: the global set only): a bucket of another set runs among
+  /// its members (bucket_job::members), or, on a rank it leaves out, is planned and skipped.
+  std::shared_ptr<const process_set_table> process_sets;
 };
 
 struct fusion_state {
