@@ -58,9 +58,11 @@ result<std::vector<int64_t>> slice_shape(const tensor_spec& s) {
     return status{errc::invalid_argument, describe(s) + ": Chorus is not initialized; call chorus::init() first"};
   if (s.process_set != 0) {  // the slice of this rank among the set's members
     auto rank = process_set_rank(s.process_set);
-    if (!rank) return status{errc::invalid_argument, describe(s) + ": " + rank.error().message()};
-    r = *rank;
-    n = *process_set_size(s.process_set);
+    auto members = process_set_size(s.process_set);
+    if (rank && members) {  // else the submit refuses the op, naming the set and this rank
+      r = *rank;
+      n = *members;
+    }
   }
   if (s.shape.empty() || s.shape[0] < 0) return std::vector<int64_t>{};  // check_operation names the problem
   auto shape = s.shape;

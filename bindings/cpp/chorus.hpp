@@ -69,7 +69,7 @@ status init();
 
 /// init() with Horovod's static process sets (hvd.init(process_sets=[...])): each entry is a
 /// list of job ranks (any order, no duplicates); they get ids 1, 2, ... in list order (0 is
-/// the global set). Every rank must pass the same lists in the same order (checked: a
+/// the global set; a repeated set, or one of every rank, keeps the id it has, as in Horovod). Every rank must pass the same lists in the same order (checked: a
 /// difference fails init on every rank with errc::invalid_argument). Called while
 /// initialized: ok only when the lists equal those in force.
 status init(const std::vector<std::vector<int>>& process_sets);

@@ -37,12 +37,25 @@ int64_t digest(const std::vector<std::vector<int>>& lists, bool valid) {
   return static_cast<int64_t>(h >> 1);
 }
 
+// The lists as registered: sorted, each once, none equal to the job's ranks (the global set),
+// as Horovod's init maps a repeated set to the id it already has.
+std::vector<std::vector<int>> distinct(const std::vector<std::vector<int>>& lists, int world_size) {
+  std::vector<std::vector<int>> out;
+  std::vector<int> all;
+  for (int r = 0; r < world_size; ++r) all.push_back(r);
+  for (auto l : lists) {
+    std::sort(l.begin(), l.end());
+    if (l != all && std::find(out.begin(), out.end(), l) == out.end()) out.push_back(std::move(l));
+  }
+  return out;
+}
+
 }  // namespace
 
 result<std::shared_ptr<process_set_table>> static_sets(communicator& comm, const std::vector<std::vector<int>>& lists) {
   auto table = std::make_shared<process_set_table>(comm.size());
   status local;
-  for (const auto& l : lists) {
+  for (const auto& l : distinct(lists, comm.size())) {
     auto id = table->add(l);
     if (!id) {
       local = id.error();
@@ -66,12 +79,10 @@ result<std::shared_ptr<process_set_table>> static_sets(communicator& comm, const
 
 status same_static_sets(const process_set_table& table, const std::vector<std::vector<int>>& lists) {
   auto sets = table.all();
-  bool same = sets.size() == lists.size() + 1;
-  for (std::size_t i = 0; same && i < lists.size(); ++i) {
-    auto sorted = lists[i];
-    std::sort(sorted.begin(), sorted.end());
-    same = sets[i + 1]->id == static_cast<int>(i + 1) && sets[i + 1]->ranks == sorted;
-  }
+  auto want = distinct(lists, table.world_size());
+  bool same = sets.size() == want.size() + 1;
+  for (std::size_t i = 0; same && i < want.size(); ++i)
+    same = sets[i + 1]->id == static_cast<int>(i + 1) && sets[i + 1]->ranks == want[i];
   if (same || lists.empty()) return {};
   return {errc::invalid_argument, "chorus::init: already initialized with other process sets; call shutdown() "
                                   "first to start again with process_sets " + format(lists)};

@@ -15,9 +15,10 @@ class communicator;
 
 namespace chorus::detail {
 
-/// The table for a job on `comm` with `lists` registered in order. Collective: every rank
-/// calls it once at init. A bad list (a rank out of range, twice, a set given twice) or lists
-/// that differ between ranks: errc::invalid_argument on every rank, naming this rank's lists.
+/// The table for a job on `comm` with `lists` registered in order, each set once (a repeat, or a
+/// list of every rank, keeps the id it has, as in Horovod). Collective: every rank calls it once
+/// at init. A bad list (a rank out of range or twice) or lists that differ between ranks:
+/// errc::invalid_argument on every rank, naming this rank's lists.
 result<std::shared_ptr<process_set_table>> static_sets(communicator& comm, const std::vector<std::vector<int>>& lists);
 
 /// ok when `lists` are the static sets `table` holds (ids 1..n, none removed): a second

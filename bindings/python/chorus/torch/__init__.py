@@ -4,7 +4,7 @@
 
 Same names, arguments, defaults, return values and exception types (HorovodInternalError when
 the job fails). Not available yet: join (NotImplementedError), alltoall and reducescatter in
-builds whose runtime lacks them, Adasum, process sets other than the global one. The timeline
+builds whose runtime lacks them, Adasum. Process sets (static and dynamic) run on CPU tensors. The timeline
 (start_timeline / stop_timeline) is written by rank 0 only, as in Horovod."""
 
 from chorus.common.exceptions import ChorusArgumentError, HorovodInternalError, HostsUpdatedInterrupt
