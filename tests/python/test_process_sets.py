@@ -70,9 +70,11 @@ def test_allreduce_in_sets(dtype):
 
 def test_same_names_in_overlapping_sets_at_once():
     # One name in three sets at the same time: each set negotiates its own tensors.
-    pair = _sets["pair"] if _sets["pair"].process_set_id is not None else hvd.global_process_set
+    sets = [mine(), hvd.global_process_set]
+    if _sets["pair"].process_set_id is not None:  # at N = 2 the pair is the global set
+        sets.append(_sets["pair"])
     handles = [(ps, hvd.allreduce_async(value(hvd.rank() * 10 + k), op=hvd.Sum, name="ps.shared", process_set=ps), k)
-               for k, ps in enumerate([mine(), hvd.global_process_set, pair]) if ps.included()]
+               for k, ps in enumerate(sets) if ps.included()]
     for ps, h, k in handles:
         ranks = ps.ranks
         assert torch.equal(hvd.synchronize(h), sum(value(r * 10 + k) for r in ranks))
@@ -108,7 +110,10 @@ def test_broadcast_in_sets_takes_a_global_root():
 def test_alltoall_and_reducescatter_in_sets():
     ps = mine()
     n = ps.size()
-    out, received = hvd.alltoall(torch.full((n, 3), float(hvd.rank())), name="ps.alltoall", process_set=ps)
+    out, received = hvd.alltoall(torch.full((n, 3), float(hvd.rank())), splits=[1] * n, name="ps.alltoall",
+                                 process_set=ps)
+    assert torch.equal(hvd.alltoall(torch.full((n, 3), float(hvd.rank())), name="ps.alltoall.equal", process_set=ps),
+                       out)  # without splits: dim 0 split equally among the members
     assert torch.equal(out, torch.cat([torch.full((1, 3), float(r)) for r in ps.ranks]))
     assert received.tolist() == [1] * n
     dim0 = n + 1
@@ -123,7 +128,7 @@ def test_a_rank_outside_the_set_gets_horovods_error():
     t = torch.ones(3)
     with pytest.raises(ValueError, match="rank %d is not a member of the provided process set" % hvd.rank()):
         hvd.allreduce(t, name="ps.outsider", process_set=other())
-    with pytest.raises(ValueError, match="'ps.outsider.g'.* not a member"):
+    with pytest.raises(ValueError, match="ps.outsider.g'.* not a member"):
         hvd.allgather(t.view(3, 1), name="ps.outsider.g", process_set=other())
     with pytest.raises(ValueError, match="root rank %d is not a member" % other().ranks[0]):
         hvd.broadcast(t, root_rank=other().ranks[0], name="ps.badroot", process_set=mine())
@@ -147,7 +152,7 @@ def test_distributed_optimizer_in_sets():
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     for step in range(3):
         opt.zero_grad()
-        model(torch.full((2, 4), float(hvd.rank() + step))).sum().backward()
+        model(torch.full((2, 4), float(hvd.rank() ** 2 + step))).sum().backward()
         opt.step()
     # Averaged within the set: every member holds the same weights; the sets differ (N > 2
     # gives the even set two members).
