@@ -58,7 +58,10 @@ std::vector<int64_t> received_splits(const bucket_job& job, int rank, int size) 
 /// ranks; `skip` leaves it ok and hands the ranks to every op (op_finished::first_dims).
 std::vector<int64_t> check_nonfinite(self_ptr self, const bucket_job& job, status& st) {
   if (!st.ok() || !job.nonfinite || !job.nonfinite->any()) return {};
-  const auto ranks = job.nonfinite->ranks();
+  auto ranks = job.nonfinite->ranks();
+  if (job.members)  // the rings of a process set count its members: name job ranks
+    for (auto& r : ranks)
+      if (r >= 0 && static_cast<std::size_t>(r) < job.members->size()) r = (*job.members)[static_cast<std::size_t>(r)];
   std::string names, list;
   std::vector<std::string> tensors;
   for (const auto& op : job.ops) {

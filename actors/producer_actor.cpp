@@ -90,7 +90,7 @@ void fail_remaining(caf::stateful_actor<producer_state>* self) {
 void admit(caf::stateful_actor<producer_state>* self, const std::shared_ptr<op_request>& request, steady_time at) {
   auto& s = self->state;
   const auto& r = *request;
-  auto set = check_process_set(r, s.cfg.rank, s.cfg.process_sets.get());
+  auto set = check_process_set(r.spec, s.cfg.rank, s.cfg.process_sets.get());
   status st = set ? check_request(r, s.cfg.rank, s.cfg.size, set->get()) : set.error();
   // A process set negotiates its own names: the same name in two sets is two tensors.
   if (st.ok() && r.spec.process_set != 0) request->spec.name = negotiated_name(r.spec.name, r.spec.process_set);
@@ -112,9 +112,8 @@ void admit(caf::stateful_actor<producer_state>* self, const std::shared_ptr<op_r
 
 }  // namespace
 
-result<std::shared_ptr<const process_set>> check_process_set(const op_request& r, int rank,
+result<std::shared_ptr<const process_set>> check_process_set(const tensor_spec& s, int rank,
                                                              const process_set_table* sets) {
-  const auto& s = r.spec;
   if (s.process_set == 0) return std::shared_ptr<const process_set>{};
   auto bad = [&](const std::string& why) {
     return status{errc::invalid_argument, describe(s) + " on rank " + std::to_string(rank) + ": " + why};

@@ -54,7 +54,7 @@ status check_request(const op_request& r, int rank, int size, const process_set*
 /// The op's process set as seen from job rank `rank`, or Horovod's error when the set is
 /// unknown, leaves this rank out, or (broadcast) leaves the root out; CUDA tensors run in the
 /// global set only. errc::invalid_argument naming the tensor and the rank.
-result<std::shared_ptr<const process_set>> check_process_set(const op_request& r, int rank,
+result<std::shared_ptr<const process_set>> check_process_set(const tensor_spec& s, int rank,
                                                              const process_set_table* sets);
 
 /// The op as the negotiator sees it; for allgather and alltoall shape[0] is replaced by 0

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "actors/pipeline.hpp"
+#include "actors/producer_actor.hpp"
 #include "bindings/cpp/boundary.hpp"
 #include "bindings/cpp/static_sets.hpp"
 #include "runtime/process_sets/process_set.hpp"
@@ -237,11 +238,11 @@ status session::admit(const std::shared_ptr<op_state>& op, void* data, void* out
                       op_request& r) {
   const tensor_spec& spec = op->spec;
   if (auto st = check_root(spec, job_->env.size); !st.ok()) return st;
-  auto set = job_->sets->find(spec.process_set);
-  if (!set)
-    return {errc::invalid_argument, describe(spec) + ": process set " + std::to_string(spec.process_set) +
-                                        " does not exist or has not been registered"};
-  if (auto st = check_splits(spec, splits, set->size()); !st.ok()) return st;
+  // At the call, as Horovod refuses it: an unknown set, a rank outside it, a root outside it.
+  auto in_set = check_process_set(spec, job_->env.rank, job_->sets.get());
+  if (!in_set) return in_set.error();
+  const int group_size = *in_set ? (*in_set)->size() : job_->env.size;
+  if (auto st = check_splits(spec, splits, group_size); !st.ok()) return st;
   // A process set negotiates its own names: "x" may be pending in two sets at once.
   const std::string key = negotiated_name(spec.name, spec.process_set);
   if (spec.device == device_kind::cuda) {

@@ -94,8 +94,12 @@ gossip_message negotiation_ledger::contribution() {
   }
   fresh_names_.clear();
   fresh_ids_ = false;
-  m.ready_and.or_with(foreign_ids());  // ready for what its sets leave it out of
-  stall_.contribute(m, pending_ids_, rank_);
+  const auto foreign = foreign_ids();
+  m.ready_and.or_with(foreign);  // ready for what its sets leave it out of
+  // A stall report never blames a rank for a tensor of a set it is not in.
+  dynamic_bitmap answered = pending_ids_;
+  answered.or_with(foreign);
+  stall_.contribute(m, answered, rank_);
   if (fresh_score_) {
     m.score_min = *fresh_score_;
     m.scored.set(static_cast<std::size_t>(rank_));

@@ -35,6 +35,21 @@ TEST_P(pipeline_psets, overlapping_sets_run_concurrently_and_exactly) {
 
 INSTANTIATE_TEST_SUITE_P(sizes, pipeline_psets, ::testing::Values(3, 4), size_name);
 
+TEST(pipeline_psets_c, the_c_api_registers_names_in_sets_and_refuses_an_outsider_at_enqueue) {
+  local_job job(3, {CHORUS_TESTRANK_PATH, "pipeline-psets-c"});
+  auto results = job.wait(std::chrono::seconds(60));
+  expect_all_passed(results);
+  expect_every_rank_printed(results, "pipeline-psets-c: all exact");
+  ASSERT_FALSE(results.empty());
+  const std::string outsider = "outsider error: allreduce('outsider') in process set 2 on rank 0: "
+                               "rank 0 is not a member of the provided process set (ranks 1,2)";
+  EXPECT_NE(results[0].output.find(outsider), std::string::npos) << "rank 0 should print
+  " << outsider << "
+output:
+"
+                                                                   << results[0].output;
+}
+
 TEST(pipeline_psets_dynamic, sets_are_added_used_removed_and_ids_reused) {
   local_job job(3, {CHORUS_TESTRANK_PATH, "pipeline-psets-dynamic"}, {{"CHORUS_DYNAMIC_PROCESS_SETS", "1"}});
   auto results = job.wait(std::chrono::seconds(60));

@@ -91,6 +91,15 @@ def _init_process_sets(process_set_list):
     global_process_set.ranks = list(id_to_ranks[0])
 
 
+def _refuse_duplicates(process_set_list):
+    """Horovod's check after init: an entry that got no id repeats an earlier set (or the
+    global one)."""
+    for index, ps in enumerate(process_set_list):
+        if ps is not global_process_set and ps.process_set_id is None:
+            raise ValueError("Horovod could not be initialized because process_sets entry number %d is a duplicate: %s"
+                             % (index, ps))
+
+
 def _static_lists(process_set_list):
     """The rank lists to register at init: each set once, in order, the global set left out."""
     out = []

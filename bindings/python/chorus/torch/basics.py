@@ -2,6 +2,7 @@
 the build queries, and the reduction op constants."""
 
 import atexit
+import os
 import threading
 
 from chorus import _chorus_torch as _lib
@@ -37,7 +38,9 @@ def init(comm=None, process_sets=None):
     the other ranks. Blocks until every rank arrived. A second call is a no-op.
 
     `process_sets`: Horovod's static process sets (a list of ProcessSet), registered on every
-    rank alike (every rank must pass the same list); their process_set_id is set here.
+    rank alike (every rank must pass the same list); their process_set_id is set here. A set
+    given twice (or one of every rank) raises ValueError after init, as in Horovod. "dynamic":
+    none now, but HOROVOD_DYNAMIC_PROCESS_SETS=1 so that add_process_set works later.
     `comm` (an MPI communicator or a list of ranks) is not supported: the job is every rank
     the launcher started."""
     global _topology, _generation
@@ -45,6 +48,9 @@ def init(comm=None, process_sets=None):
         raise NotImplementedError("hvd.init(comm=...): Chorus does not run on an MPI communicator or a "
                                   "subset of ranks; call hvd.init() and launch the ranks with chorusrun, "
                                   "torchrun or mpirun")
+    if isinstance(process_sets, str) and process_sets.lower() == "dynamic":
+        process_sets = []
+        os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
     static = _process_sets._static_lists(process_sets)
     if _lib.is_initialized():
         if static:
@@ -60,6 +66,7 @@ def init(comm=None, process_sets=None):
     _process_sets._setup(_Queries)
     _process_sets._init_process_sets(list(process_sets or []))
     _topology = _measure_topology()
+    _process_sets._refuse_duplicates(list(process_sets or []))
 
 
 def _measure_topology():
