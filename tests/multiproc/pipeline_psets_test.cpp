@@ -43,11 +43,8 @@ TEST(pipeline_psets_c, the_c_api_registers_names_in_sets_and_refuses_an_outsider
   ASSERT_FALSE(results.empty());
   const std::string outsider = "outsider error: allreduce('outsider') in process set 2 on rank 0: "
                                "rank 0 is not a member of the provided process set (ranks 1,2)";
-  EXPECT_NE(results[0].output.find(outsider), std::string::npos) << "rank 0 should print
-  " << outsider << "
-output:
-"
-                                                                   << results[0].output;
+  EXPECT_NE(results[0].output.find(outsider), std::string::npos)
+      << "rank 0 should print\n  " << outsider << "\noutput:\n" << results[0].output;
 }
 
 TEST(pipeline_psets_dynamic, sets_are_added_used_removed_and_ids_reused) {
