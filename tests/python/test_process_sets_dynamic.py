@@ -44,3 +44,20 @@ def test_sets_added_in_a_loop():
             assert out.item() == float(sum(ranks) + k * len(ranks))
         assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="dyn.loop.global").item() == n
         assert hvd.remove_process_set(ps)
+
+
+def test_every_collective_in_even_and_odd_sets_then_removed():
+    # Horovod's pattern: each test adds its even/odd sets, runs, and removes them.
+    n, r = hvd.size(), hvd.rank()
+    even = hvd.add_process_set(list(range(0, n, 2)))
+    odd = hvd.add_process_set(list(range(1, n, 2)))
+    ps = even if r % 2 == 0 else odd
+    root = ps.ranks[0]
+    got = hvd.broadcast(torch.full((2, 2), float(r)), root_rank=root, name="dyn.bcast", process_set=ps)
+    assert torch.equal(got, torch.full((2, 2), float(root)))
+    gathered = hvd.allgather(torch.full((ps.rank() + 1, 1), float(r)), name="dyn.gather", process_set=ps)
+    assert gathered.flatten().tolist() == [float(q) for k, q in enumerate(ps.ranks) for _ in range(k + 1)]
+    avg = hvd.allreduce(torch.tensor([float(r)]), op=hvd.Average, name="dyn.avg", process_set=ps)
+    assert avg.item() == sum(ps.ranks) / len(ps.ranks)
+    hvd.barrier(process_set=ps)
+    assert hvd.remove_process_set(odd) and hvd.remove_process_set(even)
