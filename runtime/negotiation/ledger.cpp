@@ -233,7 +233,12 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
         requeued.push_back(registry_.spec(*old_id));
       }
     } else {
-      out.errors.push_back({cycle, it->first, mismatch_message(it->second)});
+      // Name the ranks that announced each spec, not the ranks outside the set that members
+      // announced for.
+      auto groups = it->second;
+      const auto outside = outsiders(groups.front().spec);
+      for (auto& g : groups) g.ranks.and_not(outside);
+      out.errors.push_back({cycle, it->first, mismatch_message(groups)});
     }
     it = table_.erase(it);
   }

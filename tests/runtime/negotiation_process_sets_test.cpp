@@ -80,6 +80,21 @@ TEST_P(negotiation_process_sets, a_rank_outside_the_set_is_refused_with_horovods
             "allreduce('y') in process set 9: process set 9 does not exist or has not been registered");
 }
 
+TEST_P(negotiation_process_sets, a_mismatch_inside_a_set_names_only_its_members) {
+  auto sim = four_ranks_two_sets(GetParam(), 11);
+  for (int r : {1, 2}) sim->enqueue(r, in_set("m", 2));
+  auto other = in_set("m", 2);
+  other.shape = {5};
+  sim->enqueue(3, other);
+  ASSERT_TRUE(sim->run_until_idle());
+  EXPECT_EQ(sim->divergence(), "");
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(sim->record(r).errors.size(), 1u) << "rank " << r;
+    EXPECT_EQ(sim->record(r).errors[0].message,
+              "allreduce('m') in process set 2: shape [5] on rank 3 but [4] on ranks 1-2");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(strategies, negotiation_process_sets, ::testing::Values("gossip", "central"));
 
 TEST(process_set_table, ids_lookups_and_errors) {
