@@ -56,6 +56,21 @@ result<int> process_set_table::add(std::vector<int> ranks) {
   return id;
 }
 
+status process_set_table::insert(int id, std::vector<int> ranks) {
+  if (id <= 0) return {errc::invalid_argument, "process set id " + std::to_string(id) + " is not above 0"};
+  auto sorted = normalize_ranks(std::move(ranks), world_size_);
+  if (!sorted) return sorted.error();
+  auto set = std::make_shared<process_set>();
+  set->id = id;
+  set->ranks = std::move(*sorted);
+  std::lock_guard lk(mu_);
+  if (sets_.count(id)) return {errc::invalid_argument, "process set id " + std::to_string(id) + " is taken"};
+  sets_.emplace(id, std::move(set));
+  std::erase(free_ids_, id);
+  next_id_ = std::max(next_id_, id + 1);
+  return {};
+}
+
 status process_set_table::remove(int id) {
   if (id == 0) return {errc::invalid_argument, "the global process set (id 0) cannot be removed"};
   std::lock_guard lk(mu_);

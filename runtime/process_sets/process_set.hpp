@@ -43,6 +43,9 @@ class process_set_table {
   /// removes in the same order gets the same ids. A set with the same ranks already registered:
   /// errc::invalid_argument naming its id.
   result<int> add(std::vector<int> ranks);
+  /// Registers `ranks` under id `id` (> 0): trace replay rebuilds a recorded job's sets. A
+  /// taken id or bad ranks: errc::invalid_argument.
+  status insert(int id, std::vector<int> ranks);
   /// Forgets set `id`. The global set and unknown ids: errc::invalid_argument.
   status remove(int id);
   /// The set, or null when `id` is not registered.
