@@ -15,6 +15,11 @@
 // this rank + start_window. An allgather's or alltoall's row chunk is handed out only once
 // every earlier chunk (its counts among them) has ended here.
 //
+// Process sets: a bucket of another set than the global one runs among its members
+// (bucket_job::members, member-local rank and size; flat algorithms only). A rank outside the
+// set plans the same bucket as a bystander, so its sequence numbers match every rank's, and
+// hands each of its chunks to completion as ended, unrun.
+//
 // Autotune: after tunables_pending{c}, batches of cycle c or later wait until the
 // tunables_switch for c arrives; then they are planned with its chunk size, fusion and
 // in-place thresholds, and chunks go to its number of streams. The same on every rank.
