@@ -80,6 +80,7 @@ result<config> read_config(const env_lookup& get) {
   });
   take(st, r.flag("CHORUS_EARLY_START"), p.early_start);
   take(st, r.flag("CHORUS_HOLD_WHEN_AHEAD"), p.hold_when_ahead);
+  take(st, r.flag("CHORUS_DYNAMIC_PROCESS_SETS"), p.dynamic_process_sets);
   take(st, r.whole("CHORUS_FUSION_THRESHOLD"), p.fusion_threshold);
   take(st, r.whole("CHORUS_IN_PLACE_BYTES"), p.in_place_bytes);
   auto secs = [](uint64_t s) { return std::chrono::seconds(static_cast<int64_t>(s)); };

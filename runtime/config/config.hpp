@@ -46,6 +46,7 @@ struct pipeline_config {
   std::chrono::microseconds cycle_time{1000};   ///< CHORUS_CYCLE_TIME_MS (HOROVOD_CYCLE_TIME)
   bool early_start = false;                     ///< CHORUS_EARLY_START
   bool hold_when_ahead = true;                  ///< CHORUS_HOLD_WHEN_AHEAD
+  bool dynamic_process_sets = false;            ///< CHORUS_DYNAMIC_PROCESS_SETS (HOROVOD_DYNAMIC_PROCESS_SETS)
   std::size_t fusion_threshold = 64u << 20;     ///< CHORUS_FUSION_THRESHOLD (HOROVOD_FUSION_THRESHOLD)
   std::size_t in_place_bytes = 1u << 20;        ///< CHORUS_IN_PLACE_BYTES
   std::chrono::seconds stall_check{60};         ///< CHORUS_STALL_CHECK_TIME_SECONDS (HOROVOD_...)

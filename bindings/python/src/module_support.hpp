@@ -41,5 +41,7 @@ std::unique_ptr<torch_op> submit(Submit&& f) {
 void register_scatter_ops(pybind11::module_& m);
 /// Adds join (join_ops.cpp).
 void register_join(pybind11::module_& m);
+/// Adds init_with_process_sets, add/remove_process_set and the set look-ups (process_set_ops.cpp).
+void register_process_sets(pybind11::module_& m);
 
 }  // namespace chorus::python

@@ -14,13 +14,13 @@ from chorus.torch.mpi_ops import (Average, _chorus_op, _fresh_copy, _grad_name, 
 
 # ------------------------------------------------------------------------------ reducescatter
 
-def _submit_reducescatter(tensor, name, handle, code, prescale_factor, transient=None):
+def _submit_reducescatter(tensor, name, handle, code, prescale_factor, transient=None, ps=0):
     src = tensor
     if prescale_factor != 1.0:
         src = _fresh_copy(tensor)  # the input is not modified
         _scale_(src, prescale_factor)
     return _lib.reducescatter_async(_to_host(src), _op_name("reducescatter", name, handle), code,
-                                    transient=_unnamed(name) if transient is None else transient)
+                                    transient=_unnamed(name) if transient is None else transient, process_set=ps)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
@@ -28,7 +28,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     """Starts reducing `tensor` (same shape on every rank) over all ranks; this rank gets its
     slice of the first dimension (dim0 // size rows, one more on the first dim0 % size ranks).
     Returns a handle; synchronize() returns the slice."""
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set)
     code = _chorus_op(op)
 
     def finish(results, ops):
@@ -36,14 +36,18 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
         _scale_(out, postscale_factor)
         return out
 
-    return _start(lambda handle: [_submit_reducescatter(tensor, name, handle, code, prescale_factor)], finish)
+    return _start(lambda handle: [_submit_reducescatter(tensor, name, handle, code, prescale_factor, ps=ps)], finish)
 
 
-def _gather_back(grad, op, prescale_factor, postscale_factor):
-    """Backward of a reduce-scatter: every rank's slice gradient, gathered and scaled as the
-    forward scaled this rank's contribution."""
-    full = allgather(grad)
-    scale = prescale_factor * postscale_factor / (size() if op == Average else 1)
+def _set_size(process_set):
+    return size() if process_set is None or process_set.process_set_id == 0 else process_set.size()
+
+
+def _gather_back(grad, op, prescale_factor, postscale_factor, process_set=global_process_set):
+    """Backward of a reduce-scatter: every rank's slice gradient, gathered (in its process set)
+    and scaled as the forward scaled this rank's contribution."""
+    full = allgather(grad, process_set=process_set)
+    scale = prescale_factor * postscale_factor / (_set_size(process_set) if op == Average else 1)
     return full * scale if scale != 1.0 else full
 
 
@@ -53,11 +57,12 @@ class HorovodReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
         ctx.op, ctx.prescale_factor, ctx.postscale_factor = op, prescale_factor, postscale_factor
+        ctx.process_set = process_set
         return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
 
     @staticmethod
     def backward(ctx, grad_output):
-        return _gather_back(grad_output, ctx.op, ctx.prescale_factor, ctx.postscale_factor), \
+        return _gather_back(grad_output, ctx.op, ctx.prescale_factor, ctx.postscale_factor, ctx.process_set), \
             None, None, None, None, None
 
 
@@ -73,7 +78,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reducescatter of each tensor of the list; one handle for the group."""
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set)
     code = _chorus_op(op)
     tensors = list(tensors)
     if not tensors:
@@ -82,7 +87,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     def submit(handle):
         for i, t in enumerate(tensors):
             member = "%s.%d" % (name, i) if name else "grouped.noname.%d.%d" % (handle, i)
-            yield _submit_reducescatter(t, member, handle, code, prescale_factor, transient=_unnamed(name))
+            yield _submit_reducescatter(t, member, handle, code, prescale_factor, transient=_unnamed(name), ps=ps)
 
     def finish(results, ops):
         for r in results:
@@ -98,13 +103,14 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
         ctx.op, ctx.prescale_factor, ctx.postscale_factor = op, prescale_factor, postscale_factor
+        ctx.process_set = process_set
         return tuple(synchronize(grouped_reducescatter_async(list(tensors), name, op, process_set,
                                                              prescale_factor, postscale_factor)))
 
     @staticmethod
     def backward(ctx, *grads):
-        full = grouped_allgather(list(grads))
-        scale = ctx.prescale_factor * ctx.postscale_factor / (size() if ctx.op == Average else 1)
+        full = grouped_allgather(list(grads), process_set=ctx.process_set)
+        scale = ctx.prescale_factor * ctx.postscale_factor / (_set_size(ctx.process_set) if ctx.op == Average else 1)
         return (None, None, None, None, None, *[g * scale if scale != 1.0 else g for g in full])
 
 
@@ -123,8 +129,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     """Starts sending splits[i] rows of `tensor`'s first dimension to rank i (without splits:
     dim 0 split equally). Returns a handle; synchronize() returns (rows received in rank order,
     int32 tensor of the rows received from each rank)."""
-    _check_process_set(process_set)
-    n = size()
+    ps = _check_process_set(process_set)
+    n = size() if ps == 0 else process_set.size()
     if splits is None:
         dim0 = tensor.shape[0] if tensor.dim() > 0 else -1
         if dim0 < 0 or dim0 % n:
@@ -138,7 +144,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         return _like(results[0], tensor), torch.tensor(_lib.received_splits(ops[0]), dtype=torch.int32)
 
     return _start(lambda handle: [_lib.alltoall_async(_to_host(tensor), _op_name("alltoall", name, handle),
-                                                      split_list, transient=_unnamed(name))], finish)
+                                                      split_list, transient=_unnamed(name), process_set=ps)],
+                  finish)
 
 
 class HorovodAlltoall(torch.autograd.Function):
