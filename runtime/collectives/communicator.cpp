@@ -1,7 +1,9 @@
 // Chunking, sequence numbering and stream assignment of collectives; blocking wrappers.
 #include "runtime/collectives/communicator.hpp"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "runtime/collectives/alltoall_op.hpp"
 #include "runtime/collectives/exchange_op.hpp"
@@ -274,6 +276,11 @@ status communicator::wait(const std::function<void(callback)>& start) {
     s->ready.store(1, std::memory_order_release);
     s->ready.notify_one();
   });
+  // Small collectives finish in microseconds: look for a while (yielding the core) before
+  // sleeping, whose wake-up alone costs more than such a collective.
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (s->ready.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < spin_until)
+    std::this_thread::yield();
   s->ready.wait(0, std::memory_order_acquire);
   return s->st;
 }

@@ -164,7 +164,12 @@ void tcp_transport::run_io() {
       last_work = clock::now();
       continue;
     }
-    if (clock::now() - last_work < opts_.shm_spin) continue;
+    if (clock::now() - last_work < opts_.shm_spin) {
+      // Polling, but a thread that waits to run here (the caller, a peer rank on a busy core)
+      // gets the core first.
+      std::this_thread::yield();
+      continue;
+    }
     // Sleep (ring.hpp step 3): flag every ring, look once more, then wait for the next event;
     // a sender that publishes meanwhile sees a flag and rings the doorbell on TCP.
     for (auto* c : rings) c->ring_sleeping(true);
