@@ -16,7 +16,7 @@
 //       N negotiator actors in this one process (no chorusrun), only the wire modelled
 //   chorus-bench negotiation --processes [--strategy S] [--cycles K] [--gap-us G] [--cycle-time-us C]
 //       per-cycle negotiation across the processes of a chorusrun job
-//   chorus-bench autotune [--steps K] [--grid-steps G] [--max-steps M] [--cost-rounds R] [--compute-us U]
+//   chorus-bench autotune [--steps K] [--grid-steps G] [--max-steps M] [--cost-steps C] [--compute-us U]
 //                         [--grid-streams 1,2,4,8] [--grid-chunks 256K,1M,4M] [--grid-fusion 1M,8M,64M]
 //                         [--retune-signal FILE]
 //       the autotuner from a poor start against a grid of fixed configurations (RESULT autotune,
@@ -99,7 +99,7 @@ struct options {
                "       chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]\n"
                "                                [--tensors T] [--threads X] [--busy-poll]   (one process)\n"
                "       chorus-bench negotiation --processes [--strategy S] [--cycles K] [--gap-us G] [--cycle-time-us C]\n"
-               "       chorus-bench autotune [--steps K] [--grid-steps G] [--max-steps M] [--cost-rounds R]\n"
+               "       chorus-bench autotune [--steps K] [--grid-steps G] [--max-steps M] [--cost-steps C]\n"
                "                             [--compute-us U] [--grid-streams 1,2,4,8] [--grid-chunks 256K,1M,4M]\n"
                "                             [--grid-fusion 1M,8M,64M] [--retune-signal FILE]\n"
                "       chorus-bench demo\n"
@@ -142,7 +142,7 @@ options parse(int argc, char** argv) {
     else if (a == "--processes") o.processes = true;
     else if (a == "--grid-steps") o.autotune.grid_steps = std::stoi(value());
     else if (a == "--max-steps") o.autotune.max_steps = std::stoi(value());
-    else if (a == "--cost-rounds") o.autotune.cost_rounds = std::stoi(value());
+    else if (a == "--cost-steps") o.autotune.cost_steps = std::stoi(value());
     else if (a == "--grid-streams") o.autotune.grid_streams = bench::parse_sizes(value());
     else if (a == "--grid-chunks") o.autotune.grid_chunks = bench::parse_sizes(value());
     else if (a == "--grid-fusion") o.autotune.grid_fusion = bench::parse_sizes(value());

@@ -14,10 +14,10 @@ struct process_env;
 namespace chorus::bench {
 
 struct autotune_bench_options {
-  int steps = 10;                              ///< --steps: timed steps per block (start, tuned, cost)
+  int steps = 10;                              ///< --steps: timed steps of the start and after a retune
   int grid_steps = 3;                          ///< --grid-steps: timed steps per grid point (after 1 warm-up)
   int max_steps = 600;                         ///< --max-steps: the tuned run's cap before it converges
-  int cost_rounds = 2;                         ///< --cost-rounds: tuned/fixed block pairs for the cost
+  int cost_steps = 20;                         ///< --cost-steps: converged steps, tuned and then fixed
   std::chrono::microseconds compute{0};        ///< --compute-us: busy work before each tensor
   std::vector<std::size_t> grid_streams = {1, 2, 4, 8};             ///< --grid-streams
   std::vector<std::size_t> grid_chunks = {256u << 10, 1u << 20, 4u << 20};   ///< --grid-chunks

@@ -20,7 +20,7 @@ TEST(bench_autotune, a_tiny_run_prints_well_formed_results_and_a_log) {
   std::string log = dir + "/autotune.csv";
   local_job job(2,
                 {CHORUS_BENCH_PATH, "autotune", "--grid-streams", "1,2", "--grid-chunks", "256K", "--grid-fusion",
-                 "1M", "--grid-steps", "1", "--steps", "1", "--max-steps", "8", "--cost-rounds", "1"},
+                 "1M", "--grid-steps", "1", "--steps", "1", "--max-steps", "8", "--cost-steps", "1"},
                 {{"CHORUS_NUM_STREAMS", "2"},
                  {"CHORUS_AUTOTUNE_LOG", log},
                  {"CHORUS_AUTOTUNE_STEPS_PER_SAMPLE", "1"},
