@@ -38,7 +38,7 @@ done
 export CHORUS_AUTOTUNE_LOG="$log"
 plot_log() {
   [ -n "$plot" ] || return 0
-  python3 "$here/../../scripts/plot_autotune.py" "$log" "$plot" --title "$1" && echo "# plot: $plot"
+  /usr/bin/python3 "$here/../../scripts/plot_autotune.py" "$log" "$plot" --title "$1" && echo "# plot: $plot"
 }
 echo "# load before: $(uptime)"
 if [ "$hosts" = 0 ]; then
