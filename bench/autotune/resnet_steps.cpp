@@ -81,4 +81,18 @@ resnet_steps::step resnet_steps::run(pipeline& pipe, bool flag) {
   return {agreed[0], agreed[1] == 0.0};
 }
 
+double resnet_steps::bare() {
+  const float mine = static_cast<float>(comm_.rank() + 1);
+  const float want = static_cast<float>(comm_.size() + 1) / 2.0f;
+  std::fill(grads_, grads_ + resnet50_parameter_count, mine);
+  check(comm_.barrier(), "barrier");
+  auto t0 = clock_type::now();
+  check(comm_.allreduce(grads_, resnet50_parameter_count, dtype::f32, reduce_op::average), "bare allreduce");
+  double ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+  if (grads_[0] != want || grads_[resnet50_parameter_count - 1] != want)
+    throw std::runtime_error("autotune bench: wrong bare allreduce result");
+  check(comm_.allreduce(&ms, 1, dtype::f64, reduce_op::max), "max of bare times");
+  return ms;
+}
+
 }  // namespace chorus::bench

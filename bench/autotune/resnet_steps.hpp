@@ -30,6 +30,10 @@ class resnet_steps {
   /// or wrong result. `flag` is this rank's vote, agreed with the time (see step::all_flag).
   step run(pipeline& pipe, bool flag = false);
 
+  /// The same bytes as one fused allreduce on the communicator's data plane (no pipeline), ms,
+  /// maximum over ranks: what the communicator's own connections allow.
+  double bare();
+
   /// Bytes of gradients per step.
   std::size_t bytes() const;
 
