@@ -13,6 +13,8 @@
 //     counted as the sample that measured it (-1: none).
 //  4. cost: --cost-steps steps tuned (autotune on, converged), then as many with the same
 //     configuration on the fixed pipeline (tuned_step_ms is the median of the tuned ones).
+// The two pipelines use different connections, which shaping by port hash may treat differently:
+// the bench also times the bare fused allreduce on each and prints the ratios divided by theirs.
 // Prints on rank 0 (times: medians of per-step maxima over ranks, ms):
 //   RESULT autotune <N> <start_step_ms> <tuned_step_ms> <grid_best_step_ms> <samples_to_within_5pct>
 //   RESULT autotune_cost <N> <fixed_step_ms> <tuned_converged_step_ms>
@@ -176,6 +178,20 @@ std::vector<tuned_step> run_tuned(pipeline& tuned, resnet_steps& work, autotune_
   return log;
 }
 
+/// The pipelines run on different connections, which the shaping's port hash may treat
+/// differently: the bare fused allreduce on each (5, alternated), and the tuned connections'
+/// median over the fixed ones'.
+double connection_ratio(resnet_steps& fixed_work, resnet_steps& tuned_work, bool lead, const char* label) {
+  std::vector<double> f, t;
+  for (int i = 0; i < 5; ++i) f.push_back(fixed_work.bare()), t.push_back(tuned_work.bare());
+  const double ratio = median(t) / median(f);
+  if (lead)
+    std::printf("# %s: bare fused allreduce of the same bytes on the fixed pipeline's connections %.2f ms, on the "
+                "tuned one's %.2f ms (medians of 5, alternated): connections %.3f\n",
+                label, median(f), median(t), ratio);
+  return ratio;
+}
+
 /// Rank 0 asks the harness to change the network (creates `path`) and waits until it is done
 /// (the harness removes it); every rank then meets at a barrier.
 void change_network(communicator& comm, const std::string& path) {
@@ -279,10 +295,7 @@ int run_autotune_bench(const process_env& env, const autotune_bench_options& o) 
   auto tuned_ms = block(**tuned, tuned_work, 0, o.cost_steps);
   check((*fixed)->set_tunables(tuned_watch->now().in_force), "set_tunables");
   auto fixed_ms = block(**fixed, work, 1, o.cost_steps);
-  // The two pipelines run on different connections: the bare fused allreduce on each, alternated,
-  // says how much of a difference is theirs.
-  std::vector<double> bare_fixed, bare_tuned;
-  for (int i = 0; i < 5; ++i) bare_fixed.push_back(work.bare()), bare_tuned.push_back(tuned_work.bare());
+  const double connections = connection_ratio(work, tuned_work, lead, "cost");
   auto end = tuned_watch->now();
   if (lead) {
     if (end.switches != at.switches || (converged && !end.watching))
@@ -290,9 +303,9 @@ int run_autotune_bench(const process_env& env, const autotune_bench_options& o) 
                   end.watching ? "watching" : "searching");
     std::printf("RESULT autotune %d %.2f %.2f %.2f %ld\n", comm.size(), start_ms, median(tuned_ms), grid.best_ms,
                 samples_to_within(log, grid.best_ms));
-    std::printf("# cost: bare fused allreduce of the same bytes on the fixed pipeline's connections %.2f ms, on the "
-                "tuned one's %.2f ms (medians of 5, alternated)\n",
-                median(bare_fixed), median(bare_tuned));
+    std::printf("# tuned / grid best %.3f, / (grid best x connections) %.3f; tuned / fixed %.3f, / connections %.3f\n",
+                median(tuned_ms) / grid.best_ms, median(tuned_ms) / (grid.best_ms * connections),
+                median(tuned_ms) / median(fixed_ms), median(tuned_ms) / (median(fixed_ms) * connections));
     std::printf("RESULT autotune_cost %d %.2f %.2f\n", comm.size(), median(fixed_ms), median(tuned_ms));
     std::fflush(stdout);
   }
@@ -316,8 +329,11 @@ int run_autotune_bench(const process_env& env, const autotune_bench_options& o) 
                   describe(now.in_force).c_str());
     const double retuned_ms = median(block(**tuned, tuned_work, 0, o.steps));
     auto regrid = run_grid(**fixed, work, o, poor, lead, "new grid");
+    const double reconnections = connection_ratio(work, tuned_work, lead, "retune");
     long k = samples_to_within(relog, regrid.best_ms);
     if (lead) {
+      std::printf("# retune: retuned / new grid best %.3f, / (new grid best x connections) %.3f\n",
+                  retuned_ms / regrid.best_ms, retuned_ms / (regrid.best_ms * reconnections));
       std::printf("RESULT autotune_retune %d %ld %.2f %.2f\n", comm.size(),
                   k < 0 ? -1L : k - static_cast<long>(samples_at_change), regrid.best_ms, retuned_ms);
       std::fflush(stdout);
