@@ -583,5 +583,21 @@ TEST(pipeline_e2e, set_tunables_is_refused_while_autotuning) {
   stop_job(job);
 }
 
+TEST(pipeline_e2e, an_autotune_streams_axis_above_the_connections_is_refused_naming_both) {
+  process_env env;
+  env.source = "chorus";
+  auto comm = communicator::create(env, tcp::tcp_options{}, collective_options{});
+  ASSERT_TRUE(comm.ok()) << comm.error().to_string();
+  pipeline_options o;
+  o.autotune.enabled = true;
+  o.autotune.max_streams = 9;
+  auto pipe = pipeline::start(**comm, o);
+  ASSERT_FALSE(pipe.ok());
+  EXPECT_EQ(pipe.error().code(), errc::config);
+  EXPECT_NE(pipe.error().message().find("CHORUS_MAX_STREAMS=9 but only CHORUS_NUM_STREAMS=8"), std::string::npos)
+      << pipe.error().to_string();
+  (*comm)->close();
+}
+
 }  // namespace
 }  // namespace chorus
