@@ -16,6 +16,11 @@
 #                               the same across H emulated hosts (bench/hosts/hosts.sh, root):
 #                               RESULT chorus_hosts / gloo_hosts lines, and RESULT link_hosts H
 #                               <flow_GBps> <link_GBps> computed from the shaping
+#   ./chorus.sh bench-autotune [-np N | --emulated-hosts H [--ranks-per-host L] [--link R] [--flow R]
+#                     [--slow-fraction F]] [--log FILE] [--plot PNG] [autotune options]
+#                               chorus-bench autotune (bench/hosts/bench_autotune.sh): the autotuner
+#                               from a poor start against a grid of fixed configurations: RESULT
+#                               autotune / autotune_cost lines, the CSV log in FILE, its plot in PNG
 #   ./chorus.sh soak [--ops N] [--seed S]
 #                               3 ranks, N (100000) checked operations of random kinds, dtypes,
 #                               sizes and names with random delays: RESULT soak <ops> <errors>
@@ -105,6 +110,11 @@ case "$cmd" in
     if [ "${1:-}" = "-np" ]; then np="$2"; shift 2; fi
     exec "$build_dir/bindings/cli/chorusrun" -np "$np" --timeout 1200 -- "$build_dir/bench/chorus-bench" allreduce "$@"
     ;;
+  bench-autotune)
+    build
+    chorus_install_deps python3-matplotlib   # --plot
+    exec bash "$root/bench/hosts/bench_autotune.sh" "$build_dir" "$@"
+    ;;
   soak)
     build
     ops=100000
@@ -122,7 +132,7 @@ case "$cmd" in
     ;;
   *)
     echo "usage: ./chorus.sh demo | test [--sanitize address|undefined|thread] [ctest args] | fuzz [SECONDS] [TARGET...]" >&2
-    echo "       | fuzz --seeds | bench [-np N] [options] | bench --emulated-hosts H [...] | soak [--ops N] | build" >&2
+    echo "       | fuzz --seeds | bench [-np N] [options] | bench --emulated-hosts H [...] | bench-autotune [...] | soak [--ops N] | build" >&2
     exit 2
     ;;
 esac

@@ -23,11 +23,16 @@ void maybe_submit(self_ptr self, steady_time now) {
 
 }  // namespace
 
+int autotune_max_streams(const pipeline_options& o, int streams) {
+  return o.autotune.max_streams > 0 ? o.autotune.max_streams : streams;
+}
+
 pipeline_options with_autotune_start(pipeline_options o, int streams) {
   if (!o.autotune.enabled) return o;
-  tuning::knob_values v{streams, o.chunk_bytes, o.fusion_threshold,
+  tuning::knob_values v{o.start_streams > 0 ? o.start_streams : streams, o.chunk_bytes, o.fusion_threshold,
                         std::chrono::duration_cast<std::chrono::microseconds>(o.cycle_time), o.in_place_bytes};
-  auto s = autotune_start(v, streams);
+  auto s = autotune_start(v, autotune_max_streams(o, streams));
+  o.start_streams = s.streams < streams ? s.streams : 0;
   o.chunk_bytes = s.chunk_bytes;
   o.fusion_threshold = s.fusion_threshold;
   o.cycle_time = s.cycle_time;
@@ -39,8 +44,8 @@ autotuner_config autotuner_config_of(const pipeline_options& o, int rank, int si
   autotuner_config c;
   c.rank = rank;
   c.size = size;
-  c.max_streams = streams;
-  c.start = {streams, o.chunk_bytes, o.fusion_threshold,
+  c.max_streams = autotune_max_streams(o, streams);
+  c.start = {o.start_streams > 0 ? o.start_streams : streams, o.chunk_bytes, o.fusion_threshold,
              std::chrono::duration_cast<std::chrono::microseconds>(o.cycle_time), o.in_place_bytes};
   c.steps_per_sample = o.autotune.steps_per_sample;
   c.log_path = o.autotune.log_path;
@@ -135,6 +140,7 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
           CHORUS_LOG(info, "autotune", "window=" << w.window << " score=" << w.score << " dropped: searching again");
         e.in_force = telemetry_of(st.in_force);
         e.digest = st.tuner->digest();
+        e.watching = st.tuner->phase() == tuning::tuner_phase::watching;
         auto sw = switch_of(st.in_force, w.cycle + 1);
         self->send(st.wired.fusion, sw);  // always: fusion holds the batches of cycle + 1 for it
         auto now = std::chrono::steady_clock::now();

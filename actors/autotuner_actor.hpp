@@ -60,6 +60,8 @@ struct autotuner_state {
 /// The configured tunables as the autotuner starts from them: the nearest point of its grid
 /// (the pipeline configures fusion, negotiator and senders with these when autotuning).
 tuning::knob_values autotune_start(const tuning::knob_values& configured, int max_streams);
+/// The top of the streams axis: CHORUS_MAX_STREAMS, or all `streams` connections when 0.
+int autotune_max_streams(const pipeline_options& opts, int streams);
 /// With opts.autotune on, opts with its tunables snapped to the grid (every rank alike), so
 /// that the first batches are planned as the tuner's first sample assumes; else opts.
 pipeline_options with_autotune_start(pipeline_options opts, int streams);

@@ -78,6 +78,18 @@ negotiation::negotiation_options negotiation_options_of(const pipeline_options& 
   return n;
 }
 
+/// The tunables `t` for every batch fusion plans after these messages, with the autotuner's
+/// two messages: a hold from cycle 0 (any later batch) and the switch for it, back to back from
+/// one sender, so in this order in fusion's mailbox. Only sound while nothing is in negotiation
+/// (pipeline::set_tunables' contract), where "any later batch" is the same batch on every rank.
+void send_switch(const pipeline_wired& a, const telemetry::tunables& t) {
+  tunables_switch sw{0, t.streams, t.chunk_bytes, t.fusion_threshold, t.in_place_bytes, t.cycle_time.count()};
+  caf::anon_send(a.fusion, tunables_pending{0});
+  caf::anon_send(a.fusion, sw);
+  caf::anon_send(a.negotiator, sw);
+  for (const auto& s : a.senders) caf::anon_send(s, sw);
+}
+
 /// Latency over throughput: workers sleep instead of spinning (TOOLCHAIN.md: remote round
 /// trips 320-530 µs with CAF's default polling, 89-101 µs with these on two cores).
 void tune(caf::actor_system_config& cfg, const pipeline_options& o) {
@@ -179,6 +191,13 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
                                     " streams=" + std::to_string(streams) + " start_window=" +
                                     std::to_string(opts.start_window) + " chunks_in_flight=" +
                                     std::to_string(opts.chunks_in_flight) + "; each must be at least 1"};
+  if (configured.autotune.enabled && configured.autotune.max_streams > streams)
+    return status{errc::config, "pipeline: CHORUS_MAX_STREAMS=" + std::to_string(configured.autotune.max_streams) +
+                                    " but only CHORUS_NUM_STREAMS=" + std::to_string(streams) +
+                                    " connections per peer are opened; raise CHORUS_NUM_STREAMS or lower CHORUS_MAX_STREAMS"};
+  if (opts.start_streams < 0 || opts.start_streams > streams)
+    return status{errc::config, "pipeline: start_streams=" + std::to_string(opts.start_streams) + ", expected 0 (all) or 1.." +
+                                    std::to_string(streams) + " (CHORUS_NUM_STREAMS)"};
   if (opts.stream_placement != "speed" && opts.stream_placement != "round_robin")
     return status{errc::config,
                   "pipeline: stream_placement='" + opts.stream_placement + "'; expected speed or round_robin"};
@@ -289,12 +308,13 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
                                              });
   if (opts.autotune.enabled) a.autotuner = sys.spawn(autotuner_actor, autotuner_config_of(opts, rank, size, streams));
   a.observer = opts.observer;
-  if (a.observer)
-    a.observer->on_tunables({opts.fusion_threshold, opts.chunk_bytes, streams,
-                             std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time),
-                             opts.in_place_bytes},
-                            std::chrono::steady_clock::now());
+  const telemetry::tunables first{opts.fusion_threshold, opts.chunk_bytes,
+                                  opts.start_streams > 0 ? opts.start_streams : streams,
+                                  std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time),
+                                  opts.in_place_bytes};
+  if (a.observer) a.observer->on_tunables(first, std::chrono::steady_clock::now());
   for (auto& actor : p->all()) caf::anon_send(actor, a);
+  if (first.streams < streams) send_switch(a, first);  // before any batch: nothing negotiated yet
 
   // 2. Control plane: the link is connected already (with the data plane); CAF's publishes,
   //    exchanges endpoints and connects (bounded by connect_timeout).
@@ -353,6 +373,26 @@ void pipeline::join(std::function<void(const status&, int)> done) {
     }
   }
   if (done) done({errc::shutdown, "join: shut down"}, -1);
+}
+
+status pipeline::set_tunables(const telemetry::tunables& t) {
+  std::shared_lock lk(mu_);
+  if (stopped_) return {errc::shutdown, "set_tunables: the pipeline is shut down"};
+  auto& p = *impl_;
+  if (p.opts.autotune.enabled)
+    return {errc::config, "set_tunables: CHORUS_AUTOTUNE=1 owns the tunables; set them with autotune off"};
+  const int streams = p.comm.num_streams();
+  if (t.streams < 1 || t.streams > streams)
+    return {errc::invalid_argument, "set_tunables: streams=" + std::to_string(t.streams) + ", expected 1.." +
+                                        std::to_string(streams) + " (CHORUS_NUM_STREAMS connections per peer)"};
+  if (t.chunk_bytes < 1 || t.fusion_threshold < 1 || t.cycle_time.count() < 1)
+    return {errc::invalid_argument, "set_tunables: chunk_bytes=" + std::to_string(t.chunk_bytes) +
+                                        " fusion_threshold=" + std::to_string(t.fusion_threshold) +
+                                        " cycle_time_us=" + std::to_string(t.cycle_time.count()) +
+                                        "; each must be at least 1"};
+  send_switch(p.actors, t);
+  if (p.actors.observer) p.actors.observer->on_tunables(t, std::chrono::steady_clock::now());
+  return {};
 }
 
 pipeline_stats pipeline::stats() {

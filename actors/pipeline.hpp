@@ -73,6 +73,9 @@ struct pipeline_options {
   /// tunables above are where the search starts (snapped to its grid), CHORUS_NUM_STREAMS
   /// connections are opened and 1 .. that many are used.
   autotune_config autotune;
+  /// Streams (senders) that get chunks from the start, 1..CHORUS_NUM_STREAMS; 0: all. With
+  /// autotune on, where its streams axis starts. Not a variable (benchmarks set it).
+  int start_streams = 0;
   /// Where the actors report (telemetry/setup.hpp builds it from CHORUS_METRICS_*,
   /// CHORUS_TRACE); null: telemetry off. Not set by from_config().
   std::shared_ptr<telemetry::observer> observer;
@@ -142,6 +145,15 @@ class pipeline {
   /// Never call it from a done callback (it waits for the actor that runs the callback).
   void shutdown();
   ~pipeline();
+
+  /// Fixed-schedule switch, with autotune off: the tunables of every batch fusion plans from
+  /// now on (streams used 1..num_streams, chunk size, fusion and in-place thresholds, cycle
+  /// time), sent as the autotuner's tunables_switch is. Contract: the pipeline is quiescent on
+  /// every rank (no operation enqueued and not yet called back) and every rank calls it with
+  /// the same values before any rank enqueues again (e.g. between steps, before a barrier).
+  /// Errors: errc::config while autotuning (the autotuner owns the tunables),
+  /// errc::invalid_argument naming a value out of range, errc::shutdown after shutdown().
+  status set_tunables(const telemetry::tunables& t);
 
   /// Asks the actors for their counters (waits at most one second; empty on timeout).
   pipeline_stats stats();

@@ -16,6 +16,12 @@
 //       N negotiator actors in this one process (no chorusrun), only the wire modelled
 //   chorus-bench negotiation --processes [--strategy S] [--cycles K] [--gap-us G] [--cycle-time-us C]
 //       per-cycle negotiation across the processes of a chorusrun job
+//   chorus-bench autotune [--steps K] [--grid-steps G] [--max-steps M] [--cost-steps C] [--compute-us U]
+//                         [--grid-streams 1,2,4,8] [--grid-chunks 256K,1M,4M] [--grid-fusion 1M,8M,64M]
+//                         [--retune-signal FILE]
+//       the autotuner from a poor start against a grid of fixed configurations (RESULT autotune,
+//       RESULT autotune_cost; with --retune-signal, the harness changes the network midway:
+//       RESULT autotune_retune; bench/autotune/autotune_bench.cpp)
 //   chorus-bench demo      the README's demo: what two ranks did and how fast
 #include <sys/mman.h>
 
@@ -40,6 +46,7 @@
 #include "bench/gloo/gloo_peer.hpp"
 #endif
 #ifdef CHORUS_WITH_PIPELINE
+#include "bench/autotune/autotune_bench.hpp"
 #include "bench/negotiation/negotiation_bench.hpp"
 #include "bench/pipeline/pipeline_bench.hpp"
 #endif
@@ -77,6 +84,8 @@ struct options {
 #ifdef CHORUS_WITH_PIPELINE
   bench::negotiation_bench_options negotiation;
   bool processes = false;
+  bench::autotune_bench_options autotune;
+  bool steps_given = false;
 #endif
 };
 
@@ -90,6 +99,9 @@ struct options {
                "       chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]\n"
                "                                [--tensors T] [--threads X] [--busy-poll]   (one process)\n"
                "       chorus-bench negotiation --processes [--strategy S] [--cycles K] [--gap-us G] [--cycle-time-us C]\n"
+               "       chorus-bench autotune [--steps K] [--grid-steps G] [--max-steps M] [--cost-steps C]\n"
+               "                             [--compute-us U] [--grid-streams 1,2,4,8] [--grid-chunks 256K,1M,4M]\n"
+               "                             [--grid-fusion 1M,8M,64M] [--retune-signal FILE]\n"
                "       chorus-bench demo\n"
                "Run under chorusrun, e.g. chorusrun -np 2 -- chorus-bench allreduce\n",
                why);
@@ -115,7 +127,7 @@ options parse(int argc, char** argv) {
     else if (a == "--hierarchical") o.hierarchical = true;
     else if (a == "--metrics") o.variants.push_back("metrics");
     else if (a == "--trace") o.variants.push_back("trace");
-    else if (a == "--steps") o.steps = std::stoi(value());
+    else if (a == "--steps") o.steps = std::stoi(value()), o.steps_given = true;
     else if (a == "--compute-us") o.compute_us = std::stol(value());
 #ifdef CHORUS_WITH_PIPELINE
     else if (a == "--ranks") o.negotiation.ranks = std::stoi(value());
@@ -128,6 +140,13 @@ options parse(int argc, char** argv) {
     else if (a == "--gap-us") o.negotiation.gap_us = std::stol(value());
     else if (a == "--cycle-time-us") o.negotiation.cycle_time_us = std::stol(value());
     else if (a == "--processes") o.processes = true;
+    else if (a == "--grid-steps") o.autotune.grid_steps = std::stoi(value());
+    else if (a == "--max-steps") o.autotune.max_steps = std::stoi(value());
+    else if (a == "--cost-steps") o.autotune.cost_steps = std::stoi(value());
+    else if (a == "--grid-streams") o.autotune.grid_streams = bench::parse_sizes(value());
+    else if (a == "--grid-chunks") o.autotune.grid_chunks = bench::parse_sizes(value());
+    else if (a == "--grid-fusion") o.autotune.grid_fusion = bench::parse_sizes(value());
+    else if (a == "--retune-signal") o.autotune.retune_signal = value();
 #endif
     else usage(("unknown option " + a).c_str());
   }
@@ -343,6 +362,16 @@ int main(int argc, char** argv) {
       auto comm = communicator::create(*env);
       if (!comm) throw std::runtime_error(comm.error().to_string());
       return bench::run_pipeline_bench(**comm, o.steps, std::chrono::microseconds(o.compute_us), o.variants);
+#else
+      throw std::runtime_error("chorus-bench was built without the actor pipeline (CHORUS_WITH_PIPELINE=OFF)");
+#endif
+    }
+    if (o.mode == "autotune") {
+#ifdef CHORUS_WITH_PIPELINE
+      auto a = o.autotune;
+      if (o.steps_given) a.steps = o.steps;
+      a.compute = std::chrono::microseconds(o.compute_us);
+      return bench::run_autotune_bench(*env, a);
 #else
       throw std::runtime_error("chorus-bench was built without the actor pipeline (CHORUS_WITH_PIPELINE=OFF)");
 #endif

@@ -47,6 +47,7 @@ struct autotune_event {
   bool switched = false;       ///< the tunables changed, in force from batches of cycle + 1
   tunables in_force;           ///< the tunables after this window
   uint64_t digest = 0;         ///< the tuner's state digest after this window
+  bool watching = false;       ///< the search has converged and the tuner watches (after this window)
 };
 
 /// One negotiation cycle of this rank, once it finished.

@@ -7,6 +7,9 @@
 #   hosts.sh up H [--link R] [--flow R] [--slow R] [--slow-fraction F] [--port-bits B]
 #   hosts.sh exec HOST cmd...     run cmd inside HOST (index 0..H-1, address 10.77.0.x or name)
 #   hosts.sh down                 remove everything the last `up` created
+#   hosts.sh reshape [--link R] [--flow R] [--slow R] [--slow-fraction F]
+#                                 change the shaping of the hosts that are up, in place (options
+#                                 left out keep their values; connections stay open)
 #   hosts.sh run H [up options] -- cmd...   up, run cmd (CHORUS_HOSTS_ADDRS set), down on exit
 #   hosts.sh addrs | status       the hosts' addresses (comma separated) | what is up
 #   hosts.sh check                exit 0 when this machine can build hosts, else say why (exit 77)
@@ -147,6 +150,38 @@ cmd_down() {
   rm -f "$active_file"
 }
 
+# The network changes under a running job: every shaped device gets the new tree at once.
+cmd_reshape() {
+  load_active
+  local link flow slow fraction bits
+  link="$(sed -n 's/^link=//p' "$dir/shaping")"; flow="$(sed -n 's/^flow=//p' "$dir/shaping")"
+  slow="$(sed -n 's/^slow=//p' "$dir/shaping")"; fraction="$(sed -n 's/^fraction=//p' "$dir/shaping")"
+  bits="$(sed -n 's/^bits=//p' "$dir/shaping")"
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --link) link="$2"; shift 2 ;;
+      --flow) flow="$2"; shift 2 ;;
+      --slow) slow="$2"; shift 2 ;;
+      --slow-fraction) fraction="$2"; shift 2 ;;
+      *) die "reshape: unknown option '$1'" ;;
+    esac
+  done
+  for r in "$link" "$flow" "$slow"; do rate_bits "$r" >/dev/null || die "reshape: '$r' is not a rate like 4gbit"; done
+  awk -v f="$fraction" 'BEGIN{exit !(f ~ /^[0-9.]+$/ && f >= 0 && f <= 1)}' ||
+    die "reshape: --slow-fraction must be in [0, 1], got '$fraction'"
+  local sw ns addr i=0
+  sw="$(cat "$dir/switch")"
+  while read -r ns addr; do
+    tc -n "$ns" qdisc del dev eth0 root
+    shape_port "$ns" eth0 "$link" "$flow" "$slow" "$fraction" "$bits"
+    tc -n "$sw" qdisc del dev "p$i" root
+    shape_port "$sw" "p$i" "$link" "$flow" "$slow" "$fraction" "$bits"
+    i=$((i + 1))
+  done <"$dir/hosts"
+  printf 'link=%s\nflow=%s\nslow=%s\nfraction=%s\nbits=%s\n' "$link" "$flow" "$slow" "$fraction" "$bits" >"$dir/shaping"
+  echo "hosts.sh: reshaped $tag: link=$link flow=$flow slow=$slow slow-fraction=$fraction" >&2
+}
+
 # Resolves HOST (index, address or namespace name) to "namespace index".
 find_host() {
   local want="$1" ns addr i=0
@@ -200,9 +235,10 @@ case "$what" in
   up) lock; trap '[ -n "${created:-}" ] && [ "${up_done:-}" != 1 ] && cmd_down' EXIT; cmd_up "$@"; up_done=1 ;;
   down) lock; cmd_down ;;
   exec) cmd_exec "$@" ;;
+  reshape) cmd_reshape "$@" ;;
   run) cmd_run "$@" ;;
   addrs) cmd_addrs ;;
   status) load_active; echo "$tag"; cat "$dir/hosts" "$dir/shaping" ;;
   check) why="$(cannot_build)"; [ -z "$why" ] || { echo "cannot build emulated hosts: $why"; exit 77; } ;;
-  *) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

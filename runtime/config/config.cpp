@@ -93,6 +93,7 @@ result<config> read_config(const env_lookup& get) {
 
   auto& a = c.autotune;
   take(st, r.flag("CHORUS_AUTOTUNE"), a.enabled);
+  take(st, r.whole("CHORUS_MAX_STREAMS"), a.max_streams);
   take(st, r.text("CHORUS_AUTOTUNE_LOG"), a.log_path);
   take(st, r.whole("CHORUS_AUTOTUNE_WARMUP_SAMPLES"), a.warmup_samples);
   take(st, r.whole("CHORUS_AUTOTUNE_STEPS_PER_SAMPLE"), a.steps_per_sample);

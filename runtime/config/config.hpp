@@ -61,6 +61,7 @@ struct pipeline_config {
 /// The autotuner (actors/autotuner_actor.hpp, runtime/tuning/).
 struct autotune_config {
   bool enabled = false;             ///< CHORUS_AUTOTUNE (HOROVOD_AUTOTUNE)
+  int max_streams = 0;              ///< CHORUS_MAX_STREAMS: top of the streams axis; 0 = CHORUS_NUM_STREAMS
   std::string log_path;             ///< CHORUS_AUTOTUNE_LOG (HOROVOD_AUTOTUNE_LOG)
   int warmup_samples = 3;           ///< CHORUS_AUTOTUNE_WARMUP_SAMPLES (HOROVOD_...)
   int steps_per_sample = 10;        ///< CHORUS_AUTOTUNE_STEPS_PER_SAMPLE (HOROVOD_...)

@@ -98,6 +98,10 @@ constexpr std::array table{
   variable{"CHORUS_AUTOTUNE", "HOROVOD_AUTOTUNE", kind::choice, "0", 0, 0, "0|1",
            "1: tune streams in use, chunk size, fusion and in-place thresholds and cycle time while the job runs",
            owner::config, ""},
+  variable{"CHORUS_MAX_STREAMS", "", kind::whole, "0", 0, 64, "",
+           "top of the autotuner's streams axis (streams used per peer, 1 .. this); 0 = CHORUS_NUM_STREAMS, "
+           "which it may not exceed (the connections are opened at start)",
+           owner::config, "streams"},
   variable{"CHORUS_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_LOG", kind::text, "", 0, 0, "a file path",
            "rank 0 writes one CSV row per autotune sample (its settings and score) here; empty = none",
            owner::config, ""},

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/fusion/resnet50_sizes.hpp"
@@ -506,6 +507,96 @@ TEST(pipeline_e2e, shutdown_ends_ops_still_in_negotiation) {
   EXPECT_TRUE(w2.wait(0ms));
   EXPECT_EQ(w2.result.code(), errc::shutdown);
   stop_job(job);
+}
+
+/// The streams and sizes of the chunks started, in order.
+struct chunk_observer final : telemetry::observer {
+  std::mutex mu;
+  std::vector<std::pair<int, std::size_t>> chunks;
+  void on_chunk_start(int stream, uint64_t, std::size_t bytes, telemetry::time_point) override {
+    std::lock_guard lk(mu);
+    chunks.emplace_back(stream, bytes);
+  }
+  std::vector<std::pair<int, std::size_t>> take() {
+    std::lock_guard lk(mu);
+    return std::exchange(chunks, {});
+  }
+};
+
+TEST(pipeline_e2e, start_streams_and_set_tunables_decide_the_streams_and_chunks_of_later_batches) {
+  pipeline_options o;
+  o.start_streams = 1;
+  o.chunk_bytes = 1 << 14;
+  o.in_place_bytes = 0;
+  std::vector<std::shared_ptr<chunk_observer>> obs{std::make_shared<chunk_observer>(),
+                                                   std::make_shared<chunk_observer>()};
+  auto job = start_job(2, o, [&](int r) { return obs[static_cast<std::size_t>(r)]; });
+  ASSERT_TRUE(job[0].pipe && job[1].pipe);
+  auto step = [&](const std::string& name) {  // 1 MiB of ones on both ranks: each element sums to 2
+    std::vector<std::thread> threads;
+    std::vector<int> bad(2, 0);
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        std::vector<float> g(1 << 18, 1.0f);
+        waiter w;
+        job[r].pipe->enqueue({make(name, collective_kind::allreduce, dtype::f32, {1 << 18}), g.data(), g.data(),
+                              w.callback()});
+        if (!w.wait() || !w.result.ok() || g.front() != 2.0f || g.back() != 2.0f) ++bad[r];
+      });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(bad, (std::vector<int>{0, 0})) << name;
+  };
+  step("first");
+  for (auto& [stream, bytes] : obs[0]->take()) {
+    EXPECT_EQ(stream, 0);
+    EXPECT_LE(bytes, std::size_t{1} << 14);
+  }
+  // Quiescent on both ranks: both switch before either enqueues again.
+  telemetry::tunables t{64u << 20, 1u << 16, 3, std::chrono::microseconds(500), 0};
+  for (auto& j : job) ASSERT_TRUE(j.pipe->set_tunables(t).ok());
+  step("second");
+  std::set<int> streams;
+  for (auto& [stream, bytes] : obs[0]->take()) {
+    streams.insert(stream);
+    EXPECT_LE(bytes, std::size_t{1} << 16);
+  }
+  EXPECT_GE(streams.size(), 2u);
+  EXPECT_LE(*streams.rbegin(), 2);
+  // Values out of range are refused, naming them.
+  t.streams = 9;
+  auto bad = job[0].pipe->set_tunables(t);
+  EXPECT_EQ(bad.code(), errc::invalid_argument);
+  EXPECT_NE(bad.message().find("streams=9, expected 1..8"), std::string::npos) << bad.to_string();
+  t.streams = 1;
+  t.chunk_bytes = 0;
+  EXPECT_EQ(job[0].pipe->set_tunables(t).code(), errc::invalid_argument);
+  stop_job(job);
+}
+
+TEST(pipeline_e2e, set_tunables_is_refused_while_autotuning) {
+  pipeline_options o;
+  o.autotune.enabled = true;
+  auto job = start_job(1, o);
+  ASSERT_TRUE(job[0].pipe);
+  auto st = job[0].pipe->set_tunables({1u << 20, 1u << 20, 1, std::chrono::microseconds(1000), 1u << 20});
+  EXPECT_EQ(st.code(), errc::config) << st.to_string();
+  stop_job(job);
+}
+
+TEST(pipeline_e2e, an_autotune_streams_axis_above_the_connections_is_refused_naming_both) {
+  process_env env;
+  env.source = "chorus";
+  auto comm = communicator::create(env, tcp::tcp_options{}, collective_options{});
+  ASSERT_TRUE(comm.ok()) << comm.error().to_string();
+  pipeline_options o;
+  o.autotune.enabled = true;
+  o.autotune.max_streams = 9;
+  auto pipe = pipeline::start(**comm, o);
+  ASSERT_FALSE(pipe.ok());
+  EXPECT_EQ(pipe.error().code(), errc::config);
+  EXPECT_NE(pipe.error().message().find("CHORUS_MAX_STREAMS=9 but only CHORUS_NUM_STREAMS=8"), std::string::npos)
+      << pipe.error().to_string();
+  (*comm)->close();
 }
 
 }  // namespace

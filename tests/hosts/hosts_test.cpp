@@ -127,6 +127,28 @@ TEST_F(hosts_test, shaping_has_a_capped_class_per_bucket_and_the_asked_slow_frac
   EXPECT_EQ(count(link), 2) << r.out;
 }
 
+TEST_F(hosts_test, reshape_changes_the_caps_of_hosts_that_are_up) {
+  char path[] = "/tmp/chorus-hosts-tc-XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::string script = hosts_sh + " reshape --flow 500mbit --slow-fraction 0.25\n" +
+                       "tc -n ${CHORUS_HOSTS_TAG}1 class show dev eth0\ntc -n ${CHORUS_HOSTS_TAG}sw class show dev p1\n" +
+                       hosts_sh + " status\n";
+  ASSERT_EQ(::write(fd, script.data(), script.size()), static_cast<ssize_t>(script.size()));
+  ::close(fd);
+  auto r = run("timeout -s TERM -k 10 60 " + hosts_sh + " run 2 -- sh " + path);
+  ::unlink(path);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::regex fast(R"(class htb 1:[0-9a-f]+ parent 1:1 (leaf \S+ )?prio \d+ rate \S+ ceil 500Mbit)");
+  std::regex slow(R"(class htb 1:[0-9a-f]+ parent 1:1 (leaf \S+ )?prio \d+ rate \S+ ceil 250Mbit)");
+  auto count = [&](const std::regex& re) {
+    return std::distance(std::sregex_iterator(r.out.begin(), r.out.end(), re), std::sregex_iterator());
+  };
+  EXPECT_EQ(count(fast), 2 * 48) << r.out;
+  EXPECT_EQ(count(slow), 2 * 16) << r.out;
+  EXPECT_NE(r.out.find("flow=500mbit"), std::string::npos) << "status shows the new shaping:\n" << r.out;
+}
+
 TEST_F(hosts_test, per_node_mode_one_chorusrun_on_each_host) {
   // As a scheduler would: the same secret exported on both nodes, one chorusrun per node.
   std::string run_node = std::string(CHORUSRUN_PATH) + " --nnodes 2 --rendezvous 10.77.0.1:29611 -np 2 --timeout 90";

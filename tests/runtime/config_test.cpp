@@ -98,6 +98,7 @@ std::vector<row> config_rows() {
       {"CHORUS_GPU_OPERATIONS", "host", "host", [](const config& c) { return c.pipeline.gpu_operations; }, "mpi"},
       {"CHORUS_TRACE_MAX_MB", "0", "0", [](const config& c) { return str(c.telemetry.trace_max_mb); }, "lots"},
       {"CHORUS_AUTOTUNE", "1", "1", [](const config& c) { return str(c.autotune.enabled); }, "on"},
+      {"CHORUS_MAX_STREAMS", "4", "4", [](const config& c) { return str(c.autotune.max_streams); }, "65"},
       {"CHORUS_AUTOTUNE_LOG", "/tmp/a.csv", "/tmp/a.csv", [](const config& c) { return c.autotune.log_path; }, nullptr},
       {"CHORUS_AUTOTUNE_WARMUP_SAMPLES", "5", "5", [](const config& c) { return str(c.autotune.warmup_samples); }, "0"},
       {"CHORUS_AUTOTUNE_STEPS_PER_SAMPLE", "20", "20", [](const config& c) { return str(c.autotune.steps_per_sample); },
