@@ -124,7 +124,7 @@ case "$cmd" in
       "$build_dir/tests/chorus-testrank" pipeline-soak "$ops" "$seed"
     ;;
   *)
-    echo "usage: ./chorus.sh demo | test [--sanitize address|undefined|thread] [ctest args] | fuzz [SECONDS] [TARGET...]" >&2
+    echo "usage: ./chorus.sh demo | test [--sanitize address|undefined|thread] [ctest args] | fuzz [SECONDS | --runs N] [TARGET...]" >&2
     echo "       | fuzz --seeds | bench [-np N] [options] | bench --emulated-hosts H [...] | soak [--ops N] | build" >&2
     exit 2
     ;;
