@@ -157,7 +157,9 @@ std::unique_ptr<chunk_op> make_wire_op(const chunk_work& w, int stream, int rank
 }  // namespace
 
 void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(const status&)> done) {
-  const int rank = comm_.rank(), size = comm_.size();
+  // A process set's bucket runs among its members, with member-local ranks (chunk_op::set_members).
+  const bool in_set = w.job && w.job->members;
+  const int rank = in_set ? w.job->group_rank : comm_.rank(), size = in_set ? w.job->group_size : comm_.size();
   const std::size_t segment = comm_.options().segment_bytes;
   const std::size_t elem = size_of(w.type);
   std::unique_ptr<chunk_op> op;
@@ -166,6 +168,7 @@ void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(c
     op = make_wire_op(w, stream, rank, size, segment, *o, done, failed);
     if (failed) return;
     if (op) {
+      if (in_set) op->set_members(w.job->members);
       comm_.run_chunk(std::move(op), [keep = w.job, done = std::move(done)](const status& st) { done(st); });
       return;
     }
@@ -224,6 +227,7 @@ void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(c
       break;
     }
   }
+  if (in_set) op->set_members(w.job->members);
   // The callback keeps the bucket (and so the buffer the op writes) alive until the data
   // plane lets go of the op, even if the pipeline has shut down by then.
   comm_.run_chunk(std::move(op), [keep = w.job, done = std::move(done)](const status& st) { done(st); });

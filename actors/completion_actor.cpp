@@ -58,7 +58,10 @@ std::vector<int64_t> received_splits(const bucket_job& job, int rank, int size) 
 /// ranks; `skip` leaves it ok and hands the ranks to every op (op_finished::first_dims).
 std::vector<int64_t> check_nonfinite(self_ptr self, const bucket_job& job, status& st) {
   if (!st.ok() || !job.nonfinite || !job.nonfinite->any()) return {};
-  const auto ranks = job.nonfinite->ranks();
+  auto ranks = job.nonfinite->ranks();
+  if (job.members)  // the rings of a process set count its members: name job ranks
+    for (auto& r : ranks)
+      if (r >= 0 && static_cast<std::size_t>(r) < job.members->size()) r = (*job.members)[static_cast<std::size_t>(r)];
   std::string names, list;
   std::vector<std::string> tensors;
   for (const auto& op : job.ops) {
@@ -79,19 +82,25 @@ std::vector<int64_t> check_nonfinite(self_ptr self, const bucket_job& job, statu
   return std::vector<int64_t>(ranks.begin(), ranks.end());
 }
 
+/// This rank among the ranks `job` ran on (its process set's members, or the job's).
+int group_rank(self_ptr self, const bucket_job& job) { return job.members ? job.group_rank : self->state.cfg.rank; }
+int group_size(self_ptr self, const bucket_job& job) { return job.members ? job.group_size : self->state.cfg.size; }
+
 void finish_bucket(self_ptr self, completion_state::entry& e) {
   auto& job = *e.job;
   status st = e.error.ok() ? job.local_error : e.error;
   const std::vector<int64_t> skipped = check_nonfinite(self, job, st);
   if (!st.ok()) observer_of(self->state.wired).on_error(to_string(st.code()), st, std::chrono::steady_clock::now());
-  if (st.ok() && job.plan.kind == fusable_kind::allgather) {
+  if (job.bystander) {
+    for (const auto& op : job.ops) end_op(self, op, st);  // stand-ins end silently
+  } else if (st.ok() && job.plan.kind == fusable_kind::allgather) {
     end_op(self, job.ops.front(), st, std::move(job.gathered), job.first_dims);
   } else if (st.ok() && job.plan.kind == fusable_kind::alltoall) {
-    end_op(self, job.ops.front(), st, std::move(job.gathered), received_splits(job, self->state.cfg.rank, self->state.cfg.size));
+    end_op(self, job.ops.front(), st, std::move(job.gathered), received_splits(job, group_rank(self, job), group_size(self, job)));
   } else if (st.ok() && job.plan.kind == fusable_kind::reducescatter) {
     const auto& op = job.ops.front();
     auto slice = split_rows(static_cast<std::size_t>(op.spec.shape[0]), job.row_bytes,
-                            self->state.cfg.size)[static_cast<std::size_t>(self->state.cfg.rank)];
+                            group_size(self, job))[static_cast<std::size_t>(group_rank(self, job))];
     if (slice.length) std::memcpy(op.output, job.data + slice.offset, slice.length);
     end_op(self, op, st, {}, skipped);
   } else {
@@ -144,7 +153,7 @@ caf::behavior completion_actor(self_ptr self, completion_config cfg) {
           auto kind = e.job->plan.kind;
           if (kind == fusable_kind::allgather || kind == fusable_kind::alltoall) e.job->local_error = d.result;
         }
-        if (d.result.ok() && e.error.ok() && e.job->fused()) unpack_chunk(e, d.sequence);
+        if (d.result.ok() && e.error.ok() && e.job->fused() && !e.job->bystander) unpack_chunk(e, d.sequence);
         if (--e.left == 0) {
           finish_bucket(self, e);
           s.buckets.erase(it);

@@ -134,11 +134,48 @@ std::vector<bucket> plan_with_in_place(const std::vector<fusion_item>& items, st
   return out;
 }
 
+/// The member-local rank of job rank `root` in `job`'s process set (-1: not a member).
+int local_root(const bucket_job& job, int root) {
+  const auto& m = *job.members;
+  auto it = std::find(m.begin(), m.end(), root);
+  return it == m.end() ? -1 : static_cast<int>(it - m.begin());
+}
+
+/// Where a bucket runs: its process set's members, this rank among them; a bystander when
+/// the set leaves this rank out (or is unknown here: then an error for its ops).
+void place_in_set(const fusion_state& s, bucket_job& job) {
+  const auto& spec = job.ops.front().spec;
+  job.group_rank = s.cfg.rank;
+  job.group_size = s.cfg.size;
+  if (spec.process_set == 0) return;
+  auto set = s.cfg.process_sets ? s.cfg.process_sets->find(spec.process_set) : nullptr;
+  if (!set) {
+    job.bystander = true;
+    job.local_error = {errc::invalid_argument, describe(spec) + ": process set " + std::to_string(spec.process_set) +
+                                                   " is not registered on rank " + std::to_string(s.cfg.rank) +
+                                                   " (removed while the operation was pending?)"};
+    return;
+  }
+  job.group_size = set->size();
+  job.group_rank = std::max(0, set->local_rank(s.cfg.rank));
+  if (!set->includes(s.cfg.rank)) {
+    job.bystander = true;
+    return;
+  }
+  job.members = std::shared_ptr<const std::vector<int>>(set, &set->ranks);
+}
+
 void dispatch(self_ptr self) {
   auto& s = self->state;
   if (s.wired.senders.empty()) return;
   while (!s.waiting.empty()) {
     const auto& w = s.waiting.front();
+    if (w.job && w.job->bystander) {
+      // Not this rank's set: the chunk's sequence number is used up here, nothing runs.
+      self->send(s.wired.completion, chunk_done{w.sequence, w.job->id, -1, {}});
+      s.waiting.pop_front();
+      continue;
+    }
     if (w.sequence >= s.oldest_unfinished + s.cfg.start_window) break;
     const bool counted = w.algo == chunk_algo::allgather_data || w.algo == chunk_algo::alltoall_data;
     if (counted && s.oldest_unfinished < w.sequence) break;
@@ -193,25 +230,27 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       job->plan.members[m].id = m;  // from here on, ids index job->ops
     }
     const auto& spec = job->ops.front().spec;
+    place_in_set(s, *job);
+    const int grank = job->group_rank, gsize = job->group_size;
     if (spec.check != nan_check::off) job->nonfinite = std::make_shared<nonfinite_report>();
     std::vector<chunk_work> works;
     job->first_sequence = s.next_sequence;
     if (bk.kind == fusable_kind::allgather) {
       job->row_bytes = row_bytes_of(spec);
-      job->first_dims.assign(static_cast<std::size_t>(s.cfg.size), 0);
-      job->first_dims[static_cast<std::size_t>(s.cfg.rank)] = job->ops.front().first_dim;
+      job->first_dims.assign(static_cast<std::size_t>(gsize), 0);
+      job->first_dims[static_cast<std::size_t>(grank)] = job->ops.front().first_dim;
       chunk_work counts{s.next_sequence++, chunk_algo::allgather_counts, nullptr,
-                        static_cast<std::size_t>(s.cfg.size) * sizeof(int64_t), dtype::i64, reduce_op::sum, 0, job};
+                        static_cast<std::size_t>(gsize) * sizeof(int64_t), dtype::i64, reduce_op::sum, 0, job};
       chunk_work rows{s.next_sequence++, chunk_algo::allgather_data, nullptr, 0, spec.type, reduce_op::sum, 0, job};
       works.push_back(std::move(counts));
       works.push_back(std::move(rows));
     } else if (bk.kind == fusable_kind::alltoall) {
       // Counts first: every rank's splits (size x size), then the rows, like allgather.
-      const auto n = static_cast<std::size_t>(s.cfg.size);
+      const auto n = static_cast<std::size_t>(gsize);
       job->row_bytes = row_bytes_of(spec);
       job->first_dims.assign(n * n, 0);
       const auto& splits = job->ops.front().splits;
-      std::copy(splits.begin(), splits.end(), job->first_dims.begin() + static_cast<std::ptrdiff_t>(n) * s.cfg.rank);
+      std::copy(splits.begin(), splits.end(), job->first_dims.begin() + static_cast<std::ptrdiff_t>(n) * grank);
       works.push_back(chunk_work{s.next_sequence++, chunk_algo::alltoall_counts, nullptr, n * n * sizeof(int64_t),
                                  dtype::i64, reduce_op::sum, 0, job});
       works.push_back(chunk_work{s.next_sequence++, chunk_algo::alltoall_data, nullptr, 0, spec.type, reduce_op::sum,
@@ -219,8 +258,8 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
     } else if (bk.kind == fusable_kind::reducescatter) {
       // One chunk per window of every rank's slice (identical on every rank: same shape).
       job->row_bytes = row_bytes_of(spec);
-      auto slices = split_rows(static_cast<std::size_t>(spec.shape[0]), job->row_bytes, s.cfg.size);
-      for (const auto& w : scatter_windows(slices, size_of(spec.type), s.cfg.chunk_bytes, s.cfg.size)) {
+      auto slices = split_rows(static_cast<std::size_t>(spec.shape[0]), job->row_bytes, gsize);
+      for (const auto& w : scatter_windows(slices, size_of(spec.type), s.cfg.chunk_bytes, gsize)) {
         works.push_back(chunk_work{s.next_sequence++, chunk_algo::reducescatter, nullptr, w.bytes, spec.type, spec.op,
                                    0, job});
         job->chunk_ranges.emplace_back(w.offset, w.bytes);
@@ -231,14 +270,17 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       const std::size_t chunk_bytes =
           device && s.cfg.device_whole ? std::max<std::size_t>(job->plan.bytes, 1) : s.cfg.chunk_bytes;
       for (const auto& c : plan_chunks({job->plan}, chunk_bytes, s.next_sequence)) {
+        // CUDA buckets and process sets (their own rings) take the flat algorithms.
+        const bool flat = device || spec.process_set != 0;
         chunk_algo algo = bk.kind == fusable_kind::broadcast ? chunk_algo::broadcast
-                          : device                            ? (c.bytes <= s.cfg.small_bytes ? chunk_algo::exchange_allreduce
-                                                                                              : chunk_algo::ring_allreduce)
-                                                              : allreduce_algo(s.cfg, c.bytes);
+                          : flat ? (c.bytes <= s.cfg.small_bytes ? chunk_algo::exchange_allreduce : chunk_algo::ring_allreduce)
+                                 : allreduce_algo(s.cfg, c.bytes);
         // Compression and the NaN/Inf check live in the flat ring (wire_ring_op.hpp).
         if (bk.wire_mode != 0 && (algo == chunk_algo::hier_sharded || algo == chunk_algo::hier_leader))
           algo = chunk_algo::ring_allreduce;
-        works.push_back(chunk_work{c.sequence, algo, nullptr, c.bytes, bk.type, bk.op, bk.root, job});  // data: at dispatch
+        // A broadcast root is a job rank; inside a process set the ring counts members.
+        const int root = job->members ? std::max(0, local_root(*job, bk.root)) : bk.root;
+        works.push_back(chunk_work{c.sequence, algo, nullptr, c.bytes, bk.type, bk.op, root, job});  // data: at dispatch
         job->chunk_ranges.emplace_back(c.offset, c.bytes);
       }
       s.next_sequence += works.size();

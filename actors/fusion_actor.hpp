@@ -15,6 +15,11 @@
 // this rank + start_window. An allgather's or alltoall's row chunk is handed out only once
 // every earlier chunk (its counts among them) has ended here.
 //
+// Process sets: a bucket of another set than the global one runs among its members
+// (bucket_job::members, member-local rank and size; flat algorithms only). A rank outside the
+// set plans the same bucket as a bystander, so its sequence numbers match every rank's, and
+// hands each of its chunks to completion as ended, unrun.
+//
 // Autotune: after tunables_pending{c}, batches of cycle c or later wait until the
 // tunables_switch for c arrives; then they are planned with its chunk size, fusion and
 // in-place thresholds, and chunks go to its number of streams. The same on every rank.
@@ -30,6 +35,7 @@
 
 #include "actors/protocol.hpp"
 #include "runtime/fusion/buffer_pool.hpp"
+#include "runtime/process_sets/process_set.hpp"
 #include "telemetry/observer_slot.hpp"
 
 namespace chorus {
@@ -52,6 +58,9 @@ struct fusion_config {
   /// chunks run what choose_allreduce (runtime/collectives/hier_schedule.hpp) says.
   hier_mode hierarchical = hier_mode::off;
   std::shared_ptr<const host_groups> hosts;
+  /// The job's process sets (null: the global set only): a bucket of another set runs among
+  /// its members (bucket_job::members), or, on a rank it leaves out, is planned and skipped.
+  std::shared_ptr<const process_set_table> process_sets;
 };
 
 struct fusion_state {

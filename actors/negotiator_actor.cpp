@@ -174,6 +174,18 @@ void flush_unsent(self_ptr self) {
   }
 }
 
+/// For a tensor of a process set that leaves this rank out: a stand-in (handle 0, no buffers)
+/// that keeps this rank's plan in step with the members'; nothing otherwise.
+std::optional<op_ref> bystander_for(const negotiator_state& s, const tensor_spec& spec, negotiation::time_point now) {
+  if (spec.process_set == 0 || !s.cfg.options.process_sets) return std::nullopt;
+  auto set = s.cfg.options.process_sets->find(spec.process_set);
+  if (set && set->includes(s.cfg.rank)) return std::nullopt;
+  op_ref o;
+  o.spec = spec;
+  o.enqueued_at = now;
+  return o;
+}
+
 /// Carries out what the strategy asked for, in the order strategy.hpp prescribes.
 void apply(self_ptr self, negotiation::actions a) {
   auto& s = self->state;
@@ -221,6 +233,10 @@ void apply(self_ptr self, negotiation::actions a) {
       const auto& name = s.strategy->registry().spec(id).name;
       auto it = s.pending.find(name);
       if (it == s.pending.end()) {
+        if (auto stand_in = bystander_for(s, s.strategy->registry().spec(id), now)) {
+          out.ops.push_back(std::move(*stand_in));  // another set's tensor: fusion plans it, nothing runs
+          continue;
+        }
         if (s.joining) {  // joined: take part with neutral data
           out.ops.push_back(make_join_filler(s.strategy->registry().spec(id), s.cfg.rank, s.cfg.size, now));
           continue;

@@ -12,6 +12,8 @@
 // messages already in the mailbox have been read (hand_atom to itself), or until the next
 // gossip, tick or join, so that gradients produced microseconds apart (a layer's weight and
 // bias) share one cycle instead of the second waiting out the cycle time.
+// Process sets: an agreed tensor of a set that leaves this rank out goes to fusion as a stand-in
+// (handle 0, no buffers), so that this rank plans the batch as its members do.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // pipeline: boots the actor system of one rank, spawns and wires the actors, connects the
 // control plane; enqueue/stats/shutdown from any thread.
+#include "runtime/process_sets/process_set.hpp"
 #include "actors/pipeline.hpp"
 
 #include <exception>
@@ -73,6 +74,7 @@ negotiation::negotiation_options negotiation_options_of(const pipeline_options& 
   n.hold_when_ahead = o.hold_when_ahead;
   n.stall_warning_time = o.stall_check;
   n.stall_shutdown_time = o.stall_shutdown;
+  n.process_sets = o.process_sets;
   return n;
 }
 
@@ -165,7 +167,11 @@ pipeline::pipeline(std::unique_ptr<impl> p) : impl_(std::move(p)) {
 result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipeline_options& configured) {
   caf_thread_scope scope;
   const int rank = comm.rank(), size = comm.size(), streams = comm.num_streams();
-  const pipeline_options opts = with_autotune_start(configured, streams);
+  pipeline_options opts = with_autotune_start(configured, streams);
+  if (!opts.process_sets) opts.process_sets = std::make_shared<process_set_table>(size);
+  if (opts.process_sets->world_size() != size)
+    return status{errc::internal, "pipeline: a process set table of " + std::to_string(opts.process_sets->world_size()) +
+                                      " ranks for a job of " + std::to_string(size)};
   auto nopts = negotiation_options_of(opts);
   if (auto s = negotiation::make_strategy(opts.negotiation, rank, size, nopts); !s) return s.error();
   if (opts.scheduler_threads < 1 || streams < 1 || opts.start_window < 1 || opts.chunks_in_flight < 1)
@@ -211,7 +217,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
 
   // 1. Spawn; every actor learns the others from one pipeline_wired message.
   auto& a = p->actors;
-  a.producer = sys.spawn(producer_actor, producer_config{rank, size});
+  a.producer = sys.spawn(producer_actor, producer_config{rank, size, opts.process_sets});
   negotiator_config nc;
   nc.rank = rank;
   nc.size = size;
@@ -249,6 +255,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   fc.first_sequence = communicator::pipeline_sequence_base;
   fc.hierarchical = comm.options().hierarchical;
   fc.hosts = std::make_shared<const host_groups>(comm.hosts());
+  fc.process_sets = opts.process_sets;
   a.fusion = sys.spawn(fusion_actor, fc);
   a.completion = sys.spawn(completion_actor, completion_config{rank, size});
   std::shared_ptr<chunk_runner> runner;

@@ -23,6 +23,7 @@
 namespace chorus {
 
 class communicator;
+class process_set_table;
 
 struct pipeline_options {
   std::string negotiation = "gossip";          ///< CHORUS_NEGOTIATION=gossip|central
@@ -75,6 +76,9 @@ struct pipeline_options {
   /// Where the actors report (telemetry/setup.hpp builds it from CHORUS_METRICS_*,
   /// CHORUS_TRACE); null: telemetry off. Not set by from_config().
   std::shared_ptr<telemetry::observer> observer;
+  /// The job's process sets (runtime/process_sets); null: the global set only. The same sets,
+  /// registered in the same order, on every rank. Not set by from_config().
+  std::shared_ptr<process_set_table> process_sets;
   /// The configured values of the variables above (runtime/config: read_config()); the
   /// fields without a variable keep their defaults.
   static pipeline_options from_config(const config& c);

@@ -90,7 +90,10 @@ void fail_remaining(caf::stateful_actor<producer_state>* self) {
 void admit(caf::stateful_actor<producer_state>* self, const std::shared_ptr<op_request>& request, steady_time at) {
   auto& s = self->state;
   const auto& r = *request;
-  status st = check_request(r, s.cfg.rank, s.cfg.size);
+  auto set = check_process_set(r.spec, s.cfg.rank, s.cfg.process_sets.get());
+  status st = set ? check_request(r, s.cfg.rank, s.cfg.size, set->get()) : set.error();
+  // A process set negotiates its own names: the same name in two sets is two tensors.
+  if (st.ok() && r.spec.process_set != 0) request->spec.name = negotiated_name(r.spec.name, r.spec.process_set);
   if (st.ok() && s.draining) st = {errc::shutdown, describe(r.spec) + ": shut down with '" + r.spec.name + "' pending"};
   if (st.ok() && s.names.count(r.spec.name))
     st = {errc::invalid_argument, describe(r.spec) + ": an operation named '" + r.spec.name +
@@ -109,8 +112,29 @@ void admit(caf::stateful_actor<producer_state>* self, const std::shared_ptr<op_r
 
 }  // namespace
 
-status check_request(const op_request& r, int rank, int size) {
+result<std::shared_ptr<const process_set>> check_process_set(const tensor_spec& s, int rank,
+                                                             const process_set_table* sets) {
+  if (s.process_set == 0) return std::shared_ptr<const process_set>{};
+  auto bad = [&](const std::string& why) {
+    return status{errc::invalid_argument, describe(s) + " on rank " + std::to_string(rank) + ": " + why};
+  };
+  auto set = sets ? sets->find(s.process_set) : nullptr;
+  if (!set) return bad("process set " + std::to_string(s.process_set) + " does not exist or has not been registered");
+  // Horovod: "Allreduce: Rank 2 is not a member of the provided process set."
+  if (!set->includes(rank))
+    return bad("rank " + std::to_string(rank) + " is not a member of the provided process set (ranks " +
+               set->rank_list() + ")");
+  if (s.kind == collective_kind::broadcast && !set->includes(s.root))
+    return bad("root rank " + std::to_string(s.root) + " is not a member of the provided process set (ranks " +
+               set->rank_list() + ")");
+  if (s.device != device_kind::cpu)
+    return bad("process sets other than the global one run CPU tensors only; pass a CPU buffer");
+  return set;
+}
+
+status check_request(const op_request& r, int rank, int size, const process_set* set) {
   const auto& s = r.spec;
+  const int group_rank = set ? set->local_rank(rank) : rank, group_size = set ? set->size() : size;
   auto bad = [&](const std::string& why) {
     return status{errc::invalid_argument, describe(s) + " on rank " + std::to_string(rank) + ": " + why};
   };
@@ -125,14 +149,13 @@ status check_request(const op_request& r, int rank, int size) {
   } else if (s.device != device_kind::cpu) {
     return bad("device " + std::to_string(static_cast<int>(s.device)) + " is not one of cpu, cuda");
   }
-  if (s.process_set != 0) return bad("process set " + std::to_string(s.process_set) + " is not supported (only 0)");
   if (auto st = validate(s, size); !st.ok()) return {st.code(), st.message() + " (rank " + std::to_string(rank) + ")"};
   const bool rows_kind = s.kind == collective_kind::reducescatter || s.kind == collective_kind::alltoall;
   if (rows_kind && s.shape.empty()) return bad("needs a tensor with at least one dimension, got a scalar");
   if (s.kind == collective_kind::alltoall) {
-    if (r.splits.size() != static_cast<std::size_t>(size))
-      return bad(std::to_string(r.splits.size()) + " splits for " + std::to_string(size) +
-                 " ranks; give one row count per rank");
+    if (r.splits.size() != static_cast<std::size_t>(group_size))
+      return bad(std::to_string(r.splits.size()) + " splits for " + std::to_string(group_size) +
+                 (set ? " ranks of the process set" : " ranks") + "; give one row count per rank");
     int64_t sum = 0;
     for (std::size_t i = 0; i < r.splits.size(); ++i) {
       int64_t x = r.splits[i];
@@ -148,8 +171,8 @@ status check_request(const op_request& r, int rank, int size) {
     if ((reads_only || s.kind == collective_kind::reducescatter) && !r.input) return bad("no input buffer");
     if (!reads_only && !r.output) {
       bool empty_slice = s.kind == collective_kind::reducescatter &&
-                         block_begin(static_cast<std::size_t>(s.shape[0]), size, rank) ==
-                             block_begin(static_cast<std::size_t>(s.shape[0]), size, rank + 1);
+                         block_begin(static_cast<std::size_t>(s.shape[0]), group_size, group_rank) ==
+                             block_begin(static_cast<std::size_t>(s.shape[0]), group_size, group_rank + 1);
       if (!empty_slice) return bad("no output buffer");
     }
   }

@@ -18,12 +18,15 @@
 
 #include "actors/pipeline.hpp"
 #include "actors/protocol.hpp"
+#include "runtime/process_sets/process_set.hpp"
 
 namespace chorus {
 
 struct producer_config {
   int rank = 0;
   int size = 1;
+  /// The job's process sets; null: the global set only.
+  std::shared_ptr<const process_set_table> process_sets;
 };
 
 struct producer_state {
@@ -44,7 +47,15 @@ struct producer_state {
 
 /// Checks what one rank can check about a request before negotiation (kind, device, buffers,
 /// spec); errc::invalid_argument naming the tensor and the rank.
-status check_request(const op_request& r, int rank, int size);
+/// `rank` and `size` are the job's; with `set` (a process set other than the global one,
+/// including `rank`), alltoall splits and reducescatter slices count its members.
+status check_request(const op_request& r, int rank, int size, const process_set* set = nullptr);
+
+/// The op's process set as seen from job rank `rank`, or Horovod's error when the set is
+/// unknown, leaves this rank out, or (broadcast) leaves the root out; CUDA tensors run in the
+/// global set only. errc::invalid_argument naming the tensor and the rank.
+result<std::shared_ptr<const process_set>> check_process_set(const tensor_spec& s, int rank,
+                                                             const process_set_table* sets);
 
 /// The op as the negotiator sees it; for allgather and alltoall shape[0] is replaced by 0
 /// (ranks may contribute different numbers of rows) and the real dim 0 travels in first_dim.

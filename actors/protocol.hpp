@@ -126,6 +126,15 @@ struct bucket_job {
   /// NaN/Inf check on: the ranks whose input held NaN/Inf, agreed by every chunk's ring.
   std::shared_ptr<nonfinite_report> nonfinite;
   uint64_t cycle = 0;               ///< the agreed batch it came from (the autotuner's windows count cycles)
+  /// Where the collective runs: its process set's members (job ranks, ascending; null for the
+  /// global set), this rank among them and their number (the job's rank and size for the
+  /// global set). Allgather and alltoall gather, and reducescatter splits, among the members.
+  std::shared_ptr<const std::vector<int>> members;
+  int group_rank = 0;
+  int group_size = 1;
+  /// The bucket's process set leaves this rank out: planned only so that the sequence numbers
+  /// match on every rank; its chunks end here at once, unrun, and its ops are stand-ins.
+  bool bystander = false;
 };
 
 /// One chunk of a bucket for a sender: what to run, where, and its global sequence number.

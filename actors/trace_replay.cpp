@@ -2,12 +2,16 @@
 // cycle from a trace (trace_replay.hpp).
 #include "actors/trace_replay.hpp"
 
+#include <algorithm>
+#include <map>
+
 #include <caf/scheduler/test_coordinator.hpp>
 
 #include "actors/fusion_actor.hpp"
 #include "actors/negotiator_actor.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/collectives/communicator.hpp"
+#include "runtime/process_sets/process_set.hpp"
 
 namespace chorus {
 
@@ -52,6 +56,19 @@ result<std::vector<rank_decisions>> replay_trace(const telemetry::trace::replay_
   nopts.early_start = false;                        // the same cycles, started by the clock
   nopts.stall_warning_time = negotiation::duration::zero();
   nopts.stall_shutdown_time = negotiation::duration::zero();
+  // Process sets: a set's members are the ranks that enqueued its tensors (every member takes
+  // part in every one of them), registered under their recorded ids.
+  std::map<int, std::vector<int>> members;
+  for (const auto& rr : in.ranks)
+    for (const auto& op : rr.ops) {
+      auto& m = members[op.spec.process_set];
+      if (op.spec.process_set != 0 && std::find(m.begin(), m.end(), rr.rank) == m.end()) m.push_back(rr.rank);
+    }
+  auto sets = std::make_shared<process_set_table>(n);
+  for (auto& [id, ranks] : members)
+    if (id != 0)
+      if (auto st = sets->insert(id, ranks); !st.ok()) return status{errc::config, "replay: " + st.message()};
+  nopts.process_sets = sets;
   for (int r = 0; r < n; ++r)
     if (auto s = negotiation::make_strategy(strategy, r, n, nopts); !s) return s.error();
 
@@ -82,6 +99,7 @@ result<std::vector<rank_decisions>> replay_trace(const telemetry::trace::replay_
     fc.pool_bytes = 1u << 20;  // never used: without senders no chunk is packed
     fc.pre_touch = false;
     fc.first_sequence = communicator::pipeline_sequence_base;
+    fc.process_sets = sets;
     fusions.push_back(sys.spawn(fusion_actor, fc));
     sinks.push_back(sys.spawn<sink_actor>());
     captures.push_back(std::make_shared<capture>());

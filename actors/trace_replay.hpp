@@ -14,6 +14,8 @@
 // (negotiation_options::early_start), so a rank given several tensors in step 1 cannot start
 // cycle c after the first of them: all of them join c, as in the recording. (Cycle 1 starts at once; a recorded rank joins cycle 1 with one tensor
 // at most, since the first starts it.)
+// Process sets are rebuilt from the recorded tensors: a set's members are the ranks that
+// enqueued its tensors, under the recorded id (every member takes part in every one of them).
 #pragma once
 
 #include <string>

@@ -73,60 +73,83 @@ struct bucket_event {
   std::string algorithm;
 };
 
+// Every event, written once: X(name, (parameters), (arguments)). `observer` declares each as a
+// virtual with an empty default and `forwarding_observer` forwards each, so a new event is one
+// entry here (and the overrides of whoever wants it).
+#define CHORUS_OBSERVER_EVENTS(X)                                                                              \
+  /* ---- producer: the API boundary ---- */                                                                 \
+  /* An op reached the pipeline (handle = the producer's key, unique per rank and run). */                   \
+  X(on_enqueue, (uint64_t handle, const tensor_spec& spec, time_point at), (handle, spec, at))                \
+  /* Its callback runs now (reported just before it, so a caller the callback wakes finds the event         \
+     reported): `result` ok or the error; `enqueued` is when on_enqueue saw it. */                           \
+  X(on_callback, (uint64_t handle, const tensor_spec& spec, const status& result, time_point enqueued,         \
+                  time_point at),                                                                            \
+    (handle, spec, result, enqueued, at))                                                                    \
+  /* ---- negotiator ---- */                                                                                 \
+  /* The op entered this rank's negotiation; `cycle` is the first cycle that can agree it (this rank's       \
+     finished cycles + 1). */                                                                                \
+  X(on_ready, (uint64_t handle, const tensor_spec& spec, uint64_t cycle, time_point at), (handle, spec, cycle, at)) \
+  /* A control message to rank `to` / from a peer: the encoded negotiation::gossip_message. */              \
+  X(on_gossip_sent, (int to, std::span<const uint8_t> bytes, time_point at), (to, bytes, at))                  \
+  X(on_gossip_received, (std::span<const uint8_t> bytes, time_point at), (bytes, at))                          \
+  /* A cycle of this rank finished. */                                                                       \
+  X(on_cycle, (const cycle_event& c), (c))                                                                   \
+  /* Ops agreed in `cycle`, in agreed order, each with its enqueue -> agreed latency. */                     \
+  X(on_agreed, (uint64_t cycle, std::span<const std::string> names,                                           \
+                std::span<const std::chrono::microseconds> latencies, time_point at),                        \
+    (cycle, names, latencies, at))                                                                           \
+  /* A stall warning: `name` is pending on some ranks but not on `missing_ranks`. */                        \
+  X(on_stall, (const std::string& name, std::span<const int> missing_ranks, time_point at),                    \
+    (name, missing_ranks, at))                                                                               \
+  /* ---- fusion ---- */                                                                                     \
+  X(on_bucket, (const bucket_event& b, time_point at), (b, at))                                              \
+  /* ---- senders (one per stream) ---- */                                                                   \
+  X(on_chunk_start, (int stream, uint64_t sequence, std::size_t bytes, time_point at), (stream, sequence, bytes, at)) \
+  X(on_chunk_end, (int stream, uint64_t sequence, std::size_t bytes, const status& result, time_point started,  \
+                   time_point at),                                                                           \
+    (stream, sequence, bytes, result, started, at))                                                          \
+  /* Sender `thief` took a chunk from `victim`'s deque. */                                                   \
+  X(on_steal, (int thief, int victim, uint64_t sequence, time_point at), (thief, victim, sequence, at))        \
+  /* ---- anywhere ---- */                                                                                   \
+  /* An error ended ops; `kind` is errc's name ("mismatch", "connection_lost", ...). */                       \
+  X(on_error, (std::string_view kind, const status& error, time_point at), (kind, error, at))                 \
+  /* The NaN/Inf check found non-finite input in `ranks` for a bucket of `tensors`; `mode` is "error" (the   \
+     ops failed) or "skip" (they completed flagged). Reported on every rank. */                              \
+  X(on_nonfinite, (std::span<const std::string> tensors, std::span<const int> ranks, std::string_view mode,    \
+                   time_point at),                                                                           \
+    (tensors, ranks, mode, at))                                                                              \
+  /* A chunk of `raw_bytes` of the caller's data went over the wire compressed to `wire_bytes`. */           \
+  X(on_compressed, (int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at),                 \
+    (stream, raw_bytes, wire_bytes, at))                                                                     \
+  /* The tunables in force: at start and after every switch. */                                              \
+  X(on_tunables, (const tunables& t, time_point at), (t, at))                                                \
+  /* The autotuner handled an agreed window (CHORUS_AUTOTUNE=1); on_tunables follows a switch. */            \
+  X(on_autotune, (const autotune_event& e, time_point at), (e, at))
+
 // The defaults ignore their arguments; the names document them.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 class observer {
  public:
   virtual ~observer() = default;
-
-  // ---- producer: the API boundary ----
-  /// An op reached the pipeline (handle = the producer's key, unique per rank and run).
-  virtual void on_enqueue(uint64_t handle, const tensor_spec& spec, time_point at) {}
-  /// Its callback runs now (reported just before it, so a caller the callback wakes finds the
-  /// event reported): `result` ok or the error; `enqueued` is when on_enqueue saw it.
-  virtual void on_callback(uint64_t handle, const tensor_spec& spec, const status& result, time_point enqueued,
-                           time_point at) {}
-
-  // ---- negotiator ----
-  /// The op entered this rank's negotiation; `cycle` is the first cycle that can agree it
-  /// (this rank's finished cycles + 1).
-  virtual void on_ready(uint64_t handle, const tensor_spec& spec, uint64_t cycle, time_point at) {}
-  /// A control message to rank `to` / from a peer: the encoded negotiation::gossip_message.
-  virtual void on_gossip_sent(int to, std::span<const uint8_t> bytes, time_point at) {}
-  virtual void on_gossip_received(std::span<const uint8_t> bytes, time_point at) {}
-  /// A cycle of this rank finished.
-  virtual void on_cycle(const cycle_event& c) {}
-  /// Ops agreed in `cycle`, in agreed order, each with its enqueue → agreed latency.
-  virtual void on_agreed(uint64_t cycle, std::span<const std::string> names,
-                         std::span<const std::chrono::microseconds> latencies, time_point at) {}
-  /// A stall warning: `name` is pending on some ranks but not on `missing_ranks`.
-  virtual void on_stall(const std::string& name, std::span<const int> missing_ranks, time_point at) {}
-
-  // ---- fusion ----
-  virtual void on_bucket(const bucket_event& b, time_point at) {}
-
-  // ---- senders (one per stream) ----
-  virtual void on_chunk_start(int stream, uint64_t sequence, std::size_t bytes, time_point at) {}
-  virtual void on_chunk_end(int stream, uint64_t sequence, std::size_t bytes, const status& result,
-                            time_point started, time_point at) {}
-  /// Sender `thief` took a chunk from `victim`'s deque.
-  virtual void on_steal(int thief, int victim, uint64_t sequence, time_point at) {}
-
-  // ---- anywhere ----
-  /// An error ended ops; `kind` is errc's name ("mismatch", "connection_lost", ...).
-  virtual void on_error(std::string_view kind, const status& error, time_point at) {}
-  /// The NaN/Inf check found non-finite input in `ranks` for a bucket of `tensors`; `mode` is
-  /// "error" (the ops failed) or "skip" (they completed flagged). Reported on every rank.
-  virtual void on_nonfinite(std::span<const std::string> tensors, std::span<const int> ranks, std::string_view mode,
-                            time_point at) {}
-  /// A chunk of `raw_bytes` of the caller's data went over the wire compressed to `wire_bytes`.
-  virtual void on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) {}
-  virtual void on_tunables(const tunables& t, time_point at) {}
-  /// The autotuner handled an agreed window (CHORUS_AUTOTUNE=1); on_tunables follows a switch.
-  virtual void on_autotune(const autotune_event& e, time_point at) {}
+#define CHORUS_OBSERVER_DEFAULT(name, params, args) virtual void name params {}
+  CHORUS_OBSERVER_EVENTS(CHORUS_OBSERVER_DEFAULT)
+#undef CHORUS_OBSERVER_DEFAULT
 };
 #pragma GCC diagnostic pop
+
+/// An observer that hands every event on: each method calls `Derived::forward(call)`, which
+/// calls `call(observer&)` for whichever observers it chooses (none, one, several), so a
+/// forwarder (fan-out, swappable slot, benchmark switch) writes only that choice. `forward`
+/// must be accessible to this base (public, or befriend it).
+template <class Derived>
+class forwarding_observer : public observer {
+ public:
+#define CHORUS_OBSERVER_FORWARD(name, params, args) \
+  void name params override { static_cast<Derived*>(this)->forward([&](observer& o) { o.name args; }); }
+  CHORUS_OBSERVER_EVENTS(CHORUS_OBSERVER_FORWARD)
+#undef CHORUS_OBSERVER_FORWARD
+};
 
 /// An observer that hands every event to each of `parts` (null parts are skipped); returns
 /// null when none is left, and the single part when only one is.

@@ -21,7 +21,7 @@
 
 namespace chorus::telemetry {
 
-class observer_slot final : public observer {
+class observer_slot final : public forwarding_observer<observer_slot> {
  public:
   /// Installs `part` (null: none) and returns the previous part once no event is being
   /// forwarded to it any more. A new part first gets the last on_tunables seen (the pipeline
@@ -33,32 +33,14 @@ class observer_slot final : public observer {
   /// The last on_tunables seen: the settings in force (the autotuner moves them).
   std::optional<tunables> last_tunables() const;
 
-  void on_enqueue(uint64_t handle, const tensor_spec& spec, time_point at) override;
-  void on_callback(uint64_t handle, const tensor_spec& spec, const status& result, time_point enqueued,
-                   time_point at) override;
-  void on_ready(uint64_t handle, const tensor_spec& spec, uint64_t cycle, time_point at) override;
-  void on_gossip_sent(int to, std::span<const uint8_t> bytes, time_point at) override;
-  void on_gossip_received(std::span<const uint8_t> bytes, time_point at) override;
-  void on_cycle(const cycle_event& c) override;
-  void on_agreed(uint64_t cycle, std::span<const std::string> names,
-                 std::span<const std::chrono::microseconds> latencies, time_point at) override;
-  void on_stall(const std::string& name, std::span<const int> missing_ranks, time_point at) override;
-  void on_bucket(const bucket_event& b, time_point at) override;
-  void on_chunk_start(int stream, uint64_t sequence, std::size_t bytes, time_point at) override;
-  void on_chunk_end(int stream, uint64_t sequence, std::size_t bytes, const status& result, time_point started,
-                    time_point at) override;
-  void on_steal(int thief, int victim, uint64_t sequence, time_point at) override;
-  void on_error(std::string_view kind, const status& error, time_point at) override;
-  void on_nonfinite(std::span<const std::string> tensors, std::span<const int> ranks, std::string_view mode,
-                    time_point at) override;
-  void on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) override;
+  /// Records `t` as the last tunables seen, then forwards it.
   void on_tunables(const tunables& t, time_point at) override;
-  void on_autotune(const autotune_event& e, time_point at) override;
 
  private:
-  /// Calls f(part) on the installed part, if any, keeping it alive for exchange() to see.
-  template <class F>
-  void forward(F&& f);
+  friend class forwarding_observer<observer_slot>;
+  /// Calls call(part) on the installed part, if any, keeping it alive for exchange() to see.
+  template <class Call>
+  void forward(Call&& call);
 
   std::atomic<observer*> current_{nullptr};
   std::atomic<uint64_t> in_flight_{0};  // forwarded calls running now
@@ -67,5 +49,15 @@ class observer_slot final : public observer {
   mutable std::mutex tunables_mu_;      // guards last_tunables_
   std::optional<tunables> last_tunables_;
 };
+
+// Fast path: nothing installed, one relaxed load (a part installed a moment ago is picked up by
+// the next event). Why the protocol is safe: observer_slot.cpp.
+template <class Call>
+void observer_slot::forward(Call&& call) {
+  if (!current_.load(std::memory_order_relaxed)) return;
+  in_flight_.fetch_add(1, std::memory_order_seq_cst);
+  if (observer* p = current_.load(std::memory_order_seq_cst)) call(*p);
+  in_flight_.fetch_sub(1, std::memory_order_release);
+}
 
 }  // namespace chorus::telemetry

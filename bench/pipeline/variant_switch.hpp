@@ -14,7 +14,7 @@
 
 namespace chorus::bench {
 
-class variant_switch final : public telemetry::observer {
+class variant_switch final : public telemetry::forwarding_observer<variant_switch> {
  public:
   /// Events from now on go to `o` (nullptr: nowhere). `o` must outlive its selection.
   void select(telemetry::observer* o) { target_.store(o, std::memory_order_release); }
@@ -28,53 +28,8 @@ class variant_switch final : public telemetry::observer {
     return {std::chrono::nanoseconds(busy_ns_.exchange(0)), calls_.exchange(0)};
   }
 
-  void on_enqueue(uint64_t h, const tensor_spec& s, telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_enqueue(h, s, at); });
-  }
-  void on_callback(uint64_t h, const tensor_spec& s, const status& r, telemetry::time_point e,
-                   telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_callback(h, s, r, e, at); });
-  }
-  void on_ready(uint64_t h, const tensor_spec& s, uint64_t cycle, telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_ready(h, s, cycle, at); });
-  }
-  void on_gossip_sent(int to, std::span<const uint8_t> b, telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_gossip_sent(to, b, at); });
-  }
-  void on_gossip_received(std::span<const uint8_t> b, telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_gossip_received(b, at); });
-  }
-  void on_cycle(const telemetry::cycle_event& c) override {
-    forward([&](telemetry::observer& o) { o.on_cycle(c); });
-  }
-  void on_agreed(uint64_t cycle, std::span<const std::string> n, std::span<const std::chrono::microseconds> l,
-                 telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_agreed(cycle, n, l, at); });
-  }
-  void on_stall(const std::string& name, std::span<const int> missing, telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_stall(name, missing, at); });
-  }
-  void on_bucket(const telemetry::bucket_event& b, telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_bucket(b, at); });
-  }
-  void on_chunk_start(int stream, uint64_t seq, std::size_t bytes, telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_chunk_start(stream, seq, bytes, at); });
-  }
-  void on_chunk_end(int stream, uint64_t seq, std::size_t bytes, const status& r, telemetry::time_point started,
-                    telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_chunk_end(stream, seq, bytes, r, started, at); });
-  }
-  void on_steal(int thief, int victim, uint64_t seq, telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_steal(thief, victim, seq, at); });
-  }
-  void on_error(std::string_view kind, const status& e, telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_error(kind, e, at); });
-  }
-  void on_tunables(const telemetry::tunables& t, telemetry::time_point at) override {
-    forward([&](telemetry::observer& o) { o.on_tunables(t, at); });
-  }
-
  private:
+  friend class telemetry::forwarding_observer<variant_switch>;
   template <class Call>
   void forward(Call&& call) {
     auto* o = target_.load(std::memory_order_acquire);

@@ -141,6 +141,45 @@ int64_t chorus_register(const char* name);
  *  chorus_register (and chorus_register returns -1 for a name registered here). */
 int64_t chorus_register_transient(const char* name);
 
+/** As chorus_register, for a tensor whose operations run in process set `process_set` (an id
+ *  from chorus_init_with_process_sets' order or chorus_add_process_set; 0 is the job): every
+ *  enqueue of the returned id runs among the set's members only (see chorus_add_process_set).
+ *  A set has names of its own: one name in two sets gives two ids. -1 for a negative set. */
+int64_t chorus_register_in_process_set(const char* name, int process_set);
+
+/** chorus_init with Horovod's static process sets: `count` sets, set i being the
+ *  `sizes[i]` job ranks starting at ranks[sizes[0] + ... + sizes[i-1]]; they get ids 1..count
+ *  in order. Every rank must pass the same sets. Returns CHORUS_OK or an error code
+ *  (chorus_last_error() says why). */
+int chorus_init_with_process_sets(const int* ranks, const int* sizes, int count);
+
+/** Registers a process set of `nranks` job ranks after init (CHORUS_DYNAMIC_PROCESS_SETS=1,
+ *  alias HOROVOD_DYNAMIC_PROCESS_SETS). Collective: every rank calls it with the same ranks.
+ *  Returns the set's id (> 0), the same on every rank, or -1 (chorus_last_error() says why:
+ *  not allowed, a bad or duplicate set, ranks that asked for different sets). */
+int chorus_add_process_set(const int* ranks, int nranks);
+
+/** Removes process set `id` (collective, as chorus_add_process_set). Returns CHORUS_OK or an
+ *  error code. */
+int chorus_remove_process_set(int id);
+
+/** This rank among set `id`'s members; -1 when the set is unknown or leaves this rank out. */
+int chorus_process_set_rank(int id);
+
+/** Number of ranks in set `id`; -1 for an unknown set. */
+int chorus_process_set_size(int id);
+
+/** 1 when this rank is a member of set `id`, 0 when not, -1 for an unknown set. */
+int chorus_process_set_included(int id);
+
+/** Copies set `id`'s job ranks (ascending) into `ranks` (room for `capacity`); returns the
+ *  set's size (copying at most `capacity`), or -1 for an unknown set. */
+int chorus_process_set_ranks(int id, int* ranks, int capacity);
+
+/** Returns once every rank of process set `process_set` (0: the job) called it. CHORUS_OK or
+ *  an error code (a rank outside the set: CHORUS_ERR_INVALID_ARGUMENT). */
+int chorus_barrier(int process_set);
+
 /** Allreduce, in place on `data` (`ndim` dimensions in `shape`, outermost first; ndim 0 = one
  *  element; `shape` may be NULL when ndim is 0). Returns a handle (>= 0) or, when the call is
  *  rejected (unknown id, bad dtype/op, negative dimension, NULL data, not initialized, the

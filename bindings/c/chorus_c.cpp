@@ -34,6 +34,7 @@ struct tables {
   std::unordered_map<std::string, int64_t> ids;
   std::vector<std::string> names;
   std::vector<bool> transient;  ///< by id: registered with chorus_register_transient
+  std::vector<int> sets;        ///< by id: the process set (chorus_register_in_process_set; 0: the job)
   std::unordered_map<int64_t, std::shared_ptr<op_state>> handles;
   int64_t next_handle = 0;
 };
@@ -82,6 +83,7 @@ std::optional<chorus::tensor_spec> spec_of(const char* fn, chorus::collective_ki
                                                           " is not registered; get ids from chorus_register(name)");
     spec.name = tab().names[static_cast<std::size_t>(id)];
     spec.transient = tab().transient[static_cast<std::size_t>(id)];
+    spec.process_set = tab().sets[static_cast<std::size_t>(id)];
   }
   spec.kind = kind;
   const bool reduces = kind == chorus::collective_kind::allreduce || kind == chorus::collective_kind::reducescatter;
@@ -186,12 +188,22 @@ int64_t enqueue_reducescatter(const char* fn, std::optional<chorus::tensor_spec>
   std::vector<int64_t> slice = spec->shape;
   const bool sized = !slice.empty() && slice[0] >= 0 && chorus::is_initialized();
   if (sized) {
-    slice[0] = chorus::reducescatter_rows(slice[0], chorus::size(), chorus::rank());
+    // Inside a process set the slices are the members' (a rank outside it fails at submit).
+    int size = chorus::size(), rank = chorus::rank();
+    if (spec->process_set != 0) {
+      auto r = chorus::process_set_rank(spec->process_set);
+      auto n = chorus::process_set_size(spec->process_set);
+      if (r && n) {
+        rank = *r;
+        size = *n;
+      }
+    }
+    slice[0] = chorus::reducescatter_rows(slice[0], size, rank);
     if (into && out_rows != slice[0])
       return fail<int64_t>(-1, std::string(fn) + "('" + spec->name + "'): out_rows is " + std::to_string(out_rows) +
                                    " but this rank's slice is " + chorus::format_shape(slice) +
                                    " (chorus_reducescatter_rows(" + std::to_string(spec->shape[0]) + ", " +
-                                   std::to_string(chorus::size()) + ", " + std::to_string(chorus::rank()) + "))");
+                                   std::to_string(size) + ", " + std::to_string(rank) + "))");
   }
   return start(std::move(*spec), {}, cb, user_data, [=](const std::shared_ptr<op_state>& s) {
     mark_wire(*s, wire);
@@ -225,6 +237,9 @@ int64_t enqueue_reducescatter(const char* fn, std::optional<chorus::tensor_spec>
 
 }  // namespace
 
+// For chorus_c_sets.cpp (the process-set functions): sets chorus_last_error's text.
+void chorus_c_set_last_error(std::string text) { last_error = std::move(text); }
+
 extern "C" {
 
 int chorus_init(void) {
@@ -256,15 +271,18 @@ int chorus_stop_timeline(void) {
 }
 
 namespace {
-int64_t register_name(const char* fn, const char* name, bool transient) {
+int64_t register_name(const char* fn, const char* name, bool transient, int set = 0) {
   if (name == nullptr || *name == '\0')
     return fail<int64_t>(-1, std::string(fn) + ": " + (name ? "empty" : "NULL") +
                                  " tensor name; every gradient needs a unique, non-empty name");
+  if (set < 0) return fail<int64_t>(-1, std::string(fn) + "('" + name + "'): negative process set " + std::to_string(set));
   std::lock_guard lk(tab().mu);
-  auto [it, fresh] = tab().ids.emplace(name, static_cast<int64_t>(tab().names.size()));
+  // A process set has names of its own: (name, set) is the key.
+  auto [it, fresh] = tab().ids.emplace(chorus::negotiated_name(name, set), static_cast<int64_t>(tab().names.size()));
   if (fresh) {
     tab().names.emplace_back(name);
     tab().transient.push_back(transient);
+    tab().sets.push_back(set);
   } else if (tab().transient[static_cast<std::size_t>(it->second)] != transient) {
     return fail<int64_t>(-1, std::string(fn) + "('" + name + "'): already registered with " +
                                  (transient ? "chorus_register" : "chorus_register_transient") +
@@ -278,6 +296,10 @@ int64_t chorus_register(const char* name) { return register_name("chorus_registe
 
 int64_t chorus_register_transient(const char* name) {
   return register_name("chorus_register_transient", name, true);
+}
+
+int64_t chorus_register_in_process_set(const char* name, int process_set) {
+  return register_name("chorus_register_in_process_set", name, false, process_set);
 }
 
 int64_t chorus_enqueue_allreduce(int64_t id, void* data, const int64_t* shape, int ndim, chorus_dtype dtype,

@@ -27,6 +27,7 @@ tensor_spec spec_of(collective_kind kind, const op_name& name, const tensor_view
   tensor_spec s;
   s.name = name.name;
   s.transient = name.transient;
+  s.process_set = name.process_set;
   s.kind = kind;
   s.type = v.type;
   s.shape = v.shape;
@@ -55,6 +56,14 @@ result<std::vector<int64_t>> slice_shape(const tensor_spec& s) {
   int n = session::instance().size(), r = session::instance().rank();
   if (n <= 0)
     return status{errc::invalid_argument, describe(s) + ": Chorus is not initialized; call chorus::init() first"};
+  if (s.process_set != 0) {  // the slice of this rank among the set's members
+    auto rank = process_set_rank(s.process_set);
+    auto members = process_set_size(s.process_set);
+    if (rank && members) {  // else the submit refuses the op, naming the set and this rank
+      r = *rank;
+      n = *members;
+    }
+  }
   if (s.shape.empty() || s.shape[0] < 0) return std::vector<int64_t>{};  // check_operation names the problem
   auto shape = s.shape;
   shape[0] = reducescatter_rows(s.shape[0], n, r);

@@ -38,14 +38,23 @@ struct op_state;
 /// agreed, so one-shot names do not grow every negotiation message without bound. Every rank
 /// must mark the operation alike (a difference is a mismatch error naming the tensor and the
 /// ranks). Enqueued again anyway, a transient name is simply negotiated anew.
+/// `process_set` picks the process set the operation runs in (see add_process_set): 0, the
+/// global set, by default; in_process_set(name, id) sets it. Each set has names of its own.
 struct op_name {
   std::string name;
   bool transient = false;
-  op_name(std::string n, bool once = false) : name(std::move(n)), transient(once) {}  // NOLINT: implicit
+  int process_set = 0;
+  op_name(std::string n, bool once = false, int set = 0)  // NOLINT: implicit
+      : name(std::move(n)), transient(once), process_set(set) {}
   op_name(const char* n) : name(n ? n : "") {}  // NOLINT: implicit; null is an empty name (refused at enqueue)
 };
 /// op_name{name, true}: a name this rank enqueues once (see op_name).
 inline op_name transient(std::string name) { return op_name(std::move(name), true); }
+/// `name` in process set `id` (its id from init's list or add_process_set).
+inline op_name in_process_set(op_name name, int id) {
+  name.process_set = id;
+  return name;
+}
 
 /// "Wait without a deadline", for handle::wait().
 inline constexpr std::chrono::milliseconds forever = std::chrono::milliseconds::max();
@@ -57,6 +66,44 @@ inline constexpr std::chrono::milliseconds forever = std::chrono::milliseconds::
 /// rank arrived or the rendezvous timeout passed. Idempotent: a second call while initialized
 /// returns ok. After shutdown(), init() starts a new job.
 status init();
+
+/// init() with Horovod's static process sets (hvd.init(process_sets=[...])): each entry is a
+/// list of job ranks (any order, no duplicates); they get ids 1, 2, ... in list order (0 is
+/// the global set; a repeated set, or one of every rank, keeps the id it has, as in Horovod). Every rank must pass the same lists in the same order (checked: a
+/// difference fails init on every rank with errc::invalid_argument). Called while
+/// initialized: ok only when the lists equal those in force.
+status init(const std::vector<std::vector<int>>& process_sets);
+
+/// Process sets (Horovod's). An operation named in_process_set(name, id) runs among the
+/// set's members only: it is negotiated, fused and reduced among them, concurrently with
+/// other sets' operations; average divides by the set's size; allgather and alltoall order
+/// rows by the members' job ranks, and alltoall's splits count one entry per member; a
+/// broadcast root is a job rank that must be a member. A rank outside the set that submits
+/// one gets errc::invalid_argument ("rank 2 is not a member of the provided process set").
+/// Sets other than the global one run CPU tensors only.
+///
+/// Registers a set after init: needs CHORUS_DYNAMIC_PROCESS_SETS=1 (alias
+/// HOROVOD_DYNAMIC_PROCESS_SETS). Collective: every rank of the job calls it with the same
+/// ranks, in the same order relative to other add/remove calls; returns the new id (a freed
+/// id is used again), the same on every rank. A set of the same ranks already registered:
+/// errc::invalid_argument; ranks that passed different lists: errc::mismatch on every rank.
+result<int> add_process_set(std::vector<int> ranks);
+/// Removes set `id` (collective, as add_process_set; CHORUS_DYNAMIC_PROCESS_SETS=1). The
+/// global set and unknown ids: errc::invalid_argument. Its operations must have ended.
+status remove_process_set(int id);
+/// The ids of every registered set, ascending (0 first). Empty when not initialized.
+std::vector<int> process_set_ids();
+/// The job ranks of set `id`, ascending; errc::invalid_argument for an unknown id.
+result<std::vector<int>> process_set_ranks(int id);
+/// This rank among set `id`'s members (0-based); errc::invalid_argument when the set is
+/// unknown or leaves this rank out.
+result<int> process_set_rank(int id);
+/// Number of ranks in set `id`; errc::invalid_argument for an unknown id.
+result<int> process_set_size(int id);
+
+/// Returns once every rank of process set `process_set` (0: the job) called barrier() with
+/// it. Blocking; not from a completion callback. A rank outside the set gets the error above.
+status barrier(int process_set = 0);
 
 /// Stops the pipeline and closes the connections. Every operation still pending ends with
 /// errc::shutdown (its callback runs, its handle completes) before shutdown() returns.

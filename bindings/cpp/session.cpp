@@ -7,7 +7,10 @@
 #include <vector>
 
 #include "actors/pipeline.hpp"
+#include "actors/producer_actor.hpp"
 #include "bindings/cpp/boundary.hpp"
+#include "bindings/cpp/static_sets.hpp"
+#include "runtime/process_sets/process_set.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/env/process_env.hpp"
@@ -19,6 +22,7 @@ namespace chorus::detail {
 
 struct session::job {
   process_env env;
+  std::shared_ptr<process_set_table> sets;
   std::unique_ptr<communicator> comm;
   std::unique_ptr<pipeline> pipe;
   /// Where start_timeline installs its recorder, fanned out beside the environment's observer.
@@ -52,13 +56,18 @@ session& session::instance() {
   return *s;
 }
 
-status session::init() {
+std::shared_ptr<process_set_table> session::process_sets() {
+  std::shared_lock lk(job_mu_);
+  return job_ ? job_->sets : nullptr;
+}
+
+status session::init(const std::vector<std::vector<int>>& process_sets) {
   if (in_callback())
     return {errc::invalid_argument, "chorus::init: called from a completion callback; call it from your own thread"};
   std::lock_guard life(lifecycle_mu_);
   {
     std::shared_lock lk(job_mu_);
-    if (job_) return {};
+    if (job_) return same_static_sets(*job_->sets, process_sets);
   }
   auto env = read_process_env();
   if (!env) return breadcrumb("chorus::init: ", env.error());
@@ -69,6 +78,12 @@ status session::init() {
   opts.local_size = env->local_size;
   auto comm = communicator::create(*env, *cfg);
   if (!comm) return breadcrumb("chorus::init: ", comm.error());
+  auto sets = static_sets(**comm, process_sets);
+  if (!sets) {
+    (*comm)->close();
+    return breadcrumb("chorus::init: ", sets.error());
+  }
+  opts.process_sets = *sets;
   telemetry::context tctx;
   tctx.rank = env->rank;
   tctx.size = env->size;
@@ -93,6 +108,7 @@ status session::init() {
   }
   auto j = std::make_unique<job>();
   j->env = *env;
+  j->sets = std::move(*sets);
   j->comm = std::move(*comm);
   j->pipe = std::move(*pipe);
   j->slot = std::move(slot);
@@ -105,6 +121,7 @@ status session::init() {
     local_size_ = job_->env.local_size;
     default_wire_ = static_cast<uint8_t>(cfg->collectives.wire);
     default_check_ = static_cast<uint8_t>(cfg->collectives.check);
+    dynamic_sets_ = cfg->pipeline.dynamic_process_sets;
     size_ = job_->env.size;  // last: initialized() reads it
   }
   static std::once_flag at_exit;
@@ -221,7 +238,13 @@ status session::admit(const std::shared_ptr<op_state>& op, void* data, void* out
                       op_request& r) {
   const tensor_spec& spec = op->spec;
   if (auto st = check_root(spec, job_->env.size); !st.ok()) return st;
-  if (auto st = check_splits(spec, splits, job_->env.size); !st.ok()) return st;
+  // At the call, as Horovod refuses it: an unknown set, a rank outside it, a root outside it.
+  auto in_set = check_process_set(spec, job_->env.rank, job_->sets.get());
+  if (!in_set) return in_set.error();
+  const int group_size = *in_set ? (*in_set)->size() : job_->env.size;
+  if (auto st = check_splits(spec, splits, group_size); !st.ok()) return st;
+  // A process set negotiates its own names: "x" may be pending in two sets at once.
+  const std::string key = negotiated_name(spec.name, spec.process_set);
   if (spec.device == device_kind::cuda) {
     auto ready = cuda_ready(*op, data);
     if (!ready) return ready.error();
@@ -230,7 +253,7 @@ status session::admit(const std::shared_ptr<op_state>& op, void* data, void* out
   }
   {
     std::lock_guard plk(pending_mu_);
-    if (!pending_.emplace(spec.name, op).second)
+    if (!pending_.emplace(key, op).second)
       return {errc::invalid_argument,
               describe(spec) + ": an operation named '" + spec.name +
                   "' is still pending on this rank; names must be unique among pending operations"};
@@ -269,7 +292,7 @@ void session::finished(const std::shared_ptr<op_state>& op, const status& st, st
   {
     std::lock_guard lk(pending_mu_);
     // First: a waiter that wakes may reuse the name at once.
-    auto it = pending_.find(op->spec.name);
+    auto it = pending_.find(negotiated_name(op->spec.name, op->spec.process_set));
     if (it != pending_.end() && it->second == op) pending_.erase(it);
     if (deferring_) {
       deferred_.push_back({op, st, std::move(gathered), std::move(first_dims)});

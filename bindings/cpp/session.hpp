@@ -22,6 +22,7 @@
 
 namespace chorus {
 struct op_request;  // actors/pipeline.hpp
+class process_set_table;  // runtime/process_sets/process_set.hpp
 }  // namespace chorus
 
 namespace chorus::detail {
@@ -31,8 +32,13 @@ class session {
   /// The one session of this process (never destroyed; shutdown() runs at exit).
   static session& instance();
 
-  status init();
+  /// `process_sets`: the static sets (chorus.hpp: init), ids 1, 2, ... in order.
+  status init(const std::vector<std::vector<int>>& process_sets = {});
   void shutdown();
+  /// The job's process sets; null when not initialized.
+  std::shared_ptr<process_set_table> process_sets();
+  /// CHORUS_DYNAMIC_PROCESS_SETS of the job in force (false when not initialized).
+  bool dynamic_process_sets() const { return dynamic_sets_.load(); }
   bool initialized() const { return size_.load() > 0; }
   int rank() const { return rank_.load(); }
   int size() const { return size_.load(); }
@@ -95,6 +101,7 @@ class session {
   std::vector<outcome> deferred_;  // guarded by pending_mu_
   std::atomic<int> rank_{-1}, size_{-1}, local_rank_{-1}, local_size_{-1};
   std::atomic<uint8_t> default_wire_{0}, default_check_{0};
+  std::atomic<bool> dynamic_sets_{false};
 };
 
 }  // namespace chorus::detail

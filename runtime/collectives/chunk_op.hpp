@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/core/status.hpp"
 #include "runtime/transport/transport.hpp"
@@ -46,6 +48,23 @@ class chunk_op {
   /// been given yet). A peer that shut down cleanly fails only the ops that still need it.
   virtual bool needs(int peer) const = 0;
 
+  /// Runs the op among a process set's members only: the op's own ranks (its rank, size, the
+  /// peers it posts to and hears from) are member-local, and members[i] is the job rank of
+  /// member i. The engine hands the op member-local peers (peer_of) and post() sends to job
+  /// ranks. Unset: the op's ranks are the job's.
+  void set_members(std::shared_ptr<const std::vector<int>> members) { members_ = std::move(members); }
+  /// The op's (member-local) rank of job rank `job_rank`; -1 when it is not a member.
+  int peer_of(int job_rank) const {
+    if (!members_) return job_rank;
+    for (std::size_t i = 0; i < members_->size(); ++i)
+      if ((*members_)[i] == job_rank) return static_cast<int>(i);
+    return -1;
+  }
+  /// The job rank of the op's rank `peer`.
+  int job_rank_of(int peer) const {
+    return members_ && peer >= 0 && static_cast<std::size_t>(peer) < members_->size() ? (*members_)[peer] : peer;
+  }
+
   void on_sent() { --outstanding_sends_; }
   /// The op failed: expect no more frames.
   void abandon() { recv_left_ = 0; }
@@ -63,10 +82,10 @@ class chunk_op {
     h.length = static_cast<uint32_t>(len);
     ++outstanding_sends_;
     bytes_sent_ += len;
-    t.send(peer, stream_, h, payload);
+    t.send(job_rank_of(peer), stream_, h, payload);
   }
   status bad_frame(int peer, const wire::frame_header& h, const std::string& why) const {
-    return status{errc::protocol, "rank " + std::to_string(peer) + " sent a frame that does not fit chunk " +
+    return status{errc::protocol, "rank " + std::to_string(job_rank_of(peer)) + " sent a frame that does not fit chunk " +
                                       std::to_string(sequence_) + " (" + wire::describe(h) + "): " + why +
                                       "; do all ranks run the same collectives with the same sizes?"};
   }
@@ -86,6 +105,7 @@ class chunk_op {
   uint64_t sequence_;
   int stream_;
   uint16_t layout_tag_ = 0;
+  std::shared_ptr<const std::vector<int>> members_;
   int outstanding_sends_ = 0;
   uint64_t bytes_sent_ = 0;
 };

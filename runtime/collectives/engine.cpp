@@ -37,6 +37,17 @@ status layout_mismatch(const chunk_op& op, int peer, const wire::frame_header& h
                                     ", here " + std::to_string(op.layout_tag()) +
                                     "); do all ranks run the same collectives with the same sizes, dtypes and roots?"};
 }
+status not_a_member(const chunk_op& op, int peer) {
+  return status{errc::protocol, "rank " + std::to_string(peer) + " sent a frame for chunk " +
+                                    std::to_string(op.sequence()) + ", which runs in a process set without it" +
+                                    "; do all ranks agree on the job's process sets?"};
+}
+
+// Whether `op` still needs job rank `peer` (never a rank outside its process set).
+bool needs(const chunk_op& op, int peer) {
+  const int member = op.peer_of(peer);
+  return member >= 0 && op.needs(member);
+}
 }  // namespace
 
 void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
@@ -60,18 +71,21 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
       auto a = active_.find(seq);
       if (a == active_.end() || !a->second.failure.ok()) break;
       auto local = local_view(*a->second.op, f.header);
+      const int peer = a->second.op->peer_of(f.peer);
       status st;
       if (!local) {
         st = layout_mismatch(*a->second.op, f.peer, f.header);
+      } else if (peer < 0) {
+        st = not_a_member(*a->second.op, f.peer);
       } else {
-        std::byte* dest = a->second.op->destination(f.peer, *local);
+        std::byte* dest = a->second.op->destination(peer, *local);
         const std::byte* data = f.payload.data();
         if (dest) {
           // An empty payload's data() may be null, which memcpy must not be given even for 0 bytes.
           if (!f.payload.empty()) std::memcpy(dest, f.payload.data(), f.payload.size());
           data = dest;
         }
-        st = a->second.op->delivered(t_, f.peer, *local, data);
+        st = a->second.op->delivered(t_, peer, *local, data);
       }
       if (!st.ok()) {
         log_failure(st);
@@ -87,7 +101,7 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
   // early frames and was replayed above); only an op that still needs it fails.
   if (auto a = active_.find(seq); a != active_.end()) {
     for (auto& [peer, why] : departed_) {
-      if (a->second.op->needs(peer)) {
+      if (needs(*a->second.op, peer)) {
         fail(seq, a->second, why);
         break;
       }
@@ -101,7 +115,8 @@ std::byte* engine::destination(int peer, const wire::frame_header& h) {
   auto it = active_.find(h.sequence);
   if (it == active_.end() || !it->second.failure.ok()) return nullptr;
   auto local = local_view(*it->second.op, h);
-  return local ? it->second.op->destination(peer, *local) : nullptr;
+  const int member = it->second.op->peer_of(peer);
+  return local && member >= 0 ? it->second.op->destination(member, *local) : nullptr;
 }
 
 void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
@@ -123,7 +138,10 @@ void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
   }
   if (!it->second.failure.ok()) return;
   auto local = local_view(*it->second.op, h);
-  auto st = local ? it->second.op->delivered(t_, peer, *local, data) : layout_mismatch(*it->second.op, peer, h);
+  const int member = it->second.op->peer_of(peer);
+  auto st = !local        ? layout_mismatch(*it->second.op, peer, h)
+            : member < 0 ? not_a_member(*it->second.op, peer)
+                         : it->second.op->delivered(t_, member, *local, data);
   if (!st.ok()) {
     log_failure(st);
     t_.abort(st);  // the ranks disagree: nobody may wait for frames that will never come
@@ -157,7 +175,7 @@ void engine::peer_failed(int peer, const status& why) {
   departed_.emplace_back(peer, why);
   std::vector<uint64_t> seqs;
   for (auto& [seq, a] : active_)
-    if (a.op->needs(peer)) seqs.push_back(seq);
+    if (needs(*a.op, peer)) seqs.push_back(seq);
   for (auto seq : seqs) {
     auto it = active_.find(seq);
     if (it != active_.end()) fail(seq, it->second, why);

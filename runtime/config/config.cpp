@@ -49,6 +49,8 @@ result<config> read_config(const env_lookup& get) {
   take(st, r.whole("CHORUS_NUM_STREAMS"), t.num_streams);
   take(st, r.whole("CHORUS_SOCKET_BUFFER_BYTES"), t.socket_buffer_bytes);
   take(st, r.whole("CHORUS_SHM_BYTES"), t.shm_bytes);
+  take(st, r.whole("CHORUS_SHM_SPIN_US"), t.shm_spin,
+       [](uint64_t us) { return std::chrono::microseconds(static_cast<int64_t>(us)); });
   take(st, r.text("CHORUS_HOST"), t.host);
   take(st, r.text("CHORUS_IFACE"), t.iface);
   take(st, r.text("CHORUS_HOST_ID"), t.host_id);
@@ -78,6 +80,7 @@ result<config> read_config(const env_lookup& get) {
   });
   take(st, r.flag("CHORUS_EARLY_START"), p.early_start);
   take(st, r.flag("CHORUS_HOLD_WHEN_AHEAD"), p.hold_when_ahead);
+  take(st, r.flag("CHORUS_DYNAMIC_PROCESS_SETS"), p.dynamic_process_sets);
   take(st, r.whole("CHORUS_FUSION_THRESHOLD"), p.fusion_threshold);
   take(st, r.whole("CHORUS_IN_PLACE_BYTES"), p.in_place_bytes);
   auto secs = [](uint64_t s) { return std::chrono::seconds(static_cast<int64_t>(s)); };

@@ -20,6 +20,7 @@ struct transport_config {
   int num_streams = 8;                                ///< CHORUS_NUM_STREAMS
   int socket_buffer_bytes = 0;                        ///< CHORUS_SOCKET_BUFFER_BYTES; 0 = kernel autotuning
   std::size_t shm_bytes = 2u << 20;                   ///< CHORUS_SHM_BYTES; 0 = TCP only
+  std::chrono::microseconds shm_spin{50};             ///< CHORUS_SHM_SPIN_US
   std::string host;                                   ///< CHORUS_HOST; empty: towards the rendezvous
   std::string iface;                                  ///< CHORUS_IFACE; empty: not used
   std::string host_id;                                ///< CHORUS_HOST_ID; empty: detected
@@ -45,6 +46,7 @@ struct pipeline_config {
   std::chrono::microseconds cycle_time{1000};   ///< CHORUS_CYCLE_TIME_MS (HOROVOD_CYCLE_TIME)
   bool early_start = false;                     ///< CHORUS_EARLY_START
   bool hold_when_ahead = true;                  ///< CHORUS_HOLD_WHEN_AHEAD
+  bool dynamic_process_sets = false;            ///< CHORUS_DYNAMIC_PROCESS_SETS (HOROVOD_DYNAMIC_PROCESS_SETS)
   std::size_t fusion_threshold = 64u << 20;     ///< CHORUS_FUSION_THRESHOLD (HOROVOD_FUSION_THRESHOLD)
   std::size_t in_place_bytes = 1u << 20;        ///< CHORUS_IN_PLACE_BYTES
   std::chrono::seconds stall_check{60};         ///< CHORUS_STALL_CHECK_TIME_SECONDS (HOROVOD_...)

@@ -7,42 +7,7 @@
 namespace chorus::negotiation {
 
 central_negotiator::central_negotiator(int rank, int size, const negotiation_options& options)
-    : rank_(rank), size_(size), ledger_(rank, size, options) {}
-
-actions central_negotiator::local_ready(tensor_spec spec, time_point now) {
-  actions out;
-  ledger_.local_ready(std::move(spec), out);
-  advance(now, out);
-  return out;
-}
-
-actions central_negotiator::local_ready_all(std::vector<tensor_spec> specs, time_point now) {
-  actions out;
-  for (auto& spec : specs) ledger_.local_ready(std::move(spec), out);
-  advance(now, out);
-  return out;
-}
-
-actions central_negotiator::submit_score(double score, uint64_t digest, time_point now) {
-  actions out;
-  ledger_.submit_score(score, digest);
-  advance(now, out);
-  return out;
-}
-
-actions central_negotiator::request_shutdown(time_point now) {
-  actions out;
-  ledger_.request_shutdown();
-  advance(now, out);
-  return out;
-}
-
-actions central_negotiator::request_join(time_point now) {
-  actions out;
-  ledger_.request_join();
-  advance(now, out);
-  return out;
-}
+    : ledger_strategy(rank, size, options) {}
 
 actions central_negotiator::on_timer(time_point now) {
   actions out;

@@ -29,33 +29,21 @@
 
 #include <optional>
 
-#include "runtime/negotiation/ledger.hpp"
-#include "runtime/negotiation/strategy.hpp"
+#include "runtime/negotiation/ledger_strategy.hpp"
 
 namespace chorus::negotiation {
 
-class central_negotiator final : public negotiation_strategy {
+class central_negotiator final : public ledger_strategy {
  public:
   central_negotiator(int rank, int size, const negotiation_options& options);
 
-  actions local_ready(tensor_spec spec, time_point now) override;
-  actions local_ready_all(std::vector<tensor_spec> specs, time_point now) override;
   actions on_message(const gossip_message& message, time_point now) override;
   actions on_timer(time_point now) override;
-  actions submit_score(double score, uint64_t digest, time_point now) override;
-  void set_cycle_time(duration cycle_time) override { ledger_.set_cycle_time(cycle_time); }
-  actions request_shutdown(time_point now) override;
-  actions request_join(time_point now) override;
-  bool joined() const override { return ledger_.joined(); }
 
-  bool idle() const override { return !running_ && !ledger_.has_new(); }
-  uint64_t cycles_done() const override { return last_cycle_; }
-  uint64_t contribution_cycle() const override { return last_cycle_ + (running_ ? 2 : 1); }
-  const tensor_registry& registry() const override { return ledger_.registry(); }
   std::string_view strategy_name() const override { return "central"; }
 
  private:
-  void advance(time_point now, actions& out);
+  void advance(time_point now, actions& out) override;
   /// `first_report`: rank 0 opens the cycle because this report arrived. `workers_told`:
   /// the answer that precedes it said open_next, so nobody needs a poll.
   void start_cycle(time_point now, actions& out, const gossip_message* first_report = nullptr,
@@ -70,17 +58,9 @@ class central_negotiator final : public negotiation_strategy {
   void finish_cycle(const gossip_message& merged, time_point now, actions& out);
   gossip_message header(message_kind kind, uint64_t cycle) const;
 
-  int rank_;
-  int size_;
-  negotiation_ledger ledger_;
-  uint64_t last_cycle_ = 0;  // last finished cycle
-  bool running_ = false;     // root: collecting cycle last_cycle_+1; worker: awaiting its answer
-  std::optional<time_point> last_start_;
-  gossip_message state_;     // root: merged so far
   dynamic_bitmap reported_;  // root: ranks whose contribution to the open cycle it holds
   std::optional<time_point> poll_at_;  // root: when to poll the workers still silent
   bool poll_waiting_ = false;  // worker: a poll for the next cycle overtook this cycle's answer
-  cycle_stats stats_;
 };
 
 }  // namespace chorus::negotiation

@@ -12,7 +12,7 @@ int gossip_rounds(int size) {
 }
 
 gossip_negotiator::gossip_negotiator(int rank, int size, const negotiation_options& options)
-    : rank_(rank), size_(size), rounds_(static_cast<uint32_t>(gossip_rounds(size))), ledger_(rank, size, options) {}
+    : ledger_strategy(rank, size, options), rounds_(static_cast<uint32_t>(gossip_rounds(size))) {}
 
 int gossip_negotiator::send_peer(uint32_t round) const {
   return static_cast<int>((rank_ + (int64_t{1} << round)) % size_);
@@ -21,48 +21,6 @@ int gossip_negotiator::send_peer(uint32_t round) const {
 int gossip_negotiator::recv_peer(uint32_t round) const {
   int64_t step = (int64_t{1} << round) % size_;
   return static_cast<int>((rank_ - step + size_) % size_);
-}
-
-actions gossip_negotiator::local_ready(tensor_spec spec, time_point now) {
-  actions out;
-  ledger_.local_ready(std::move(spec), out);
-  advance(now, out);
-  return out;
-}
-
-actions gossip_negotiator::local_ready_all(std::vector<tensor_spec> specs, time_point now) {
-  actions out;
-  for (auto& spec : specs) ledger_.local_ready(std::move(spec), out);
-  advance(now, out);
-  return out;
-}
-
-actions gossip_negotiator::submit_score(double score, uint64_t digest, time_point now) {
-  actions out;
-  ledger_.submit_score(score, digest);
-  advance(now, out);
-  return out;
-}
-
-actions gossip_negotiator::request_shutdown(time_point now) {
-  actions out;
-  ledger_.request_shutdown();
-  advance(now, out);
-  return out;
-}
-
-actions gossip_negotiator::request_join(time_point now) {
-  actions out;
-  ledger_.request_join();
-  advance(now, out);
-  return out;
-}
-
-actions gossip_negotiator::on_timer(time_point now) {
-  actions out;
-  ledger_.on_timer(now);
-  advance(now, out);
-  return out;
 }
 
 actions gossip_negotiator::on_message(const gossip_message& m, time_point now) {

@@ -32,29 +32,16 @@
 #include <optional>
 #include <utility>
 
-#include "runtime/negotiation/ledger.hpp"
-#include "runtime/negotiation/strategy.hpp"
+#include "runtime/negotiation/ledger_strategy.hpp"
 
 namespace chorus::negotiation {
 
-class gossip_negotiator final : public negotiation_strategy {
+class gossip_negotiator final : public ledger_strategy {
  public:
   gossip_negotiator(int rank, int size, const negotiation_options& options);
 
-  actions local_ready(tensor_spec spec, time_point now) override;
-  actions local_ready_all(std::vector<tensor_spec> specs, time_point now) override;
   actions on_message(const gossip_message& message, time_point now) override;
-  actions on_timer(time_point now) override;
-  actions submit_score(double score, uint64_t digest, time_point now) override;
-  void set_cycle_time(duration cycle_time) override { ledger_.set_cycle_time(cycle_time); }
-  actions request_shutdown(time_point now) override;
-  actions request_join(time_point now) override;
-  bool joined() const override { return ledger_.joined(); }
 
-  bool idle() const override { return !running_ && !ledger_.has_new(); }
-  uint64_t cycles_done() const override { return last_cycle_; }
-  uint64_t contribution_cycle() const override { return last_cycle_ + (running_ ? 2 : 1); }
-  const tensor_registry& registry() const override { return ledger_.registry(); }
   std::string_view strategy_name() const override { return "gossip"; }
 
   /// The rank this rank sends to, and the rank it hears from, in round k.
@@ -63,21 +50,13 @@ class gossip_negotiator final : public negotiation_strategy {
 
  private:
   /// Starts / joins cycles, merges buffered messages, and sets wake_at (steps 2-5).
-  void advance(time_point now, actions& out);
+  void advance(time_point now, actions& out) override;
   void start_cycle(time_point now, actions& out);
   void send_round(uint32_t round, actions& out);
   void finish_cycle(time_point now, actions& out);
 
-  int rank_;
-  int size_;
   uint32_t rounds_;
-  negotiation_ledger ledger_;
-  uint64_t last_cycle_ = 0;  // last finished cycle
-  bool running_ = false;     // in cycle last_cycle_ + 1
   uint32_t next_round_ = 0;  // the round whose message we wait for
-  std::optional<time_point> last_start_;
-  gossip_message state_;
-  cycle_stats stats_;
   std::map<std::pair<uint64_t, uint32_t>, gossip_message> early_;  // (cycle, round)
 };
 

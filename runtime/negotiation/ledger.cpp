@@ -15,6 +15,7 @@ void negotiation_ledger::local_ready(tensor_spec spec, actions& out) {
   auto refuse = [&](errc code, std::string text) { out.rejected.push_back({spec.name, status{code, std::move(text)}}); };
   if (failed_) return refuse(errc::shutdown, describe(spec) + ": negotiation stopped: " + failure_.message());
   if (auto st = validate(spec, size_); !st.ok()) return refuse(st.code(), st.message());
+  if (auto st = check_set(spec); !st.ok()) return refuse(st.code(), st.message());
   if (local_names_.count(spec.name)) {
     return refuse(errc::invalid_argument,
                   describe(spec) + ": enqueued again before the previous operation on this name was agreed");
@@ -85,13 +86,20 @@ gossip_message negotiation_ledger::contribution() {
   m.ready_or = pending_ids_;
   std::sort(fresh_names_.begin(), fresh_names_.end(), spec_less);
   for (auto& spec : fresh_names_) {
+    // A member announces for the ranks outside its set too: they never enqueue the name.
     announcement a{std::move(spec), {}};
+    a.ranks = outsiders(a.spec);
     a.ranks.set(static_cast<std::size_t>(rank_));
     m.announced.push_back(std::move(a));
   }
   fresh_names_.clear();
   fresh_ids_ = false;
-  stall_.contribute(m, pending_ids_, rank_);
+  const auto foreign = foreign_ids();
+  m.ready_and.or_with(foreign);  // ready for what its sets leave it out of
+  // A stall report never blames a rank for a tensor of a set it is not in.
+  dynamic_bitmap answered = pending_ids_;
+  answered.or_with(foreign);
+  stall_.contribute(m, answered, rank_);
   if (fresh_score_) {
     m.score_min = *fresh_score_;
     m.scored.set(static_cast<std::size_t>(rank_));
@@ -110,6 +118,42 @@ gossip_message negotiation_ledger::contribution() {
     join_fresh_ = false;
   }
   return m;
+}
+
+dynamic_bitmap negotiation_ledger::foreign_ids() const {
+  dynamic_bitmap out(registry_.size());
+  if (!options_.process_sets) return out;
+  auto sets = options_.process_sets->all();
+  if (sets.size() < 2) return out;
+  for (uint32_t id = 0; id < registry_.size(); ++id) {
+    int set = registry_.spec(id).process_set;
+    if (set == 0) continue;
+    auto it = std::find_if(sets.begin(), sets.end(), [&](const auto& p) { return p->id == set; });
+    if (it != sets.end() && !(*it)->includes(rank_)) out.set(id);
+  }
+  return out;
+}
+
+dynamic_bitmap negotiation_ledger::outsiders(const tensor_spec& spec) const {
+  dynamic_bitmap out;
+  if (spec.process_set == 0 || !options_.process_sets) return out;
+  auto set = options_.process_sets->find(spec.process_set);
+  if (!set) return out;
+  for (int r = 0; r < size_; ++r)
+    if (!set->includes(r)) out.set(static_cast<std::size_t>(r));
+  return out;
+}
+
+status negotiation_ledger::check_set(const tensor_spec& spec) const {
+  if (spec.process_set == 0) return {};
+  auto set = options_.process_sets ? options_.process_sets->find(spec.process_set) : nullptr;
+  if (!set)
+    return {errc::invalid_argument,
+            describe(spec) + ": process set " + std::to_string(spec.process_set) + " does not exist or has not been registered"};
+  if (!set->includes(rank_))
+    return {errc::invalid_argument, describe(spec) + ": rank " + std::to_string(rank_) +
+                                        " is not a member of the provided process set (ranks " + set->rank_list() + ")"};
+  return {};
 }
 
 dynamic_bitmap negotiation_ledger::table_ranks(const std::vector<announcement>& groups) const {
@@ -189,7 +233,12 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
         requeued.push_back(registry_.spec(*old_id));
       }
     } else {
-      out.errors.push_back({cycle, it->first, mismatch_message(it->second)});
+      // Name the ranks that announced each spec, not the ranks outside the set that members
+      // announced for.
+      auto groups = it->second;
+      const auto outside = outsiders(groups.front().spec);
+      for (auto& g : groups) g.ranks.and_not(outside);
+      out.errors.push_back({cycle, it->first, mismatch_message(groups)});
     }
     it = table_.erase(it);
   }
@@ -252,12 +301,14 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
   pending.and_not(agreed);
   awaited_ = pending;
   awaited_.and_not(contributed_);
+  awaited_.and_not(foreign_ids());  // this rank never enqueues those
   //    Ahead: something this rank contributed is still pending (some rank lacks it), and no
   //    rank has an id or a name this rank lacks.
   dynamic_bitmap waiting = pending_ids_;
   waiting.and_with(contributed_);
   bool waits = waiting.any(), behind = awaited_.any();
   for (const auto& [name, groups] : table_) {
+    if (outsiders(groups.front().spec).test(static_cast<std::size_t>(rank_))) continue;  // not its set's
     bool here = table_ranks(groups).test(static_cast<std::size_t>(rank_));
     waits = waits || here;
     behind = behind || !here;

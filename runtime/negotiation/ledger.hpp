@@ -80,6 +80,12 @@ class negotiation_ledger {
 
  private:
   dynamic_bitmap table_ranks(const std::vector<announcement>& groups) const;
+  /// Registered ids whose process set leaves this rank out (it counts as ready for them).
+  dynamic_bitmap foreign_ids() const;
+  /// The ranks outside `spec`'s process set (empty for the global set).
+  dynamic_bitmap outsiders(const tensor_spec& spec) const;
+  /// An error when `spec`'s process set is unknown or leaves this rank out; ok otherwise.
+  status check_set(const tensor_spec& spec) const;
   /// Step 8 of resolve(): folds the cycle's scores into the window; reports it when complete.
   void resolve_window(const gossip_message& merged, uint64_t cycle, actions& out);
 

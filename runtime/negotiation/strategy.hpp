@@ -18,6 +18,7 @@
 #include "runtime/negotiation/message.hpp"
 #include "runtime/negotiation/registry.hpp"
 #include "runtime/negotiation/tensor_spec.hpp"
+#include "runtime/process_sets/process_set.hpp"
 
 namespace chorus::negotiation {
 
@@ -51,6 +52,13 @@ struct negotiation_options {
   /// (negotiation_ledger::holds_back). Scores, shutdown, join and stall reports are never
   /// held. Off here so that the strategy tests and the simulator count cycles without it.
   bool hold_when_ahead = false;
+  /// The job's process sets (null: only the global one). A tensor of set k is negotiated by
+  /// every rank, but only k's members enqueue it: the others count as having announced it
+  /// and as ready for it (the ledger's contribution says so in the message, so every rank
+  /// resolves alike), and the agreed batch names it on every rank (non-members plan it and
+  /// skip its chunks). Every rank must have a set registered before any member enqueues a
+  /// tensor in it.
+  std::shared_ptr<const process_set_table> process_sets;
 };
 
 /// A message for rank `to`.

@@ -88,7 +88,26 @@ std::string format_shape(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
-std::string describe(const tensor_spec& s) { return std::string(name_of(s.kind)) + "('" + s.name + "')"; }
+namespace {
+std::string set_suffix(int process_set) { return " [process set " + std::to_string(process_set) + "]"; }
+}  // namespace
+
+std::string negotiated_name(const std::string& name, int process_set) {
+  return process_set == 0 ? name : name + set_suffix(process_set);
+}
+
+std::string caller_name(const tensor_spec& s) {
+  if (s.process_set == 0) return s.name;
+  auto suffix = set_suffix(s.process_set);
+  if (s.name.size() >= suffix.size() && s.name.compare(s.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return s.name.substr(0, s.name.size() - suffix.size());
+  return s.name;
+}
+
+std::string describe(const tensor_spec& s) {
+  std::string out = std::string(name_of(s.kind)) + "('" + caller_name(s) + "')";
+  return s.process_set == 0 ? out : out + " in process set " + std::to_string(s.process_set);
+}
 
 status validate(const tensor_spec& s, int world_size) {
   if (s.name.empty()) return {errc::invalid_argument, std::string(name_of(s.kind)) + ": empty tensor name"};

@@ -85,8 +85,16 @@ std::string field_value(const tensor_spec& s, std::string_view field);
 /// "[512,256]"; "[]" for a scalar.
 std::string format_shape(const std::vector<int64_t>& shape);
 
-/// "allreduce('fc1.weight')": how errors name an operation.
+/// "allreduce('fc1.weight')": how errors name an operation; in a process set other than the
+/// global one, "allreduce('fc1.weight') in process set 2".
 std::string describe(const tensor_spec& s);
+
+/// The name a tensor negotiates under: `name` itself in the global set, "<name> [process set
+/// <id>]" in process set `id`, so that one name used in two sets is two tensors (each set
+/// negotiates its own names, as Horovod's per-set tensor queues do).
+std::string negotiated_name(const std::string& name, int process_set);
+/// The caller's name inside a negotiated one (the name itself for the global set).
+std::string caller_name(const tensor_spec& s);
 
 /// Checks what a single rank can check at the API boundary: a name, no negative dimension, a
 /// byte size that fits in int64, a root inside [0, world_size) for broadcast. errc::invalid_argument otherwise.

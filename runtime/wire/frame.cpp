@@ -32,7 +32,7 @@ std::string hex(uint64_t v) {
 bool is_known_kind(uint16_t kind) {
   switch (static_cast<frame_kind>(kind)) {
     case frame_kind::data: case frame_kind::goodbye: case frame_kind::abort: case frame_kind::control:
-    case frame_kind::shm_data: case frame_kind::heartbeat:
+    case frame_kind::shm_wake: case frame_kind::heartbeat: case frame_kind::shm_pad:
     case frame_kind::hello:
     case frame_kind::challenge: case frame_kind::proof: case frame_kind::accept:
     case frame_kind::reject:

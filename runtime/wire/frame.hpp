@@ -21,10 +21,11 @@ enum class frame_kind : uint16_t {
   goodbye = 2,    ///< the sender is shutting down cleanly; no more frames follow
   abort = 3,      ///< the sender found the job broken; payload is the reason; it closes next
   control = 4,    ///< control link only (transport/tcp/control_link.hpp): kind u8 | origin i32 | bytes
-  /// a data frame whose `length` payload bytes are not on the stream but in the stream's
-  /// shared-memory ring (transport/shm/ring.hpp), at the ring's next place
-  shm_data = 5,
+  /// the doorbell of a stream's shared-memory ring (transport/shm/ring.hpp): frames wait in
+  /// the ring while its reader slept; no payload
+  shm_wake = 5,
   heartbeat = 6,  ///< control link only: "this rank's runtime is alive"; no payload
+  shm_pad = 7,    ///< inside a shared-memory ring only: the rest of the ring is skipped; no payload
   hello = 16,     ///< handshake 1: client's rank, stream and nonce
   challenge = 17, ///< handshake 2: server's nonce and proof of the secret
   proof = 18,     ///< handshake 3: client's proof of the secret

@@ -11,6 +11,11 @@
 
 namespace chorus::telemetry::trace {
 
+namespace {
+// Allgather and alltoall negotiate dim 0 as 0; the rank's own rows come from its enqueue record.
+bool gathers(const tensor_spec& s) { return s.kind == collective_kind::allgather || s.kind == collective_kind::alltoall; }
+}  // namespace
+
 result<replay_input> replay_input_from(const std::vector<trace_file>& files) {
   replay_input in;
   in.size = static_cast<int>(files.size());
@@ -22,7 +27,7 @@ result<replay_input> replay_input_from(const std::vector<trace_file>& files) {
       return status{errc::invalid_argument, "trace " + f.path + ": the recorder lost " + std::to_string(f.lost) +
                                                 " records (its buffer was full); this trace cannot be replayed"};
     bool tuned = false;
-    std::unordered_map<uint64_t, int64_t> rows;  // allgather handle → first dim
+    std::unordered_map<uint64_t, int64_t> rows;  // allgather / alltoall handle → first dim
     uint64_t last = 0;
     for (const auto& r : f.records) {
       switch (r.kind) {
@@ -31,11 +36,11 @@ result<replay_input> replay_input_from(const std::vector<trace_file>& files) {
           tuned = true;
           break;
         case record_kind::enqueue:
-          if (r.spec.kind == collective_kind::allgather) rows[r.handle] = r.spec.shape.empty() ? 1 : r.spec.shape[0];
+          if (gathers(r.spec)) rows[r.handle] = r.spec.shape.empty() ? 1 : r.spec.shape[0];
           break;
         case record_kind::ready: {
           replay_op op{r.cycle, r.handle, r.spec, 0};
-          if (op.spec.kind == collective_kind::allgather) {
+          if (gathers(op.spec)) {
             auto it = rows.find(r.handle);
             op.first_dim = it == rows.end() ? 0 : it->second;
           }

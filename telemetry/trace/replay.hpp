@@ -28,7 +28,7 @@ struct replay_op {
   uint64_t cycle = 0;     ///< the cycle it joined on this rank (the ready record's cycle)
   uint64_t handle = 0;
   tensor_spec spec;       ///< as negotiated (allgather: shape[0] is 0)
-  int64_t first_dim = 0;  ///< allgather: this rank's rows (from the enqueue record)
+  int64_t first_dim = 0;  ///< allgather, alltoall: this rank's rows (from the enqueue record)
 };
 
 /// What one rank decided, recorded or replayed.

@@ -38,7 +38,7 @@ void write(const std::string& target, const std::string& name, const std::string
 void frames() {
   int i = 0;
   for (auto kind : {wire::frame_kind::data, wire::frame_kind::goodbye, wire::frame_kind::control,
-                    wire::frame_kind::shm_data, wire::frame_kind::hello}) {
+                    wire::frame_kind::shm_wake, wire::frame_kind::hello}) {
     wire::frame_header h;
     h.kind = kind;
     h.job_id = 0x1234;

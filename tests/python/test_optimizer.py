@@ -176,7 +176,7 @@ def test_bad_arguments():
         hvd.DistributedOptimizer(sgd(p, 1.0), named_parameters=[("a", p[0]), ("a", p[1])])
     with pytest.raises(ValueError, match="not named"):
         hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=[("a", next(model.parameters()))])
-    with pytest.raises(NotImplementedError, match="process sets"):
+    with pytest.raises(ValueError, match="not registered"):
         hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), process_set=hvd.ProcessSet([0]))
 
 

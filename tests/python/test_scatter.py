@@ -5,13 +5,8 @@ import pytest
 import torch
 
 import chorus.torch as hvd
-from chorus import _chorus_torch as _lib
 from chorus.common.exceptions import ChorusArgumentError
 from conftest import DTYPES, close
-
-pytestmark = pytest.mark.skipif(not hasattr(_lib, "alltoall_async"),
-                                reason="this build's C++ API has no reducescatter/alltoall")
-
 
 def rows_of(dim0, n, r):
     return dim0 // n + (1 if r < dim0 % n else 0)
@@ -96,7 +91,6 @@ def test_errors():
                        torch.full((2,), float(n)))
 
 
-@pytest.mark.skipif(not hasattr(_lib, "join"), reason="this build's C++ API has no join")
 def test_join_with_uneven_batches():
     # Rank r has r + 1 batches; a joined rank adds zeros, so batch k sums the ranks with more
     # than k batches; the rank with the most batches joins last.
@@ -110,7 +104,6 @@ def test_join_with_uneven_batches():
     assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(n)))
 
 
-@pytest.mark.skipif(not hasattr(_lib, "join"), reason="this build's C++ API has no join")
 def test_join_refuses_what_a_joined_rank_cannot_take_part_in():
     # Rank 0 joins at once; the others find allgather, alltoall and broadcast (from any root)
     # refused with an error naming the tensor and rank 0, as Horovod does, while allreduce

@@ -53,6 +53,7 @@ std::vector<row> config_rows() {
       {"CHORUS_SOCKET_BUFFER_BYTES", "65536", "65536",
        [](const config& c) { return str(c.transport.socket_buffer_bytes); }, "1GiB"},
       {"CHORUS_SHM_BYTES", "0", "0", [](const config& c) { return str(c.transport.shm_bytes); }, "-1"},
+      {"CHORUS_SHM_SPIN_US", "0", "0", [](const config& c) { return str(c.transport.shm_spin.count()); }, "x"},
       {"CHORUS_HOST", "10.0.0.7", "10.0.0.7", [](const config& c) { return c.transport.host; }, nullptr},
       {"CHORUS_IFACE", "eth1", "eth1", [](const config& c) { return c.transport.iface; }, nullptr},
       {"CHORUS_HOST_ID", "rack3-node7", "rack3-node7", [](const config& c) { return c.transport.host_id; }, nullptr},
@@ -77,6 +78,7 @@ std::vector<row> config_rows() {
        "-1"},
       {"CHORUS_EARLY_START", "1", "1", [](const config& c) { return str(c.pipeline.early_start); }, "yes"},
       {"CHORUS_HOLD_WHEN_AHEAD", "0", "0", [](const config& c) { return str(c.pipeline.hold_when_ahead); }, "2"},
+      {"CHORUS_DYNAMIC_PROCESS_SETS", "1", "1", [](const config& c) { return str(c.pipeline.dynamic_process_sets); }, "2"},
       {"CHORUS_FUSION_THRESHOLD", "1048576", "1048576",
        [](const config& c) { return str(c.pipeline.fusion_threshold); }, "64MB"},
       {"CHORUS_IN_PLACE_BYTES", "0", "0", [](const config& c) { return str(c.pipeline.in_place_bytes); }, "1e6"},
@@ -190,6 +192,8 @@ TEST(Config, HorovodAliases) {
   };
   std::vector<alias_row> rows{
       {"HOROVOD_CYCLE_TIME", "5", [](const config& c) { return str(c.pipeline.cycle_time.count()); }, "5000"},
+      {"HOROVOD_DYNAMIC_PROCESS_SETS", "1", [](const config& c) { return str(c.pipeline.dynamic_process_sets); }, "1",
+       "0"},
       {"HOROVOD_FUSION_THRESHOLD", "0", [](const config& c) { return str(c.pipeline.fusion_threshold); }, "0"},
       {"HOROVOD_STALL_CHECK_TIME_SECONDS", "10",
        [](const config& c) { return str(c.pipeline.stall_check.count()); }, "10"},

@@ -33,6 +33,8 @@ TEST(TensorSpec, SizesAndPrinting) {
   EXPECT_EQ(tensor_spec{}.num_elements(), 1);  // scalar
   EXPECT_EQ(format_shape(s.shape), "[512,256]");
   EXPECT_EQ(format_shape({}), "[]");
+  EXPECT_EQ(describe(s), "broadcast('fc1.weight') in process set 2");
+  s.process_set = 0;
   EXPECT_EQ(describe(s), "broadcast('fc1.weight')");
 }
 

@@ -1,6 +1,8 @@
 // The shared-memory ring (runtime/transport/shm/): a segment found only with its nonce and
-// unnamed once opened, the placement rule both sides follow (wrap to the start when a payload
-// would run past the end), room handed back only by release(), and payloads intact across it.
+// unnamed once opened; frames (header and payload) visible only once published, the placement
+// rule both sides follow (skip to the start, with or without a padding header), room handed
+// back only by consume(), frames intact across it, one doorbell per sleep, and a ring a hostile
+// peer wrote refused with a protocol error instead of being read out of bounds.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -32,7 +34,8 @@ ring_pair make_ring(std::size_t capacity) {
   EXPECT_TRUE(static_cast<bool>(created)) << created.error().to_string();
   auto opened = segment::open(name, 42);
   EXPECT_TRUE(static_cast<bool>(opened)) << opened.error().to_string();
-  return {std::make_unique<ring_writer>(std::move(*created)), std::make_unique<ring_reader>(std::move(*opened))};
+  return {std::make_unique<ring_writer>(std::move(*created)),
+          std::make_unique<ring_reader>(std::move(*opened), wire::frame_limits{0x77, 64u << 20})};
 }
 
 TEST(shm_segment, is_found_only_with_its_nonce_and_unnamed_once_opened) {
@@ -78,70 +81,202 @@ TEST(shm_segment, creating_an_existing_name_fails) {
   EXPECT_NE(second.error().message().find("cannot create shared-memory segment " + name), std::string::npos);
 }
 
-TEST(shm_ring, takes_nothing_empty_or_larger_than_itself) {
-  auto r = make_ring(4096);
-  EXPECT_EQ(r.out->reserve(0), nullptr);
-  EXPECT_EQ(r.out->reserve(4097), nullptr);
-  EXPECT_EQ(r.in->next(4097), nullptr);
-  EXPECT_NE(r.out->reserve(4096), nullptr);  // exactly full
+constexpr uint64_t job = 0x77;
+const wire::frame_limits limits{job, 64u << 20};
+
+wire::frame_header data_frame(uint64_t seq, uint32_t length) {
+  wire::frame_header h;
+  h.job_id = job;
+  h.sequence = seq;
+  h.length = length;
+  return h;
 }
 
-TEST(shm_ring, room_comes_back_only_when_the_reader_releases) {
-  // The two sides map the segment at different addresses: compare places within a side, and
-  // bytes across them.
-  auto r = make_ring(4096);
-  std::byte* a = r.out->reserve(3000);
-  ASSERT_NE(a, nullptr);
-  a[0] = std::byte{1};
-  EXPECT_EQ(r.out->reserve(1200), nullptr);  // 3000 + 1200 > 4096
-  std::byte* b = r.out->reserve(1000);
-  ASSERT_NE(b, nullptr);
-  EXPECT_EQ(b, a + 3000);
-  b[0] = std::byte{2};
-  const std::byte* ra = r.in->next(3000);
-  EXPECT_EQ(ra[0], std::byte{1});  // same place, by the same rule
-  EXPECT_EQ(r.out->reserve(2000), nullptr);  // read but not released
-  r.in->release();
-  // 2000 does not fit between 4000 and the end: it wraps to the start, where room is back.
-  std::byte* c = r.out->reserve(2000);
-  EXPECT_EQ(c, a);
-  c[0] = std::byte{3};
-  const std::byte* rb = r.in->next(1000);
-  EXPECT_EQ(rb, ra + 3000);
-  EXPECT_EQ(rb[0], std::byte{2});
-  EXPECT_EQ(r.in->next(2000), ra);  // the reader skips the same tail
-  EXPECT_EQ(ra[0], std::byte{3});
+std::vector<std::byte> bytes_of(uint64_t k, std::size_t len) {
+  std::vector<std::byte> v(len);
+  for (std::size_t i = 0; i < len; ++i) v[i] = static_cast<std::byte>((k * 31 + i) & 0xff);
+  return v;
 }
 
-TEST(shm_ring, random_payload_sizes_arrive_intact_in_order) {
+TEST(shm_ring, takes_no_frame_larger_than_itself) {
+  auto r = make_ring(4096);
+  EXPECT_FALSE(r.out->fits(4097 - wire::frame_header_size));
+  EXPECT_TRUE(r.out->fits(4096 - wire::frame_header_size));
+  auto p = bytes_of(1, 4096);
+  EXPECT_FALSE(r.out->put(data_frame(1, 4097 - wire::frame_header_size), p.data()));
+  EXPECT_TRUE(r.out->put(data_frame(1, 4096 - wire::frame_header_size), p.data()));  // exactly full
+}
+
+TEST(shm_ring, a_frame_is_seen_only_once_published_and_room_comes_back_only_on_consume) {
+  auto r = make_ring(4096);
+  auto a = bytes_of(1, 3000), b = bytes_of(2, 900), c = bytes_of(3, 2000);
+  ASSERT_TRUE(r.out->put(data_frame(1, 3000), a.data()));
+  ring_frame f;
+  auto got = r.in->next(f);
+  ASSERT_TRUE(got) << got.error().to_string();
+  EXPECT_FALSE(*got);  // not published yet
+  EXPECT_FALSE(r.out->publish());  // nobody sleeps: no doorbell
+  ASSERT_TRUE(r.out->put(data_frame(2, 900), b.data()));  // 3040 + 940 <= 4096
+  EXPECT_FALSE(r.out->put(data_frame(3, 2000), c.data()));  // no room
+  r.out->publish();
+  got = r.in->next(f);
+  ASSERT_TRUE(got && *got);
+  EXPECT_EQ(f.header.sequence, 1u);
+  ASSERT_EQ(f.header.length, 3000u);
+  EXPECT_EQ(std::memcmp(f.payload, a.data(), a.size()), 0);
+  EXPECT_FALSE(r.out->put(data_frame(3, 2000), c.data()));  // read but not consumed
+  r.in->consume();
+  // 2040 bytes do not fit between 3980 and the end: the frame goes to the start (the 116 bytes
+  // left hold a padding header), where room is back.
+  ASSERT_TRUE(r.out->put(data_frame(3, 2000), c.data()));
+  r.out->publish();
+  got = r.in->next(f);
+  ASSERT_TRUE(got && *got);
+  EXPECT_EQ(f.header.sequence, 2u);
+  EXPECT_EQ(std::memcmp(f.payload, b.data(), b.size()), 0);
+  r.in->consume();
+  got = r.in->next(f);
+  ASSERT_TRUE(got && *got) << "the reader did not skip the padding";
+  EXPECT_EQ(f.header.sequence, 3u);
+  EXPECT_EQ(std::memcmp(f.payload, c.data(), c.size()), 0);
+  r.in->consume();
+  got = r.in->next(f);
+  ASSERT_TRUE(got);
+  EXPECT_FALSE(*got);
+}
+
+TEST(shm_ring, a_tail_too_short_for_a_header_is_skipped_without_one) {
+  auto r = make_ring(4096);
+  auto p = bytes_of(1, 4096);
+  // 4096 - 4070 = 26 bytes left, fewer than a header: skipped silently by both sides.
+  ASSERT_TRUE(r.out->put(data_frame(1, 4070 - wire::frame_header_size), p.data()));
+  r.out->publish();
+  ring_frame f;
+  ASSERT_TRUE(*r.in->next(f));
+  r.in->consume();
+  ASSERT_TRUE(r.out->put(data_frame(2, 100), p.data()));
+  r.out->publish();
+  auto got = r.in->next(f);
+  ASSERT_TRUE(got && *got) << (got ? "" : got.error().to_string());
+  EXPECT_EQ(f.header.sequence, 2u);
+  EXPECT_EQ(std::memcmp(f.payload, p.data(), 100), 0);
+}
+
+TEST(shm_ring, one_doorbell_per_sleep) {
+  auto r = make_ring(4096);
+  auto p = bytes_of(1, 10);
+  r.in->set_sleeping(true);
+  EXPECT_FALSE(r.out->publish());  // nothing new: no doorbell
+  ASSERT_TRUE(r.out->put(data_frame(1, 10), p.data()));
+  EXPECT_TRUE(r.out->publish());
+  ASSERT_TRUE(r.out->put(data_frame(2, 10), p.data()));
+  EXPECT_FALSE(r.out->publish());  // already rung for this sleep
+  EXPECT_TRUE(r.in->pending());
+  r.in->set_sleeping(false);
+  r.in->set_sleeping(true);
+  ASSERT_TRUE(r.out->put(data_frame(3, 10), p.data()));
+  EXPECT_TRUE(r.out->publish());
+}
+
+TEST(shm_ring, random_frame_sizes_arrive_intact_in_order) {
   auto r = make_ring(64 * 1024);
   std::mt19937 rng(1234);
-  std::vector<std::vector<std::byte>> pending;  // written, not yet read
+  std::vector<std::vector<std::byte>> pending;  // put, not yet read
   std::size_t written = 0, read = 0;
-  auto payload = [](std::size_t k, std::size_t len) {
-    std::vector<std::byte> v(len);
-    for (std::size_t i = 0; i < len; ++i) v[i] = static_cast<std::byte>((k * 31 + i) & 0xff);
-    return v;
-  };
   while (read < 2000) {
     bool write = written < 2000 && (pending.empty() || rng() % 3 != 0);
     if (write) {
-      std::size_t len = 1 + rng() % (20 * 1024);
-      std::byte* at = r.out->reserve(len);
-      if (at) {
-        auto v = payload(written++, len);
-        std::memcpy(at, v.data(), len);
+      std::size_t len = rng() % (20 * 1024);
+      auto v = bytes_of(written, len);
+      if (r.out->put(data_frame(written, static_cast<uint32_t>(len)), v.data())) {
+        ++written;
         pending.push_back(std::move(v));
+        if (rng() % 2) r.out->publish();
         continue;
       }
       ASSERT_FALSE(pending.empty()) << "an empty ring refused " << len << " bytes";
     }
-    const std::byte* at = r.in->next(pending.front().size());
-    ASSERT_NE(at, nullptr);
-    ASSERT_EQ(std::memcmp(at, pending.front().data(), pending.front().size()), 0) << "payload " << read;
-    r.in->release();
+    r.out->publish();
+    ring_frame f;
+    auto got = r.in->next(f);
+    ASSERT_TRUE(got) << got.error().to_string();
+    ASSERT_TRUE(*got);
+    ASSERT_EQ(f.header.sequence, read);
+    ASSERT_EQ(f.header.length, pending.front().size());
+    ASSERT_EQ(std::memcmp(f.payload, pending.front().data(), pending.front().size()), 0) << "frame " << read;
+    r.in->consume();
     pending.erase(pending.begin());
     ++read;
+  }
+}
+
+// A hostile peer controls the segment: the published counter and every byte of the ring.
+struct raw_ring {
+  std::unique_ptr<segment> writer_side;
+  std::unique_ptr<ring_reader> in;
+};
+raw_ring make_raw(std::size_t capacity) {
+  auto name = unique_name("raw");
+  auto created = segment::create(name, capacity, 5);
+  EXPECT_TRUE(static_cast<bool>(created));
+  auto opened = segment::open(name, 5);
+  EXPECT_TRUE(static_cast<bool>(opened));
+  return {std::move(*created), std::make_unique<ring_reader>(std::move(*opened), limits)};
+}
+
+std::string refusal(ring_reader& in) {
+  ring_frame f;
+  auto got = in.next(f);
+  if (got) return *got ? "accepted" : "nothing";
+  EXPECT_EQ(got.error().code(), errc::protocol);
+  return got.error().message();
+}
+
+TEST(shm_ring, what_a_hostile_peer_writes_is_refused_not_read_out_of_bounds) {
+  {  // a published counter past the ring's capacity
+    auto r = make_raw(4096);
+    r.writer_side->published().store(1u << 20);
+    EXPECT_NE(refusal(*r.in).find("claims more bytes than it holds"), std::string::npos) << refusal(*r.in);
+  }
+  {  // garbage instead of a header
+    auto r = make_raw(4096);
+    std::memset(r.writer_side->data(), 0xab, 64);
+    r.writer_side->published().store(64);
+    EXPECT_NE(refusal(*r.in).find("holds a bad frame: "), std::string::npos) << refusal(*r.in);
+  }
+  {  // a header whose payload runs past the published bytes
+    auto r = make_raw(4096);
+    wire::encode(data_frame(1, 1000), r.writer_side->data());
+    r.writer_side->published().store(wire::frame_header_size + 10);
+    EXPECT_NE(refusal(*r.in).find("holds a frame that does not fit"), std::string::npos) << refusal(*r.in);
+  }
+  {  // a header whose payload runs past the ring's end
+    auto r = make_raw(4096);
+    wire::encode(data_frame(1, 5000), r.writer_side->data());
+    r.writer_side->published().store(4096);
+    EXPECT_NE(refusal(*r.in).find("holds a frame that does not fit"), std::string::npos) << refusal(*r.in);
+  }
+  {  // a frame of another job
+    auto r = make_raw(4096);
+    auto h = data_frame(1, 8);
+    h.job_id = job + 1;
+    wire::encode(h, r.writer_side->data());
+    r.writer_side->published().store(wire::frame_header_size + 8);
+    EXPECT_NE(refusal(*r.in).find("holds a bad frame: "), std::string::npos) << refusal(*r.in);
+  }
+  {  // a frame of another kind (a goodbye has no business in a ring)
+    auto r = make_raw(4096);
+    auto h = data_frame(1, 0);
+    h.kind = wire::frame_kind::goodbye;
+    wire::encode(h, r.writer_side->data());
+    r.writer_side->published().store(wire::frame_header_size);
+    EXPECT_NE(refusal(*r.in).find("holds a frame of another kind"), std::string::npos) << refusal(*r.in);
+  }
+  {  // a published counter that ends inside a header
+    auto r = make_raw(4096);
+    wire::encode(data_frame(1, 0), r.writer_side->data());
+    r.writer_side->published().store(10);
+    EXPECT_NE(refusal(*r.in).find("ends inside a frame header"), std::string::npos) << refusal(*r.in);
   }
 }
 

@@ -184,25 +184,26 @@ PYBIND11_MODULE(_chorus_torch, m) {
   m.def(
       "allreduce_async",
       [](at::Tensor t, const std::string& name, int op, bool transient, uintptr_t stream, int compression,
-         int nan_check) {
+         int nan_check, int process_set) {
         auto rop = to_reduce_op(op);
         auto wire = wire_options(compression, nan_check);
-        return submit(
-            [&] { return torch_op::allreduce(name, t, rop, transient, reinterpret_cast<void*>(stream), wire); });
+        return submit([&] {
+          return torch_op::allreduce(name, t, rop, transient, reinterpret_cast<void*>(stream), wire, process_set);
+        });
       },
       py::arg("tensor"), py::arg("name"), py::arg("op"), py::arg("transient") = false, py::arg("stream") = 0,
-      py::arg("compression") = -1, py::arg("nan_check") = -1,
+      py::arg("compression") = -1, py::arg("nan_check") = -1, py::arg("process_set") = 0,
       "Reduces `tensor` in place across all ranks. compression: 0 none, 1 fp16, 2 bf16 on the wire; "
       "nan_check: 0 off, 1 error, 2 skip; -1: the job's default.");
   m.def(
       "allreduce_async_all",
       [](const std::vector<at::Tensor>& ts, const std::vector<std::string>& names, int op, uintptr_t stream,
-         int compression, int nan_check) {
+         int compression, int nan_check, int process_set) {
         auto rop = to_reduce_op(op);
         auto wire = wire_options(compression, nan_check);
         std::vector<std::unique_ptr<torch_op>> ops;
         try {
-          ops = torch_op::allreduce_all(names, ts, rop, reinterpret_cast<void*>(stream), wire);
+          ops = torch_op::allreduce_all(names, ts, rop, reinterpret_cast<void*>(stream), wire, process_set);
         } catch (const chorus::python::argument_error& e) {
           raise_argument(e.what());
         }
@@ -215,23 +216,27 @@ PYBIND11_MODULE(_chorus_torch, m) {
         return out;
       },
       py::arg("tensors"), py::arg("names"), py::arg("op"), py::arg("stream") = 0, py::arg("compression") = -1,
-      py::arg("nan_check") = -1,
+      py::arg("nan_check") = -1, py::arg("process_set") = 0,
       "Reduces each tensor in place across all ranks, submitted together (one negotiation "
       "cycle for tensors ready at the same moment); one Op per tensor, in order.");
   m.def(
       "broadcast_async",
-      [](at::Tensor t, const std::string& name, int root, bool transient, uintptr_t stream) {
-        return submit([&] { return torch_op::broadcast(name, t, root, transient, reinterpret_cast<void*>(stream)); });
+      [](at::Tensor t, const std::string& name, int root, bool transient, uintptr_t stream, int process_set) {
+        return submit([&] {
+          return torch_op::broadcast(name, t, root, transient, reinterpret_cast<void*>(stream), process_set);
+        });
       },
       py::arg("tensor"), py::arg("name"), py::arg("root"), py::arg("transient") = false, py::arg("stream") = 0,
+      py::arg("process_set") = 0,
       "Copies rank `root`'s `tensor` into every rank's.");
   m.def(
       "allgather_async",
-      [](at::Tensor t, const std::string& name, bool transient) {
-        return submit([&] { return torch_op::allgather(name, t, transient); });
+      [](at::Tensor t, const std::string& name, bool transient, int process_set) {
+        return submit([&] { return torch_op::allgather(name, t, transient, process_set); });
       },
-      py::arg("tensor"), py::arg("name"), py::arg("transient") = false,
+      py::arg("tensor"), py::arg("name"), py::arg("transient") = false, py::arg("process_set") = 0,
       "Concatenates every rank's `tensor` along the first dimension.");
   chorus::python::register_scatter_ops(m);
   chorus::python::register_join(m);
+  chorus::python::register_process_sets(m);
 }

@@ -37,10 +37,11 @@ std::unique_ptr<torch_op> submit(Submit&& f) {
   }
 }
 
-/// Adds reducescatter_async and alltoall_async to the module when the C++ API has them
-/// (scatter_ops.cpp), or nothing (scatter_ops_missing.cpp): CMake picks one.
+/// Adds reducescatter_async and alltoall_async to the module (scatter_ops.cpp).
 void register_scatter_ops(pybind11::module_& m);
-/// Adds join when the C++ API has it (join_ops.cpp), or nothing (join_ops_missing.cpp).
+/// Adds join (join_ops.cpp).
 void register_join(pybind11::module_& m);
+/// Adds init_with_process_sets, add/remove_process_set and the set look-ups (process_set_ops.cpp).
+void register_process_sets(pybind11::module_& m);
 
 }  // namespace chorus::python

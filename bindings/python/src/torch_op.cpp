@@ -84,16 +84,17 @@ torch_op::~torch_op() {
 }
 
 std::unique_ptr<torch_op> torch_op::allreduce(const std::string& name, at::Tensor target, reduce_op op, bool transient,
-                                              void* stream, const op_options& wire) {
+                                              void* stream, const op_options& wire, int process_set) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::allreduce, std::move(target)));
   o->buffer_ = checked_buffer(o->kind_, name, o->target_, o->staged_);
-  o->h_ = allreduce_async(op_name(name, transient), view_of(o->buffer_, stream), op, wire);
+  o->h_ = allreduce_async(op_name(name, transient, process_set), view_of(o->buffer_, stream), op, wire);
   return o;
 }
 
 std::vector<std::unique_ptr<torch_op>> torch_op::allreduce_all(const std::vector<std::string>& names,
                                                               const std::vector<at::Tensor>& targets, reduce_op op,
-                                                              void* stream, const op_options& wire) {
+                                                              void* stream, const op_options& wire,
+                                                              int process_set) {
   if (names.size() != targets.size())
     throw argument_error("allreduce_async_all: " + std::to_string(names.size()) + " names for " +
                          std::to_string(targets.size()) + " tensors");
@@ -103,7 +104,7 @@ std::vector<std::unique_ptr<torch_op>> torch_op::allreduce_all(const std::vector
   for (std::size_t i = 0; i < targets.size(); ++i) {
     std::unique_ptr<torch_op> o(new torch_op(collective_kind::allreduce, targets[i]));
     o->buffer_ = checked_buffer(o->kind_, names[i], o->target_, o->staged_);
-    op_names.push_back(op_name(names[i], false));
+    op_names.push_back(op_name(names[i], false, process_set));
     views.push_back(view_of(o->buffer_, stream));
     ops.push_back(std::move(o));
   }
@@ -113,21 +114,22 @@ std::vector<std::unique_ptr<torch_op>> torch_op::allreduce_all(const std::vector
 }
 
 std::unique_ptr<torch_op> torch_op::broadcast(const std::string& name, at::Tensor target, int root, bool transient,
-                                              void* stream) {
+                                              void* stream, int process_set) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::broadcast, std::move(target)));
   o->buffer_ = checked_buffer(o->kind_, name, o->target_, o->staged_);
-  o->h_ = broadcast_async(op_name(name, transient), view_of(o->buffer_, stream), root);
+  o->h_ = broadcast_async(op_name(name, transient, process_set), view_of(o->buffer_, stream), root);
   return o;
 }
 
-std::unique_ptr<torch_op> torch_op::allgather(const std::string& name, at::Tensor input, bool transient) {
+std::unique_ptr<torch_op> torch_op::allgather(const std::string& name, at::Tensor input, bool transient,
+                                              int process_set) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::allgather, std::move(input)));
   o->buffer_ = checked_buffer(o->kind_, name, o->target_, o->staged_);
   o->staged_ = false;  // the input is only read: nothing to copy back
   if (o->buffer_.dim() == 0)
     throw argument_error(describe_call(o->kind_, name) +
                          ": allgather needs a tensor with at least one dimension, got a scalar (use .view(1))");
-  o->h_ = allgather_async(op_name(name, transient), view_of(o->buffer_));
+  o->h_ = allgather_async(op_name(name, transient, process_set), view_of(o->buffer_));
   return o;
 }
 

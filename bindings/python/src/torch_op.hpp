@@ -37,22 +37,25 @@ class torch_op {
  public:
   /// `transient`: the name is used once (chorus::op_name; chorus.torch's unnamed ops).
   /// `wire`: the wire options (op_options; unset fields take the job's defaults).
+  /// `process_set`: the process set the operation runs in (0: the job; chorus::op_name).
   static std::unique_ptr<torch_op> allreduce(const std::string& name, at::Tensor target, reduce_op op,
                                              bool transient = false, void* stream = nullptr,
-                                             const op_options& wire = {});
+                                             const op_options& wire = {}, int process_set = 0);
   /// Several named allreduces in one call (chorus::allreduce_async over vectors): they reach
   /// the runtime together. Argument errors of one tensor throw before anything is submitted.
   static std::vector<std::unique_ptr<torch_op>> allreduce_all(const std::vector<std::string>& names,
                                                               const std::vector<at::Tensor>& targets, reduce_op op,
-                                                              void* stream = nullptr, const op_options& wire = {});
+                                                              void* stream = nullptr, const op_options& wire = {},
+                                                              int process_set = 0);
   static std::unique_ptr<torch_op> broadcast(const std::string& name, at::Tensor target, int root,
-                                             bool transient = false, void* stream = nullptr);
-  static std::unique_ptr<torch_op> allgather(const std::string& name, at::Tensor input, bool transient = false);
+                                             bool transient = false, void* stream = nullptr, int process_set = 0);
+  static std::unique_ptr<torch_op> allgather(const std::string& name, at::Tensor input, bool transient = false,
+                                             int process_set = 0);
   /// Defined in scatter_ops.cpp, built only when the C++ API has reducescatter and alltoall.
   static std::unique_ptr<torch_op> reducescatter(const std::string& name, at::Tensor input, reduce_op op,
-                                                 bool transient = false);
+                                                 bool transient = false, int process_set = 0);
   static std::unique_ptr<torch_op> alltoall(const std::string& name, at::Tensor input, std::vector<int64_t> splits,
-                                            bool transient = false);
+                                            bool transient = false, int process_set = 0);
   torch_op(const torch_op&) = delete;
   torch_op& operator=(const torch_op&) = delete;
   ~torch_op();

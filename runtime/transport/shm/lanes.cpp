@@ -39,6 +39,7 @@ std::string host_identity() { return chorus::host_identity(read_host_settings())
 
 result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendezvous& rdv, int streams,
                                                   std::size_t ring_bytes, std::chrono::milliseconds timeout,
+                                                  const wire::frame_limits& limits,
                                                   std::vector<std::string>* identities) {
   std::vector<std::vector<lane>> lanes(static_cast<std::size_t>(env.size));
   for (auto& l : lanes) l.resize(static_cast<std::size_t>(streams));
@@ -103,7 +104,7 @@ result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendez
                                                        << " sends on TCP only");
         continue;
       }
-      lanes[q][a.stream].in = std::make_unique<ring_reader>(std::move(*seg));
+      lanes[q][a.stream].in = std::make_unique<ring_reader>(std::move(*seg), limits);
       ok << q << ' ' << a.stream << '\n';
     }
   }

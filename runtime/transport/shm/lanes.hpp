@@ -27,9 +27,11 @@ struct lane {
 };
 
 /// lanes[peer][stream]; all null when size is 1. `ring_bytes` 0 switches our side off.
-/// `identities`, when given, receives every rank's host identity from round 1 (by rank).
+/// `limits` check the frames read from the peers' rings. `identities`, when given, receives
+/// every rank's host identity from round 1 (by rank).
 result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendezvous& rdv, int streams,
                                                   std::size_t ring_bytes, std::chrono::milliseconds timeout,
+                                                  const wire::frame_limits& limits,
                                                   std::vector<std::string>* identities = nullptr);
 
 /// This host's identity for round 1 (chorus::host_identity of the process environment).

@@ -1,19 +1,33 @@
-// One direction of one stream between two ranks on one host: a byte ring in a shared segment.
-// The sender copies a data frame's payload into the ring and sends only the frame's header,
-// as kind shm_data, over the stream's TCP connection; the receiver, reading that header, finds
-// the payload at the ring's next place. Both sides place frames by the same rule, so the
-// header needs no ring offset: a payload goes at the current position, or at the ring's start
-// when it would run past the end. Ordering comes from the TCP stream (headers arrive in the
-// order the payloads were placed); the receiver hands space back through the segment's
-// released counter. A payload the ring cannot take right now travels on TCP as usual, so a
-// slow receiver never stalls the sender.
+// One direction of one stream between two ranks on one host: a ring of whole data frames
+// (header and payload) in a shared segment, so a local peer's data never touches TCP.
+//
+// Protocol (both sides follow the same placement rule, so no offsets travel):
+//  1. A frame occupies frame_header_size + length contiguous bytes at the ring's current
+//     position. When it would run past the end, the sender skips to the start: it writes a
+//     header of kind shm_pad where at least a header's worth of bytes is left (fewer are
+//     skipped without one); the receiver skips the same way.
+//  2. The sender copies frames in, then publishes: one release store of the bytes placed so
+//     far (the segment's published counter). The receiver reads up to that counter and hands
+//     room back through the released counter after it delivered a frame.
+//  3. Wake-up: a receiver about to sleep sets the segment's reader_sleeping flag, then looks
+//     at the ring once more; a sender that published clears the flag and, if it was set, rings
+//     a doorbell (a header-only shm_wake frame on the stream's TCP connection). Both steps are
+//     sequentially consistent, so either the receiver sees the frame or the sender sees the flag.
+//  4. Everything read from the ring is checked like a frame from a socket: the header decoded
+//     with the job's limits, the frame within the ring and within what was published, and the
+//     published counter within the ring's capacity. A peer that breaks a rule gets a bad-frame
+//     error naming it.
+// A frame the ring cannot take right now waits or goes on TCP (the stream's choice), so a slow
+// receiver never stalls the sender for long.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
+#include "runtime/core/status.hpp"
 #include "runtime/transport/shm/segment.hpp"
+#include "runtime/wire/frame.hpp"
 
 namespace chorus::shm {
 
@@ -21,32 +35,48 @@ namespace chorus::shm {
 class ring_writer {
  public:
   explicit ring_writer(std::unique_ptr<segment> seg) : seg_(std::move(seg)) {}
-  /// Where `len` bytes go now, or nullptr when the ring lacks the room (the frame then goes
-  /// on TCP). A non-null answer commits: the receiver will look for these bytes next.
-  std::byte* reserve(std::size_t len);
-  /// Call after copying payloads in and before the headers go out.
-  static void publish();
+  /// Whether a frame of `length` payload bytes can ever go through this ring.
+  bool fits(std::size_t length) const { return wire::frame_header_size + length <= seg_->capacity(); }
+  /// Copies the frame in (step 1); false when the ring lacks the room now. Not visible to the
+  /// receiver before publish().
+  bool put(const wire::frame_header& h, const std::byte* payload);
+  /// Makes the frames put so far visible (step 2); true when the receiver sleeps and needs a
+  /// doorbell (step 3). Cheap when nothing was put since the last call.
+  bool publish();
   std::size_t capacity() const { return seg_->capacity(); }
 
  private:
   std::unique_ptr<segment> seg_;
-  uint64_t head_ = 0;  // bytes placed so far, padding at the wrap included
+  uint64_t head_ = 0;       // bytes placed so far, padding included
+  uint64_t published_ = 0;  // head_ at the last publish()
+};
+
+/// One frame found in the ring: its header and its payload in place (valid until consume()).
+struct ring_frame {
+  wire::frame_header header;
+  const std::byte* payload = nullptr;
 };
 
 /// The receiving side; one thread (the transport's I/O thread).
 class ring_reader {
  public:
-  explicit ring_reader(std::unique_ptr<segment> seg) : seg_(std::move(seg)) {}
-  /// Where the payload of the next shm_data frame (`len` bytes) lies; call after its header
-  /// arrived. nullptr when `len` cannot be in the ring (a bad frame).
-  const std::byte* next(std::size_t len);
-  /// The bytes of the frame returned by next() are no longer needed: the sender may reuse them.
-  void release();
+  ring_reader(std::unique_ptr<segment> seg, wire::frame_limits limits) : seg_(std::move(seg)), limits_(limits) {}
+  /// The next published frame, if any (step 4: errc::protocol saying what was wrong; the
+  /// ring is then unusable). Call consume() once done with it before asking again.
+  result<bool> next(ring_frame& out);
+  /// The frame returned by next() is no longer needed: its room goes back to the sender.
+  void consume();
+  /// Step 3, the receiver's half: `sleeping` true before it blocks, false once awake.
+  void set_sleeping(bool sleeping);
+  /// Whether frames were published that next() has not returned (a hint for the poll loop).
+  bool pending() const { return seg_->published().load(std::memory_order_seq_cst) != tail_; }
   std::size_t capacity() const { return seg_->capacity(); }
 
  private:
   std::unique_ptr<segment> seg_;
-  uint64_t tail_ = 0;  // bytes consumed so far, padding at the wrap included
+  wire::frame_limits limits_;
+  uint64_t tail_ = 0;        // bytes consumed so far, padding included
+  uint64_t frame_end_ = 0;   // tail_ after the frame next() returned
 };
 
 }  // namespace chorus::shm

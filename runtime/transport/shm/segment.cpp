@@ -14,10 +14,13 @@ namespace chorus::shm {
 namespace {
 
 constexpr uint64_t segment_magic = 0x474e495253524843;  // "CHRSRING"
-// Header page: magic u64 | nonce u64 | capacity u64, then the released counter on its own
-// cache line; the ring's bytes start at the next page.
+// Header page: magic u64 | nonce u64 | capacity u64, then the released counter, the published
+// counter and the reader's sleeping flag, each on its own cache line; the ring's bytes start
+// at the next page.
 constexpr std::size_t header_bytes = 4096;
 constexpr std::size_t released_at = 64;
+constexpr std::size_t published_at = 128;
+constexpr std::size_t sleeping_at = 192;
 
 struct header {
   uint64_t magic;
@@ -37,6 +40,8 @@ segment::segment(std::string name, void* base, std::size_t mapped)
   data_ = bytes + header_bytes;
   capacity_ = mapped_ - header_bytes;
   released_ = reinterpret_cast<std::atomic<uint64_t>*>(bytes + released_at);
+  published_ = reinterpret_cast<std::atomic<uint64_t>*>(bytes + published_at);
+  sleeping_ = reinterpret_cast<std::atomic<uint32_t>*>(bytes + sleeping_at);
 }
 
 result<std::unique_ptr<segment>> segment::create(const std::string& name, std::size_t capacity, uint64_t nonce) {
@@ -61,6 +66,8 @@ result<std::unique_ptr<segment>> segment::create(const std::string& name, std::s
   std::unique_ptr<segment> s(new segment(name, base, mapped));
   std::memset(base, 0, mapped);  // pre-touch: the first frames must not pay for fresh pages
   new (s->released_) std::atomic<uint64_t>(0);
+  new (s->published_) std::atomic<uint64_t>(0);
+  new (s->sleeping_) std::atomic<uint32_t>(0);
   header h{segment_magic, nonce, capacity};
   std::memcpy(base, &h, sizeof h);
   return s;

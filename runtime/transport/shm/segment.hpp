@@ -32,6 +32,10 @@ class segment {
   std::size_t capacity() const { return capacity_; }
   /// Bytes the receiver has handed back so far (monotonic; written by the receiver only).
   std::atomic<uint64_t>& released() const { return *released_; }
+  /// Bytes the sender has made visible so far (monotonic; written by the sender only).
+  std::atomic<uint64_t>& published() const { return *published_; }
+  /// 1 while the receiver sleeps and wants a doorbell for new frames (ring.hpp); both sides write it.
+  std::atomic<uint32_t>& reader_sleeping() const { return *sleeping_; }
   const std::string& name() const { return name_; }
   /// Removes the name (the mappings stay); idempotent, errors ignored. The destructor calls it.
   void unlink();
@@ -44,6 +48,8 @@ class segment {
   std::byte* data_ = nullptr;
   std::size_t capacity_ = 0;
   std::atomic<uint64_t>* released_ = nullptr;
+  std::atomic<uint64_t>* published_ = nullptr;
+  std::atomic<uint32_t>* sleeping_ = nullptr;
   bool linked_ = true;
 };
 

@@ -20,6 +20,8 @@ constexpr auto write_grace = std::chrono::milliseconds(250);
 // frees room as fast as it copies (tens of microseconds per segment) unless it is stalled.
 constexpr auto ring_poll = std::chrono::microseconds(30);
 constexpr int ring_patience = 64;
+// Frames one poll_ring() delivers at most, so that sockets and other rings get their turn.
+constexpr std::size_t ring_batch = 16;
 
 // The port of the socket's own (remote: peer's) address; 0 when the call fails.
 int socket_port(int fd, bool remote) {
@@ -56,7 +58,17 @@ void tcp_connection::send(const wire::frame_header& h, const std::byte* payload)
   outgoing o;
   o.header = h;
   o.payload = payload;
-  wire::encode(h, o.head.data());
+  if (shm_out_ && h.kind == wire::frame_kind::data && shm_out_->fits(h.length) && open_ && !write_broken_) {
+    ring_queue_.push_back(o);
+    if (!ring_timer_pending_) flush_ring();
+    return;
+  }
+  if (shm_out_ && h.kind == wire::frame_kind::data) count(shm_misses_, 1);  // too big for the ring
+  send_tcp(o);
+}
+
+void tcp_connection::send_tcp(outgoing o) {
+  wire::encode(o.header, o.head.data());
   queue_.push_back(o);
   if (!open_ || write_broken_) {
     release_queue();
@@ -64,11 +76,67 @@ void tcp_connection::send(const wire::frame_header& h, const std::byte* payload)
   }
   // Inside on_written's callbacks the finished batch is still at the queue's front: that
   // handler starts the next write once it has popped it.
-  if (in_flight_ == 0 && !ring_timer_pending_ && !completing_) start_write();
+  if (in_flight_ == 0 && !completing_) start_write();
+}
+
+void tcp_connection::flush_ring() {
+  while (!ring_queue_.empty()) {
+    auto& o = ring_queue_.front();
+    if (!shm_out_->put(o.header, o.payload)) {
+      if (ring_waited_ < ring_patience) break;
+      // The receiver has kept the ring full for long: this one goes on TCP.
+      ring_waited_ = 0;
+      count(shm_misses_, 1);
+      auto moved = o;
+      ring_queue_.pop_front();
+      send_tcp(moved);
+      continue;
+    }
+    ring_waited_ = 0;
+    count(shm_frames_, 1);
+    count(bytes_sent_, wire::frame_header_size + o.header.length);  // the stream's traffic, either way
+    count(shm_bytes_sent_, o.header.length);
+    ring_sent_.push_back(o.header);
+    ring_queue_.pop_front();
+  }
+  if (shm_out_->publish()) {  // the receiver sleeps: ring its doorbell
+    outgoing wake;
+    wake.header.kind = wire::frame_kind::shm_wake;
+    wake.header.job_id = owner_.limits().job_id;
+    send_tcp(wake);
+  }
+  // sent() runs from the I/O loop, never inside the send() that queued the frame.
+  if (!ring_sent_.empty() && !ring_sends_posted_) {
+    ring_sends_posted_ = true;
+    asio::post(socket_.get_executor(), [this] { finish_ring_sends(); });
+  }
+  if (!ring_queue_.empty()) {
+    ++ring_waited_;
+    wait_for_ring();
+  }
+}
+
+void tcp_connection::finish_ring_sends() {
+  ring_sends_posted_ = false;
+  std::vector<wire::frame_header> done;
+  done.swap(ring_sent_);
+  auto* sink = owner_.sink();
+  for (auto& h : done) sink->sent(peer_, h);
 }
 
 void tcp_connection::cancel(uint64_t sequence) {
   auto* sink = owner_.sink();
+  // sent() may queue new frames: collect first, report after.
+  std::vector<wire::frame_header> dropped;
+  for (auto it = ring_queue_.begin(); it != ring_queue_.end();) {
+    if (it->header.sequence == sequence) {
+      dropped.push_back(it->header);
+      it = ring_queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& h : dropped) sink->sent(peer_, h);
   for (std::size_t i = in_flight_; i < queue_.size();) {
     if (queue_[i].header.kind == wire::frame_kind::data && queue_[i].header.sequence == sequence) {
       auto h = queue_[i].header;
@@ -102,23 +170,12 @@ void tcp_connection::send_abort(const std::string& reason) {
 
 void tcp_connection::start_write() {
   write_bufs_.clear();
-  std::size_t batch = std::min(queue_.size(), max_batch);
-  in_flight_ = 0;
-  for (std::size_t i = 0; i < batch; ++i) {
+  in_flight_ = std::min(queue_.size(), max_batch);
+  for (std::size_t i = 0; i < in_flight_; ++i) {
     auto& o = queue_[i];
-    if (shm_out_ && !place_in_ring(o, i == 0)) {
-      if (i == 0) {  // wait for the receiver to hand back room
-        wait_for_ring();
-        return;
-      }
-      break;  // written once the frames before it are
-    }
     write_bufs_.push_back(asio::buffer(o.head));
-    if (o.header.length && o.header.kind != wire::frame_kind::shm_data)
-      write_bufs_.push_back(asio::buffer(o.payload, o.header.length));
-    ++in_flight_;
+    if (o.header.length) write_bufs_.push_back(asio::buffer(o.payload, o.header.length));
   }
-  if (shm_out_) shm::ring_writer::publish();  // the payloads are in the ring before any header leaves
   asio::async_write(socket_, write_bufs_,
                     [this](const asio::error_code& ec, std::size_t n) { on_written(ec, n); });
 }
@@ -129,32 +186,9 @@ void tcp_connection::wait_for_ring() {
   ring_timer_->expires_after(ring_poll);
   ring_timer_->async_wait([this](const asio::error_code& ec) {
     ring_timer_pending_ = false;
-    if (ec || !open_ || write_broken_ || queue_.empty()) return;
-    start_write();
+    if (ec || !open_ || write_broken_ || ring_queue_.empty()) return;
+    flush_ring();
   });
-}
-
-bool tcp_connection::place_in_ring(outgoing& o, bool may_give_up) {
-  if (o.header.kind != wire::frame_kind::data || o.header.length == 0) return true;
-  std::byte* slot = shm_out_->reserve(o.header.length);
-  if (!slot) {
-    if (o.header.length <= shm_out_->capacity() && !(may_give_up && ring_waited_ >= ring_patience)) {
-      ++ring_waited_;
-      return false;
-    }
-    // Too big for the ring, or the receiver has kept it full for long: this one goes on TCP.
-    ring_waited_ = 0;
-    count(shm_misses_, 1);
-    return true;
-  }
-  ring_waited_ = 0;
-  std::memcpy(slot, o.payload, o.header.length);
-  o.header.kind = wire::frame_kind::shm_data;
-  wire::encode(o.header, o.head.data());
-  count(shm_frames_, 1);
-  count(bytes_sent_, o.header.length);  // the stream's traffic, whichever way the bytes went
-  count(shm_bytes_sent_, o.header.length);
-  return true;
 }
 
 void tcp_connection::on_written(const asio::error_code& ec, std::size_t n) {
@@ -167,10 +201,7 @@ void tcp_connection::on_written(const asio::error_code& ec, std::size_t n) {
     auto h = queue_.front().header;
     queue_.pop_front();
     --in_flight_;
-    if (h.kind == wire::frame_kind::data || h.kind == wire::frame_kind::shm_data) {
-      h.kind = wire::frame_kind::data;
-      sink->sent(peer_, h);
-    }
+    if (h.kind == wire::frame_kind::data) sink->sent(peer_, h);
   }
   completing_ = false;
   in_flight_ = 0;
@@ -205,6 +236,10 @@ void tcp_connection::on_header(const asio::error_code& ec) {
   current_ = *h;
   count(bytes_received_, wire::frame_header_size);
   if (current_.kind == wire::frame_kind::goodbye) {
+    // The peer put its last frames into the ring before this goodbye left: take them first,
+    // or the goodbye would end ops still waiting for them.
+    while (poll_ring() > 0) {
+    }
     goodbye_received_ = true;
     owner_.goodbye_from(*this);
     if (open_) read_header();  // the peer closes next; EOF after goodbye is expected
@@ -224,8 +259,14 @@ void tcp_connection::on_header(const asio::error_code& ec) {
     });
     return;
   }
-  if (current_.kind == wire::frame_kind::shm_data) {
-    on_shm_payload();
+  if (current_.kind == wire::frame_kind::shm_wake) {
+    // The I/O loop reads the ring once this handler returns; nothing else to do.
+    if (!shm_in_ || current_.length != 0) {
+      bad_frame(wire::describe(current_) + (shm_in_ ? " is a doorbell with a payload"
+                                                     : " rings a shared-memory ring that was never set up"));
+      return;
+    }
+    read_header();
     return;
   }
   if (current_.kind != wire::frame_kind::data) {
@@ -258,22 +299,27 @@ void tcp_connection::on_payload(const asio::error_code& ec, std::byte* where) {
   if (open_) read_header();
 }
 
-void tcp_connection::on_shm_payload() {
-  const std::byte* data = shm_in_ ? shm_in_->next(current_.length) : nullptr;
-  if (!data) {
-    bad_frame(wire::describe(current_) + (shm_in_ ? " does not fit its shared-memory ring"
-                                                   : " names a shared-memory ring that was never set up"));
-    return;
+std::size_t tcp_connection::poll_ring() {
+  std::size_t n = 0;
+  auto* sink = owner_.sink();
+  while (open_ && shm_in_ && n < ring_batch) {
+    shm::ring_frame f;
+    auto got = shm_in_->next(f);
+    if (!got) {
+      bad_frame(got.error().message());
+      break;
+    }
+    if (!*got) break;
+    count(bytes_received_, wire::frame_header_size + f.header.length);
+    std::byte* where = f.header.length ? sink->destination(peer_, f.header) : nullptr;
+    if (where) std::memcpy(where, f.payload, f.header.length);
+    // Without a destination the sink reads the ring in place (e.g. reduces from it) before
+    // delivered() returns; only then may the sender reuse those bytes.
+    sink->delivered(peer_, f.header, where ? where : const_cast<std::byte*>(f.payload));
+    if (shm_in_) shm_in_->consume();
+    ++n;
   }
-  current_.kind = wire::frame_kind::data;  // the engine sees a data frame, wherever its bytes were
-  count(bytes_received_, current_.length);
-  std::byte* where = owner_.sink()->destination(peer_, current_);
-  if (where) std::memcpy(where, data, current_.length);
-  // Without a destination the sink reads the ring in place (e.g. reduces from it) before
-  // delivered() returns; only then may the sender reuse those bytes.
-  owner_.sink()->delivered(peer_, current_, where ? where : const_cast<std::byte*>(data));
-  shm_in_->release();
-  if (open_) read_header();
+  return n;
 }
 
 void tcp_connection::bad_frame(const std::string& what) {
@@ -318,6 +364,11 @@ void tcp_connection::release_queue() {
     auto h = queue_.back().header;
     queue_.pop_back();
     if (h.kind == wire::frame_kind::data && sink) sink->sent(peer_, h);
+  }
+  while (!ring_queue_.empty()) {
+    auto h = ring_queue_.back().header;
+    ring_queue_.pop_back();
+    if (sink) sink->sent(peer_, h);
   }
 }
 

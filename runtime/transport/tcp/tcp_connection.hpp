@@ -1,7 +1,8 @@
 // One stream to one peer: an Asio socket with a queue of outgoing frames (written in batches
 // with one gather-write) and a read loop that puts each payload where the sink says. To a peer
-// on the same host, data payloads go through shared-memory rings when they fit (shm/ring.hpp):
-// only their headers are written to the socket.
+// on the same host, data frames go whole through shared-memory rings when they fit
+// (shm/ring.hpp): the socket then carries only the ring's doorbell, goodbyes and aborts, and
+// still tells at once when the peer's process is gone.
 // Lives on the transport's I/O thread; no method may be called from another thread.
 #pragma once
 
@@ -35,6 +36,13 @@ class tcp_connection {
   void start_reading();
   /// Queues a frame; `payload` (h.length bytes) must stay valid until the sink's sent().
   void send(const wire::frame_header& h, const std::byte* payload);
+  /// Delivers the frames waiting in the incoming ring (none without one); returns how many.
+  std::size_t poll_ring();
+  bool has_ring_in() const { return shm_in_ != nullptr; }
+  /// The receiver's half of the ring's doorbell (ring.hpp step 3).
+  void ring_sleeping(bool sleeping) {
+    if (shm_in_) shm_in_->set_sleeping(sleeping);
+  }
   /// Drops queued frames of `sequence` that are not being written yet (sink's sent() for each).
   void cancel(uint64_t sequence);
   void send_goodbye();
@@ -51,11 +59,12 @@ class tcp_connection {
   bool open() const { return open_; }
   bool goodbye_sent() const { return goodbye_sent_; }
   bool goodbye_received() const { return goodbye_received_; }
-  std::size_t queued_frames() const { return queue_.size(); }
+  std::size_t queued_frames() const { return queue_.size() + ring_queue_.size(); }
   /// Bytes written / read so far; any thread (relaxed: for metrics, not for synchronisation).
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
-  /// Data frames sent through the ring / on TCP although a ring exists (it was full); any thread.
+  /// Data frames sent through the ring / on TCP although a ring exists (too big for it, or it
+  /// stayed full); any thread.
   uint64_t shm_frames() const { return shm_frames_.load(std::memory_order_relaxed); }
   uint64_t shm_misses() const { return shm_misses_.load(std::memory_order_relaxed); }
   uint64_t shm_bytes_sent() const { return shm_bytes_sent_.load(std::memory_order_relaxed); }
@@ -67,16 +76,17 @@ class tcp_connection {
     const std::byte* payload;
   };
 
+  void send_tcp(outgoing o);
   void start_write();
   void on_written(const asio::error_code& ec, std::size_t n);
   void read_header();
   void on_header(const asio::error_code& ec);
   void on_payload(const asio::error_code& ec, std::byte* where);
-  void on_shm_payload();
-  /// Moves a data frame's payload into the ring (true; frames of other kinds: nothing to do),
-  /// or says it must wait for room (false). With `may_give_up`, after waiting long enough it
-  /// leaves the frame for TCP (true) instead.
-  bool place_in_ring(outgoing& o, bool may_give_up);
+  /// Puts the frames of ring_queue_ into the ring while it has room, publishes them, rings the
+  /// doorbell if the receiver sleeps, and schedules their sent(); a frame the ring has refused
+  /// for ring_patience checks goes on TCP.
+  void flush_ring();
+  void finish_ring_sends();
   void wait_for_ring();
   void fail(const std::string& what, const asio::error_code& ec);
   /// Fails the peer, and tells it: "rank P stream S sent a bad frame: <what>".
@@ -101,9 +111,12 @@ class tcp_connection {
   std::vector<std::byte> scratch_;
   std::unique_ptr<shm::ring_writer> shm_out_;
   std::unique_ptr<shm::ring_reader> shm_in_;
+  std::deque<outgoing> ring_queue_;              // data frames waiting for room in the ring
+  std::vector<wire::frame_header> ring_sent_;    // in the ring, sent() not yet called
+  bool ring_sends_posted_ = false;               // finish_ring_sends() is posted
   std::unique_ptr<asio::steady_timer> ring_timer_;
-  bool ring_timer_pending_ = false;  // a frame waits for ring room; no write is in flight
-  int ring_waited_ = 0;               // checks so far for the frame at the queue's head
+  bool ring_timer_pending_ = false;  // ring_queue_'s head waits for ring room
+  int ring_waited_ = 0;               // checks so far for ring_queue_'s head
   std::string abort_reason_;  // outgoing: kept alive until written
   bool close_when_written_ = false;
   // A write failed (the peer closed): the read side, always waiting, reports first when it can

@@ -17,6 +17,7 @@ tcp_options tcp_options::from_config(const transport_config& c) {
   o.socket_buffer_bytes = c.socket_buffer_bytes;
   o.connect_timeout = c.connect_timeout;
   o.shm_bytes = c.shm_bytes;
+  o.shm_spin = c.shm_spin;
   o.bind_host = c.host;
   o.iface = c.iface;
   o.peer_timeout = c.peer_timeout;
@@ -105,7 +106,7 @@ result<std::unique_ptr<tcp_transport>> tcp_transport::connect(const process_env&
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
   std::vector<std::string> identities;
   auto lanes = shm::open_lanes(env, rdv, opts.num_streams, opts.shm_bytes,
-                               std::max(left, std::chrono::milliseconds(1000)), &identities);
+                               std::max(left, std::chrono::milliseconds(1000)), t->limits_, &identities);
   if (!lanes) return lanes.error();
   t->hosts_ = group_by_host(identities);
   for (int p = 0; p < env.size; ++p) {
@@ -138,8 +139,39 @@ void tcp_transport::start(frame_sink* sink) {
       write_watch_ = std::make_unique<asio::steady_timer>(io_);
       watch_writes();
     }
-    io_.run();
+    run_io();
   });
+}
+
+void tcp_transport::run_io() {
+  std::vector<tcp_connection*> rings;
+  for (auto& per_peer : conns_)
+    for (auto& c : per_peer)
+      if (c->has_ring_in()) rings.push_back(c.get());
+  if (rings.empty()) {
+    io_.run();
+    return;
+  }
+  auto poll_rings = [&] {
+    std::size_t n = 0;
+    for (auto* c : rings) n += c->poll_ring();
+    return n;
+  };
+  using clock = std::chrono::steady_clock;
+  auto last_work = clock::now();
+  while (!io_.stopped()) {
+    if (io_.poll() + poll_rings() > 0) {
+      last_work = clock::now();
+      continue;
+    }
+    if (clock::now() - last_work < opts_.shm_spin) continue;
+    // Sleep (ring.hpp step 3): flag every ring, look once more, then wait for the next event;
+    // a sender that publishes meanwhile sees a flag and rings the doorbell on TCP.
+    for (auto* c : rings) c->ring_sleeping(true);
+    if (poll_rings() == 0) io_.run_one();
+    for (auto* c : rings) c->ring_sleeping(false);
+    last_work = clock::now();
+  }
 }
 
 void tcp_transport::watch_writes() {

@@ -3,8 +3,10 @@
 // lower rank and accept every higher one, each connection authenticated by the handshake; one
 // more connection per peer makes the control link (control_link.hpp), for whoever takes it.
 // Rings in shared memory are set up for the streams to ranks on the same host (shm/lanes.hpp):
-// their payloads skip the socket, their headers still go on it. Then frames flow: send() queues a frame on (peer, stream); received payloads go to the
-// frame_sink. A broken connection ends in peer_failed() for that peer, never a hang.
+// their data frames skip the socket; the I/O thread polls the rings while there is work and
+// for CHORUS_SHM_SPIN_US after, then sleeps until a socket, a timer, a post or a ring's doorbell
+// wakes it. Then frames flow: send() queues a frame on (peer, stream); received payloads go to
+// the frame_sink. A broken connection ends in peer_failed() for that peer, never a hang.
 #pragma once
 
 #include <chrono>
@@ -37,6 +39,9 @@ struct tcp_options {
   /// CHORUS_SHM_BYTES: the shared-memory ring per stream and direction to a rank on the same
   /// host (transport/shm/ring.hpp); payloads then bypass the kernel's TCP path. 0: TCP only.
   std::size_t shm_bytes = 2u << 20;
+  /// CHORUS_SHM_SPIN_US: with incoming rings, the I/O thread polls them this long after its last
+  /// work before it sleeps in the socket wait (then a frame costs its sender a doorbell).
+  std::chrono::microseconds shm_spin{50};
   uint32_t max_payload = 64u << 20;         ///< frames announcing more are refused
   std::chrono::milliseconds connect_timeout{60000};  ///< CHORUS_CONNECT_TIMEOUT_SECONDS
   /// CHORUS_HOST, else CHORUS_IFACE's address (IPv4, else global IPv6); empty: the address
@@ -121,6 +126,8 @@ class tcp_transport final : public transport {
   /// still answer (the control link's own check does not see this): the peer is alive but its
   /// data plane does not read.
   void watch_writes();
+  /// The I/O thread's loop: io_.run(), or with incoming rings the poll-and-spin loop above.
+  void run_io();
 
   int rank_;
   int size_;

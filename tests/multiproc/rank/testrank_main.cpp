@@ -43,6 +43,11 @@ int run_pipeline_wire(int argc, char** argv);
 int run_pipeline_join(int argc, char** argv);
 // pipeline-kill-loop SECS: ops in flight until a rank is killed (tests/multiproc/rank/pipeline_failure.cpp).
 int run_pipeline_kill_loop(int argc, char** argv);
+// pipeline-psets SEED, pipeline-psets-dynamic: process sets (tests/multiproc/rank/pipeline_psets.cpp).
+int run_pipeline_psets(int argc, char** argv);
+int run_pipeline_psets_dynamic(int argc, char** argv);
+// pipeline-psets-c: process sets through the C API (tests/multiproc/rank/pipeline_psets_c.cpp).
+int run_pipeline_psets_c(int argc, char** argv);
 }  // namespace chorus::testrank
 #endif
 
@@ -130,6 +135,9 @@ int main(int argc, char** argv) {
   if (mode == "pipeline-wire") return testrank::run_pipeline_wire(argc, argv);
   if (mode == "pipeline-join") return testrank::run_pipeline_join(argc, argv);
   if (mode == "pipeline-kill-loop") return testrank::run_pipeline_kill_loop(argc, argv);
+  if (mode == "pipeline-psets") return testrank::run_pipeline_psets(argc, argv);
+  if (mode == "pipeline-psets-dynamic") return testrank::run_pipeline_psets_dynamic(argc, argv);
+  if (mode == "pipeline-psets-c") return testrank::run_pipeline_psets_c(argc, argv);
   if (mode.rfind("pipeline-", 0) == 0) return testrank::run_pipeline_mode(mode, argc, argv);
 #endif
 

@@ -3,9 +3,8 @@
     import chorus.torch as hvd
 
 Same names, arguments, defaults, return values and exception types (HorovodInternalError when
-the job fails). Not available yet: join (NotImplementedError), alltoall and reducescatter in
-builds whose runtime lacks them, Adasum, process sets other than the global one. The timeline
-(start_timeline / stop_timeline) is written by rank 0 only, as in Horovod."""
+the job fails). Not available yet: Adasum. Process sets (static and dynamic) run on CPU
+tensors. The timeline (start_timeline / stop_timeline) is written by rank 0 only, as in Horovod."""
 
 from chorus.common.exceptions import ChorusArgumentError, HorovodInternalError, HostsUpdatedInterrupt
 from chorus.common.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set

@@ -2,6 +2,7 @@
 the build queries, and the reduction op constants."""
 
 import atexit
+import os
 import threading
 
 from chorus import _chorus_torch as _lib
@@ -36,25 +37,36 @@ def init(comm=None, process_sets=None):
     the environment (chorusrun, torchrun, Open MPI, PMI, Slurm; none: one rank), connects to
     the other ranks. Blocks until every rank arrived. A second call is a no-op.
 
-    `comm` (an MPI communicator or a list of ranks) and `process_sets` other than the global
-    set are not supported: Chorus runs every collective over all ranks of the job."""
+    `process_sets`: Horovod's static process sets (a list of ProcessSet), registered on every
+    rank alike (every rank must pass the same list); their process_set_id is set here. A set
+    given twice (or one of every rank) raises ValueError after init, as in Horovod. "dynamic":
+    none now, but HOROVOD_DYNAMIC_PROCESS_SETS=1 so that add_process_set works later.
+    `comm` (an MPI communicator or a list of ranks) is not supported: the job is every rank
+    the launcher started."""
     global _topology, _generation
     if comm is not None and not (isinstance(comm, (list, tuple)) and len(comm) == 0):
         raise NotImplementedError("hvd.init(comm=...): Chorus does not run on an MPI communicator or a "
                                   "subset of ranks; call hvd.init() and launch the ranks with chorusrun, "
                                   "torchrun or mpirun")
-    if process_sets is not None and process_sets != [] and process_sets != [global_process_set]:
-        _process_sets.add_process_set(process_sets)  # raises: not supported yet
+    if isinstance(process_sets, str) and process_sets.lower() == "dynamic":
+        process_sets = []
+        os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
+    static = _process_sets._static_lists(process_sets)
     if _lib.is_initialized():
+        if static:
+            _lib.init_with_process_sets(static)  # raises unless these are the sets in force
+            _process_sets._init_process_sets(list(process_sets))
         return
-    _lib.init()
+    _lib.init_with_process_sets(static)
     with _state_lock:
         _generation += 1
         _topology = None
     for hook in _reset_hooks:
         hook()
     _process_sets._setup(_Queries)
+    _process_sets._init_process_sets(list(process_sets or []))
     _topology = _measure_topology()
+    _process_sets._refuse_duplicates(list(process_sets or []))
 
 
 def _measure_topology():
@@ -233,7 +245,34 @@ def stop_timeline():
     _lib.stop_timeline()
 
 
+def _add_process_set_impl(ranks):
+    """The new set's id, or None when a set of these ranks exists (chorus.common.process_sets)."""
+    try:
+        return _lib.add_process_set(list(ranks))
+    except ValueError as e:
+        if "exists already" in str(e):
+            return None
+        raise
+
+
+def _remove_process_set_impl(process_set_id):
+    """`process_set_id` once removed, or None when no such set exists."""
+    try:
+        _lib.remove_process_set(int(process_set_id))
+    except ValueError as e:
+        if "does not exist" in str(e):
+            return None
+        raise
+    return process_set_id
+
+
 class _Queries:
-    """What the global process set asks for its size and rank."""
+    """What chorus.common.process_sets asks of the job (Horovod's basics)."""
     size = staticmethod(size)
     rank = staticmethod(rank)
+    _process_set_size = staticmethod(lambda i: _lib.process_set_size(int(i)))
+    _process_set_rank = staticmethod(lambda i: _lib.process_set_rank(int(i)))
+    _get_process_set_ids_and_ranks = staticmethod(
+        lambda: {i: _lib.process_set_ranks(i) for i in _lib.process_set_ids()})
+    _add_process_set_impl = staticmethod(_add_process_set_impl)
+    _remove_process_set_impl = staticmethod(_remove_process_set_impl)

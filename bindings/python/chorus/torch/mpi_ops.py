@@ -164,13 +164,14 @@ def _fresh_copy(tensor):
 # ---------------------------------------------------------------------------------- allreduce
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set, wire=-1):
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set)
     code = _chorus_op(op)
 
     def submit(handle):
         _scale_(output, prescale_factor)
         yield _lib.allreduce_async(output.detach(), _op_name("allreduce", name, handle), code,
-                                   transient=_unnamed(name), stream=_stream_of(output), compression=wire)
+                                   transient=_unnamed(name), stream=_stream_of(output), compression=wire,
+                                   process_set=ps)
 
     def finish(results, ops):
         _scale_(output, postscale_factor)
@@ -239,7 +240,7 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, po
 # -------------------------------------------------------------------------- grouped allreduce
 
 def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor, process_set):
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set)
     code = _chorus_op(op)
     tensors, outputs = list(tensors), list(outputs)
     if not tensors:
@@ -250,7 +251,7 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
             _scale_(out, prescale_factor)
             member = "%s.%d" % (name, i) if name else "grouped.noname.%d.%d" % (handle, i)
             yield _lib.allreduce_async(out.detach(), _op_name("allreduce", member, handle), code,
-                                       transient=_unnamed(name), stream=_stream_of(out))
+                                       transient=_unnamed(name), stream=_stream_of(out), process_set=ps)
 
     def finish(results, ops):
         for out in outputs:
@@ -315,14 +316,15 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     plain call) turns into the reduced sparse tensor."""
     _check_process_set(process_set)
     t = tensor.coalesce() if not tensor.is_coalesced() else tensor
-    indices = allgather_async(t._indices().transpose(0, 1).contiguous(), name="%s.indices" % name)
-    values = allgather_async(t._values(), name="%s.values" % name)
+    indices = allgather_async(t._indices().transpose(0, 1).contiguous(), name="%s.indices" % name,
+                              process_set=process_set)
+    values = allgather_async(t._values(), name="%s.values" % name, process_set=process_set)
 
     def handle():
         v = synchronize(values)
         i = synchronize(indices)
         if op == Average:
-            v = v / size()
+            v = v / (size() if process_set is None else process_set.size())
         if i.dim() == 0 or v.dim() == 0 or i.numel() == 0:
             return torch.sparse_coo_tensor(t._indices()[:, :0], t._values()[:0], t.size())
         return torch.sparse_coo_tensor(i.transpose(0, 1), v, t.size())
@@ -332,16 +334,16 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 
 # ---------------------------------------------------------------------------------- allgather
 
-def _allgather_submit(tensor, name, handle, transient=None):
+def _allgather_submit(tensor, name, handle, transient=None, ps=0):
     return _lib.allgather_async(_to_host(tensor), _op_name("allgather", name, handle),
-                                transient=_unnamed(name) if transient is None else transient)
+                                transient=_unnamed(name) if transient is None else transient, process_set=ps)
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts concatenating every rank's `tensor` along the first dimension (which may differ
     between ranks). Returns a handle; synchronize() returns the concatenation."""
-    _check_process_set(process_set)
-    return _start(lambda handle: [_allgather_submit(tensor, name, handle)],
+    ps = _check_process_set(process_set)
+    return _start(lambda handle: [_allgather_submit(tensor, name, handle, ps=ps)],
                   lambda results, ops: _like(results[0], tensor))
 
 
@@ -373,7 +375,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Starts an allgather of each tensor of the list; one handle for the group."""
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set)
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped_allgather: the list of tensors is empty")
@@ -381,7 +383,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     def submit(handle):
         base = name if name else "grouped.noname.%d" % handle
         for i, t in enumerate(tensors):
-            yield _allgather_submit(t, "%s.%d" % (base, i), handle, transient=_unnamed(name))
+            yield _allgather_submit(t, "%s.%d" % (base, i), handle, transient=_unnamed(name), ps=ps)
 
     return _start(submit, lambda results, ops: [_like(r, t) for r, t in zip(results, tensors)])
 
@@ -394,12 +396,12 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 # ---------------------------------------------------------------------------------- broadcast
 
 def _broadcast_async(tensor, output, root_rank, name, process_set):
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set)
 
     def submit(handle):
         root = int(root_rank)
         yield _lib.broadcast_async(output.detach(), _op_name("broadcast", name, handle), root,
-                                   transient=_unnamed(name), stream=_stream_of(output))
+                                   transient=_unnamed(name), stream=_stream_of(output), process_set=ps)
 
     return _start(submit, lambda results, ops: output)
 
@@ -479,8 +481,8 @@ def synchronize(handle):
 
 def barrier(process_set=global_process_set):
     """Returns once every rank called barrier()."""
-    _check_process_set(process_set)
-    # One name for every barrier: it is synchronous, so never pending twice on a rank.
-    sub = _lib.allreduce_async(torch.zeros(1, dtype=torch.uint8), "barrier", _CHORUS_OP[Sum])
+    ps = _check_process_set(process_set)
+    # One name for every barrier (per set): it is synchronous, so never pending twice on a rank.
+    sub = _lib.allreduce_async(torch.zeros(1, dtype=torch.uint8), "barrier", _CHORUS_OP[Sum], process_set=ps)
     sub.wait()
     sub.result()

@@ -65,9 +65,10 @@ class _Refused:
 _NAN_CHECK_CODES = {None: -1, "off": 0, "error": 1, "skip": 2}
 
 
-def _submit(tensor, name, op, wire=-1, check=-1):
+def _submit(tensor, name, op, wire=-1, check=-1, ps=0):
     try:
-        return _lib.allreduce_async(tensor, name, op, stream=_stream_of(tensor), compression=wire, nan_check=check)
+        return _lib.allreduce_async(tensor, name, op, stream=_stream_of(tensor), compression=wire, nan_check=check,
+                                    process_set=ps)
     except Exception as e:  # noqa: BLE001 - raised by synchronize()
         return _Refused(e)
 
@@ -78,7 +79,7 @@ def _waiter(sub, post, sink=None):
     def wait():
         sub.wait()
         out = sub.result()
-        ranks = sub.nonfinite_ranks() if sink is not None and hasattr(sub, "nonfinite_ranks") else None
+        ranks = sub.nonfinite_ranks() if sink is not None else None
         if ranks:
             sink(sub.name, ranks)
         _scale_(out, post)
@@ -106,9 +107,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     _chorus_distributed = True
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1, op=Average,
-                 gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False, nan_check=None):
+                 gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False, nan_check=None,
+                 process_set=global_process_set):
         super(self.__class__, self).__init__(params)
         self._compression = compression
+        # Gradients are averaged among the set's members only; a rank outside the set steps on
+        # its own gradients (Horovod's DistributedOptimizer(process_set=...)).
+        self._process_set = process_set
+        self._ps = _check_process_set(process_set)
+        self._included = self._ps == 0 or bool(process_set.included())
         if nan_check not in _NAN_CHECK_CODES:
             raise ValueError("nan_check should be None (CHORUS_NAN_CHECK), 'off', 'error' or 'skip', got %r"
                              % (nan_check,))
@@ -166,7 +173,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 for p in group:
                     self._p_to_group[p] = group
                 self._group_counts[group] = 0
-        if size() > 1:
+        if size() > 1 and self._included:
             self._register_hooks()
             # Buckets only where a bucket's result equals its members' one by one: a
             # compression that works element by element (the built-in ones).
@@ -349,11 +356,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         op = _chorus_op(self.op)
         code = -1 if wire is None else wire
         if len(items) == 1:
-            subs = [_submit(tensors[0], names[0], op, code, self._nan_check)]
+            subs = [_submit(tensors[0], names[0], op, code, self._nan_check, self._ps)]
         else:
             try:
                 subs = _lib.allreduce_async_all(tensors, names, op, stream=_stream_of(tensors[0]), compression=code,
-                                                nan_check=self._nan_check)
+                                                nan_check=self._nan_check, process_set=self._ps)
             except Exception as e:  # noqa: BLE001 - raised by synchronize()
                 subs = [_Refused(e)] * len(items)
         for x, sub, ctx in zip(items, subs, ctxs):
@@ -378,7 +385,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if self.sparse_as_dense:
                 p.grad = p.grad.to_dense()
             else:
-                return sparse_allreduce_async(p.grad, name=name, op=self.op), None
+                return sparse_allreduce_async(p.grad, name=name, op=self.op, process_set=self._process_set), None
         # The hook runs inside backward, on the training thread, once per gradient: it submits
         # straight to the runtime (no handle table, no generator) and returns a callable that
         # waits, which synchronize() accepts as a handle. Same name and op as allreduce_async_.
@@ -387,7 +394,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         pre, post = self._scale_factors()
         _scale_(compressed, pre)
         sub = _submit(compressed, _op_name("allreduce", name, None), _chorus_op(self.op),
-                      -1 if wire is None else wire, self._nan_check)
+                      -1 if wire is None else wire, self._nan_check, self._ps)
         return _waiter(sub, post, self._note_nonfinite), ctx
 
     def _grouped_allreduce_grad_async(self, group):
@@ -397,7 +404,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         compressed, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
         pre, post = self._scale_factors()
         handle = grouped_allreduce_async_(list(compressed), name=self._parameter_names.get(group[0]),
-                                          op=self.op, prescale_factor=pre, postscale_factor=post)
+                                          op=self.op, prescale_factor=pre, postscale_factor=post,
+                                          process_set=self._process_set)
         return handle, ctxs
 
     # -- synchronize and step -----------------------------------------------------------------
@@ -413,6 +421,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits until every gradient was averaged over all ranks (enqueueing those backward did
         not produce: parameters without a gradient this step still take part)."""
+        if not self._included:  # outside the optimizer's process set: nothing to average
+            self._synchronized = True
+            return
         if self._end_queued:  # backward ended without its callback (it raised): end it here
             self._end_of_backward()
         self._submit_held()
@@ -550,7 +561,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         parameters, or explicit lists of parameters); each group is enqueued once all of its
         gradients are ready;
     sparse_as_dense: reduce sparse gradients as dense tensors;
-    process_set: only the global process set is supported;
+    process_set: average gradients among this process set's members only (a rank outside it
+        steps on its own gradients);
     nan_check: None (CHORUS_NAN_CHECK), "off", "error" (a NaN/Inf gradient raises on every rank,
         naming tensors and ranks) or "skip" (step() skips the wrapped optimizer's step on every
         rank together and rank 0 warns once which tensors and ranks; skipped_steps counts them)."""
@@ -580,4 +592,4 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                 seen.add(id(p))
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor, groups, sparse_as_dense, nan_check)
+               gradient_predivide_factor, groups, sparse_as_dense, nan_check, process_set)

@@ -1,6 +1,6 @@
 """reducescatter, grouped_reducescatter and alltoall of chorus.torch (horovod.torch's names,
-arguments, defaults and return values), and join. They need the runtime's reduce-scatter,
-alltoall and join: with a build whose C++ API lacks them they raise NotImplementedError."""
+arguments, defaults and return values), and join, over the runtime's reduce-scatter, alltoall
+and join."""
 
 import torch
 
@@ -12,24 +12,15 @@ from chorus.torch.compression import Compression
 from chorus.torch.mpi_ops import (Average, _chorus_op, _fresh_copy, _grad_name, _like, _op_name, _scale_, _start,
                                   _to_host, _unnamed, allgather, grouped_allgather, size, synchronize)
 
-_MISSING = ("hvd.%s is not supported yet: this build's Chorus runtime has no %s (it is being added to the "
-            "runtime and the pipeline); %s")
-
-
-def _require(what, collective, instead):
-    if not hasattr(_lib, "%s_async" % collective):
-        raise NotImplementedError(_MISSING % (what, collective, instead))
-
-
 # ------------------------------------------------------------------------------ reducescatter
 
-def _submit_reducescatter(tensor, name, handle, code, prescale_factor, transient=None):
+def _submit_reducescatter(tensor, name, handle, code, prescale_factor, transient=None, ps=0):
     src = tensor
     if prescale_factor != 1.0:
         src = _fresh_copy(tensor)  # the input is not modified
         _scale_(src, prescale_factor)
     return _lib.reducescatter_async(_to_host(src), _op_name("reducescatter", name, handle), code,
-                                    transient=_unnamed(name) if transient is None else transient)
+                                    transient=_unnamed(name) if transient is None else transient, process_set=ps)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
@@ -37,8 +28,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     """Starts reducing `tensor` (same shape on every rank) over all ranks; this rank gets its
     slice of the first dimension (dim0 // size rows, one more on the first dim0 % size ranks).
     Returns a handle; synchronize() returns the slice."""
-    _require("reducescatter", "reducescatter", "allreduce and keep your slice of the first dimension")
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set)
     code = _chorus_op(op)
 
     def finish(results, ops):
@@ -46,14 +36,18 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
         _scale_(out, postscale_factor)
         return out
 
-    return _start(lambda handle: [_submit_reducescatter(tensor, name, handle, code, prescale_factor)], finish)
+    return _start(lambda handle: [_submit_reducescatter(tensor, name, handle, code, prescale_factor, ps=ps)], finish)
 
 
-def _gather_back(grad, op, prescale_factor, postscale_factor):
-    """Backward of a reduce-scatter: every rank's slice gradient, gathered and scaled as the
-    forward scaled this rank's contribution."""
-    full = allgather(grad)
-    scale = prescale_factor * postscale_factor / (size() if op == Average else 1)
+def _set_size(process_set):
+    return size() if process_set is None or process_set.process_set_id == 0 else process_set.size()
+
+
+def _gather_back(grad, op, prescale_factor, postscale_factor, process_set=global_process_set):
+    """Backward of a reduce-scatter: every rank's slice gradient, gathered (in its process set)
+    and scaled as the forward scaled this rank's contribution."""
+    full = allgather(grad, process_set=process_set)
+    scale = prescale_factor * postscale_factor / (_set_size(process_set) if op == Average else 1)
     return full * scale if scale != 1.0 else full
 
 
@@ -63,11 +57,12 @@ class HorovodReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
         ctx.op, ctx.prescale_factor, ctx.postscale_factor = op, prescale_factor, postscale_factor
+        ctx.process_set = process_set
         return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
 
     @staticmethod
     def backward(ctx, grad_output):
-        return _gather_back(grad_output, ctx.op, ctx.prescale_factor, ctx.postscale_factor), \
+        return _gather_back(grad_output, ctx.op, ctx.prescale_factor, ctx.postscale_factor, ctx.process_set), \
             None, None, None, None, None
 
 
@@ -75,7 +70,6 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
                   prescale_factor=1.0, postscale_factor=1.0):
     """Returns this rank's slice of `tensor` reduced over all ranks (see reducescatter_async).
     Differentiable."""
-    _require("reducescatter", "reducescatter", "allreduce and keep your slice of the first dimension")
     compressed, ctx = compression.compress(tensor)
     out = HorovodReducescatter.apply(compressed, name, op, process_set, prescale_factor, postscale_factor)
     return compression.decompress(out, ctx)
@@ -84,8 +78,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reducescatter of each tensor of the list; one handle for the group."""
-    _require("grouped_reducescatter", "reducescatter", "allreduce and keep your slices of the first dimension")
-    _check_process_set(process_set)
+    ps = _check_process_set(process_set)
     code = _chorus_op(op)
     tensors = list(tensors)
     if not tensors:
@@ -94,7 +87,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     def submit(handle):
         for i, t in enumerate(tensors):
             member = "%s.%d" % (name, i) if name else "grouped.noname.%d.%d" % (handle, i)
-            yield _submit_reducescatter(t, member, handle, code, prescale_factor, transient=_unnamed(name))
+            yield _submit_reducescatter(t, member, handle, code, prescale_factor, transient=_unnamed(name), ps=ps)
 
     def finish(results, ops):
         for r in results:
@@ -110,20 +103,20 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
         ctx.op, ctx.prescale_factor, ctx.postscale_factor = op, prescale_factor, postscale_factor
+        ctx.process_set = process_set
         return tuple(synchronize(grouped_reducescatter_async(list(tensors), name, op, process_set,
                                                              prescale_factor, postscale_factor)))
 
     @staticmethod
     def backward(ctx, *grads):
-        full = grouped_allgather(list(grads))
-        scale = ctx.prescale_factor * ctx.postscale_factor / (size() if ctx.op == Average else 1)
+        full = grouped_allgather(list(grads), process_set=ctx.process_set)
+        scale = ctx.prescale_factor * ctx.postscale_factor / (_set_size(ctx.process_set) if ctx.op == Average else 1)
         return (None, None, None, None, None, *[g * scale if scale != 1.0 else g for g in full])
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """Returns, for each tensor of the list, this rank's slice of it reduced over all ranks."""
-    _require("grouped_reducescatter", "reducescatter", "allreduce and keep your slices of the first dimension")
     compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
     outs = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor, postscale_factor,
                                              *compressed)
@@ -136,9 +129,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     """Starts sending splits[i] rows of `tensor`'s first dimension to rank i (without splits:
     dim 0 split equally). Returns a handle; synchronize() returns (rows received in rank order,
     int32 tensor of the rows received from each rank)."""
-    _require("alltoall", "alltoall", "allgather the rows and select yours")
-    _check_process_set(process_set)
-    n = size()
+    ps = _check_process_set(process_set)
+    n = size() if ps == 0 else process_set.size()
     if splits is None:
         dim0 = tensor.shape[0] if tensor.dim() > 0 else -1
         if dim0 < 0 or dim0 % n:
@@ -152,7 +144,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         return _like(results[0], tensor), torch.tensor(_lib.received_splits(ops[0]), dtype=torch.int32)
 
     return _start(lambda handle: [_lib.alltoall_async(_to_host(tensor), _op_name("alltoall", name, handle),
-                                                      split_list, transient=_unnamed(name))], finish)
+                                                      split_list, transient=_unnamed(name), process_set=ps)],
+                  finish)
 
 
 class HorovodAlltoall(torch.autograd.Function):
@@ -177,7 +170,6 @@ class HorovodAlltoall(torch.autograd.Function):
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[i] rows of `tensor` to rank i and returns the rows received, in rank order;
     with `splits` given, returns (rows, rows received from each rank). Differentiable."""
-    _require("alltoall", "alltoall", "allgather the rows and select yours")
     return HorovodAlltoall.apply(tensor, splits, name, process_set)
 
 
@@ -186,10 +178,6 @@ def join(device=-1):
     their collectives with neutral data (0 for sum and average, which still divides by size();
     no rows for allgather). Blocks until every rank joined; returns the last rank to join.
     `device` is accepted for Horovod's signature (a joined rank contributes host data)."""
-    if not hasattr(_lib, "join"):
-        raise NotImplementedError("hvd.join is not supported yet: this build's Chorus runtime cannot let a joined "
-                                  "rank contribute to the others' collectives; give every rank the same number "
-                                  "of batches")
     last = _lib.join()
     _agree_on_handles()
     return last
