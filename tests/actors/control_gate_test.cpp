@@ -4,6 +4,7 @@
 // stop an ordinary actor) is refused and counted. Under CAF's test coordinator, with a sink
 // standing in for the negotiator.
 #include "actors/control_gate.hpp"
+#include "tests/actors/class_actor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -141,7 +142,7 @@ struct gate_fixture {
     cfg.set("scheduler.policy", caf::atom("testing"));
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
-    sink = sys->spawn(sink_actor);
+    sink = sys->spawn<::chorus::test::class_actor<sink_state, sink_actor>>();
     gate = control_gate::spawn(*sys, 0, 3, key, sink, errors);
     caf::anon_send(sink, gate->handle());  // the sink watches the gate
     sched->run();
