@@ -160,7 +160,12 @@ struct gate_fixture {
 TEST(control_gate, hands_sealed_messages_to_the_negotiator_in_order) {
   gate_fixture f;
   control_sealer from1(1, 3, f.key), from2(2, 3, f.key);
-  auto peer_gate = f.sys->spawn([](caf::event_based_actor*) {});
+  // A peer's gate that exists and ends at once (a class: see tests/actors/class_actor.hpp).
+  struct ended_peer final : caf::event_based_actor {
+    using caf::event_based_actor::event_based_actor;
+    caf::behavior make_behavior() override { return {}; }
+  };
+  auto peer_gate = f.sys->spawn<ended_peer>();
   caf::anon_send(f.gate->handle(), from2.make(0, control_kind::hello, {}), peer_gate);
   caf::anon_send(f.gate->handle(), from1.make(0, control_kind::gossip, bytes("c1")));
   caf::anon_send(f.gate->handle(), from2.make(0, control_kind::gossip, bytes("c2")));
