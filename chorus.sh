@@ -9,6 +9,8 @@
 #                               builds the libFuzzer targets (clang-14, build-fuzz/) and runs each
 #                               for S seconds (default 60) from tests/fuzz/corpus: RESULT fuzz
 #                               <target> <executions> <crashes>; non-zero exit on a crash
+#   ./chorus.sh fuzz --runs N [TARGET...]
+#                               the same, N executions per target however long they take
 #   ./chorus.sh fuzz --seeds    rewrites tests/fuzz/corpus with the real encoders
 #   ./chorus.sh bench [args]    chorus-bench allreduce under chorusrun, with Gloo beside it
 #   ./chorus.sh bench --emulated-hosts H [--ranks-per-host L] [--link R] [--flow R]
@@ -93,13 +95,14 @@ case "$cmd" in
       cmake --build "$fuzz_dir" -j"$jobs" --target make_seeds
       exec "$fuzz_dir/make_seeds" "$root/tests/fuzz/corpus"
     fi
-    seconds=60
-    if [ "${1:-}" = "--seconds" ]; then seconds="${2:?--seconds S}"; shift 2
-    elif [[ "${1:-}" =~ ^[0-9]+$ ]]; then seconds="$1"; shift
+    limit=(60)
+    if [ "${1:-}" = "--seconds" ]; then limit=("${2:?--seconds S}"); shift 2
+    elif [ "${1:-}" = "--runs" ]; then limit=(--runs "${2:?--runs N}"); shift 2
+    elif [[ "${1:-}" =~ ^[0-9]+$ ]]; then limit=("$1"); shift
     fi
     cmake -S "$root/tests/fuzz" -B "$fuzz_dir" -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
     cmake --build "$fuzz_dir" -j"$jobs"
-    exec bash "$root/tests/fuzz/run_fuzz.sh" "$fuzz_dir" "$seconds" "$@"
+    exec bash "$root/tests/fuzz/run_fuzz.sh" "$fuzz_dir" "${limit[@]}" "$@"
     ;;
   bench)
     build
@@ -131,7 +134,7 @@ case "$cmd" in
       "$build_dir/tests/chorus-testrank" pipeline-soak "$ops" "$seed"
     ;;
   *)
-    echo "usage: ./chorus.sh demo | test [--sanitize address|undefined|thread] [ctest args] | fuzz [SECONDS] [TARGET...]" >&2
+    echo "usage: ./chorus.sh demo | test [--sanitize address|undefined|thread] [ctest args] | fuzz [SECONDS | --runs N] [TARGET...]" >&2
     echo "       | fuzz --seeds | bench [-np N] [options] | bench --emulated-hosts H [...] | bench-autotune [...] | soak [--ops N] | build" >&2
     exit 2
     ;;

@@ -33,13 +33,19 @@ class capture final : public telemetry::observer {
 };
 
 /// Stands in for a rank's producer and completion: ignores what they would get. (Not a
-/// default handler: CAF's `drop` answers the sender with an error that would end it.)
-caf::behavior sink_actor() {
-  return {
-      [](const op_finished&) {},
-      [](const bucket_planned&) {},
-  };
-}
+/// default handler: CAF's `drop` answers the sender with an error that would end it.) A class,
+/// not a function: CAF 0.17 starts a function actor spawned without arguments by dereferencing
+/// a null std::shared_ptr<std::tuple<>> (undefined behaviour, which UBSan reports).
+class sink_actor final : public caf::event_based_actor {
+ public:
+  using caf::event_based_actor::event_based_actor;
+  caf::behavior make_behavior() override {
+    return {
+        [](const op_finished&) {},
+        [](const bucket_planned&) {},
+    };
+  }
+};
 
 }  // namespace
 
@@ -95,7 +101,7 @@ result<std::vector<rank_decisions>> replay_trace(const telemetry::trace::replay_
     fc.first_sequence = communicator::pipeline_sequence_base;
     fc.process_sets = sets;
     fusions.push_back(sys.spawn(fusion_actor, fc));
-    sinks.push_back(sys.spawn(sink_actor));
+    sinks.push_back(sys.spawn<sink_actor>());
     captures.push_back(std::make_shared<capture>());
   }
   for (int r = 0; r < n; ++r) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/core/log.hpp"
+#include "runtime/core/log_limit.hpp"
 
 namespace chorus {
 
@@ -16,6 +17,18 @@ std::optional<wire::frame_header> local_view(const chunk_op& op, const wire::fra
   auto local = h;
   local.step &= 0xffff;
   return local;
+}
+
+// A refused frame ends an engine's job, so one engine logs it once; a process with many engines
+// failing together (or a test feeding hostile frames to engine after engine) still writes at most
+// a few such lines a second. Every op still ends with the full error.
+void log_failure(const status& st) {
+  static log::line_limit limit{5};
+  std::size_t held = 0;
+  if (!limit.admit(held)) return;
+  CHORUS_LOG(error, "engine", st.message() << (held ? " (" + std::to_string(held) +
+                                                          " more such errors were not logged)"
+                                                    : std::string()));
 }
 
 status layout_mismatch(const chunk_op& op, int peer, const wire::frame_header& h) {
@@ -75,7 +88,7 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
         st = a->second.op->delivered(t_, peer, *local, data);
       }
       if (!st.ok()) {
-        CHORUS_LOG(error, "engine", st.message());
+        log_failure(st);
         starting_.reset();
         t_.abort(st);
         fail_all(st);
@@ -130,7 +143,7 @@ void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
             : member < 0 ? not_a_member(*it->second.op, peer)
                          : it->second.op->delivered(t_, member, *local, data);
   if (!st.ok()) {
-    CHORUS_LOG(error, "engine", st.message());
+    log_failure(st);
     t_.abort(st);  // the ranks disagree: nobody may wait for frames that will never come
     fail_all(st);
     return;
@@ -141,7 +154,7 @@ void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
 void engine::refuse(int peer, const wire::frame_header& h, const std::string& why) {
   status st{errc::protocol, "rank " + std::to_string(peer) + " sent a frame that does not fit (" + wire::describe(h) +
                                 "): " + why + "; do all ranks run the same collectives?"};
-  CHORUS_LOG(error, "engine", st.message());
+  log_failure(st);
   t_.abort(st);
   fail_all(st);
 }

@@ -3,6 +3,7 @@
 // bucket's first error, naming tensor and rank, when a chunk failed), and the start window
 // moves only when the oldest unfinished chunk ends.
 #include "actors/completion_actor.hpp"
+#include "tests/actors/class_actor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -34,7 +35,7 @@ struct completion_fixture {
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     completion = sys->spawn(completion_actor, completion_config{2, 3});
-    sink = sys->spawn(sink_actor);
+    sink = sys->spawn<::chorus::test::class_actor<sink_state, sink_actor>>();
     pipeline_wired w;
     w.producer = w.fusion = sink;
     caf::anon_send(completion, w);

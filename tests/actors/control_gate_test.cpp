@@ -4,6 +4,7 @@
 // stop an ordinary actor) is refused and counted. Under CAF's test coordinator, with a sink
 // standing in for the negotiator.
 #include "actors/control_gate.hpp"
+#include "tests/actors/class_actor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -141,7 +142,7 @@ struct gate_fixture {
     cfg.set("scheduler.policy", caf::atom("testing"));
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
-    sink = sys->spawn(sink_actor);
+    sink = sys->spawn<::chorus::test::class_actor<sink_state, sink_actor>>();
     gate = control_gate::spawn(*sys, 0, 3, key, sink, errors);
     caf::anon_send(sink, gate->handle());  // the sink watches the gate
     sched->run();
@@ -159,7 +160,12 @@ struct gate_fixture {
 TEST(control_gate, hands_sealed_messages_to_the_negotiator_in_order) {
   gate_fixture f;
   control_sealer from1(1, 3, f.key), from2(2, 3, f.key);
-  auto peer_gate = f.sys->spawn([](caf::event_based_actor*) {});
+  // A peer's gate that exists and ends at once (a class: see tests/actors/class_actor.hpp).
+  struct ended_peer final : caf::event_based_actor {
+    using caf::event_based_actor::event_based_actor;
+    caf::behavior make_behavior() override { return {}; }
+  };
+  auto peer_gate = f.sys->spawn<ended_peer>();
   caf::anon_send(f.gate->handle(), from2.make(0, control_kind::hello, {}), peer_gate);
   caf::anon_send(f.gate->handle(), from1.make(0, control_kind::gossip, bytes("c1")));
   caf::anon_send(f.gate->handle(), from2.make(0, control_kind::gossip, bytes("c2")));

@@ -3,6 +3,7 @@
 // size and thresholds, while a bucket already in flight keeps its buffer (same lease, same
 // bytes, never freed or resized even when the pool runs short) and its chunk plan.
 #include "actors/fusion_actor.hpp"
+#include "tests/actors/class_actor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -43,7 +44,7 @@ struct fusion_fixture {
     fc.pre_touch = false;
     fc.start_window = 64;
     fusion = sys->spawn(fusion_actor, fc);
-    sink = sys->spawn(sink_actor);
+    sink = sys->spawn<::chorus::test::class_actor<sink_state, sink_actor>>();
     pipeline_wired w;
     w.completion = sink;
     w.senders = {sink};

@@ -3,6 +3,7 @@
 // Every rank must reach the same agreed batches; mismatches, stall shutdown, a lost peer and
 // stop end ops with errors. Randomised tests print their seed; CHORUS_TEST_SEED re-runs one.
 #include "actors/negotiator_actor.hpp"
+#include "tests/actors/class_actor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -72,7 +73,7 @@ struct ranks_fixture {
       c.options = opts;
       if (tweak) tweak(c);
       negotiators.push_back(sys->spawn(negotiator_actor, c));
-      sinks.push_back(sys->spawn(sink_actor));
+      sinks.push_back(sys->spawn<::chorus::test::class_actor<sink_state, sink_actor>>());
     }
     for (int r = 0; r < n; ++r) {
       pipeline_wired w;
@@ -386,7 +387,7 @@ TEST(negotiator_actor, gossip_produced_before_peers_connect_is_sent_once_they_do
     c.rank = r;
     c.size = 2;
     negs.push_back(sys.spawn(negotiator_actor, c));
-    sinks.push_back(sys.spawn(sink_actor));
+    sinks.push_back(sys.spawn<::chorus::test::class_actor<sink_state, sink_actor>>());
     pipeline_wired w;
     w.producer = w.fusion = sinks.back();
     caf::anon_send(negs.back(), w);

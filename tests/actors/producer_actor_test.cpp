@@ -2,6 +2,7 @@
 // refusals at the boundary, the allgather spec the negotiator sees, exactly-once done calls,
 // and the shutdown drain.
 #include "actors/producer_actor.hpp"
+#include "tests/actors/class_actor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -35,7 +36,7 @@ struct producer_fixture {
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     producer = sys->spawn(producer_actor, producer_config{1, 4});
-    sink = sys->spawn(sink_actor);
+    sink = sys->spawn<::chorus::test::class_actor<sink_state, sink_actor>>();
     pipeline_wired w;
     w.negotiator = sink;
     caf::anon_send(producer, w);

@@ -3,6 +3,7 @@
 // the tail), every chunk starts exactly once, and the start rule of sender_actor.hpp holds:
 // a sender with no free slot starts only a chunk older than everything it has in flight.
 #include "actors/sender_actor.hpp"
+#include "tests/actors/class_actor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -55,7 +56,7 @@ struct senders_fixture {
     cfg.set("scheduler.policy", caf::atom("testing"));
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
-    sink = sys->spawn(done_sink);
+    sink = sys->spawn<::chorus::test::class_actor<done_sink_state, done_sink>>();
     for (int s = 0; s < streams; ++s) {
       sender_config c;
       c.stream = s;

@@ -2,6 +2,7 @@
 # Runs the fuzz targets built in BIN_DIR (tests/fuzz/CMakeLists.txt) over their seed corpora.
 #   run_fuzz.sh BIN_DIR SECONDS [TARGET...]   fuzz each target for SECONDS; new inputs go to
 #                                             BIN_DIR/corpus/<target>, crashes to BIN_DIR/crashes/<target>/
+#   run_fuzz.sh BIN_DIR --runs N [TARGET...]  fuzz each target for N executions (however long)
 #   run_fuzz.sh BIN_DIR --smoke [TARGET...]   each target runs its seeds once (-runs=0): the
 #                                             fuzz_smoke test
 # Prints `RESULT fuzz <target> <executions> <crashes>` per target; exits 1 if any target crashed
@@ -11,6 +12,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bin="$1"
 mode="$2"
 shift 2
+runs=""
+if [ "$mode" = "--runs" ]; then
+  runs="${1:?--runs N}"
+  shift
+fi
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(frame handshake message tensor_spec kv trace chunk)
 failed=0
@@ -26,6 +32,8 @@ for t in "${targets[@]}"; do
   mkdir -p "$bin/logs" "$bin/crashes/$t" "$bin/corpus/$t"
   if [ "$mode" = "--smoke" ]; then
     args=(-runs=0 "$seeds")
+  elif [ -n "$runs" ]; then
+    args=(-runs="$runs" -timeout=10 -rss_limit_mb=2048 "$bin/corpus/$t" "$seeds")
   else
     # The working corpus first: libFuzzer adds new inputs to the first folder only.
     args=(-max_total_time="$mode" -timeout=10 -rss_limit_mb=2048 "$bin/corpus/$t" "$seeds")

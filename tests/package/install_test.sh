@@ -21,9 +21,15 @@ config="$(find "$prefix" -name ChorusConfig.cmake | head -1)"
 outside="$(find "$prefix/include" -type f ! -path "$prefix/include/chorus/*")"
 [ -z "$outside" ] || { echo "package_install: headers outside include/chorus: $outside"; exit 1; }
 
+# A library built with a sanitizer (./chorus.sh test --sanitize) loads only into programs that
+# carry the same runtime: the consumers below get the build's -fsanitize flags (none normally).
+read -ra san <<< "$(sed -n 's/^CMAKE_CXX_FLAGS:[A-Z]*=//p' "$build/CMakeCache.txt" |
+                    grep -o -- '-fsanitize=[^ ]*\|-fno-sanitize-recover=[^ ]*' | tr '\n' ' ')"
+
 # The C++ example, configured against the prefix only.
 cmake -S "$src/examples/framework_op" -B "$tmp/op" -DCMAKE_PREFIX_PATH="$prefix" \
-      -DCMAKE_BUILD_TYPE=Release > "$tmp/op-configure.log" ||
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="${san[*]}" -DCMAKE_EXE_LINKER_FLAGS="${san[*]}" \
+      > "$tmp/op-configure.log" ||
   { cat "$tmp/op-configure.log"; exit 1; }
 cmake --build "$tmp/op" -j2 > "$tmp/op-build.log" 2>&1 || { cat "$tmp/op-build.log"; exit 1; }
 if grep -q -- "-I$src\b\|-I$src " "$tmp/op/CMakeFiles/framework_op.dir/flags.make" 2>/dev/null; then
@@ -36,7 +42,7 @@ cat > "$tmp/version.c" <<'C'
 #include "chorus/chorus.h"
 int main(void) { printf("%s\n", chorus_package_version()); return 0; }
 C
-cc -std=c11 -Wall -Werror -I"$prefix/include" "$tmp/version.c" -L"$(dirname "$lib")" -lchorus \
+cc -std=c11 -Wall -Werror "${san[@]}" -I"$prefix/include" "$tmp/version.c" -L"$(dirname "$lib")" -lchorus \
    -Wl,-rpath,"$(dirname "$lib")" -o "$tmp/version"
 version="$("$tmp/version")"
 want="$(sed -n 's/^project(chorus VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")"

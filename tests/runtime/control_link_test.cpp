@@ -84,8 +84,10 @@ struct inbox {
 
 /// Rank 0 and rank 1 of a two-rank job, each with a link to the other.
 struct two_links {
-  std::unique_ptr<control_link> a, b;  // rank 0, rank 1
+  // The inboxes outlive the links: a link's thread may call its handlers until the link is
+  // destroyed (rank 1's goodbye reaches rank 0 while rank 0 is still open).
   inbox in_a, in_b;
+  std::unique_ptr<control_link> a, b;  // rank 0, rank 1
   explicit two_links(std::chrono::milliseconds peer_timeout = {}) {
     auto [x, y] = tcp_pair();
     std::vector<unique_fd> fa(2), fb(2);
@@ -184,8 +186,8 @@ TEST(ControlLink, APeerThatDiesWithoutAGoodbyeIsReportedByRank) {
   auto [x, y] = tcp_pair();
   std::vector<unique_fd> fds(4);
   fds[3] = std::move(y);  // rank 3's end is `x`, a raw socket that just closes
+  inbox in;  // outlives the link, whose thread calls into it
   control_link link(1, std::move(fds), limits());
-  inbox in;
   link.start(in.handlers());
   x.reset();
   ASSERT_TRUE(in.wait_closed());
@@ -241,8 +243,8 @@ struct bad_frame_case {
 /// Rank 1's link, started, with rank 0 a bare socket (`raw`) that writes whatever a test wants.
 struct link_and_raw_peer {
   unique_fd raw;
+  inbox in;  // outlives the link, whose thread calls into it
   std::unique_ptr<control_link> link;
-  inbox in;
   link_and_raw_peer() {
     auto [x, y] = tcp_pair();
     raw = std::move(x);

@@ -45,6 +45,14 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+// The sender the intruder's messages claim. A class: CAF 0.17 starts a function actor spawned
+// without arguments through a null std::shared_ptr<std::tuple<>> (undefined behaviour).
+class decoy_actor final : public caf::event_based_actor {
+ public:
+  using caf::event_based_actor::event_based_actor;
+  caf::behavior make_behavior() override { return {[](int) {}}; }
+};
+
 }  // namespace
 
 /// pipeline-ctrl-job GOFILE
@@ -120,7 +128,7 @@ int run_ctrl_intruder() {
   caf::actor_system sys{cfg};
   auto gate = sys.middleman().remote_actor(host, port);
   if (!gate) return fail({errc::connection_lost, "cannot reach rank 0's control port: " + sys.render(gate.error())});
-  auto decoy = sys.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
+  auto decoy = sys.spawn<decoy_actor>();
   control_sealer guess(1, env->size, wire::control_key("not-the-job-secret", env->job_id));
   int sent = 0;
   auto send = [&](auto&&... xs) {
