@@ -11,6 +11,7 @@
 #include <string>
 
 #include "actors/pipeline.hpp"
+#include "bench/pipeline/resnet_backward.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/fusion/resnet50_sizes.hpp"
 
@@ -18,12 +19,6 @@ namespace chorus::bench {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-void spin_for(std::chrono::microseconds d) {
-  auto end = clock_type::now() + d;
-  while (clock_type::now() < end) {
-  }
-}
 
 void check(const status& st, const char* what) {
   if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());
@@ -49,34 +44,12 @@ resnet_steps::step resnet_steps::run(pipeline& pipe, bool flag) {
   const float want = static_cast<float>(comm_.size() + 1) / 2.0f;  // mean of rank + 1
   std::fill(grads_, grads_ + resnet50_parameter_count, mine);
   check(comm_.barrier(), "barrier");
-  std::atomic<int> left{static_cast<int>(resnet50_tensor_count)};
-  std::atomic<bool> failed{false};
-  std::string error;
-  auto t0 = clock_type::now();
-  for (std::size_t k = resnet50_tensor_count; k-- > 0;) {  // backward: output layer first
-    if (compute_.count()) spin_for(compute_);
-    op_request r;
-    r.spec.name = "resnet50.param" + std::to_string(k);
-    r.spec.kind = collective_kind::allreduce;
-    r.spec.type = dtype::f32;
-    r.spec.shape = {static_cast<int64_t>(resnet50_sizes[k])};
-    r.spec.op = reduce_op::average;
-    r.spec.device = device_kind::cpu;
-    r.input = r.output = grads_ + offset_[k];
-    r.done = [&](const status& st, std::vector<std::byte>, std::vector<int64_t>) {
-      if (!st.ok() && !failed.exchange(true)) error = st.to_string();
-      if (left.fetch_sub(1) == 1) left.notify_all();
-    };
-    pipe.enqueue(std::move(r));
-  }
-  for (int l = left.load(); l != 0; l = left.load()) left.wait(l);
-  auto t1 = clock_type::now();
-  if (failed) throw std::runtime_error("autotune bench: step failed: " + error);
+  const double ms = resnet_backward_step(pipe, grads_, offset_, compute_);
   for (std::size_t k = 0; k < resnet50_tensor_count; ++k)
     if (grads_[offset_[k]] != want || grads_[offset_[k + 1] - 1] != want)
       throw std::runtime_error("autotune bench: wrong average in resnet50.param" + std::to_string(k));
   // The maximum of the time and of "not flag": all_flag when no rank voted against.
-  double agreed[2] = {std::chrono::duration<double, std::milli>(t1 - t0).count(), flag ? 0.0 : 1.0};
+  double agreed[2] = {ms, flag ? 0.0 : 1.0};
   check(comm_.allreduce(agreed, 2, dtype::f64, reduce_op::max), "max of step times");
   return {agreed[0], agreed[1] == 0.0};
 }

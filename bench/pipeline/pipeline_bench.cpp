@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "actors/pipeline.hpp"
+#include "bench/pipeline/resnet_backward.hpp"
 #include "bench/pipeline/variant_switch.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/fusion/resnet50_sizes.hpp"
@@ -39,12 +40,6 @@ float* pretouched_floats(std::size_t count) {
   if (p == MAP_FAILED) throw std::runtime_error("cannot map the gradient buffers");
   std::memset(p, 0, count * sizeof(float));
   return static_cast<float*>(p);
-}
-
-void spin_for(std::chrono::microseconds d) {
-  auto end = clock_type::now() + d;
-  while (clock_type::now() < end) {
-  }
 }
 
 double median(std::vector<double> v) {
@@ -148,29 +143,7 @@ int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds 
     switcher->select(observers[v].get());
     refill();
     check(comm.barrier(), "barrier");
-    std::atomic<int> left{static_cast<int>(resnet50_tensor_count)};
-    std::atomic<bool> failed{false};
-    std::string error;
-    auto t0 = clock_type::now();
-    for (std::size_t k = resnet50_tensor_count; k-- > 0;) {  // backward: output layer first
-      if (compute.count()) spin_for(compute);
-      op_request r;
-      r.spec.name = "resnet50.param" + std::to_string(k);
-      r.spec.kind = collective_kind::allreduce;
-      r.spec.type = dtype::f32;
-      r.spec.shape = {static_cast<int64_t>(resnet50_sizes[k])};
-      r.spec.op = reduce_op::average;
-      r.spec.device = device_kind::cpu;
-      r.input = r.output = grads + offset[k];
-      r.done = [&](const status& st, std::vector<std::byte>, std::vector<int64_t>) {
-        if (!st.ok() && !failed.exchange(true)) error = st.to_string();
-        if (left.fetch_sub(1) == 1) left.notify_all();
-      };
-      (*pipe)->enqueue(std::move(r));
-    }
-    for (int l = left.load(); l != 0; l = left.load()) left.wait(l);
-    auto t1 = clock_type::now();
-    if (failed) throw std::runtime_error("pipeline step failed: " + error);
+    const double ms = resnet_backward_step(**pipe, grads, offset, compute);
     for (std::size_t k = 0; k < resnet50_tensor_count; ++k)
       if (grads[offset[k]] != want) throw std::runtime_error("wrong average in tensor " + std::to_string(k));
 
@@ -181,7 +154,7 @@ int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds 
     auto b1 = clock_type::now();
     if (grads[total - 1] != want) throw std::runtime_error("wrong bare allreduce result");
     if (s >= warmups * static_cast<int>(nv)) {
-      step_ms[v].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      step_ms[v].push_back(ms);
       bare_ms[v].push_back(std::chrono::duration<double, std::milli>(b1 - b0).count());
       auto u = switcher->take();
       used[v].busy += u.busy;
