@@ -224,6 +224,35 @@ void ring_steps() {
   }
 }
 
+// What a peer's control connection carries: gossip-sized messages, heartbeats, a large
+// message, then a goodbye, as control_fuzz reads them (its first byte cuts the stream).
+void control_stream() {
+  std::vector<std::byte> out{std::byte{7}};
+  auto frame = [&](wire::frame_kind kind, const std::vector<uint8_t>& payload) {
+    wire::frame_header h;
+    h.kind = kind;
+    h.job_id = 0x1234;
+    h.length = static_cast<uint32_t>(payload.size());
+    std::byte b[wire::frame_header_size];
+    wire::encode(h, b);
+    out.insert(out.end(), b, b + sizeof b);
+    for (auto v : payload) out.push_back(static_cast<std::byte>(v));
+  };
+  frame(wire::frame_kind::control, {1, 3, 0, 0, 0, 'g', 'o', 's', 's', 'i', 'p'});
+  frame(wire::frame_kind::heartbeat, {});
+  std::vector<uint8_t> big(70000, 0x5a);
+  big[0] = 1;
+  frame(wire::frame_kind::control, big);
+  write("control", "seed0", out);
+  frame(wire::frame_kind::goodbye, {});
+  write("control", "seed1", out);
+  std::vector<std::byte> abort{std::byte{3}};
+  out.swap(abort);
+  std::string reason = "protocol: rank 1 sent a bad frame";
+  frame(wire::frame_kind::abort, std::vector<uint8_t>(reason.begin(), reason.end()));
+  write("control", "seed2", out);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::cerr << "usage: make_seeds <corpus dir>\n";
@@ -237,6 +266,7 @@ int main(int argc, char** argv) {
   trace(fs::temp_directory_path() / ("chorus-make-seeds-" + std::to_string(::getpid())));
   chunk_scripts();
   ring_steps();
+  control_stream();
   std::cout << "seeds written under " << root << "\n";
   return 0;
 }

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "runtime/core/status.hpp"
+#include "runtime/transport/tcp/control_frames.hpp"
 #include "runtime/transport/tcp/socket_util.hpp"
 #include "runtime/wire/frame.hpp"
 
