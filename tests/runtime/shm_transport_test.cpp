@@ -20,17 +20,13 @@
 
 #include "runtime/rendezvous/rendezvous.hpp"
 #include "runtime/transport/mesh/mesh_transport.hpp"
+#include "tests/support/mesh_ranks.hpp"
 
 namespace chorus {
 namespace {
 
 using namespace std::chrono_literals;
 
-uint16_t free_port() {
-  asio::io_context io;
-  asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return a.local_endpoint().port();
-}
 
 // Keeps what arrives, per stream, and what failed; waits with a bound.
 struct collecting_sink final : frame_sink {
@@ -63,43 +59,22 @@ struct collecting_sink final : frame_sink {
 };
 
 struct two_ranks {
-  std::unique_ptr<rendezvous> rdv[2];
-  std::unique_ptr<mesh::mesh_transport> t[2];
+  testing::mesh_ranks ranks;
+  std::unique_ptr<mesh::mesh_transport>* t;
   collecting_sink sink[2];
 
-  two_ranks(std::size_t shm0, std::size_t shm1, std::chrono::microseconds spin = std::chrono::microseconds(50)) {
-    uint16_t port = free_port();
-    std::size_t shm[2] = {shm0, shm1};
-    auto make = [&](int r) -> status {
-      process_env env;
-      env.rank = r;
-      env.size = 2;
-      env.local_rank = r;
-      env.local_size = 2;
-      env.rendezvous_port = port;
-      env.rendezvous_timeout = 10s;
-      env.job_secret = "shm-transport-test-secret";
-      env.job_id = 0x5a5a;
-      env.source = "chorus";
-      auto rdv_r = rendezvous::open(env);
-      if (!rdv_r) return rdv_r.error();
-      rdv[r] = std::move(*rdv_r);
-      mesh::mesh_options opts;
-      opts.connect_timeout = 10s;
-      opts.num_streams = 2;  // the checks below count two streams' rings
-      opts.shm_bytes = shm[r];
-      opts.shm_spin = spin;
-      auto parts = mesh::connect_mesh(env, *rdv[r], opts);
-      if (!parts) return parts.error();
-      t[r] = std::make_unique<mesh::mesh_transport>(*parts);
-      return {};
-    };
-    auto f1 = std::async(std::launch::async, make, 1);
-    auto st0 = make(0);
-    auto st1 = f1.get();
-    EXPECT_TRUE(st0.ok()) << st0.to_string();
-    EXPECT_TRUE(st1.ok()) << st1.to_string();
-    if (!t[0] || !t[1]) return;
+  two_ranks(std::size_t shm0, std::size_t shm1, std::chrono::microseconds spin = std::chrono::microseconds(50))
+      : ranks(2, "shm-transport-test-secret", 0x5a5a, [&](int r) {
+          mesh::mesh_options opts;
+          opts.connect_timeout = 10s;
+          opts.num_streams = 2;  // the checks below count two streams' rings
+          opts.shm_bytes = r == 0 ? shm0 : shm1;
+          opts.shm_spin = spin;
+          return opts;
+        }),
+        t(ranks.t.data()) {
+    EXPECT_TRUE(ranks.ok()) << ranks.error;
+    if (!ok()) return;
     for (int r = 0; r < 2; ++r) t[r]->start(&sink[r]);
   }
   bool ok() const { return t[0] && t[1]; }
@@ -107,13 +82,7 @@ struct two_ranks {
   void send(int from, int stream, const wire::frame_header& h, const std::byte* payload) {
     t[from]->post([this, from, stream, h, payload] { t[from]->send(1 - from, stream, h, payload); });
   }
-  ~two_ranks() {
-    auto c1 = std::async(std::launch::async, [this] {
-      if (t[1]) t[1]->close(2s);
-    });
-    if (t[0]) t[0]->close(2s);
-    c1.get();
-  }
+  ~two_ranks() { ranks.close(); }  // before the sinks go
 };
 
 wire::frame_header frame(uint64_t seq, uint32_t length, wire::frame_kind kind = wire::frame_kind::data) {

@@ -21,9 +21,9 @@
 #include "runtime/collectives/engine.hpp"
 #include "runtime/collectives/exchange_op.hpp"
 #include "runtime/collectives/ring_op.hpp"
-#include "runtime/rendezvous/rendezvous.hpp"
 #include "runtime/transport/local/local_transport.hpp"
 #include "runtime/transport/mesh/mesh_transport.hpp"
+#include "tests/support/mesh_ranks.hpp"
 #include "tests/support/reduce_reference.hpp"
 
 namespace chorus {
@@ -45,17 +45,11 @@ const char* name_of(plane p) {
   return "?";
 }
 
-uint16_t free_port() {
-  asio::io_context io;
-  asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return a.local_endpoint().port();
-}
 
 // Three ranks of one data plane, each transport started with its own engine.
 struct job {
   std::unique_ptr<local::local_fabric> fabric;
-  std::unique_ptr<rendezvous> rdv[ranks];
-  std::unique_ptr<mesh::mesh_transport> mesh[ranks];
+  std::unique_ptr<testing::mesh_ranks> mesh;
   std::unique_ptr<engine> engines[ranks];
   std::string error;
 
@@ -67,58 +61,26 @@ struct job {
       o.threaded = true;
       fabric = std::make_unique<local::local_fabric>(o);
     } else {
-      connect(p == plane::mesh_shm ? std::size_t{256} << 10 : 0);
+      mesh = std::make_unique<testing::mesh_ranks>(ranks, "transport-suite-secret", 0x7e57, [p](int) {
+        mesh::mesh_options opts;
+        opts.connect_timeout = 10s;
+        opts.num_streams = streams;
+        opts.shm_bytes = p == plane::mesh_shm ? std::size_t{256} << 10 : 0;
+        return opts;
+      });
+      error = mesh->error;
       if (!error.empty()) return;
     }
     for (int r = 0; r < ranks; ++r) engines[r] = std::make_unique<engine>(at(r));
     for (int r = 0; r < ranks; ++r) at(r).start(engines[r].get());
   }
 
-  void connect(std::size_t shm_bytes) {
-    uint16_t port = free_port();
-    auto make = [&](int r) -> status {
-      process_env env;
-      env.rank = r;
-      env.size = ranks;
-      env.local_rank = r;
-      env.local_size = ranks;
-      env.rendezvous_port = port;
-      env.rendezvous_timeout = 10s;
-      env.job_secret = "transport-suite-secret";
-      env.job_id = 0x7e57;
-      env.source = "chorus";
-      auto rdv_r = rendezvous::open(env);
-      if (!rdv_r) return rdv_r.error();
-      rdv[r] = std::move(*rdv_r);
-      mesh::mesh_options opts;
-      opts.connect_timeout = 10s;
-      opts.num_streams = streams;
-      opts.shm_bytes = shm_bytes;
-      auto parts = mesh::connect_mesh(env, *rdv[r], opts);
-      if (!parts) return parts.error();
-      mesh[r] = std::make_unique<mesh::mesh_transport>(*parts);
-      return {};
-    };
-    std::vector<std::future<status>> others;
-    for (int r = 1; r < ranks; ++r) others.push_back(std::async(std::launch::async, make, r));
-    auto st = make(0);
-    if (!st.ok()) error += st.to_string() + "; ";
-    for (auto& f : others)
-      if (auto s = f.get(); !s.ok()) error += s.to_string() + "; ";
-  }
-
-  transport& at(int r) { return fabric ? fabric->endpoint(r) : *mesh[r]; }
+  transport& at(int r) { return fabric ? fabric->endpoint(r) : *mesh->t[static_cast<std::size_t>(r)]; }
+  mesh::mesh_transport& mesh_at(int r) { return *mesh->t[static_cast<std::size_t>(r)]; }
 
   ~job() {
-    if (fabric) {
-      fabric->stop();  // before the engines go
-      return;
-    }
-    std::vector<std::future<void>> closing;
-    for (int r = 1; r < ranks; ++r)
-      if (mesh[r]) closing.push_back(std::async(std::launch::async, [this, r] { mesh[r]->close(2s); }));
-    if (mesh[0]) mesh[0]->close(2s);
-    for (auto& f : closing) f.get();
+    if (fabric) fabric->stop();  // before the engines go
+    if (mesh) mesh->close();
   }
 };
 
@@ -195,7 +157,7 @@ TEST_P(transport_suite, every_collective_is_exact_with_several_in_flight) {
     const link_kind want = GetParam() == plane::mesh_shm ? link_kind::shm : link_kind::tcp;
     for (int r = 0; r < ranks; ++r)
       for (int p = 0; p < ranks; ++p)
-        if (p != r) EXPECT_EQ(j.mesh[r]->table().by_peer[p], want) << "rank " << r << " to " << p;
+        if (p != r) EXPECT_EQ(j.mesh_at(r).table().by_peer[p], want) << "rank " << r << " to " << p;
   }
 
   std::mt19937_64 rng(20261126);
@@ -241,14 +203,14 @@ TEST_P(transport_suite, every_collective_is_exact_with_several_in_flight) {
     }
   if (GetParam() == plane::mesh_shm) {
     for (int r = 0; r < ranks; ++r) {
-      auto use = j.mesh[r]->links();
+      auto use = j.mesh_at(r).links();
       EXPECT_EQ(use.shm_streams, (ranks - 1) * streams) << "rank " << r;
       EXPECT_GT(use.shm_frames, 0u) << "rank " << r;
       EXPECT_GT(use.shm_missed, 0u) << "rank " << r << ": frames over the ring went on TCP";
     }
   }
   if (GetParam() == plane::mesh_tcp)
-    for (int r = 0; r < ranks; ++r) EXPECT_EQ(j.mesh[r]->links().shm_frames, 0u) << "rank " << r;
+    for (int r = 0; r < ranks; ++r) EXPECT_EQ(j.mesh_at(r).links().shm_frames, 0u) << "rank " << r;
 }
 
 INSTANTIATE_TEST_SUITE_P(planes, transport_suite, ::testing::Values(plane::local, plane::mesh_tcp, plane::mesh_shm),
