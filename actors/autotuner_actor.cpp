@@ -11,7 +11,7 @@ using self_ptr = caf::stateful_actor<autotuner_state>*;
 /// Submits the window's score once it spans steps_per_sample cycles and the last one is agreed.
 void maybe_submit(self_ptr self, steady_time now) {
   auto& s = self->state;
-  if (s.awaiting || !s.started || s.cycles < static_cast<uint64_t>(std::max(s.cfg.steps_per_sample, 1))) return;
+  if (s.held || s.awaiting || !s.started || s.cycles < static_cast<uint64_t>(std::max(s.cfg.steps_per_sample, 1))) return;
   double seconds = std::chrono::duration<double>(now - s.start).count();
   double score = seconds > 0 ? double(s.bytes) / seconds : 0.0;
   self->send(s.wired.negotiator, window_scored{score, s.tuner->digest()});
@@ -49,6 +49,7 @@ autotuner_config autotuner_config_of(const pipeline_options& o, int rank, int si
              std::chrono::duration_cast<std::chrono::microseconds>(o.cycle_time), o.in_place_bytes};
   c.steps_per_sample = o.autotune.steps_per_sample;
   c.log_path = o.autotune.log_path;
+  c.held = o.autotune_held;
   auto& t = c.options;
   t.search.seed = o.autotune.seed;
   t.search.warmup_samples = o.autotune.warmup_samples;
@@ -76,6 +77,7 @@ telemetry::tunables telemetry_of(const tuning::knob_values& v) {
 caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
   auto& s = self->state;
   s.cfg = cfg;
+  s.held = cfg.held;
   auto space = tuning::knob_space(cfg.max_streams);
   if (!space) {
     CHORUS_LOG(error, "autotune", "no search space: " << space.error().message());
@@ -102,6 +104,7 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
       },
       [=](const bucket_finished& b) {
         auto& st = self->state;
+        if (st.held) return;
         if (!st.started) {
           st.started = true;
           st.start = b.at;
@@ -116,6 +119,12 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
       [=](const window_agreed& w) {
         auto& st = self->state;
         st.awaiting = false;
+        if (st.stale > 0) {  // scored before a hold: no sample, the tunables stay
+          --st.stale;
+          self->send(st.wired.fusion, switch_of(st.in_force, w.cycle + 1));  // fusion waits for it
+          maybe_submit(self, std::chrono::steady_clock::now());
+          return;
+        }
         auto step = st.tuner->on_window(w.score);
         telemetry::autotune_event e;
         e.cycle = w.cycle;
@@ -152,6 +161,38 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
           obs.on_tunables(e.in_force, now);
         }
         maybe_submit(self, now);
+      },
+      [=](const tunables_switch& sw) {  // pipeline::set_tunables, while held
+        auto& st = self->state;
+        st.in_force = {sw.streams, static_cast<std::size_t>(sw.chunk_bytes),
+                       static_cast<std::size_t>(sw.fusion_threshold), std::chrono::microseconds(sw.cycle_time_us),
+                       static_cast<std::size_t>(sw.in_place_bytes)};
+      },
+      [=](const autotune_hold& h) {
+        auto& st = self->state;
+        st.started = false;
+        st.bytes = 0;
+        st.cycles = 0;
+        if (h.held) {
+          if (!st.held && st.awaiting) st.stale = 1;
+          st.held = true;
+          return;
+        }
+        st.held = false;
+        if (!h.restart) return;
+        // The search starts over where the tunables are now, on the grid (every rank alike).
+        auto at = tuning::to_point(st.space, st.in_force);
+        st.tuner.emplace(st.space, st.cfg.options, at);
+        auto snapped = tuning::from_point(st.space, at);
+        if (!(snapped == st.in_force)) {
+          st.in_force = snapped;
+          auto sw = switch_of(st.in_force, 0);  // as set_tunables sends it: the pipeline is quiescent
+          self->send(st.wired.fusion, tunables_pending{0});
+          self->send(st.wired.fusion, sw);
+          self->send(st.wired.negotiator, sw);
+          for (const auto& sender : st.wired.senders) self->send(sender, sw);
+        }
+        CHORUS_LOG(info, "autotune", "search restarted from " << tuning::describe(st.in_force));
       },
   };
 }

@@ -38,6 +38,7 @@ struct autotuner_config {
   tuning::knob_values start;       ///< the configured tunables, where the search starts
   int steps_per_sample = 10;       ///< distinct agreed cycles per window
   std::string log_path;            ///< CHORUS_AUTOTUNE_LOG: CSV written by rank 0; empty = none
+  bool held = false;               ///< start held (autotune_hold): scoring nothing until resumed
 };
 
 struct autotuner_state {
@@ -53,6 +54,10 @@ struct autotuner_state {
   steady_time start{};
   bool started = false;
   bool awaiting = false;  ///< a score was submitted and its window is not agreed yet
+  bool held = false;      ///< autotune_hold: no scoring; in_force follows set_tunables
+  /// Windows submitted before the last hold whose agreement is still to come: discarded when
+  /// it comes, on every rank alike (each rank had submitted the same windows at the hold).
+  int stale = 0;
   std::unique_ptr<std::ofstream> log;
   static inline const char* name = "chorus.autotuner";
 };

@@ -3,6 +3,7 @@
 #include "runtime/process_sets/process_set.hpp"
 #include "actors/pipeline.hpp"
 
+#include <atomic>
 #include <exception>
 
 #include <caf/io/all.hpp>
@@ -38,6 +39,7 @@ struct pipeline::impl {
   std::shared_ptr<chunk_gate> gate = std::make_shared<chunk_gate>();
   std::shared_ptr<control_gate> control;  ///< CAF control plane: what peers reach; closed first on the way out
   std::shared_ptr<tcp::control_link> link;  ///< TCP control plane; closed first, released last
+  std::atomic<bool> autotune_held{false};    ///< hold_autotune / resume_autotune
 #if CHORUS_WITH_CUDA
   std::shared_ptr<gpu::executor> gpu;  ///< CUDA buckets; stopped after the actors
 #endif
@@ -88,6 +90,7 @@ void send_switch(const pipeline_wired& a, const telemetry::tunables& t) {
   caf::anon_send(a.fusion, sw);
   caf::anon_send(a.negotiator, sw);
   for (const auto& s : a.senders) caf::anon_send(s, sw);
+  if (a.autotuner) caf::anon_send(a.autotuner, sw);  // held, it follows (autotune_hold)
 }
 
 /// Latency over throughput: workers sleep instead of spinning (TOOLCHAIN.md: remote round
@@ -221,6 +224,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   }
   auto p = std::make_unique<impl>(comm);
   p->opts = opts;
+  p->autotune_held = opts.autotune.enabled && opts.autotune_held;
   if (opts.control_plane == "tcp") {
     p->link = comm.take_control_link();
     if (!p->link)
@@ -379,8 +383,9 @@ status pipeline::set_tunables(const telemetry::tunables& t) {
   std::shared_lock lk(mu_);
   if (stopped_) return {errc::shutdown, "set_tunables: the pipeline is shut down"};
   auto& p = *impl_;
-  if (p.opts.autotune.enabled)
-    return {errc::config, "set_tunables: CHORUS_AUTOTUNE=1 owns the tunables; set them with autotune off"};
+  if (p.opts.autotune.enabled && !p.autotune_held.load())
+    return {errc::config, "set_tunables: CHORUS_AUTOTUNE=1 owns the tunables; set them with autotune off or held "
+                          "(hold_autotune)"};
   const int streams = p.comm.num_streams();
   if (t.streams < 1 || t.streams > streams)
     return {errc::invalid_argument, "set_tunables: streams=" + std::to_string(t.streams) + ", expected 1.." +
@@ -444,6 +449,26 @@ void pipeline::shutdown() {
   // 3. The data plane may still call back (until communicator::close); the gate drops those.
   p.stop_actors();
   CHORUS_LOG(info, "pipeline", "shut down");
+}
+
+status pipeline::hold_autotune() {
+  std::shared_lock lk(mu_);
+  if (stopped_) return {errc::shutdown, "hold_autotune: the pipeline is shut down"};
+  auto& p = *impl_;
+  if (!p.actors.autotuner) return {errc::config, "hold_autotune: autotune is off (CHORUS_AUTOTUNE)"};
+  p.autotune_held = true;
+  caf::anon_send(p.actors.autotuner, autotune_hold{true, false});
+  return {};
+}
+
+status pipeline::resume_autotune(bool restart) {
+  std::shared_lock lk(mu_);
+  if (stopped_) return {errc::shutdown, "resume_autotune: the pipeline is shut down"};
+  auto& p = *impl_;
+  if (!p.actors.autotuner) return {errc::config, "resume_autotune: autotune is off (CHORUS_AUTOTUNE)"};
+  p.autotune_held = false;
+  caf::anon_send(p.actors.autotuner, autotune_hold{false, restart});
+  return {};
 }
 
 pipeline::~pipeline() { shutdown(); }
