@@ -1,4 +1,5 @@
-// The hierarchical allreduce state machine: phases, held frames, segment forwarding.
+// The hierarchical allreduce state machine: segments gated by phase (hier_gate), held frames,
+// waiting sends, segment forwarding.
 #include "runtime/collectives/hier_op.hpp"
 
 #include <algorithm>
@@ -13,23 +14,27 @@ hier_op::hier_op(uint64_t sequence, int stream, const host_groups& g, int rank, 
     : chunk_op(sequence, stream),
       base_(static_cast<std::byte*>(data)),
       total_bytes_(count * size_of(t)),
+      steps_(variant == allreduce_choice::hier_leader ? hier_leader_steps(g, rank, count, size_of(t))
+                                                      : hier_sharded_steps(g, rank, count, size_of(t))),
+      gate_(steps_),
       dtype_(t),
       op_(op),
       divisor_(op == reduce_op::average ? static_cast<int>(g.host_of.size()) : 1) {
   const std::size_t e = size_of(t);
   segment_bytes_ = std::max(e, segment_bytes / e * e);
-  steps_ = variant == allreduce_choice::hier_leader ? hier_leader_steps(g, rank, count, e)
-                                                    : hier_sharded_steps(g, rank, count, e);
   step_left_.resize(steps_.size());
   for (std::size_t i = 0; i < steps_.size(); ++i) {
     const auto& s = steps_[i];
     if (s.recv.peer >= 0) {
       by_wire_[s.recv.wire] = i;
       step_left_[i] = s.recv.length;
-      phase_left_[s.phase] += s.recv.length;
+      recv_left_ += s.recv.length;
       peers_[s.recv.peer].recv += s.recv.length;
     }
     if (s.send.peer >= 0) peers_[s.send.peer].send += s.send.length;
+    if (s.send.peer >= 0 && !s.forward)
+      for (std::size_t done = 0; done < s.send.length; done += segment_bytes_)
+        waiting_.push_back({i, s.send.offset + done, std::min(segment_bytes_, s.send.length - done)});
   }
   // Identical on every rank: the variant, the data, and the shape of the groups.
   uint64_t shape = 0;
@@ -40,9 +45,9 @@ hier_op::hier_op(uint64_t sequence, int stream, const host_groups& g, int rank, 
 
 void hier_op::start(transport& t) {
   started_ = true;
-  for (auto left : phase_left_) recv_left_ += left;
-  open_phase(t);
-  advance(t);
+  // Nothing is held before the start, so this only posts the sends whose bytes are ready (the
+  // first phase's) and cannot fail.
+  (void)flush(t);
 }
 
 void hier_op::send_range(transport& t, const hier_transfer& to, std::size_t offset, std::size_t length) {
@@ -53,20 +58,32 @@ void hier_op::send_range(transport& t, const hier_transfer& to, std::size_t offs
   peers_[to.peer].send -= length;
 }
 
-void hier_op::open_phase(transport& t) {
-  for (const auto& s : steps_)
-    if (s.phase == phase_ && s.send.peer >= 0 && !s.forward) send_range(t, s.send, s.send.offset, s.send.length);
-  std::vector<held> now, later;
-  for (auto& f : held_) (steps_[f.step].phase == phase_ ? now : later).push_back(std::move(f));
-  held_ = std::move(later);
-  for (auto& f : now) consume(t, f.step, f.header, f.payload.data());
-}
-
-void hier_op::advance(transport& t) {
-  while (phase_ < 3 && phase_left_[phase_] == 0) {
-    ++phase_;
-    if (phase_ < 3) open_phase(t);
+status hier_op::flush(transport& t) {
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (std::size_t k = 0; k < waiting_.size();) {
+      const auto w = waiting_[k];
+      const auto& s = steps_[w.step];
+      if (!gate_.ready(s.phase, w.offset, w.length)) {
+        ++k;
+        continue;
+      }
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(k));
+      send_range(t, s.send, w.offset, w.length);
+    }
+    for (std::size_t k = 0; k < held_.size();) {
+      const auto& f = held_[k];
+      if (!gate_.ready(steps_[f.step].phase, f.header.offset, f.header.length)) {
+        ++k;
+        continue;
+      }
+      held now = std::move(held_[k]);
+      held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(k));
+      if (auto st = consume(t, now.step, now.header, now.payload.data()); !st.ok()) return st;
+      moved = true;  // its bytes may have made others ready
+    }
   }
+  return {};
 }
 
 result<std::size_t> hier_op::match(int peer, const wire::frame_header& h) const {
@@ -87,35 +104,37 @@ std::byte* hier_op::destination(int peer, const wire::frame_header& h) {
   auto m = match(peer, h);
   if (!m) return nullptr;
   const auto& s = steps_[*m];
-  return s.phase <= phase_ && !s.reduce ? base_ + h.offset : nullptr;
+  return !s.reduce && gate_.ready(s.phase, h.offset, h.length) ? base_ + h.offset : nullptr;
 }
 
 status hier_op::delivered(transport& t, int peer, const wire::frame_header& h, const std::byte* data) {
   auto m = match(peer, h);
   if (!m) return m.error();
   if (h.length > step_left_[*m]) return bad_frame(peer, h, "more bytes than the step expects");
-  if (steps_[*m].phase > phase_) {
-    // Our data is not final for that phase yet: keep a copy until it opens. The step's count
-    // goes down now, so that a duplicate is refused at once.
-    step_left_[*m] -= h.length;
+  // The step's count goes down now, also for a frame kept aside, so that a duplicate is refused at once.
+  step_left_[*m] -= h.length;
+  if (!gate_.ready(steps_[*m].phase, h.offset, h.length)) {
+    // Our bytes there are not final for that phase yet: keep a copy until they are.
     held_.push_back(held{*m, h, std::vector<std::byte>(data, data + h.length)});
     return {};
   }
-  step_left_[*m] -= h.length;
-  consume(t, *m, h, data);
-  advance(t);
-  return {};
+  if (auto st = consume(t, *m, h, data); !st.ok()) return st;
+  return flush(t);
 }
 
-void hier_op::consume(transport& t, std::size_t step, const wire::frame_header& h, const std::byte* data) {
+status hier_op::consume(transport& t, std::size_t step, const wire::frame_header& h, const std::byte* data) {
   const auto& s = steps_[step];
   std::byte* mine = base_ + h.offset;
   if (s.reduce) reduce_into(mine, data, h.length / size_of(dtype_), dtype_, op_);
   else if (data != mine && h.length) std::memcpy(mine, data, h.length);
-  phase_left_[s.phase] -= h.length;
+  if (!gate_.received(s.phase, h.offset, h.length))
+    return status{errc::internal, "hierarchical chunk " + std::to_string(sequence()) + ": bytes [" +
+                                      std::to_string(h.offset) + ", " + std::to_string(h.offset + h.length) +
+                                      ") of phase " + std::to_string(s.phase) + " received more often than planned"};
   peers_[s.recv.peer].recv -= h.length;
   recv_left_ -= h.length;
   if (step + 1 < steps_.size() && steps_[step + 1].forward) send_range(t, steps_[step + 1].send, h.offset, h.length);
+  return {};
 }
 
 void hier_op::finish() {

@@ -63,8 +63,6 @@ result<config> read_config(const env_lookup& get) {
   take(st, r.whole("CHORUS_SEGMENT_BYTES"), k.segment_bytes);
   take(st, r.whole("CHORUS_SMALL_ALLREDUCE_BYTES"), k.small_bytes);
   take(st, r.choice("CHORUS_HIERARCHICAL"), k.hierarchical);
-  if (k.hierarchical == "1") k.hierarchical = "on";
-  if (k.hierarchical == "0") k.hierarchical = "off";
   take(st, r.choice("CHORUS_REDUCE_KERNELS"), k.reduce_kernels);
   take(st, r.choice("CHORUS_COMPRESSION"), k.wire,
        [](const std::string& w) { return parse_compression(w).value_or(compression::none); });  // held to the table

@@ -130,7 +130,7 @@ result<std::string> reader::choice(std::string_view name) const {
         std::string_view rest = var.choices;
         while (!rest.empty()) {
           auto bar = rest.find('|');
-          if (rest.substr(0, bar) == t) return std::string(t);
+          if (rest.substr(0, bar) == t) return std::string(canonical_choice(var, t));
           rest = bar == std::string_view::npos ? std::string_view() : rest.substr(bar + 1);
         }
         return status{errc::config, bad_value(n, t, allowed(var)).message() + default_note(var)};

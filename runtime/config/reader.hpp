@@ -40,7 +40,8 @@ class reader {
 
   result<uint64_t> whole(std::string_view name) const;
   result<double> decimal(std::string_view name) const;
-  /// One of the table's choices, as written there.
+  /// One of the table's choices, as written there; a synonym (variable::synonyms) reads as the
+  /// word it stands for, so a name and its alias set to synonyms agree ("on" and "1").
   result<std::string> choice(std::string_view name) const;
   /// A "0|1" choice as a bool.
   result<bool> flag(std::string_view name) const;

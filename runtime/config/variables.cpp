@@ -46,7 +46,7 @@ constexpr std::array table{
            "allreduces up to this size use recursive doubling (latency)", owner::config, "bytes"},
   variable{"CHORUS_HIERARCHICAL", "HOROVOD_HIERARCHICAL_ALLREDUCE", kind::choice, "auto", 0, 0, "auto|on|off|1|0",
            "hierarchical allreduce (inside hosts, then across): auto by size and topology, on, off; 1 = on, 0 = off",
-           owner::config, ""},
+           owner::config, "", "1=on|0=off"},
   variable{"CHORUS_REDUCE_KERNELS", "", kind::choice, "auto", 0, 0, "auto|portable",
            "reduction loops: auto picks AVX2+F16C where the CPU has them; portable forces the baseline",
            owner::config, ""},
@@ -175,6 +175,18 @@ const variable* find(std::string_view name) {
   for (const auto& v : table)
     if (v.name == name || (!v.alias.empty() && v.alias == name)) return &v;
   return nullptr;
+}
+
+std::string_view canonical_choice(const variable& v, std::string_view text) {
+  std::string_view rest = v.synonyms;
+  while (!rest.empty()) {
+    auto bar = rest.find('|');
+    std::string_view pair = rest.substr(0, bar);
+    auto eq = pair.find('=');
+    if (eq != std::string_view::npos && pair.substr(0, eq) == text) return pair.substr(eq + 1);
+    rest = bar == std::string_view::npos ? std::string_view() : rest.substr(bar + 1);
+  }
+  return text;
 }
 
 std::string allowed(const variable& v) {

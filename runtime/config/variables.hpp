@@ -37,6 +37,7 @@ struct variable {
   std::string_view meaning;     ///< one line, as in README.md
   owner read_by = owner::config;
   std::string_view unit;        ///< "bytes", "seconds", ... (informational)
+  std::string_view synonyms;    ///< choice: "1=on|0=off": words read as another of the choices
 };
 
 /// Every variable, in README order.
@@ -45,6 +46,8 @@ std::span<const variable> variables();
 const variable* find(std::string_view name);
 /// A number as the messages show it: whole numbers without exponent ("1000000000"), else %g.
 std::string number_text(double x);
+/// The word `text` stands for: its synonym's target (variable::synonyms), else itself.
+std::string_view canonical_choice(const variable& v, std::string_view text);
 /// What `v` allows, in words: "a whole number in [1, 64]", "one of gossip, central".
 std::string allowed(const variable& v);
 

@@ -27,8 +27,13 @@ class hier_across_processes : public ::testing::TestWithParam<hier_layout> {};
 
 TEST_P(hier_across_processes, forced_and_auto_are_exact_for_every_dtype_and_op) {
   const auto& p = GetParam();
+  // 4 KiB frames: a 64 KiB chunk's shards go across hosts and back segment by segment while
+  // the host still reduces or gathers the others (hier_gate.hpp).
   local_job job(p.size, {CHORUS_TESTRANK_PATH, "hier"},
-                {{"CHORUS_TEST_HOSTS", p.hosts}, {"CHORUS_CHUNK_BYTES", "65536"}, {"CHORUS_NUM_STREAMS", "2"}});
+                {{"CHORUS_TEST_HOSTS", p.hosts},
+                 {"CHORUS_CHUNK_BYTES", "65536"},
+                 {"CHORUS_SEGMENT_BYTES", "4096"},
+                 {"CHORUS_NUM_STREAMS", "2"}});
   auto results = job.wait(std::chrono::seconds(60));
   expect_all_passed(results);
   expect_every_rank_printed(results, "testrank: hosts " + p.groups + "; auto runs recursive_doubling at 4 KiB and " +

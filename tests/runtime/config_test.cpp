@@ -236,6 +236,31 @@ TEST(Config, HorovodAliases) {
     EXPECT_NE(both.error().message().find(std::string(r.alias) + "='" + r.value + "'"), std::string::npos);
   }
   EXPECT_TRUE(read({{"HOROVOD_CYCLE_TIME", "5"}, {"CHORUS_CYCLE_TIME_MS", "5.0"}}).ok());
+  // Synonyms agree: HOROVOD_HIERARCHICAL_ALLREDUCE=1 means on, =0 off; they contradict only
+  // the other word.
+  struct synonym_row {
+    const char* chorus;
+    const char* horovod;
+    const char* expected;  ///< the field's value; nullptr: a contradiction naming both
+  };
+  const synonym_row synonyms[] = {
+      {"on", "1", "on"},     {"off", "0", "off"},  {"1", "1", "on"},   {"0", "0", "off"},
+      {"on", "0", nullptr},  {"off", "1", nullptr}, {"0", "1", nullptr}, {"auto", "1", nullptr},
+  };
+  for (const auto& s : synonyms) {
+    auto c = read({{"CHORUS_HIERARCHICAL", s.chorus}, {"HOROVOD_HIERARCHICAL_ALLREDUCE", s.horovod}});
+    const std::string both = std::string(s.chorus) + " / " + s.horovod;
+    if (s.expected) {
+      ASSERT_TRUE(c.ok()) << both << ": " << c.error().to_string();
+      EXPECT_EQ(c->collectives.hierarchical, s.expected) << both;
+    } else {
+      ASSERT_FALSE(c.ok()) << both;
+      EXPECT_NE(c.error().message().find(std::string("CHORUS_HIERARCHICAL='") + s.chorus + "' contradicts "
+                                         "HOROVOD_HIERARCHICAL_ALLREDUCE='" + s.horovod + "'"),
+                std::string::npos)
+          << c.error().message();
+    }
+  }
   for (const auto& v : cfg::variables())
     if (!v.alias.empty()) EXPECT_TRUE(tested.count(std::string(v.alias))) << v.alias << " has no test row";
 }

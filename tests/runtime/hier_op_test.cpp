@@ -128,7 +128,7 @@ void run_all(cluster& c, std::deque<hier_case>& cases, std::mt19937_64& rng) {
   EXPECT_EQ(c.fabric.queued(), 0u);
 }
 
-const std::vector<std::vector<int>> layouts = {{2, 2}, {2, 1}, {1, 1, 1}, {3, 1, 2}, {2, 2, 2}};
+const std::vector<std::vector<int>> layouts = {{2, 2}, {2, 1}, {1, 1, 1}, {3, 1, 2}, {2, 2, 2}, {4, 4}};
 
 class hier_exact : public ::testing::TestWithParam<std::tuple<dtype, reduce_op>> {};
 
