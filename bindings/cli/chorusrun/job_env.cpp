@@ -109,8 +109,14 @@ result<job_identity> make_job_identity(const launch_options& opts, const std::ve
     if (host == "localhost") host = "127.0.0.1";
     auto fd = listen_on_free_port(host);
     if (!fd) return fd.error();
+    uint16_t port = bound_port(*fd);
+    if (port == 0) {
+      status st{errc::internal, errno_text(("reading the port of a socket on " + host).c_str())};
+      ::close(*fd);
+      return st;
+    }
     job.store_listener = *fd;
-    job.rendezvous = format_host_port(host, bound_port(*fd));
+    job.rendezvous = format_host_port(host, port);
   } else {
     auto port = pick_free_port();
     if (!port) return port.error();
