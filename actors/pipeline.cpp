@@ -222,7 +222,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   auto p = std::make_unique<impl>(comm);
   p->opts = opts;
   if (opts.control_plane == "tcp") {
-    p->link = comm.data_plane().take_control_link();
+    p->link = comm.take_control_link();
     if (!p->link)
       return status{errc::config, "pipeline: this communicator's control link is taken (one pipeline per communicator)"};
   }
@@ -249,7 +249,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
     nc.send_control = control_edge_sender(p->link);
     nc.max_control_bytes = p->link->max_message_bytes();
   } else {
-    nc.control_key = comm.data_plane().control_key();
+    nc.control_key = comm.control_key();
   }
   a.negotiator = sys.spawn(negotiator_actor, nc);
   if (!p->link) p->control = control_gate::spawn(sys, rank, size, *nc.control_key, a.negotiator, opts.observer);

@@ -41,7 +41,8 @@
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/transport/tcp/socket_util.hpp"
-#include "runtime/transport/tcp/tcp_transport.hpp"
+#include "runtime/transport/tcp/iface.hpp"
+#include "runtime/transport/tcp/socket_util.hpp"
 #ifdef CHORUS_WITH_GLOO
 #include "bench/gloo/gloo_peer.hpp"
 #endif
@@ -224,7 +225,7 @@ int run_allreduce(const options& o, const process_env& env) {
                 "(chorus_tcp: payloads through shared-memory rings where shm_streams > 0, CHORUS_SHM_BYTES=0: "
                 "TCP only)\n",
                 c.size(), c.num_streams(), c.options().chunk_bytes, c.options().segment_bytes,
-                c.data_plane().shm_streams());
+                c.data_plane().links().shm_streams);
 #ifdef CHORUS_WITH_GLOO
   std::unique_ptr<bench::gloo_peer> gloo;
   bench::allreduce_impl theirs;
@@ -305,7 +306,7 @@ int run_demo(const process_env& env) {
   double setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::printf("rank %d of %d: connected to %d peer(s) over %d authenticated TCP streams each in %.1f ms; "
               "%d of those streams carry their payloads through shared memory\n",
-              c.rank(), c.size(), c.size() - 1, c.num_streams(), setup_ms, c.data_plane().shm_streams());
+              c.rank(), c.size(), c.size() - 1, c.num_streams(), setup_ms, c.data_plane().links().shm_streams);
   std::fflush(stdout);
   check_status(c.barrier(), "barrier");
 

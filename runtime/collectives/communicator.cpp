@@ -11,6 +11,7 @@
 #include "runtime/collectives/ring_op.hpp"
 #include "runtime/collectives/scatter_plan.hpp"
 #include "runtime/core/log.hpp"
+#include "runtime/transport/mesh/mesh_transport.hpp"
 
 namespace chorus {
 
@@ -33,26 +34,31 @@ result<std::unique_ptr<communicator>> communicator::create(const process_env& en
   auto opts = collective_options::from_config(cfg.collectives);
   opts.by_speed = cfg.pipeline.stream_placement == "speed";
   opts.chunks_in_flight = cfg.pipeline.chunks_in_flight;
-  return create(env, tcp::tcp_options::from_config(cfg.transport), opts);
+  return create(env, mesh::mesh_options::from_config(cfg.transport), opts);
 }
 
-result<std::unique_ptr<communicator>> communicator::create(const process_env& env, const tcp::tcp_options& tcp,
+result<std::unique_ptr<communicator>> communicator::create(const process_env& env, const mesh::mesh_options& mesh,
                                                            const collective_options& opts) {
   log::set_rank(env.rank);
   auto rdv = rendezvous::open(env);
   if (!rdv) return rdv.error();
-  auto topts = tcp;
-  topts.scratch_bytes = std::max(topts.scratch_bytes, opts.segment_bytes);
+  auto mopts = mesh;
+  mopts.scratch_bytes = std::max(mopts.scratch_bytes, opts.segment_bytes);
   process_env session = env;  // the data plane proves this attempt's id, not only the job's
   session.session_id = (*rdv)->session_id();
-  auto t = tcp::tcp_transport::connect(session, **rdv, topts);
-  if (!t) return t.error();
-  return std::unique_ptr<communicator>(new communicator(std::move(*rdv), std::move(*t), opts));
+  auto parts = mesh::connect_mesh(session, **rdv, mopts);
+  if (!parts) return parts.error();
+  return std::unique_ptr<communicator>(new communicator(std::move(*rdv), std::move(*parts), opts));
 }
 
-communicator::communicator(std::unique_ptr<rendezvous> rdv, std::unique_ptr<tcp::tcp_transport> t,
-                           collective_options opts)
-    : rdv_(std::move(rdv)), t_(std::move(t)), opts_(opts) {
+communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts parts, collective_options opts)
+    : rdv_(std::move(rdv)),
+      t_(std::make_unique<mesh::mesh_transport>(parts)),
+      hosts_(parts.hosts),
+      control_key_(parts.control_key),
+      control_link_(std::make_shared<tcp::control_link>(parts.rank, std::move(parts.control), parts.limits,
+                                                        parts.options.peer_timeout)),
+      opts_(opts) {
   engine_ = std::make_unique<engine>(*t_);
   if (opts_.by_speed) {
     board_ = std::make_shared<stream_board>(t_->num_streams(), stream_board::options{},

@@ -19,7 +19,9 @@
 #include "runtime/core/dtype.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
-#include "runtime/transport/tcp/tcp_transport.hpp"
+#include "runtime/transport/mesh/mesh_connect.hpp"
+#include "runtime/transport/tcp/control_link.hpp"
+#include "runtime/transport/transport.hpp"
 
 namespace chorus {
 
@@ -44,11 +46,12 @@ class communicator {
  public:
   using callback = std::function<void(const status&)>;
 
-  /// Rendezvous, TCP mesh and I/O thread, configured by read_config() (the CHORUS_* environment).
+  /// Rendezvous, mesh (data plane and control link) and I/O thread, configured by read_config()
+  /// (the CHORUS_* environment).
   static result<std::unique_ptr<communicator>> create(const process_env& env);
   /// The same with configuration read by the caller.
   static result<std::unique_ptr<communicator>> create(const process_env& env, const config& cfg);
-  static result<std::unique_ptr<communicator>> create(const process_env& env, const tcp::tcp_options& tcp,
+  static result<std::unique_ptr<communicator>> create(const process_env& env, const mesh::mesh_options& mesh,
                                                       const collective_options& opts);
   ~communicator();
 
@@ -56,11 +59,20 @@ class communicator {
   int size() const { return t_->size(); }
   int num_streams() const { return t_->num_streams(); }
   const collective_options& options() const { return opts_; }
-  /// The ranks grouped by host (tcp_transport::hosts), identical on every rank.
-  const host_groups& hosts() const { return t_->hosts(); }
+  /// The ranks grouped by host identity, as every rank computed them from every rank's
+  /// identity at connect (mesh_connect.hpp), identical on every rank.
+  const host_groups& hosts() const { return hosts_; }
   /// What allreduce_async runs for a buffer of `bytes` under `algo`.
   allreduce_choice choose(std::size_t bytes, allreduce_algorithm algo) const;
-  tcp::tcp_transport& data_plane() { return *t_; }
+  /// The data plane (mesh/mesh_transport.hpp): for posting to its I/O thread and its counters.
+  transport& data_plane() { return *t_; }
+  /// The control link (tcp/control_link.hpp), built with the mesh but apart from the data plane:
+  /// one more authenticated connection to every peer, for whoever carries control messages (the
+  /// pipeline). The first call hands it over; later calls return null.
+  std::shared_ptr<tcp::control_link> take_control_link() { return std::move(control_link_); }
+  /// The key that seals this job's control-plane messages (wire/control_seal.hpp), derived
+  /// from the same job secret the handshake proves.
+  const wire::mac& control_key() const { return control_key_; }
   /// Bytes the data plane moved on `stream` so far (for metrics); any thread.
   stream_traffic traffic(int stream) const { return t_->traffic(stream); }
   /// The same, of `stream`'s connection to `peer` (transport::peer_traffic).
@@ -121,7 +133,7 @@ class communicator {
   status failure() const { return engine_->broken_any_thread(); }
 
  private:
-  communicator(std::unique_ptr<rendezvous> rdv, std::unique_ptr<tcp::tcp_transport> t, collective_options opts);
+  communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts parts, collective_options opts);
   struct chunk_plan {
     std::size_t offset;  // elements
     std::size_t count;
@@ -139,7 +151,10 @@ class communicator {
   static status wait(const std::function<void(callback)>& start);
 
   std::unique_ptr<rendezvous> rdv_;
-  std::unique_ptr<tcp::tcp_transport> t_;
+  std::unique_ptr<transport> t_;
+  host_groups hosts_;
+  wire::mac control_key_{};
+  std::shared_ptr<tcp::control_link> control_link_;
   std::unique_ptr<engine> engine_;
   collective_options opts_;
   std::atomic<uint64_t> next_sequence_{1};

@@ -1,5 +1,6 @@
-// What the collective engine needs from a data plane. Implemented by tcp_transport (real
-// processes) and, for tests and the simulator, by in-process transports.
+// What the collective engine needs from a data plane. Implemented by mesh::mesh_transport (real
+// processes, TCP and shared-memory links per peer) and, for tests and the simulator, by the
+// in-process local::local_fabric.
 // Threading: send() and cancel() only on the transport's I/O thread (where the sink is called);
 // post() and traffic() from anywhere.
 #pragma once
@@ -27,6 +28,14 @@ struct stream_traffic {
 struct stream_meter {
   uint64_t bytes_acked = 0;
   uint64_t busy_us = 0;
+};
+
+/// How a data plane's links were used so far (zeros for transports without such links).
+struct link_use {
+  int shm_streams = 0;          ///< streams to peers with an outgoing shared-memory ring
+  uint64_t shm_frames = 0;      ///< data frames sent through the rings
+  uint64_t shm_missed = 0;      ///< data frames sent on TCP although a ring existed
+  int refused_connections = 0;  ///< connections refused after setup (e.g. a wrong job secret)
 };
 
 class transport {
@@ -71,6 +80,8 @@ class transport {
     (void)peer;
     return {0, 0};
   }
+  /// link_use above; any thread.
+  virtual link_use links() const { return {}; }
   /// Ends the job's connections cleanly; blocks; idempotent.
   virtual void close(std::chrono::milliseconds grace) = 0;
 };

@@ -62,7 +62,7 @@ std::vector<rank_job> start_job(int n, pipeline_options opts = {},
       env.rendezvous_port = port;
       env.rendezvous_timeout = 20s;
       env.source = "chorus";
-      tcp::tcp_options t;
+      mesh::mesh_options t;
       t.connect_timeout = 20s;
       auto comm = communicator::create(env, t, collective_options{});
       if (!comm) {
@@ -586,7 +586,7 @@ TEST(pipeline_e2e, set_tunables_is_refused_while_autotuning) {
 TEST(pipeline_e2e, an_autotune_streams_axis_above_the_connections_is_refused_naming_both) {
   process_env env;
   env.source = "chorus";
-  auto comm = communicator::create(env, tcp::tcp_options{}, collective_options{});
+  auto comm = communicator::create(env, mesh::mesh_options{}, collective_options{});
   ASSERT_TRUE(comm.ok()) << comm.error().to_string();
   pipeline_options o;
   o.autotune.enabled = true;

@@ -12,6 +12,7 @@
 
 #include "runtime/negotiation/message.hpp"
 #include "runtime/rendezvous/kv_protocol.hpp"
+#include "runtime/transport/shm/ring.hpp"
 #include "runtime/wire/frame.hpp"
 #include "runtime/wire/handshake.hpp"
 #include "telemetry/trace/recorder.hpp"
@@ -186,6 +187,72 @@ void chunk_scripts() {
 
 }  // namespace
 
+// A real writer's steps on a 512-byte ring, as ring_fuzz reads them: `advance u16 | n u16 |
+// n bytes` per publish, frames of 0 to 300 payload bytes, so the ring wraps and pads.
+void ring_steps() {
+  auto seg = shm::segment::create("/chorus-seeds-ring-" + std::to_string(::getpid()), 512, 1);
+  if (!seg) {
+    std::cerr << "make_seeds: " << seg.error().message() << "\n";
+    return;
+  }
+  shm::segment* raw = seg->get();
+  shm::ring_writer writer(std::move(*seg));
+  const std::size_t cap = raw->capacity();
+  std::vector<std::byte> steps;
+  uint64_t published = 0;
+  const uint32_t lengths[] = {0, 17, 300, 5, 120, 64, 200, 1, 250, 33, 90, 180};
+  std::vector<std::byte> payload(300);
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 7);
+  for (std::size_t k = 0; k < sizeof lengths / sizeof lengths[0]; ++k) {
+    wire::frame_header h;
+    h.kind = wire::frame_kind::data;
+    h.job_id = 0x1234;
+    h.sequence = 100 + k;
+    h.length = lengths[k];
+    if (!writer.put(h, payload.data())) break;
+    writer.publish();
+    const uint64_t now = raw->published().load();
+    const auto advance = static_cast<uint16_t>(now - published);
+    steps.push_back(static_cast<std::byte>(advance & 0xff));
+    steps.push_back(static_cast<std::byte>(advance >> 8));
+    steps.push_back(static_cast<std::byte>(advance & 0xff));
+    steps.push_back(static_cast<std::byte>(advance >> 8));
+    for (uint64_t b = published; b < now; ++b) steps.push_back(raw->data()[b % cap]);
+    published = now;
+    raw->released().store(published);  // the reader took everything
+    write("ring", "seed" + std::to_string(k), steps);
+  }
+}
+
+// What a peer's control connection carries: gossip-sized messages, heartbeats, a large
+// message, then a goodbye, as control_fuzz reads them (its first byte cuts the stream).
+void control_stream() {
+  std::vector<std::byte> out{std::byte{7}};
+  auto frame = [&](wire::frame_kind kind, const std::vector<uint8_t>& payload) {
+    wire::frame_header h;
+    h.kind = kind;
+    h.job_id = 0x1234;
+    h.length = static_cast<uint32_t>(payload.size());
+    std::byte b[wire::frame_header_size];
+    wire::encode(h, b);
+    out.insert(out.end(), b, b + sizeof b);
+    for (auto v : payload) out.push_back(static_cast<std::byte>(v));
+  };
+  frame(wire::frame_kind::control, {1, 3, 0, 0, 0, 'g', 'o', 's', 's', 'i', 'p'});
+  frame(wire::frame_kind::heartbeat, {});
+  std::vector<uint8_t> big(70000, 0x5a);
+  big[0] = 1;
+  frame(wire::frame_kind::control, big);
+  write("control", "seed0", out);
+  frame(wire::frame_kind::goodbye, {});
+  write("control", "seed1", out);
+  std::vector<std::byte> abort{std::byte{3}};
+  out.swap(abort);
+  std::string reason = "protocol: rank 1 sent a bad frame";
+  frame(wire::frame_kind::abort, std::vector<uint8_t>(reason.begin(), reason.end()));
+  write("control", "seed2", out);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::cerr << "usage: make_seeds <corpus dir>\n";
@@ -198,6 +265,8 @@ int main(int argc, char** argv) {
   store();
   trace(fs::temp_directory_path() / ("chorus-make-seeds-" + std::to_string(::getpid())));
   chunk_scripts();
+  ring_steps();
+  control_stream();
   std::cout << "seeds written under " << root << "\n";
   return 0;
 }

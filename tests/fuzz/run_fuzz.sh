@@ -18,7 +18,7 @@ if [ "$mode" = "--runs" ]; then
   shift
 fi
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(frame handshake message tensor_spec kv trace chunk)
+[ ${#targets[@]} -eq 0 ] && targets=(frame handshake message tensor_spec kv trace chunk ring control)
 failed=0
 for t in "${targets[@]}"; do
   exe="$bin/${t}_fuzz"

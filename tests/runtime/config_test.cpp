@@ -13,7 +13,7 @@
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/config/variables.hpp"
 #include "runtime/env/process_env.hpp"
-#include "runtime/transport/tcp/tcp_transport.hpp"
+#include "runtime/transport/mesh/mesh_connect.hpp"
 
 namespace chorus {
 namespace {
@@ -284,8 +284,8 @@ TEST(Config, DefaultsOfTheTableAreTheStructsDefaults) {
   EXPECT_EQ(c->telemetry.trace_max_mb, plain.telemetry.trace_max_mb);
   EXPECT_EQ(c->log_level, plain.log_level);
   // The modules' own option structs start where the configuration does.
-  auto tcp = tcp::tcp_options::from_config(c->transport);
-  tcp::tcp_options tcp_plain;
+  auto tcp = mesh::mesh_options::from_config(c->transport);
+  mesh::mesh_options tcp_plain;
   EXPECT_EQ(tcp.num_streams, tcp_plain.num_streams);
   EXPECT_EQ(tcp.socket_buffer_bytes, tcp_plain.socket_buffer_bytes);
   EXPECT_EQ(tcp.shm_bytes, tcp_plain.shm_bytes);

@@ -19,18 +19,14 @@
 #include <asio.hpp>
 
 #include "runtime/rendezvous/rendezvous.hpp"
-#include "runtime/transport/tcp/tcp_transport.hpp"
+#include "runtime/transport/mesh/mesh_transport.hpp"
+#include "tests/support/mesh_ranks.hpp"
 
 namespace chorus {
 namespace {
 
 using namespace std::chrono_literals;
 
-uint16_t free_port() {
-  asio::io_context io;
-  asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return a.local_endpoint().port();
-}
 
 // Keeps what arrives, per stream, and what failed; waits with a bound.
 struct collecting_sink final : frame_sink {
@@ -63,43 +59,22 @@ struct collecting_sink final : frame_sink {
 };
 
 struct two_ranks {
-  std::unique_ptr<rendezvous> rdv[2];
-  std::unique_ptr<tcp::tcp_transport> t[2];
+  testing::mesh_ranks ranks;
+  std::unique_ptr<mesh::mesh_transport>* t;
   collecting_sink sink[2];
 
-  two_ranks(std::size_t shm0, std::size_t shm1, std::chrono::microseconds spin = std::chrono::microseconds(50)) {
-    uint16_t port = free_port();
-    std::size_t shm[2] = {shm0, shm1};
-    auto make = [&](int r) -> status {
-      process_env env;
-      env.rank = r;
-      env.size = 2;
-      env.local_rank = r;
-      env.local_size = 2;
-      env.rendezvous_port = port;
-      env.rendezvous_timeout = 10s;
-      env.job_secret = "shm-transport-test-secret";
-      env.job_id = 0x5a5a;
-      env.source = "chorus";
-      auto rdv_r = rendezvous::open(env);
-      if (!rdv_r) return rdv_r.error();
-      rdv[r] = std::move(*rdv_r);
-      tcp::tcp_options opts;
-      opts.connect_timeout = 10s;
-      opts.num_streams = 2;  // the checks below count two streams' rings
-      opts.shm_bytes = shm[r];
-      opts.shm_spin = spin;
-      auto tr = tcp::tcp_transport::connect(env, *rdv[r], opts);
-      if (!tr) return tr.error();
-      t[r] = std::move(*tr);
-      return {};
-    };
-    auto f1 = std::async(std::launch::async, make, 1);
-    auto st0 = make(0);
-    auto st1 = f1.get();
-    EXPECT_TRUE(st0.ok()) << st0.to_string();
-    EXPECT_TRUE(st1.ok()) << st1.to_string();
-    if (!t[0] || !t[1]) return;
+  two_ranks(std::size_t shm0, std::size_t shm1, std::chrono::microseconds spin = std::chrono::microseconds(50))
+      : ranks(2, "shm-transport-test-secret", 0x5a5a, [&](int r) {
+          mesh::mesh_options opts;
+          opts.connect_timeout = 10s;
+          opts.num_streams = 2;  // the checks below count two streams' rings
+          opts.shm_bytes = r == 0 ? shm0 : shm1;
+          opts.shm_spin = spin;
+          return opts;
+        }),
+        t(ranks.t.data()) {
+    EXPECT_TRUE(ranks.ok()) << ranks.error;
+    if (!ok()) return;
     for (int r = 0; r < 2; ++r) t[r]->start(&sink[r]);
   }
   bool ok() const { return t[0] && t[1]; }
@@ -107,13 +82,7 @@ struct two_ranks {
   void send(int from, int stream, const wire::frame_header& h, const std::byte* payload) {
     t[from]->post([this, from, stream, h, payload] { t[from]->send(1 - from, stream, h, payload); });
   }
-  ~two_ranks() {
-    auto c1 = std::async(std::launch::async, [this] {
-      if (t[1]) t[1]->close(2s);
-    });
-    if (t[0]) t[0]->close(2s);
-    c1.get();
-  }
+  ~two_ranks() { ranks.close(); }  // before the sinks go
 };
 
 wire::frame_header frame(uint64_t seq, uint32_t length, wire::frame_kind kind = wire::frame_kind::data) {
@@ -128,8 +97,8 @@ wire::frame_header frame(uint64_t seq, uint32_t length, wire::frame_kind kind = 
 TEST(shm_transport, payloads_arrive_intact_through_the_ring_and_on_tcp) {
   two_ranks job(256 << 10, 256 << 10);
   ASSERT_TRUE(job.ok());
-  EXPECT_EQ(job.t[0]->shm_streams(), 2);
-  EXPECT_EQ(job.t[1]->shm_streams(), 2);
+  EXPECT_EQ(job.t[0]->links().shm_streams, 2);
+  EXPECT_EQ(job.t[1]->links().shm_streams, 2);
   // 300 frames per stream, 1 byte to 300 KiB: some too big for the 256 KiB ring.
   std::mt19937 rng(77);
   const int per_stream = 300;
@@ -150,7 +119,7 @@ TEST(shm_transport, payloads_arrive_intact_through_the_ring_and_on_tcp) {
   // sequence, step and offset, never by arrival order). So: everything arrived once, intact;
   // and unless a frame that fits the ring went on TCP because the ring stayed full (a miss
   // beyond the frames too big for it), the ring's frames arrived in the order sent.
-  auto use = job.t[0]->shm_counts();
+  auto use = job.t[0]->links();
   std::size_t too_big = 0;
   for (auto& p : payloads) too_big += p.size() + wire::frame_header_size > (256u << 10);
   for (int s = 0; s < 2; ++s) {
@@ -160,7 +129,7 @@ TEST(shm_transport, payloads_arrive_intact_through_the_ring_and_on_tcp) {
       if (payloads[i].size() + wire::frame_header_size <= (256u << 10)) small.push_back(payloads[i]);
     }
     auto& got = job.sink[1].got[s];
-    if (use.missed == too_big) {
+    if (use.shm_missed == too_big) {
       std::size_t k = 0;
       for (auto& g : got)
         if (k < small.size() && g == small[k]) ++k;
@@ -171,17 +140,17 @@ TEST(shm_transport, payloads_arrive_intact_through_the_ring_and_on_tcp) {
     std::sort(b.begin(), b.end());
     ASSERT_EQ(a, b) << "stream " << s << ": a frame was lost, duplicated or damaged";
   }
-  EXPECT_GT(use.frames, 0u);
-  EXPECT_GT(use.missed, 0u);  // the frames over 256 KiB
-  EXPECT_EQ(use.frames + use.missed, 2u * per_stream);
+  EXPECT_GT(use.shm_frames, 0u);
+  EXPECT_GT(use.shm_missed, 0u);  // the frames over 256 KiB
+  EXPECT_EQ(use.shm_frames + use.shm_missed, 2u * per_stream);
   EXPECT_TRUE(job.sink[0].failures.empty() && job.sink[1].failures.empty());
 }
 
 TEST(shm_transport, a_rank_with_the_rings_off_gets_tcp_both_ways) {
   two_ranks job(256 << 10, 0);
   ASSERT_TRUE(job.ok());
-  EXPECT_EQ(job.t[0]->shm_streams(), 0);
-  EXPECT_EQ(job.t[1]->shm_streams(), 0);
+  EXPECT_EQ(job.t[0]->links().shm_streams, 0);
+  EXPECT_EQ(job.t[1]->links().shm_streams, 0);
   std::vector<std::byte> p(100000, std::byte{3});
   job.send(0, 0, frame(0, static_cast<uint32_t>(p.size())), p.data());
   job.send(1, 1, frame(1, static_cast<uint32_t>(p.size())), p.data());
@@ -189,7 +158,7 @@ TEST(shm_transport, a_rank_with_the_rings_off_gets_tcp_both_ways) {
   ASSERT_TRUE(job.sink[0].wait([&] { return job.sink[0].got[1].size() == 1; }));
   EXPECT_EQ(job.sink[1].got[0][0], p);
   EXPECT_EQ(job.sink[0].got[1][0], p);
-  EXPECT_EQ(job.t[0]->shm_counts().frames, 0u);
+  EXPECT_EQ(job.t[0]->links().shm_frames, 0u);
 }
 
 TEST(shm_transport, a_doorbell_without_a_ring_is_a_bad_frame) {
@@ -210,7 +179,7 @@ TEST(shm_transport, a_doorbell_without_a_ring_is_a_bad_frame) {
 TEST(shm_transport, a_doorbell_with_a_payload_is_a_bad_frame) {
   two_ranks job(64 << 10, 64 << 10);
   ASSERT_TRUE(job.ok());
-  ASSERT_EQ(job.t[0]->shm_streams(), 2);
+  ASSERT_EQ(job.t[0]->links().shm_streams, 2);
   std::byte p[16] = {};
   job.send(0, 0, frame(0, 16, wire::frame_kind::shm_wake), p);
   ASSERT_TRUE(job.sink[1].wait([&] { return !job.sink[1].failures.empty(); }));
@@ -231,7 +200,7 @@ TEST(shm_transport, a_receiver_that_sleeps_is_woken_by_the_doorbell) {
         << "frame " << i << " was not delivered";
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let the receiver fall asleep
   }
-  EXPECT_EQ(job.t[0]->shm_counts().frames, 50u);
+  EXPECT_EQ(job.t[0]->links().shm_frames, 50u);
 }
 
 }  // namespace

@@ -37,37 +37,40 @@ std::string hex(uint64_t v) {
 
 std::string host_identity() { return chorus::host_identity(read_host_settings()); }
 
-result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendezvous& rdv, int streams,
-                                                  std::size_t ring_bytes, std::chrono::milliseconds timeout,
-                                                  const wire::frame_limits& limits,
-                                                  std::vector<std::string>* identities) {
-  std::vector<std::vector<lane>> lanes(static_cast<std::size_t>(env.size));
+result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams, std::size_t ring_bytes,
+                            std::chrono::milliseconds timeout, const wire::frame_limits& limits) {
+  lane_set out;
+  auto& lanes = out.lanes;
+  lanes.resize(static_cast<std::size_t>(env.size));
   for (auto& l : lanes) l.resize(static_cast<std::size_t>(streams));
+  link_entry mine_entry{ring_bytes > 0, host_identity()};
   if (env.size == 1) {
-    if (identities) *identities = {host_identity()};
-    return lanes;
+    out.identities = {mine_entry.identity};
+    out.table = plan_links(0, {mine_entry});
+    return out;
   }
   const std::string me = std::to_string(env.rank);
 
-  // 1. Who shares our host. Every rank publishes its identity, lanes on or off ("on <id>",
-  // "off <id>"): the identities also group the ranks by host (collectives/hier_schedule.hpp).
-  const std::string identity = host_identity();
-  std::string host = (ring_bytes ? "on " : "off ") + identity;
-  auto st = rdv.publish("shm-host/" + me, host);
+  // 1. Who shares our host. Every rank publishes its entry, lanes on or off: the identities
+  // also group the ranks by host (collectives/hier_schedule.hpp).
+  auto st = rdv.publish("shm-host/" + me, mine_entry.encode());
   if (!st.ok()) return st;
   auto hosts = rdv.gather("shm-host/", timeout);
   if (!hosts) return hosts.error();
-  if (identities) {
-    identities->clear();
-    for (const auto& h : *hosts) identities->push_back(h.substr(h.find(' ') + 1));
-  }
+  std::vector<link_entry> entries(hosts->size());
+  for (std::size_t r = 0; r < hosts->size(); ++r)
+    if (!link_entry::decode((*hosts)[r], entries[r]))
+      return status{errc::protocol, "rank " + std::to_string(r) + " published a malformed host entry '" +
+                                        (*hosts)[r] + "' (expected 'on <identity>' or 'off <identity>')"};
+  for (const auto& e : entries) out.identities.push_back(e.identity);
+  out.table = plan_links(env.rank, entries);
 
   // 2. A segment per stream for each such peer.
   std::vector<std::unique_ptr<segment>> created;  // [peer * streams + stream]
   created.resize(static_cast<std::size_t>(env.size * streams));
   std::ostringstream mine;
   for (int p = 0; p < env.size && ring_bytes; ++p) {
-    if (p == env.rank || !ring_bytes || (*hosts)[p] != host) continue;
+    if (out.table.by_peer[static_cast<std::size_t>(p)] != link_kind::shm) continue;
     for (int s = 0; s < streams; ++s) {
       uint64_t nonce = segment_nonce();
       std::string name = name_prefix + hex(env.job_id) + "-" + me + "-" + std::to_string(p) + "-" +
@@ -128,7 +131,7 @@ result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendez
   }
   // What nobody opened is removed with `created` (the segment's destructor unlinks it).
   if (used) CHORUS_LOG(info, "shm", "shared-memory rings to " << used << " peer streams, " << ring_bytes << " bytes each");
-  return lanes;
+  return out;
 }
 
 }  // namespace chorus::shm

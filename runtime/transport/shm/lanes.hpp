@@ -1,8 +1,9 @@
 // Which streams get a shared-memory ring (ring.hpp), agreed at init through the rendezvous.
 // Every rank takes part in the same three rounds whatever it decides, so a rank with the lanes
 // switched off (CHORUS_SHM_BYTES=0) or on another host only makes its peers use TCP:
-//   1. "shm-host/<r>": "on " or "off " (lanes switched off), then the host's identity
-//      (env/host_settings.hpp: boot id, host name and the device of /dev/shm, or CHORUS_HOST_ID);
+//   1. "shm-host/<r>": the rank's link_entry ("on " or "off " (lanes switched off), then the
+//      host's identity: env/host_settings.hpp, boot id, host name and the device of /dev/shm, or
+//      CHORUS_HOST_ID); every rank builds the link table from them (transport/link_table.hpp);
 //   2. "shm-ring/<r>": for each stream to each peer with our identity, the segment we created
 //      for our frames to it (name and nonce);
 //   3. "shm-ok/<r>": the segments addressed to us that we could open and check (another IPC
@@ -17,6 +18,7 @@
 
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
+#include "runtime/transport/link_table.hpp"
 #include "runtime/transport/shm/ring.hpp"
 
 namespace chorus::shm {
@@ -26,13 +28,15 @@ struct lane {
   std::unique_ptr<ring_reader> in;   ///< the peer's frames to us; null: it sends on TCP only
 };
 
-/// lanes[peer][stream]; all null when size is 1. `ring_bytes` 0 switches our side off.
-/// `limits` check the frames read from the peers' rings. `identities`, when given, receives
-/// every rank's host identity from round 1 (by rank).
-result<std::vector<std::vector<lane>>> open_lanes(const process_env& env, rendezvous& rdv, int streams,
-                                                  std::size_t ring_bytes, std::chrono::milliseconds timeout,
-                                                  const wire::frame_limits& limits,
-                                                  std::vector<std::string>* identities = nullptr);
+struct lane_set {
+  std::vector<std::vector<lane>> lanes;  ///< [peer][stream]; all null when size is 1
+  link_table table;                      ///< round 1's plan, before a lane fell back to TCP
+  std::vector<std::string> identities;   ///< every rank's host identity, by rank
+};
+
+/// `ring_bytes` 0 switches our side off. `limits` check the frames read from the peers' rings.
+result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams, std::size_t ring_bytes,
+                            std::chrono::milliseconds timeout, const wire::frame_limits& limits);
 
 /// This host's identity for round 1 (chorus::host_identity of the process environment).
 std::string host_identity();

@@ -20,7 +20,6 @@ namespace chorus::tcp {
 namespace {
 
 constexpr std::size_t message_head = control_link::message_head;
-constexpr std::size_t read_quantum = 64 * 1024;
 
 std::vector<std::byte> frame_of(const wire::frame_limits& limits, wire::frame_kind kind, uint8_t ckind, int32_t origin,
                                 std::span<const uint8_t> data) {
@@ -56,9 +55,7 @@ struct control_link::conn {
   bool goodbye_sent = false;
   std::string write_error;       // why the first failed write failed (strerror), for the read side's report
   // The link's thread only:
-  std::vector<std::byte> in;
-  std::size_t have = 0;
-  bool goodbye_received = false;
+  control_assembler frames{wire::frame_limits{}};  // set to the job's limits at construction
   bool ended = false;     // nothing more will be read
   bool reported = false;  // on_closed was called (or suppressed by close)
   clock::time_point last_heard = clock::now();  // any bytes from the peer
@@ -103,6 +100,7 @@ control_link::control_link(int rank, std::vector<unique_fd> fds, const wire::fra
     auto c = std::make_unique<conn>();
     c->peer = static_cast<int>(p);
     c->fd = std::move(fds[p]);
+    c->frames = control_assembler(limits_);
     conns_[p] = std::move(c);
   }
 }
@@ -226,10 +224,10 @@ void control_link::report(conn& c, const status& why, bool clean) {
 
 void control_link::read_from(conn& c) {
   for (int reads = 0; reads < 16; ++reads) {  // then the other peers get their turn (poll is level-triggered)
-    if (c.in.size() - c.have < read_quantum) c.in.resize(c.have + read_quantum);
-    ssize_t n = ::recv(c.fd.get(), c.in.data() + c.have, c.in.size() - c.have, MSG_DONTWAIT);
+    auto room = c.frames.space();
+    ssize_t n = ::recv(c.fd.get(), room.data(), room.size(), MSG_DONTWAIT);
     if (n == 0) {
-      if (c.goodbye_received) c.ended = true;
+      if (c.frames.goodbye_received()) c.ended = true;
       else
         end(c, {errc::connection_lost, who(c.peer) +
                                            "'s control connection closed without a goodbye (the process exited or "
@@ -240,66 +238,42 @@ void control_link::read_from(conn& c) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      if (c.goodbye_received) c.ended = true;
+      if (c.frames.goodbye_received()) c.ended = true;
       else {
         std::string reason = std::strerror(errno);
         end(c, {errc::connection_lost, who(c.peer) + "'s control connection failed: " + reason + write_note(c)});
       }
       return;
     }
-    c.have += static_cast<std::size_t>(n);
     c.last_heard = clock::now();
-    // Every complete frame, in order.
-    std::size_t at = 0;
-    while (!c.ended && c.have - at >= wire::frame_header_size) {
-      auto h = wire::decode(c.in.data() + at, c.have - at, limits_);
-      if (!h) {
-        refuse(c, {errc::protocol, who(c.peer) + " sent a bad control frame: " + h.error().message()});
-        return;
-      }
-      bool control = h->kind == wire::frame_kind::control, bye = h->kind == wire::frame_kind::goodbye;
-      bool abort = h->kind == wire::frame_kind::abort, beat = h->kind == wire::frame_kind::heartbeat;
-      if ((!control && !bye && !abort && !beat) || (beat && h->length != 0) || (control && h->length < message_head) || c.goodbye_received) {
-        refuse(c, {errc::protocol, who(c.peer) + " sent a bad control frame: " + wire::describe(*h) +
-                                       (c.goodbye_received ? " after its goodbye" : " (expected control or goodbye)")});
-        return;
-      }
-      std::size_t whole = wire::frame_header_size + h->length;
-      if (c.have - at < whole) {
-        if (c.in.size() < whole) {  // room for the rest of one large frame
-          std::memmove(c.in.data(), c.in.data() + at, c.have - at);
-          c.have -= at;
-          at = 0;
-          c.in.resize(whole + read_quantum);
+    // Every complete frame, in order (control_frames.hpp).
+    bool stop = false;
+    auto st = c.frames.received(static_cast<std::size_t>(n), [&](const control_frame& f) {
+      switch (f.what) {
+        case control_frame::type::heartbeat:
+          return true;  // last_heard is all it is for
+        case control_frame::type::abort: {  // the peer refused something we sent, and says what
+          auto why = status_from_string(std::string(f.data.begin(), f.data.end()), errc::protocol);
+          end(c, {why.code(), why.message() + " (passed on by " + who(c.peer) + ")"});
+          stop = true;
+          return false;
         }
-        break;
+        case control_frame::type::goodbye:
+          say_goodbye(c);  // the peer's close waits for ours
+          report(c, {errc::shutdown, who(c.peer) + " left the job (it shut down)"}, true);
+          return !c.ended;  // and read on until its EOF
+        case control_frame::type::message:
+          if (!closing_.load(std::memory_order_acquire) && handlers_.on_message)
+            handlers_.on_message(c.peer, f.kind, f.origin, std::vector<uint8_t>(f.data.begin(), f.data.end()));
+          return !c.ended;
       }
-      const auto* p = reinterpret_cast<const uint8_t*>(c.in.data() + at + wire::frame_header_size);
-      at += whole;
-      if (abort) {  // the peer refused something we sent, and says what
-        auto why = status_from_string(std::string(reinterpret_cast<const char*>(p), h->length), errc::protocol);
-        end(c, {why.code(), why.message() + " (passed on by " + who(c.peer) + ")"});
-        return;
-      }
-      if (beat) continue;  // last_heard is all it is for
-      if (bye) {
-        c.goodbye_received = true;
-        say_goodbye(c);  // the peer's close waits for ours
-        report(c, {errc::shutdown, who(c.peer) + " left the job (it shut down)"}, true);
-        continue;  // and read on until its EOF
-      }
-      if (closing_.load(std::memory_order_acquire) || !handlers_.on_message) continue;
-      uint32_t o = 0;
-      for (int i = 0; i < 4; ++i) o |= static_cast<uint32_t>(p[1 + i]) << (8 * i);
-      handlers_.on_message(c.peer, p[0], static_cast<int32_t>(o),
-                           std::vector<uint8_t>(p + message_head, p + h->length));
+      return true;
+    });
+    if (!st.ok()) {
+      refuse(c, {st.code(), who(c.peer) + " " + st.message()});
+      return;
     }
-    if (at > 0) {
-      std::memmove(c.in.data(), c.in.data() + at, c.have - at);
-      c.have -= at;
-    }
-    // A large message grew the buffer (up to the frame limit): give it back once it is empty.
-    if (c.have == 0 && c.in.size() > 4 * read_quantum) std::vector<std::byte>(read_quantum).swap(c.in);
+    if (stop || c.ended) return;
   }
 }
 
@@ -310,7 +284,7 @@ int control_link::keep_alive() {
   if (beat) next_beat_ = now + beat_interval_;
   auto next = next_beat_;
   for (auto& c : conns_) {
-    if (!c || c->ended || c->goodbye_received) continue;
+    if (!c || c->ended || c->frames.goodbye_received()) continue;
     if (now - c->last_heard >= peer_timeout_) {
       auto secs = std::chrono::duration<double>(now - c->last_heard).count();
       std::ostringstream why;
@@ -340,7 +314,7 @@ int control_link::keep_alive() {
 bool control_link::settled() {
   for (auto& c : conns_) {
     if (!c) continue;
-    if (!c->ended && !c->goodbye_received) return false;
+    if (!c->ended && !c->frames.goodbye_received()) return false;
     std::lock_guard lk(c->mu);
     if (!c->out.empty() && !c->broken) return false;  // e.g. our goodbye still queued
   }

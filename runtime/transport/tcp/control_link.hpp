@@ -1,5 +1,5 @@
 // The control link: one authenticated TCP connection to every peer for small control messages
-// (the negotiators' gossip), apart from the data plane's bulk streams. tcp_transport::connect
+// (the negotiators' gossip), apart from the data plane's bulk streams. mesh::connect_mesh
 // opens it with the mesh (one more connection per peer, through the same handshake) and hands
 // it to whoever carries control messages: the pipeline turns what arrives into actor messages
 // for its negotiator (actors/control_edge.hpp). Latency over throughput:
@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "runtime/core/status.hpp"
+#include "runtime/transport/tcp/control_frames.hpp"
 #include "runtime/transport/tcp/socket_util.hpp"
 #include "runtime/wire/frame.hpp"
 

@@ -1,4 +1,4 @@
-// Read loop and batched write queue of one TCP stream.
+// Read loop and batched write queue of one TCP stream (tcp_connection.hpp).
 #include "runtime/transport/tcp/tcp_connection.hpp"
 
 #include <arpa/inet.h>
@@ -8,20 +8,12 @@
 #include <cstring>
 
 #include "runtime/core/log.hpp"
-#include "runtime/transport/tcp/tcp_transport.hpp"
 
 namespace chorus::tcp {
 namespace {
 constexpr std::size_t max_batch = 8;  // frames per gather-write: small enough that forwarded segments are not held behind a long batch
 // After a failed write, how long the read side has to report the peer's own last words first.
 constexpr auto write_grace = std::chrono::milliseconds(250);
-// A frame the shared-memory ring cannot take yet waits for the receiver to hand back room,
-// checking every ring_poll, up to ring_patience checks; then it goes on TCP. The receiver
-// frees room as fast as it copies (tens of microseconds per segment) unless it is stalled.
-constexpr auto ring_poll = std::chrono::microseconds(30);
-constexpr int ring_patience = 64;
-// Frames one poll_ring() delivers at most, so that sockets and other rings get their turn.
-constexpr std::size_t ring_batch = 16;
 
 // The port of the socket's own (remote: peer's) address; 0 when the call fails.
 int socket_port(int fd, bool remote) {
@@ -33,17 +25,10 @@ int socket_port(int fd, bool remote) {
   if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port);
   return 0;
 }
-}
+}  // namespace
 
-tcp_connection::tcp_connection(tcp_transport& owner, int fd, int peer, int stream, std::size_t scratch_bytes,
-                               std::unique_ptr<shm::ring_writer> shm_out, std::unique_ptr<shm::ring_reader> shm_in)
-    : owner_(owner),
-      socket_(owner.io_),
-      peer_(peer),
-      stream_(stream),
-      scratch_(scratch_bytes),
-      shm_out_(std::move(shm_out)),
-      shm_in_(std::move(shm_in)) {
+tcp_connection::tcp_connection(link_owner& owner, int fd, int peer, int stream, std::size_t scratch_bytes)
+    : owner_(owner), socket_(owner.io()), peer_(peer), stream_(stream), scratch_(scratch_bytes) {
   socket_.assign(asio::ip::tcp::v4(), fd);
   ports_ = {socket_port(fd, false), socket_port(fd, true)};
   fd_ = fd;
@@ -58,16 +43,6 @@ void tcp_connection::send(const wire::frame_header& h, const std::byte* payload)
   outgoing o;
   o.header = h;
   o.payload = payload;
-  if (shm_out_ && h.kind == wire::frame_kind::data && shm_out_->fits(h.length) && open_ && !write_broken_) {
-    ring_queue_.push_back(o);
-    if (!ring_timer_pending_) flush_ring();
-    return;
-  }
-  if (shm_out_ && h.kind == wire::frame_kind::data) count(shm_misses_, 1);  // too big for the ring
-  send_tcp(o);
-}
-
-void tcp_connection::send_tcp(outgoing o) {
   wire::encode(o.header, o.head.data());
   queue_.push_back(o);
   if (!open_ || write_broken_) {
@@ -79,64 +54,8 @@ void tcp_connection::send_tcp(outgoing o) {
   if (in_flight_ == 0 && !completing_) start_write();
 }
 
-void tcp_connection::flush_ring() {
-  while (!ring_queue_.empty()) {
-    auto& o = ring_queue_.front();
-    if (!shm_out_->put(o.header, o.payload)) {
-      if (ring_waited_ < ring_patience) break;
-      // The receiver has kept the ring full for long: this one goes on TCP.
-      ring_waited_ = 0;
-      count(shm_misses_, 1);
-      auto moved = o;
-      ring_queue_.pop_front();
-      send_tcp(moved);
-      continue;
-    }
-    ring_waited_ = 0;
-    count(shm_frames_, 1);
-    count(bytes_sent_, wire::frame_header_size + o.header.length);  // the stream's traffic, either way
-    count(shm_bytes_sent_, o.header.length);
-    ring_sent_.push_back(o.header);
-    ring_queue_.pop_front();
-  }
-  if (shm_out_->publish()) {  // the receiver sleeps: ring its doorbell
-    outgoing wake;
-    wake.header.kind = wire::frame_kind::shm_wake;
-    wake.header.job_id = owner_.limits().job_id;
-    send_tcp(wake);
-  }
-  // sent() runs from the I/O loop, never inside the send() that queued the frame.
-  if (!ring_sent_.empty() && !ring_sends_posted_) {
-    ring_sends_posted_ = true;
-    asio::post(socket_.get_executor(), [this] { finish_ring_sends(); });
-  }
-  if (!ring_queue_.empty()) {
-    ++ring_waited_;
-    wait_for_ring();
-  }
-}
-
-void tcp_connection::finish_ring_sends() {
-  ring_sends_posted_ = false;
-  std::vector<wire::frame_header> done;
-  done.swap(ring_sent_);
-  auto* sink = owner_.sink();
-  for (auto& h : done) sink->sent(peer_, h);
-}
-
 void tcp_connection::cancel(uint64_t sequence) {
   auto* sink = owner_.sink();
-  // sent() may queue new frames: collect first, report after.
-  std::vector<wire::frame_header> dropped;
-  for (auto it = ring_queue_.begin(); it != ring_queue_.end();) {
-    if (it->header.sequence == sequence) {
-      dropped.push_back(it->header);
-      it = ring_queue_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto& h : dropped) sink->sent(peer_, h);
   for (std::size_t i = in_flight_; i < queue_.size();) {
     if (queue_[i].header.kind == wire::frame_kind::data && queue_[i].header.sequence == sequence) {
       auto h = queue_[i].header;
@@ -178,17 +97,6 @@ void tcp_connection::start_write() {
   }
   asio::async_write(socket_, write_bufs_,
                     [this](const asio::error_code& ec, std::size_t n) { on_written(ec, n); });
-}
-
-void tcp_connection::wait_for_ring() {
-  if (!ring_timer_) ring_timer_ = std::make_unique<asio::steady_timer>(socket_.get_executor());
-  ring_timer_pending_ = true;
-  ring_timer_->expires_after(ring_poll);
-  ring_timer_->async_wait([this](const asio::error_code& ec) {
-    ring_timer_pending_ = false;
-    if (ec || !open_ || write_broken_ || ring_queue_.empty()) return;
-    flush_ring();
-  });
 }
 
 void tcp_connection::on_written(const asio::error_code& ec, std::size_t n) {
@@ -236,12 +144,11 @@ void tcp_connection::on_header(const asio::error_code& ec) {
   current_ = *h;
   count(bytes_received_, wire::frame_header_size);
   if (current_.kind == wire::frame_kind::goodbye) {
-    // The peer put its last frames into the ring before this goodbye left: take them first,
-    // or the goodbye would end ops still waiting for them.
-    while (poll_ring() > 0) {
-    }
+    // A shared-memory link's peer put its last frames into the ring before this goodbye
+    // left: take them first, or the goodbye would end ops still waiting for them.
+    if (drain_before_goodbye_) drain_before_goodbye_();
     goodbye_received_ = true;
-    owner_.goodbye_from(*this);
+    owner_.goodbye_from(peer_);
     if (open_) read_header();  // the peer closes next; EOF after goodbye is expected
     return;
   }
@@ -255,25 +162,25 @@ void tcp_connection::on_header(const asio::error_code& ec) {
       // of it) goes to the log only: an error that named it would blame the wrong rank.
       status reason = status_from_string(text, errc::protocol);
       CHORUS_LOG(info, "tcp", "rank " << peer_ << " aborted the job: " << reason.message());
-      owner_.connection_failed(*this, status{reason.code(), reason.message() + " (passed on by a peer)"});
+      owner_.link_failed(peer_, status{reason.code(), reason.message() + " (passed on by a peer)"});
     });
     return;
   }
   if (current_.kind == wire::frame_kind::shm_wake) {
     // The I/O loop reads the ring once this handler returns; nothing else to do.
-    if (!shm_in_ || current_.length != 0) {
-      bad_frame(wire::describe(current_) + (shm_in_ ? " is a doorbell with a payload"
-                                                     : " rings a shared-memory ring that was never set up"));
+    if (!drain_before_goodbye_ || current_.length != 0) {
+      bad_frame(wire::describe(current_) + (drain_before_goodbye_ ? " is a doorbell with a payload"
+                                                                   : " rings a shared-memory ring that was never set up"));
       return;
     }
     read_header();
     return;
   }
   if (current_.kind != wire::frame_kind::data) {
-    owner_.connection_failed(*this,
-                             status{errc::protocol, "rank " + std::to_string(peer_) +
-                                                        " sent an unexpected frame: " + wire::describe(current_)},
-                             true);
+    owner_.link_failed(peer_,
+                       status{errc::protocol, "rank " + std::to_string(peer_) +
+                                                  " sent an unexpected frame: " + wire::describe(current_)},
+                       true);
     return;
   }
   std::byte* where = current_.length ? owner_.sink()->destination(peer_, current_) : scratch_.data();
@@ -299,34 +206,11 @@ void tcp_connection::on_payload(const asio::error_code& ec, std::byte* where) {
   if (open_) read_header();
 }
 
-std::size_t tcp_connection::poll_ring() {
-  std::size_t n = 0;
-  auto* sink = owner_.sink();
-  while (open_ && shm_in_ && n < ring_batch) {
-    shm::ring_frame f;
-    auto got = shm_in_->next(f);
-    if (!got) {
-      bad_frame(got.error().message());
-      break;
-    }
-    if (!*got) break;
-    count(bytes_received_, wire::frame_header_size + f.header.length);
-    std::byte* where = f.header.length ? sink->destination(peer_, f.header) : nullptr;
-    if (where) std::memcpy(where, f.payload, f.header.length);
-    // Without a destination the sink reads the ring in place (e.g. reduces from it) before
-    // delivered() returns; only then may the sender reuse those bytes.
-    sink->delivered(peer_, f.header, where ? where : const_cast<std::byte*>(f.payload));
-    if (shm_in_) shm_in_->consume();
-    ++n;
-  }
-  return n;
-}
-
 void tcp_connection::bad_frame(const std::string& what) {
-  owner_.connection_failed(*this,
-                           status{errc::protocol, "rank " + std::to_string(peer_) + " stream " +
-                                                      std::to_string(stream_) + " sent a bad frame: " + what},
-                           true);
+  owner_.link_failed(peer_,
+                     status{errc::protocol, "rank " + std::to_string(peer_) + " stream " + std::to_string(stream_) +
+                                                " sent a bad frame: " + what},
+                     true);
 }
 
 void tcp_connection::fail(const std::string& what, const asio::error_code& ec) {
@@ -348,14 +232,14 @@ void tcp_connection::fail(const std::string& what, const asio::error_code& ec) {
     write_grace_timer_ = std::make_unique<asio::steady_timer>(socket_.get_executor(), write_grace);
     write_grace_timer_->async_wait([this](const asio::error_code& e) {
       if (e || !open_) return;
-      owner_.connection_failed(*this, status{errc::connection_lost, "rank " + std::to_string(peer_) + " (stream " +
-                                                                        std::to_string(stream_) + ") " + write_failure_});
+      owner_.link_failed(peer_, status{errc::connection_lost, "rank " + std::to_string(peer_) + " (stream " +
+                                                                  std::to_string(stream_) + ") " + write_failure_});
     });
     return;
   }
   if (what == "write") return;  // already waiting for the read side
-  owner_.connection_failed(*this, status{errc::connection_lost, "rank " + std::to_string(peer_) + " (stream " +
-                                                                    std::to_string(stream_) + ") " + reason});
+  owner_.link_failed(peer_, status{errc::connection_lost, "rank " + std::to_string(peer_) + " (stream " +
+                                                              std::to_string(stream_) + ") " + reason});
 }
 
 void tcp_connection::release_queue() {
@@ -365,11 +249,6 @@ void tcp_connection::release_queue() {
     queue_.pop_back();
     if (h.kind == wire::frame_kind::data && sink) sink->sent(peer_, h);
   }
-  while (!ring_queue_.empty()) {
-    auto h = ring_queue_.back().header;
-    ring_queue_.pop_back();
-    if (sink) sink->sent(peer_, h);
-  }
 }
 
 void tcp_connection::close() {
@@ -377,7 +256,6 @@ void tcp_connection::close() {
   open_ = false;
   asio::error_code ignored;
   if (write_grace_timer_) write_grace_timer_->cancel();
-  if (ring_timer_) ring_timer_->cancel();
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);  // in-flight operations complete with operation_aborted
   release_queue();

@@ -1,14 +1,16 @@
-// One stream to one peer: an Asio socket with a queue of outgoing frames (written in batches
-// with one gather-write) and a read loop that puts each payload where the sink says. To a peer
-// on the same host, data frames go whole through shared-memory rings when they fit
-// (shm/ring.hpp): the socket then carries only the ring's doorbell, goodbyes and aborts, and
-// still tells at once when the peer's process is gone.
+// One stream to one peer over TCP (a stream_link): an Asio socket with a queue of outgoing
+// frames (written in batches with one gather-write) and a read loop that puts each payload
+// where the sink says. A shared-memory link (shm/shm_link.hpp) keeps one beside its rings for
+// doorbells, goodbye, abort and frames too big for a ring; it tells the connection so
+// (carry_signals_for), and the connection then accepts doorbells and lets the ring drain before
+// a goodbye takes effect.
 // Lives on the transport's I/O thread; no method may be called from another thread.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,57 +19,47 @@
 #include <asio.hpp>
 
 #include "runtime/transport/frame_sink.hpp"
-#include "runtime/transport/shm/ring.hpp"
+#include "runtime/transport/stream_link.hpp"
 #include "runtime/transport/tcp/tcp_meter.hpp"
 #include "runtime/wire/frame.hpp"
 
 namespace chorus::tcp {
 
-class tcp_transport;
-
-class tcp_connection {
+class tcp_connection final : public stream_link {
  public:
-  /// `shm_out` / `shm_in`: this stream's rings to / from the peer, or null (TCP only).
-  tcp_connection(tcp_transport& owner, int fd, int peer, int stream, std::size_t scratch_bytes,
-                 std::unique_ptr<shm::ring_writer> shm_out = nullptr, std::unique_ptr<shm::ring_reader> shm_in = nullptr);
+  tcp_connection(link_owner& owner, int fd, int peer, int stream, std::size_t scratch_bytes);
   tcp_connection(const tcp_connection&) = delete;
   tcp_connection& operator=(const tcp_connection&) = delete;
 
-  void start_reading();
-  /// Queues a frame; `payload` (h.length bytes) must stay valid until the sink's sent().
-  void send(const wire::frame_header& h, const std::byte* payload);
-  /// Delivers the frames waiting in the incoming ring (none without one); returns how many.
-  std::size_t poll_ring();
-  bool has_ring_in() const { return shm_in_ != nullptr; }
-  /// The receiver's half of the ring's doorbell (ring.hpp step 3).
-  void ring_sleeping(bool sleeping) {
-    if (shm_in_) shm_in_->set_sleeping(sleeping);
-  }
-  /// Drops queued frames of `sequence` that are not being written yet (sink's sent() for each).
-  void cancel(uint64_t sequence);
-  void send_goodbye();
-  /// Sends the reason the job is broken and closes once it is written.
-  void send_abort(const std::string& reason);
-  void close();
+  link_kind kind() const override { return link_kind::tcp; }
+  int peer() const override { return peer_; }
+  int stream() const override { return stream_; }
 
-  int peer() const { return peer_; }
-  int stream() const { return stream_; }
-  /// The kernel's count of this socket's sending (tcp_meter.hpp); any thread (zeros once closed).
-  tcp_meter meter() const { return read_tcp_meter(fd_); }
-  /// Local and remote port of the socket (read once at construction); any thread.
-  std::pair<int, int> ports() const { return ports_; }
-  bool open() const { return open_; }
-  bool goodbye_sent() const { return goodbye_sent_; }
-  bool goodbye_received() const { return goodbye_received_; }
-  std::size_t queued_frames() const { return queue_.size() + ring_queue_.size(); }
+  void start_reading() override;
+  void send(const wire::frame_header& h, const std::byte* payload) override;
+  void cancel(uint64_t sequence) override;
+  void send_goodbye() override;
+  void send_abort(const std::string& reason) override;
+  void close() override;
+
+  /// This connection carries a shared-memory link's signals: doorbells (shm_wake frames, which
+  /// are refused otherwise) and goodbye, before which `drain` takes what the peer put in the
+  /// ring before it said goodbye.
+  void carry_signals_for(std::function<void()> drain) { drain_before_goodbye_ = std::move(drain); }
+  /// Whether frames can still be written (open, and no write has failed).
+  bool writable() const { return open_ && !write_broken_; }
+
+  bool open() const override { return open_; }
+  bool goodbye_sent() const override { return goodbye_sent_; }
+  bool goodbye_received() const override { return goodbye_received_; }
+  std::size_t queued_frames() const override { return queue_.size(); }
   /// Bytes written / read so far; any thread (relaxed: for metrics, not for synchronisation).
-  uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
-  uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
-  /// Data frames sent through the ring / on TCP although a ring exists (too big for it, or it
-  /// stayed full); any thread.
-  uint64_t shm_frames() const { return shm_frames_.load(std::memory_order_relaxed); }
-  uint64_t shm_misses() const { return shm_misses_.load(std::memory_order_relaxed); }
-  uint64_t shm_bytes_sent() const { return shm_bytes_sent_.load(std::memory_order_relaxed); }
+  uint64_t bytes_sent() const override { return bytes_sent_.load(std::memory_order_relaxed); }
+  uint64_t bytes_received() const override { return bytes_received_.load(std::memory_order_relaxed); }
+  /// The kernel's count of this socket's sending (tcp_meter.hpp); any thread (zeros once closed).
+  tcp_meter meter() const override { return read_tcp_meter(fd_); }
+  /// Local and remote port of the socket (read once at construction); any thread.
+  std::pair<int, int> ports() const override { return ports_; }
 
  private:
   struct outgoing {
@@ -76,24 +68,17 @@ class tcp_connection {
     const std::byte* payload;
   };
 
-  void send_tcp(outgoing o);
   void start_write();
   void on_written(const asio::error_code& ec, std::size_t n);
   void read_header();
   void on_header(const asio::error_code& ec);
   void on_payload(const asio::error_code& ec, std::byte* where);
-  /// Puts the frames of ring_queue_ into the ring while it has room, publishes them, rings the
-  /// doorbell if the receiver sleeps, and schedules their sent(); a frame the ring has refused
-  /// for ring_patience checks goes on TCP.
-  void flush_ring();
-  void finish_ring_sends();
-  void wait_for_ring();
   void fail(const std::string& what, const asio::error_code& ec);
   /// Fails the peer, and tells it: "rank P stream S sent a bad frame: <what>".
   void bad_frame(const std::string& what);
   void release_queue();
 
-  tcp_transport& owner_;
+  link_owner& owner_;
   asio::ip::tcp::socket socket_;
   int peer_;
   int stream_;
@@ -109,14 +94,7 @@ class tcp_connection {
   std::array<std::byte, wire::frame_header_size> read_head_{};
   wire::frame_header current_{};
   std::vector<std::byte> scratch_;
-  std::unique_ptr<shm::ring_writer> shm_out_;
-  std::unique_ptr<shm::ring_reader> shm_in_;
-  std::deque<outgoing> ring_queue_;              // data frames waiting for room in the ring
-  std::vector<wire::frame_header> ring_sent_;    // in the ring, sent() not yet called
-  bool ring_sends_posted_ = false;               // finish_ring_sends() is posted
-  std::unique_ptr<asio::steady_timer> ring_timer_;
-  bool ring_timer_pending_ = false;  // ring_queue_'s head waits for ring room
-  int ring_waited_ = 0;               // checks so far for ring_queue_'s head
+  std::function<void()> drain_before_goodbye_;  // set: a shared-memory link's signals ride here
   std::string abort_reason_;  // outgoing: kept alive until written
   bool close_when_written_ = false;
   // A write failed (the peer closed): the read side, always waiting, reports first when it can
@@ -130,9 +108,6 @@ class tcp_connection {
   int fd_ = -1;  // the socket's descriptor, for TCP_INFO (meter())
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
-  std::atomic<uint64_t> shm_frames_{0};
-  std::atomic<uint64_t> shm_misses_{0};
-  std::atomic<uint64_t> shm_bytes_sent_{0};
   void count(std::atomic<uint64_t>& c, std::size_t n) {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }

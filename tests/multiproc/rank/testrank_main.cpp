@@ -148,11 +148,11 @@ int main(int argc, char** argv) {
   if (mode == "collectives") {
     auto st = testrank::check_all_collectives(c);
     if (!st.ok()) return fail(st);
-    auto shm = c.data_plane().shm_counts();
+    auto shm = c.data_plane().links();
     std::printf("testrank: collectives exact on rank %d of %d, %d streams, %d through shared memory "
                 "(frames %llu, on TCP %llu)\n",
-                c.rank(), c.size(), c.num_streams(), c.data_plane().shm_streams(),
-                static_cast<unsigned long long>(shm.frames), static_cast<unsigned long long>(shm.missed));
+                c.rank(), c.size(), c.num_streams(), shm.shm_streams,
+                static_cast<unsigned long long>(shm.shm_frames), static_cast<unsigned long long>(shm.shm_missed));
     return 0;
   }
   if (mode == "deaf-data" && argc >= 3) {
@@ -207,12 +207,12 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (c.rank() == 0) {
       auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      while (c.data_plane().refused_connections() == 0 && std::chrono::steady_clock::now() < end)
+      while (c.data_plane().links().refused_connections == 0 && std::chrono::steady_clock::now() < end)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     auto st = testrank::allreduce_16mib_once(c, 1);
     if (!st.ok()) return fail(st);
-    std::printf("refused=%d\n", c.data_plane().refused_connections());
+    std::printf("refused=%d\n", c.data_plane().links().refused_connections);
     return 0;
   }
   std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
