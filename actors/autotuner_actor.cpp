@@ -11,7 +11,7 @@ using self_ptr = caf::stateful_actor<autotuner_state>*;
 /// Submits the window's score once it spans steps_per_sample cycles and the last one is agreed.
 void maybe_submit(self_ptr self, steady_time now) {
   auto& s = self->state;
-  if (s.awaiting || !s.started || s.cycles < static_cast<uint64_t>(std::max(s.cfg.steps_per_sample, 1))) return;
+  if (s.held || s.awaiting || !s.started || s.cycles < static_cast<uint64_t>(std::max(s.cfg.steps_per_sample, 1))) return;
   double seconds = std::chrono::duration<double>(now - s.start).count();
   double score = seconds > 0 ? double(s.bytes) / seconds : 0.0;
   self->send(s.wired.negotiator, window_scored{score, s.tuner->digest()});
@@ -19,6 +19,19 @@ void maybe_submit(self_ptr self, steady_time now) {
   s.bytes = 0;
   s.cycles = 0;
   s.start = now;
+}
+
+/// Takes an asked-for hold once no window of this rank waits for agreement: every rank is
+/// quiescent and has scored the same windows, so each has then handled the same agreed ones.
+void maybe_hold(self_ptr self) {
+  auto& s = self->state;
+  if (!s.hold_reply || s.awaiting) return;
+  s.held = true;
+  s.started = false;
+  s.bytes = 0;
+  s.cycles = 0;
+  s.hold_reply->deliver(autotune_hold{true, false});
+  s.hold_reply.reset();
 }
 
 }  // namespace
@@ -49,6 +62,7 @@ autotuner_config autotuner_config_of(const pipeline_options& o, int rank, int si
              std::chrono::duration_cast<std::chrono::microseconds>(o.cycle_time), o.in_place_bytes};
   c.steps_per_sample = o.autotune.steps_per_sample;
   c.log_path = o.autotune.log_path;
+  c.held = o.autotune_held;
   auto& t = c.options;
   t.search.seed = o.autotune.seed;
   t.search.warmup_samples = o.autotune.warmup_samples;
@@ -76,6 +90,7 @@ telemetry::tunables telemetry_of(const tuning::knob_values& v) {
 caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
   auto& s = self->state;
   s.cfg = cfg;
+  s.held = cfg.held;
   auto space = tuning::knob_space(cfg.max_streams);
   if (!space) {
     CHORUS_LOG(error, "autotune", "no search space: " << space.error().message());
@@ -102,6 +117,7 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
       },
       [=](const bucket_finished& b) {
         auto& st = self->state;
+        if (st.held) return;
         if (!st.started) {
           st.started = true;
           st.start = b.at;
@@ -152,6 +168,43 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
           obs.on_tunables(e.in_force, now);
         }
         maybe_submit(self, now);
+        maybe_hold(self);
+      },
+      [=](const tunables_switch& sw) {  // pipeline::set_tunables, while held
+        auto& st = self->state;
+        st.in_force = {sw.streams, static_cast<std::size_t>(sw.chunk_bytes),
+                       static_cast<std::size_t>(sw.fusion_threshold), std::chrono::microseconds(sw.cycle_time_us),
+                       static_cast<std::size_t>(sw.in_place_bytes)};
+      },
+      [=](const autotune_hold& h) -> caf::response_promise {
+        auto& st = self->state;
+        auto rp = self->make_response_promise();
+        if (h.held) {
+          if (st.hold_reply) st.hold_reply->deliver(autotune_hold{true, false});  // a second ask: one answer each
+          st.hold_reply = rp;
+          maybe_hold(self);
+          return rp;
+        }
+        rp.deliver(h);
+        st.held = false;
+        st.started = false;
+        st.bytes = 0;
+        st.cycles = 0;
+        if (!h.restart) return rp;
+        // The search starts over where the tunables are now, on the grid (every rank alike).
+        auto at = tuning::to_point(st.space, st.in_force);
+        st.tuner.emplace(st.space, st.cfg.options, at);
+        auto snapped = tuning::from_point(st.space, at);
+        if (!(snapped == st.in_force)) {
+          st.in_force = snapped;
+          auto sw = switch_of(st.in_force, 0);  // as set_tunables sends it: the pipeline is quiescent
+          self->send(st.wired.fusion, tunables_pending{0});
+          self->send(st.wired.fusion, sw);
+          self->send(st.wired.negotiator, sw);
+          for (const auto& sender : st.wired.senders) self->send(sender, sw);
+        }
+        CHORUS_LOG(info, "autotune", "search restarted from " << tuning::describe(st.in_force));
+        return rp;
       },
   };
 }

@@ -38,6 +38,7 @@ struct autotuner_config {
   tuning::knob_values start;       ///< the configured tunables, where the search starts
   int steps_per_sample = 10;       ///< distinct agreed cycles per window
   std::string log_path;            ///< CHORUS_AUTOTUNE_LOG: CSV written by rank 0; empty = none
+  bool held = false;               ///< start held (autotune_hold): scoring nothing until resumed
 };
 
 struct autotuner_state {
@@ -53,6 +54,10 @@ struct autotuner_state {
   steady_time start{};
   bool started = false;
   bool awaiting = false;  ///< a score was submitted and its window is not agreed yet
+  bool held = false;      ///< autotune_hold: no scoring; in_force follows set_tunables
+  /// A hold asked for and not answered yet: it takes effect once no window of this rank waits
+  /// for agreement (all ranks, quiescent, then have handled the same agreed windows).
+  std::optional<caf::response_promise> hold_reply;
   std::unique_ptr<std::ofstream> log;
   static inline const char* name = "chorus.autotuner";
 };

@@ -3,6 +3,7 @@
 #include "runtime/process_sets/process_set.hpp"
 #include "actors/pipeline.hpp"
 
+#include <atomic>
 #include <exception>
 
 #include <caf/io/all.hpp>
@@ -38,6 +39,7 @@ struct pipeline::impl {
   std::shared_ptr<chunk_gate> gate = std::make_shared<chunk_gate>();
   std::shared_ptr<control_gate> control;  ///< CAF control plane: what peers reach; closed first on the way out
   std::shared_ptr<tcp::control_link> link;  ///< TCP control plane; closed first, released last
+  std::atomic<bool> autotune_held{false};    ///< hold_autotune / resume_autotune
 #if CHORUS_WITH_CUDA
   std::shared_ptr<gpu::executor> gpu;  ///< CUDA buckets; stopped after the actors
 #endif
@@ -88,6 +90,7 @@ void send_switch(const pipeline_wired& a, const telemetry::tunables& t) {
   caf::anon_send(a.fusion, sw);
   caf::anon_send(a.negotiator, sw);
   for (const auto& s : a.senders) caf::anon_send(s, sw);
+  if (a.autotuner) caf::anon_send(a.autotuner, sw);  // held, it follows (autotune_hold)
 }
 
 /// Latency over throughput: workers sleep instead of spinning (TOOLCHAIN.md: remote round
@@ -221,6 +224,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   }
   auto p = std::make_unique<impl>(comm);
   p->opts = opts;
+  p->autotune_held = opts.autotune.enabled && opts.autotune_held;
   if (opts.control_plane == "tcp") {
     p->link = comm.take_control_link();
     if (!p->link)
@@ -379,8 +383,9 @@ status pipeline::set_tunables(const telemetry::tunables& t) {
   std::shared_lock lk(mu_);
   if (stopped_) return {errc::shutdown, "set_tunables: the pipeline is shut down"};
   auto& p = *impl_;
-  if (p.opts.autotune.enabled)
-    return {errc::config, "set_tunables: CHORUS_AUTOTUNE=1 owns the tunables; set them with autotune off"};
+  if (p.opts.autotune.enabled && !p.autotune_held.load())
+    return {errc::config, "set_tunables: CHORUS_AUTOTUNE=1 owns the tunables; set them with autotune off or held "
+                          "(hold_autotune)"};
   const int streams = p.comm.num_streams();
   if (t.streams < 1 || t.streams > streams)
     return {errc::invalid_argument, "set_tunables: streams=" + std::to_string(t.streams) + ", expected 1.." +
@@ -444,6 +449,43 @@ void pipeline::shutdown() {
   // 3. The data plane may still call back (until communicator::close); the gate drops those.
   p.stop_actors();
   CHORUS_LOG(info, "pipeline", "shut down");
+}
+
+namespace {
+/// Sends `h` to the autotuner and waits for its answer (a hold: until it took effect).
+status ask_autotuner(pipeline::impl& p, const autotune_hold& h, const char* what) {
+  if (!p.actors.autotuner) return {errc::config, std::string(what) + ": autotune is off (CHORUS_AUTOTUNE)"};
+  status out;
+  caf::scoped_actor self{*p.sys};
+  self->request(p.actors.autotuner, std::chrono::seconds(30), h)
+      .receive([](autotune_hold&) {},
+               [&](caf::error& err) {
+                 out = status{errc::timeout, std::string(what) + ": the autotuner did not answer within 30 s (" +
+                                                 p.sys->render(err) +
+                                                 "); a window this rank scored is not agreed: is every rank "
+                                                 "quiescent and holding?"};
+               });
+  return out;
+}
+}  // namespace
+
+status pipeline::hold_autotune() {
+  caf_thread_scope scope;
+  std::shared_lock lk(mu_);
+  if (stopped_) return {errc::shutdown, "hold_autotune: the pipeline is shut down"};
+  auto& p = *impl_;
+  auto st = ask_autotuner(p, autotune_hold{true, false}, "hold_autotune");
+  if (st.ok()) p.autotune_held = true;
+  return st;
+}
+
+status pipeline::resume_autotune(bool restart) {
+  caf_thread_scope scope;
+  std::shared_lock lk(mu_);
+  if (stopped_) return {errc::shutdown, "resume_autotune: the pipeline is shut down"};
+  auto& p = *impl_;
+  p.autotune_held = false;
+  return ask_autotuner(p, autotune_hold{false, restart}, "resume_autotune");
 }
 
 pipeline::~pipeline() { shutdown(); }

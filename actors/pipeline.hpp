@@ -76,6 +76,9 @@ struct pipeline_options {
   /// Streams (senders) that get chunks from the start, 1..CHORUS_NUM_STREAMS; 0: all. With
   /// autotune on, where its streams axis starts. Not a variable (benchmarks set it).
   int start_streams = 0;
+  /// With autotune on: start it held (hold_autotune), so that set_tunables drives the pipeline
+  /// until resume_autotune. Not a variable (benchmarks set it).
+  bool autotune_held = false;
   /// Where the actors report (telemetry/setup.hpp builds it from CHORUS_METRICS_*,
   /// CHORUS_TRACE); null: telemetry off. Not set by from_config().
   std::shared_ptr<telemetry::observer> observer;
@@ -154,6 +157,14 @@ class pipeline {
   /// Errors: errc::config while autotuning (the autotuner owns the tunables),
   /// errc::invalid_argument naming a value out of range, errc::shutdown after shutdown().
   status set_tunables(const telemetry::tunables& t);
+
+  /// With autotune on, on one pipeline (so on the same connections) a benchmark compares the
+  /// autotuner with fixed settings: held, the autotuner scores nothing and set_tunables works;
+  /// resumed, it scores again, and with `restart` its search starts over from the tunables in
+  /// force (snapped to its grid). set_tunables' contract holds: quiescent, every rank alike.
+  /// Errors: errc::config with autotune off, errc::shutdown after shutdown().
+  status hold_autotune();
+  status resume_autotune(bool restart);
 
   /// Asks the actors for their counters (waits at most one second; empty on timeout).
   pipeline_stats stats();

@@ -234,6 +234,14 @@ struct tunables_switch {
   uint64_t in_place_bytes = 0;
   int64_t cycle_time_us = 0;
 };
+/// pipeline → autotuner (pipeline::hold_autotune / resume_autotune, at a quiescent point on every
+/// rank alike): held, it scores no window and follows set_tunables; resumed, it scores again,
+/// and with `restart` its search starts over from the tunables in force. A hold is answered
+/// (with itself) once the window this rank scored last is agreed.
+struct autotune_hold {
+  bool held = true;
+  bool restart = false;
+};
 /// pipeline → every actor of the rank, right after spawning: who is who.
 struct pipeline_wired {
   caf::actor producer;
@@ -366,6 +374,10 @@ typename Inspector::result_type inspect(Inspector& f, window_scored& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, window_agreed& x) {
   return f(caf::meta::type_name("window_agreed"), x.cycle, x.window, x.score);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, autotune_hold& x) {
+  return f(caf::meta::type_name("autotune_hold"), x.held, x.restart);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tunables_pending& x) {

@@ -583,6 +583,103 @@ TEST(pipeline_e2e, set_tunables_is_refused_while_autotuning) {
   stop_job(job);
 }
 
+/// Counts the autotuner's agreed windows and the chunks' streams.
+struct autotune_counter final : telemetry::observer {
+  std::mutex mu;
+  int windows = 0;
+  std::set<int> streams;
+  void on_autotune(const telemetry::autotune_event&, telemetry::time_point) override {
+    std::lock_guard lk(mu);
+    ++windows;
+  }
+  void on_chunk_start(int stream, uint64_t, std::size_t, telemetry::time_point) override {
+    std::lock_guard lk(mu);
+    streams.insert(stream);
+  }
+  std::pair<int, std::set<int>> take() {
+    std::lock_guard lk(mu);
+    return {std::exchange(windows, 0), std::exchange(streams, {})};
+  }
+};
+
+TEST(pipeline_e2e, a_held_autotuner_scores_nothing_and_a_restart_searches_from_the_tunables_set) {
+  pipeline_options o;
+  o.autotune.enabled = true;
+  o.autotune_held = true;
+  o.autotune.steps_per_sample = 1;
+  o.autotune.windows_per_sample = 1;
+  o.chunk_bytes = 1 << 16;
+  o.in_place_bytes = 0;
+  std::vector<std::shared_ptr<autotune_counter>> obs{std::make_shared<autotune_counter>(),
+                                                     std::make_shared<autotune_counter>()};
+  auto job = start_job(2, o, [&](int r) { return obs[static_cast<std::size_t>(r)]; });
+  ASSERT_TRUE(job[0].pipe && job[1].pipe);
+  auto steps = [&](const std::string& name, int n) {  // 1 MiB of ones on both ranks: each element sums to 2
+    for (int k = 0; k < n; ++k) {
+      std::vector<std::thread> threads;
+      std::vector<int> bad(2, 0);
+      for (int r = 0; r < 2; ++r)
+        threads.emplace_back([&, r] {
+          std::vector<float> g(1 << 18, 1.0f);
+          waiter w;
+          job[r].pipe->enqueue({make(name + std::to_string(k), collective_kind::allreduce, dtype::f32, {1 << 18}),
+                                g.data(), g.data(), w.callback()});
+          if (!w.wait() || !w.result.ok() || g.front() != 2.0f || g.back() != 2.0f) ++bad[r];
+        });
+      for (auto& t : threads) t.join();
+      EXPECT_EQ(bad, (std::vector<int>{0, 0})) << name << k;
+    }
+  };
+  // Held: set_tunables drives the pipeline, no window is scored.
+  telemetry::tunables one{1u << 20, 1u << 16, 1, std::chrono::microseconds(1000), 0};
+  for (auto& j : job) ASSERT_TRUE(j.pipe->set_tunables(one).ok());
+  steps("held", 6);
+  for (auto& ob : obs) {
+    auto [windows, streams] = ob->take();
+    EXPECT_EQ(windows, 0);
+    EXPECT_EQ(streams, (std::set<int>{0}));
+  }
+  // Resumed with a restart: windows are scored and agreed on both ranks, results stay exact.
+  for (auto& j : job) ASSERT_TRUE(j.pipe->resume_autotune(true).ok());
+  steps("tuned", 12);
+  // Autotuning: set_tunables is refused. Held again (a hold waits until this rank's last
+  // scored window is agreed), both ranks have handled the same windows, and set_tunables works.
+  EXPECT_EQ(job[0].pipe->set_tunables(one).code(), errc::config);
+  for (auto& j : job) ASSERT_TRUE(j.pipe->hold_autotune().ok());
+  std::vector<int> windows;
+  for (auto& ob : obs) windows.push_back(ob->take().first);
+  EXPECT_GT(windows[0], 0);
+  EXPECT_EQ(windows[0], windows[1]);
+  for (auto& j : job) ASSERT_TRUE(j.pipe->set_tunables(one).ok());
+  steps("held again", 4);
+  for (auto& ob : obs) {
+    auto [w, streams] = ob->take();
+    EXPECT_EQ(w, 0);
+    EXPECT_EQ(streams, (std::set<int>{0}));
+  }
+  // Hold right after tuned steps, again and again: a hold waits until this rank's last scored
+  // window is agreed, so every rank has handled the same windows and the tuners stay alike
+  // (a divergence stops the job with "ranks computed different proposals").
+  for (int round = 0; round < 6; ++round) {
+    for (auto& j : job) ASSERT_TRUE(j.pipe->resume_autotune(false).ok());
+    steps("resumed" + std::to_string(round) + "-", 3);
+    for (auto& j : job) ASSERT_TRUE(j.pipe->hold_autotune().ok());
+    for (auto& j : job) ASSERT_TRUE(j.pipe->set_tunables(one).ok());
+    steps("fixed" + std::to_string(round) + "-", 1);
+  }
+  for (auto& j : job) ASSERT_TRUE(j.pipe->resume_autotune(false).ok());
+  steps("last", 3);
+  stop_job(job);
+}
+
+TEST(pipeline_e2e, hold_and_resume_need_the_autotuner) {
+  auto job = start_job(1);
+  ASSERT_TRUE(job[0].pipe);
+  EXPECT_EQ(job[0].pipe->hold_autotune().code(), errc::config);
+  EXPECT_EQ(job[0].pipe->resume_autotune(true).code(), errc::config);
+  stop_job(job);
+}
+
 TEST(pipeline_e2e, an_autotune_streams_axis_above_the_connections_is_refused_naming_both) {
   process_env env;
   env.source = "chorus";
