@@ -17,18 +17,18 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/shape.sh"
 build_dir="$1"; shift
-np=2 hosts=0 per_host=1 link=4gbit flow=1gbit slow=250mbit fraction=0 retune=0
+np=2 hosts=0 per_host=1 retune=0
 log=/tmp/chorus-autotune.csv plot=""
+shape_defaults
+parse_shaping "bench-autotune" "$@" || exit 2
+link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction"
+set -- ${shape_rest[@]+"${shape_rest[@]}"}
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -np) np="$2"; shift 2 ;;
     --emulated-hosts) hosts="$2"; shift 2 ;;
     --ranks-per-host) per_host="$2"; shift 2 ;;
-    --link) link="$2"; shift 2 ;;
-    --flow) flow="$2"; shift 2 ;;
-    --slow) slow="$2"; shift 2 ;;
-    --slow-fraction) fraction="$2"; shift 2 ;;
     --log) log="$2"; shift 2 ;;
     --plot) plot="$2"; shift 2 ;;
     --retune) retune=1; shift ;;
@@ -85,7 +85,8 @@ export -f inner payload_gbytes rate_bits
 export build_dir hosts per_host here link flow slow fraction retune
 export BENCH_ARGS="${bench_args[*]:-}"
 rc=0
-"$here/hosts.sh" run "$hosts" --link "$link" --flow "$flow" --slow "$slow" --slow-fraction "$fraction" -- \
+shaping_args
+"$here/hosts.sh" run "$hosts" "${shape_args[@]}" -- \
   bash -c 'bench_args=($BENCH_ARGS); inner' || rc=$?
 [ "$rc" != 0 ] || plot_log "chorus-bench autotune, $hosts emulated hosts x $per_host ranks (flow $flow, link $link)"
 exit "$rc"

@@ -13,15 +13,15 @@ source "$here/shape.sh"
 build_dir="$1"; shift
 hosts="${1:-}"; shift || true
 [[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 2 ] || { echo "bench --emulated-hosts: H must be 2 or more, got '$hosts'" >&2; exit 2; }
-per_host=1 link=4gbit flow=1gbit slow=250mbit fraction=0
+per_host=1
+shape_defaults
+parse_shaping "bench --emulated-hosts" "$@" || exit 2
+link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction"
+set -- ${shape_rest[@]+"${shape_rest[@]}"}
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --ranks-per-host) per_host="$2"; shift 2 ;;
-    --link) link="$2"; shift 2 ;;
-    --flow) flow="$2"; shift 2 ;;
-    --slow) slow="$2"; shift 2 ;;
-    --slow-fraction) fraction="$2"; shift 2 ;;
+    --ranks-per-host) per_host="${2:-}"; shift 2 ;;
     *) bench_args+=("$1"); shift ;;
   esac
 done
@@ -45,5 +45,6 @@ inner() {
 export -f inner payload_gbytes rate_bits
 export build_dir hosts per_host here link flow slow fraction
 export BENCH_ARGS="${bench_args[*]:-}"
-exec "$here/hosts.sh" run "$hosts" --link "$link" --flow "$flow" --slow "$slow" --slow-fraction "$fraction" -- \
+shaping_args
+exec "$here/hosts.sh" run "$hosts" "${shape_args[@]}" -- \
   bash -c 'bench_args=($BENCH_ARGS); inner' 

@@ -73,21 +73,18 @@ load_active() {
 cmd_up() {
   local n="${1:-}"; shift || true
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 64 ] || die "up: H must be 1..64, got '$n'"
-  local link=4gbit flow=1gbit slow=250mbit fraction=0 bits=6
+  local bits=6
+  shape_defaults
+  parse_shaping "hosts.sh up" "$@" || exit 1
+  local link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction"
+  set -- ${shape_rest[@]+"${shape_rest[@]}"}
   while [ $# -gt 0 ]; do
     case "$1" in
-      --link) link="$2"; shift 2 ;;
-      --flow) flow="$2"; shift 2 ;;
-      --slow) slow="$2"; shift 2 ;;
-      --slow-fraction) fraction="$2"; shift 2 ;;
-      --port-bits) bits="$2"; shift 2 ;;
+      --port-bits) bits="${2:-}"; shift; [ $# -eq 0 ] || shift ;;
       *) die "up: unknown option '$1'" ;;
     esac
   done
-  for r in "$link" "$flow" "$slow"; do rate_bits "$r" >/dev/null || die "up: '$r' is not a rate like 4gbit"; done
   [[ "$bits" =~ ^[1-7]$ ]] || die "up: --port-bits must be 1..7, got '$bits'"
-  awk -v f="$fraction" 'BEGIN{exit !(f ~ /^[0-9.]+$/ && f >= 0 && f <= 1)}' ||
-    die "up: --slow-fraction must be in [0, 1], got '$fraction'"
   local why; why="$(cannot_build)"; [ -z "$why" ] || { echo "hosts.sh: cannot build hosts: $why" >&2; exit 77; }
 
   [ -z "$(active_tag)" ] || die "emulated hosts '$(active_tag)' are already up; run hosts.sh down first"
@@ -153,22 +150,13 @@ cmd_down() {
 # The network changes under a running job: every shaped device gets the new tree at once.
 cmd_reshape() {
   load_active
-  local link flow slow fraction bits
-  link="$(sed -n 's/^link=//p' "$dir/shaping")"; flow="$(sed -n 's/^flow=//p' "$dir/shaping")"
-  slow="$(sed -n 's/^slow=//p' "$dir/shaping")"; fraction="$(sed -n 's/^fraction=//p' "$dir/shaping")"
+  local bits
+  shape_link="$(sed -n 's/^link=//p' "$dir/shaping")"; shape_flow="$(sed -n 's/^flow=//p' "$dir/shaping")"
+  shape_slow="$(sed -n 's/^slow=//p' "$dir/shaping")"; shape_fraction="$(sed -n 's/^fraction=//p' "$dir/shaping")"
   bits="$(sed -n 's/^bits=//p' "$dir/shaping")"
-  while [ $# -gt 0 ]; do
-    case "$1" in
-      --link) link="$2"; shift 2 ;;
-      --flow) flow="$2"; shift 2 ;;
-      --slow) slow="$2"; shift 2 ;;
-      --slow-fraction) fraction="$2"; shift 2 ;;
-      *) die "reshape: unknown option '$1'" ;;
-    esac
-  done
-  for r in "$link" "$flow" "$slow"; do rate_bits "$r" >/dev/null || die "reshape: '$r' is not a rate like 4gbit"; done
-  awk -v f="$fraction" 'BEGIN{exit !(f ~ /^[0-9.]+$/ && f >= 0 && f <= 1)}' ||
-    die "reshape: --slow-fraction must be in [0, 1], got '$fraction'"
+  parse_shaping "hosts.sh reshape" "$@" || exit 1
+  [ ${#shape_rest[@]} -eq 0 ] || die "reshape: unknown option '${shape_rest[0]}'"
+  local link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction"
   local sw ns addr i=0
   sw="$(cat "$dir/switch")"
   while read -r ns addr; do

@@ -1,4 +1,5 @@
-# Sourced by hosts.sh: the tc shaping of one switch port or host interface.
+# Sourced by hosts.sh and the benchmarks over it: the shaping options (one parser for all) and the
+# tc shaping of one switch port or host interface.
 # Tree on each shaped device (its egress): htb root 1: -> 1:1 (the link rate)
 #   -> 1:2 (non-TCP, IPv6 and anything unmatched; up to the link rate)
 #   -> 1:10.. one class per hash bucket of TCP connections, capped at the flow rate (or the
@@ -20,6 +21,45 @@ rate_bits() {
     if (v <= 0) exit 1
     printf "%.0f\n", v }'
 }
+
+# The shaping options' defaults: link 4 Gbit/s, each flow 1 Gbit/s, slow flows 250 Mbit/s, none slow.
+shape_defaults() { shape_link=4gbit shape_flow=1gbit shape_slow=250mbit shape_fraction=0; }
+
+# parse_shaping WHO ARGS...: the one parser of the shaping options, for hosts.sh up and reshape
+# and the benchmark scripts. --link R, --flow R, --slow R and --slow-fraction F set shape_link,
+# shape_flow, shape_slow and shape_fraction (options left out keep the values the caller set:
+# shape_defaults, or what was recorded); every other argument stays, in order, in shape_rest.
+# Rates are tc rates (4gbit, 250mbit); F is in [0, 1]. On a bad value or a missing one it
+# prints "WHO: ..." on stderr and returns 2.
+parse_shaping() {
+  local who="$1"; shift
+  shape_rest=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --link | --flow | --slow | --slow-fraction)
+        [ $# -ge 2 ] || { echo "$who: $1 needs a value" >&2; return 2; }
+        case "$1" in
+          --link) shape_link="$2" ;;
+          --flow) shape_flow="$2" ;;
+          --slow) shape_slow="$2" ;;
+          --slow-fraction) shape_fraction="$2" ;;
+        esac
+        shift 2 ;;
+      *) shape_rest+=("$1"); shift ;;
+    esac
+  done
+  local opt r
+  for opt in link flow slow; do
+    r="shape_$opt"; r="${!r}"
+    rate_bits "$r" >/dev/null || { echo "$who: --$opt '$r' is not a rate like 4gbit" >&2; return 2; }
+  done
+  awk -v f="$shape_fraction" 'BEGIN{exit !(f ~ /^[0-9.]+$/ && f >= 0 && f <= 1)}' ||
+    { echo "$who: --slow-fraction must be in [0, 1], got '$shape_fraction'" >&2; return 2; }
+}
+
+# Sets the array shape_args to the options that give the current shaping to another command
+# (hosts.sh run or up).
+shaping_args() { shape_args=(--link "$shape_link" --flow "$shape_flow" --slow "$shape_slow" --slow-fraction "$shape_fraction"); }
 
 # Payload GB/s (1e9 bytes) that a rate allows for TCP over 1500-byte MTU Ethernet frames: htb
 # counts 1514 bytes per segment carrying 1448 payload bytes (timestamps on).

@@ -355,6 +355,12 @@ result<process_env> read_process_env(const env_lookup& get) {
                         "0's host, or MASTER_ADDR and MASTER_PORT");
   }
 
+  if (cfg::reader(get).is_set("CHORUS_RENDEZVOUS_FD")) {
+    auto fd = cfg::reader(get).whole("CHORUS_RENDEZVOUS_FD");
+    if (!fd) return fd.error();
+    env.rendezvous_fd = static_cast<int>(*fd);
+  }
+
   // 4. Job identity and timeout.
   auto secret = read_secret(get);
   if (!secret) return secret.error();

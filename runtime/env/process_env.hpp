@@ -21,6 +21,10 @@ struct process_env {
   int local_size = 1;                         ///< processes of this job on this host
   std::string rendezvous_host = "127.0.0.1";  ///< where rank 0 serves the key-value store
   uint16_t rendezvous_port = 0;               ///< 0: pick any (valid for a single rank only)
+  /// CHORUS_RENDEZVOUS_FD: a socket already listening on the rendezvous port, bound by the
+  /// launcher and inherited, that rank 0 serves the store on (so nobody can take the port
+  /// between the launcher's choice and rank 0's start); -1 when unset. Ignored by other ranks.
+  int rendezvous_fd = -1;
   std::string job_secret;  ///< raw bytes decoded from CHORUS_JOB_SECRET (hex); empty if unset
   uint64_t job_id = 0;     ///< CHORUS_JOB_ID (hex); unset: a hash of "host:port"
   /// This attempt's id, set after the rendezvous (wire::session_id; 0 before): what every
@@ -58,7 +62,7 @@ result<process_env> read_process_env();
 /// port itself belongs to torch.distributed's TCPStore, which torchrun's agent already holds on
 /// rank 0's host); a job of more than one rank must have one. No variables at all: rank 0 of 1
 /// on 127.0.0.1, port 0.
-/// Also CHORUS_JOB_SECRET (hex), CHORUS_JOB_ID (hex, up to 16 digits) and
+/// Also CHORUS_RENDEZVOUS_FD (a descriptor number), CHORUS_JOB_SECRET (hex), CHORUS_JOB_ID (hex, up to 16 digits) and
 /// CHORUS_RENDEZVOUS_TIMEOUT_SECONDS (runtime/config/variables.hpp: a number in [0.001, 1e9]).
 /// Numbers are parsed by runtime/config/reader.hpp, with its error text.
 ///

@@ -7,8 +7,14 @@
 // limits.write_timeout closes that session with a (rate-limited) warning; nothing else is affected.
 #include "runtime/rendezvous/kv_server.hpp"
 
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <asio.hpp>
+#include <cerrno>
+#include <cstring>
 #include <atomic>
 #include <deque>
 #include <map>
@@ -409,6 +415,8 @@ struct kv_server::impl {
   }
 
   // Tries each candidate address until one binds. Returns the system's last complaint.
+  result<uint16_t> serve(const std::string& shown);
+
   std::string bind_first(const std::vector<tcp::endpoint>& candidates, bool dual_stack) {
     std::string last_error = "no address to bind";
     for (const auto& ep : candidates) {
@@ -458,19 +466,45 @@ result<uint16_t> kv_server::start(const std::string& host, uint16_t port) {
     return status{errc::rendezvous, "cannot listen on " + shown + ": " + why};
   }
 
+  return impl_->serve(shown);
+}
+
+result<uint16_t> kv_server::start_on(int listening_fd) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->started) return status{errc::internal, "kv_server::start_on called after a start"};
+  std::string shown = "inherited socket " + std::to_string(listening_fd);
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(listening_fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    return status{errc::rendezvous, "cannot serve on " + shown + ": " + std::strerror(errno)};
+  int copy = ::fcntl(listening_fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0)
+    return status{errc::rendezvous, "cannot serve on " + shown + ": dup: " + std::strerror(errno)};
   asio::error_code ec;
-  auto bound = impl_->acceptor.local_endpoint(ec);
+  impl_->acceptor.assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), copy, ec);
+  if (ec) {
+    ::close(copy);
+    return status{errc::rendezvous, "cannot serve on " + shown + ": " + ec.message()};
+  }
+  return impl_->serve(shown);
+}
+
+// After the acceptor listens: records the address, starts accepting and the server thread.
+// Called with mu held.
+result<uint16_t> kv_server::impl::serve(const std::string& shown) {
+  asio::error_code ec;
+  auto bound = acceptor.local_endpoint(ec);
   if (ec)
     return status{errc::rendezvous,
                   "cannot read the bound address of " + shown + ": " + ec.message()};
-  impl_->port = bound.port();
-  impl_->connect_host =
+  port = bound.port();
+  connect_host =
       bound.address().is_unspecified()
           ? std::string("127.0.0.1")  // dual-stack :: and 0.0.0.0 both take IPv4 loopback
           : bound.address().to_string();
-  impl_->accept();
-  impl_->started = true;
-  impl_->thread = std::thread([s = impl_.get()] {
+  accept();
+  started = true;
+  thread = std::thread([s = this] {
     for (;;) {
       try {
         s->io.run();

@@ -43,6 +43,12 @@ class kv_server {
   /// port, or errc::rendezvous naming the address and the system's reason. Call once.
   result<uint16_t> start(const std::string& host, uint16_t port);
 
+  /// Serves on a socket that is already bound and listening (one a launcher held for this
+  /// process: inherited_listener.hpp), through a close-on-exec duplicate of it; the caller's
+  /// descriptor stays open and listening, so a later server can take it again. Returns the
+  /// bound port. Call once, instead of start().
+  result<uint16_t> start_on(int listening_fd);
+
   /// Idempotent; the destructor calls it. Parked requests end with their connection.
   void stop();
 

@@ -11,6 +11,7 @@
 
 #include "runtime/core/log.hpp"
 #include "runtime/env/host_settings.hpp"
+#include "runtime/rendezvous/inherited_listener.hpp"
 #include "runtime/rendezvous/kv_client.hpp"
 #include "runtime/rendezvous/kv_protocol.hpp"
 #include "runtime/rendezvous/kv_server.hpp"
@@ -107,7 +108,21 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
   uint16_t port = env.rendezvous_port;
   if (env.rank == 0) {
     server = std::make_unique<kv_server>(creds);
-    auto bound = server->start(is_loopback(env.rendezvous_host) ? env.rendezvous_host : "", port);
+    // The launcher may hand over the port already bound (CHORUS_RENDEZVOUS_FD): then nobody
+    // could take it since the launcher chose it. A descriptor that is not that socket (a
+    // wrapper process closed it, the variable leaked to another process) is named in a warning
+    // and the port is bound here, as without one.
+    result<uint16_t> bound = status{errc::internal, "not started"};
+    bool served = false;
+    if (env.rendezvous_fd >= 0) {
+      if (auto st = check_inherited_listener(env.rendezvous_fd, port); !st.ok()) {
+        CHORUS_LOG(warn, "rendezvous", st.message() << "; binding " << shown << " instead");
+      } else {
+        bound = server->start_on(env.rendezvous_fd);
+        served = true;
+      }
+    }
+    if (!served) bound = server->start(is_loopback(env.rendezvous_host) ? env.rendezvous_host : "", port);
     if (!bound) {
       return status{errc::rendezvous, "rendezvous " + shown + ": rank 0 cannot serve the store: " +
                                           bound.error().message() +

@@ -191,3 +191,31 @@ TEST_F(hosts_test, a_host_whose_link_goes_down_is_named_by_the_other_ranks) {
     EXPECT_TRUE(std::regex_search(r.out, err)) << "rank " << rank << " does not name rank 2:\n" << r.out;
   }
 }
+
+// hosts.sh up and reshape and both benchmark scripts read the shaping options through one parser
+// (parse_shaping in bench/hosts/shape.sh): a bad value gets the same message from each.
+TEST_F(hosts_test, every_command_refuses_a_bad_shaping_option_alike) {
+  const std::string dir = hosts_sh.substr(0, hosts_sh.rfind('/'));
+  auto up = run(hosts_sh + " up 2 --link 4gbits 2>&1");
+  EXPECT_EQ(up.exit_code, 1) << up.out;
+  EXPECT_NE(up.out.find("hosts.sh up: --link '4gbits' is not a rate like 4gbit"), std::string::npos) << up.out;
+  auto bench = run("bash " + dir + "/bench_hosts.sh /nonexistent 2 --sizes 1M --flow 1xbit 2>&1");
+  EXPECT_EQ(bench.exit_code, 2) << bench.out;
+  EXPECT_NE(bench.out.find("bench --emulated-hosts: --flow '1xbit' is not a rate like 4gbit"), std::string::npos)
+      << bench.out;
+  auto tune = run("bash " + dir + "/bench_autotune.sh /nonexistent --emulated-hosts 2 --slow-fraction 1.5 2>&1");
+  EXPECT_EQ(tune.exit_code, 2) << tune.out;
+  EXPECT_NE(tune.out.find("bench-autotune: --slow-fraction must be in [0, 1], got '1.5'"), std::string::npos)
+      << tune.out;
+  auto missing = run("bash " + dir + "/bench_hosts.sh /nonexistent 2 --slow 2>&1");
+  EXPECT_EQ(missing.exit_code, 2) << missing.out;
+  EXPECT_NE(missing.out.find("bench --emulated-hosts: --slow needs a value"), std::string::npos) << missing.out;
+  // reshape needs hosts that are up; a bad option there changes nothing.
+  auto r = run("timeout -s TERM -k 10 60 " + hosts_sh + " run 2 -- sh -c '" + hosts_sh +
+               " reshape --slow 9q 2>&1; echo rc=$?; " + hosts_sh + " reshape --bogus 2>&1; echo rc=$?; " + hosts_sh +
+               " status' 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("hosts.sh reshape: --slow '9q' is not a rate like 4gbit\nrc=1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reshape: unknown option '--bogus'\nrc=1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("slow=250mbit"), std::string::npos) << r.out;
+}

@@ -1,7 +1,10 @@
 // Multi-process tests of the chorusrun launcher: the real binary starts real ranks (sh).
 // Every run has a hard time bound; a chorusrun that outlives it is killed by pid, and rank pids
 // the ranks report are killed in TearDown if a failed test left them alive.
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -474,6 +477,77 @@ TEST_F(chorusrun_test, removes_the_jobs_leftover_segments_from_dev_shm_even_when
   EXPECT_NE(::stat(seg.c_str(), &st), 0) << seg << " is still there";
   EXPECT_EQ(::stat(other.c_str(), &st), 0) << "another job's segment was removed";
   ::unlink(other.c_str());
+}
+
+// errno of binding a socket to 127.0.0.1:port as a store would (0: it bound).
+int bind_errno(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  int err = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 0 : errno;
+  ::close(fd);
+  return err;
+}
+
+// What each descriptor of `pid` is ("socket:[123]", a path).
+std::vector<std::string> fd_targets(pid_t pid) {
+  std::vector<std::string> out;
+  std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      char buf[256] = {};
+      ssize_t n = ::readlink((dir + "/" + e->d_name).c_str(), buf, sizeof buf - 1);
+      if (n > 0) out.emplace_back(buf, static_cast<size_t>(n));
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+// The port chorusrun chose is bound and listening from before rank 0 starts until rank 0 ends:
+// no other process can take it in between (rank 0 serves the store on it). Only rank 0 holds it,
+// chorusrun keeps no copy, and it is free again when the job is over.
+TEST_F(chorusrun_test, the_rendezvous_port_is_held_for_rank_0_alone) {
+  make_scratch_dir();
+  const std::string script =
+      "fd=${CHORUS_RENDEZVOUS_FD:-none}; what=none; "
+      "[ \"$fd\" != none ] && what=$(readlink /proc/$$/fd/$fd); "
+      "echo rank=$CHORUS_RANK rdv=$CHORUS_RENDEZVOUS fd=$fd what=$what pid=$$; i=0; "
+      "while [ ! -e \"$DIR/go\" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done";
+  chorusrun_process job({"-np", "2", "-x", "DIR=" + scratch_dir_, "--", "sh", "-c", script});
+  bool started = job.read_until(
+      [](const run_result& r) { return pids_after(r.out, "pid").size() == 2; }, 10s);
+  remember_pids(job.output_so_far().out);
+  ASSERT_TRUE(started) << job.output_so_far().out << job.output_so_far().err;
+  const std::string out = job.output_so_far().out;
+  std::smatch m0, m1;
+  ASSERT_TRUE(std::regex_search(out, m0, std::regex(R"(rank=0 rdv=127\.0\.0\.1:([0-9]+) fd=([0-9]+) what=(socket:\[[0-9]+\]))")))
+      << out;
+  ASSERT_TRUE(std::regex_search(out, m1, std::regex(R"(rank=1 rdv=\S+ fd=none what=none)"))) << out;
+  const auto port = static_cast<uint16_t>(std::stoi(m0[1]));
+  EXPECT_EQ(bind_errno(port), EADDRINUSE) << "port " << port << " is free for anyone to take";
+  auto launcher_fds = fd_targets(job.pid());
+  EXPECT_EQ(std::count(launcher_fds.begin(), launcher_fds.end(), m0[3].str()), 0)
+      << "chorusrun still holds the store's socket " << m0[3];
+  { std::ofstream(scratch_dir_ + "/go") << "x"; }
+  auto r = job.finish();
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(bind_errno(port), 0) << "port " << port << " still taken after the job";
+}
+
+// A CHORUS_RENDEZVOUS_FD in chorusrun's own environment (left by an outer launcher) reaches no
+// rank: it names a descriptor they do not have.
+TEST_F(chorusrun_test, an_inherited_rendezvous_fd_variable_is_not_passed_on) {
+  auto r = run_chorusrun({"-np", "2", "--", "sh", "-c", "echo fd=${CHORUS_RENDEZVOUS_FD:-none}"},
+                         {"CHORUS_RENDEZVOUS=127.0.0.1:4711", "CHORUS_RENDEZVOUS_FD=9"});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(sorted_lines(r.out), (std::vector<std::string>{"[0] fd=none", "[1] fd=none"}));
 }
 
 TEST_F(chorusrun_test, timeout_stops_the_job) {

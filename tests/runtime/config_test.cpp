@@ -374,6 +374,7 @@ TEST(Config, LauncherVariablesThroughProcessEnv) {
       {{{"CHORUS_LOCAL_RANK", "0"}, {"CHORUS_LOCAL_SIZE", "1"}},
        {{"CHORUS_LOCAL_RANK", "0"}, {"CHORUS_LOCAL_SIZE", "z"}}, "CHORUS_LOCAL_SIZE='z'"},
       {{{"CHORUS_RENDEZVOUS", "h:5"}}, {{"CHORUS_RENDEZVOUS", "h"}}, "CHORUS_RENDEZVOUS='h'"},
+      {{{"CHORUS_RENDEZVOUS_FD", "7"}}, {{"CHORUS_RENDEZVOUS_FD", "-3"}}, "CHORUS_RENDEZVOUS_FD='-3'"},
       {{{"CHORUS_JOB_SECRET", "00ff"}}, {{"CHORUS_JOB_SECRET", "0g"}}, "CHORUS_JOB_SECRET"},
       {{{"CHORUS_JOB_ID", "abc"}}, {{"CHORUS_JOB_ID", "xyz"}}, "CHORUS_JOB_ID='xyz'"},
       {{{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "2.5"}}, {{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "0"}},

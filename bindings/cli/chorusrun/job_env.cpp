@@ -1,4 +1,5 @@
-// Job identity: rendezvous address (a free port), OpenSSL-random secret and id.
+// Job identity: rendezvous address (a free port, held for rank 0 when it runs here),
+// OpenSSL-random secret and id.
 #include "bindings/cli/chorusrun/job_env.hpp"
 
 #include "runtime/env/process_env.hpp"
@@ -15,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bindings/cli/chorusrun/launch_plan.hpp"
 #include "runtime/config/reader.hpp"
 
 namespace chorus::chorusrun {
@@ -24,24 +26,50 @@ std::string errno_text(const char* what) {
   return std::string(what) + ": " + std::strerror(errno);
 }
 
-// Binds a socket to 127.0.0.1:0, reads the port the kernel chose, closes the socket. Another
-// process may take the port before rank 0 binds it; rank 0 reports that as a rendezvous error.
-result<int> pick_free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// A socket bound to host:0 (an IPv4 or IPv6 address) and listening: the kernel picks the port
+// and nobody else can take it while the socket is open. Close-on-exec: only the rank that is
+// handed it (spawn_rank's inherit_fd) gets it.
+result<int> listen_on_free_port(const std::string& host) {
+  sockaddr_storage addr{};
+  socklen_t addr_len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (::inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    addr_len = sizeof *v4;
+  } else if (::inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    addr_len = sizeof *v6;
+  } else {
+    return status{errc::invalid_argument, "cannot listen on '" + host + "': not a numeric address"};
+  }
+  int fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return status{errc::internal, errno_text("socket")};
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    status st{errc::internal, errno_text("picking a free port on 127.0.0.1")};
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), addr_len) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+    status st{errc::internal, errno_text(("listening on a free port of " + host).c_str())};
     ::close(fd);
     return st;
   }
-  ::close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
+  return fd;
+}
+
+uint16_t bound_port(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
+  return addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6&>(addr).sin6_port)
+                                    : ntohs(reinterpret_cast<sockaddr_in&>(addr).sin_port);
+}
+
+// For a rank 0 on another host: binds 127.0.0.1:0 here, reads the port, closes the socket. The
+// port cannot be held there; rank 0 that finds it taken fails naming the port.
+result<int> pick_free_port() {
+  auto fd = listen_on_free_port("127.0.0.1");
+  if (!fd) return fd.error();
+  int port = bound_port(*fd);
+  ::close(*fd);
+  if (port == 0) return status{errc::internal, errno_text("reading the port of a socket on 127.0.0.1")};
+  return port;
 }
 
 result<std::string> random_hex(size_t num_bytes) {
@@ -75,10 +103,23 @@ result<job_identity> make_job_identity(const launch_options& opts, const std::ve
     job.rendezvous = std::move(rdv);
   } else if (opts.rendezvous) {
     job.rendezvous = *opts.rendezvous;
+  } else if (std::string host = opts.hosts.empty() || placements.empty() ? "127.0.0.1" : placements.front().host;
+             starts_directly(opts, host)) {
+    // Rank 0 runs here: hold the port from now until rank 0 inherits the socket.
+    if (host == "localhost") host = "127.0.0.1";
+    auto fd = listen_on_free_port(host);
+    if (!fd) return fd.error();
+    uint16_t port = bound_port(*fd);
+    if (port == 0) {
+      status st{errc::internal, errno_text(("reading the port of a socket on " + host).c_str())};
+      ::close(*fd);
+      return st;
+    }
+    job.store_listener = *fd;
+    job.rendezvous = format_host_port(host, port);
   } else {
     auto port = pick_free_port();
     if (!port) return port.error();
-    std::string host = opts.hosts.empty() || placements.empty() ? "127.0.0.1" : placements.front().host;
     job.rendezvous = format_host_port(host, static_cast<uint16_t>(*port));
   }
   if (auto secret = configured_text("CHORUS_JOB_SECRET"); !secret.empty()) {

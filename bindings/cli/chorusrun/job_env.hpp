@@ -18,11 +18,16 @@ struct job_identity {
                            // and non-empty (so a test or an outer launcher can choose it)
   std::string job_id;      // 16 hex chars from a random 64-bit id, fresh for every job; empty
                            // in per-node mode (not set for the ranks)
+  int store_listener = -1;  // a socket listening on the rendezvous port, held from the choice of
+                            // the port until rank 0 inherits it (CHORUS_RENDEZVOUS_FD); -1 when
+                            // the port was given or rank 0 runs on another host
 };
 
 /// The job's rendezvous, secret and id. Rendezvous: CHORUS_RENDEZVOUS when set, else
-/// --rendezvous, else a free port on 127.0.0.1 (all ranks local) or on rank 0's host (-H; the
-/// port is checked free here, not there: rank 0 reports a taken one). Secret: CHORUS_JOB_SECRET
+/// --rendezvous, else a free port: when rank 0 starts here (no -H, or a loopback host without a
+/// launcher) on 127.0.0.1 (or that loopback address), bound and held in store_listener so no
+/// other process can take it before rank 0 serves on it; when rank 0 is on another host, a port
+/// checked free here, not there (rank 0 reports a taken one, naming it). Secret: CHORUS_JOB_SECRET
 /// when set, else 32 fresh random bytes; per-node mode with several nodes requires it set (every
 /// node must use the same). Job id: fresh, except in per-node mode (empty: the ranks derive it
 /// from the rendezvous address, alike on every node). Fails when the OS or OpenSSL does.

@@ -95,8 +95,15 @@ result<std::vector<rank_launch>> plan_launch(const launch_options& opts, const j
       auto eq = e.find('=');
       if (eq != std::string::npos) env[e.substr(0, eq)] = e.substr(eq + 1);
     }
+    // Only the rank handed chorusrun's listener may name one (not a value left in our own
+    // environment by an outer launcher).
+    env.erase("CHORUS_RENDEZVOUS_FD");
     if (starts_directly(opts, p.host)) {
       for (const auto& [k, v] : vars) env[k] = v;
+      if (p.rank == 0 && job.store_listener >= 0) {
+        l.inherit_fd = job.store_listener;
+        env["CHORUS_RENDEZVOUS_FD"] = std::to_string(job.store_listener);
+      }
       l.argv = opts.command;
     } else {
       for (const auto& [k, v] : vars) {

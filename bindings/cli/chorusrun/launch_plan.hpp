@@ -25,6 +25,8 @@ struct rank_launch {
   std::vector<std::string> argv;     // what chorusrun executes
   std::vector<std::string> env;      // its environment, "NAME=VALUE"
   std::string stdin_data;            // written to its stdin then closed; empty: /dev/null
+  int inherit_fd = -1;               // a descriptor the rank inherits (rank 0: job.store_listener,
+                                     // named by CHORUS_RENDEZVOUS_FD); -1: none
 };
 
 /// Every rank's placement: one local host (`local_host_name`) without -H, the host list, or

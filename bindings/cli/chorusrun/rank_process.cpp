@@ -33,8 +33,8 @@ void close_fd(int& fd) {
 
 // Child side after fork(): only async-signal-safe calls, never returns.
 [[noreturn]] void exec_child(char** argv, char** envp, int stdin_fd, int stdout_fd,
-                             int stderr_fd, const char* exec_failed_msg, size_t exec_failed_len,
-                             pid_t launcher) {
+                             int stderr_fd, int inherit_fd, const char* exec_failed_msg,
+                             size_t exec_failed_len, pid_t launcher) {
   ::setpgid(0, 0);
   // A rank dies with chorusrun, even a SIGKILLed one, instead of living on as an orphan; a
   // launcher that died before this line is seen as a new parent.
@@ -42,6 +42,7 @@ void close_fd(int& fd) {
   signal_pipe::reset_in_child();
   // dup2 clears close-on-exec on the copies; the originals close at exec.
   if (::dup2(stdin_fd, 0) < 0 || ::dup2(stdout_fd, 1) < 0 || ::dup2(stderr_fd, 2) < 0) _exit(127);
+  if (inherit_fd >= 0 && ::fcntl(inherit_fd, F_SETFD, 0) != 0) _exit(127);
   environ = envp;
   ::execvp(argv[0], argv);
   int err = errno;
@@ -56,7 +57,8 @@ void close_fd(int& fd) {
 }  // namespace
 
 result<rank_process> spawn_rank(int rank, const std::vector<std::string>& command,
-                                const std::vector<std::string>& env, const std::string& stdin_data) {
+                                const std::vector<std::string>& env, const std::string& stdin_data,
+                                int inherit_fd) {
   auto fail = [rank](const char* what) {
     return status{errc::internal, "rank " + std::to_string(rank) + ": " + what + ": " +
                                       std::strerror(errno)};
@@ -123,7 +125,7 @@ result<rank_process> spawn_rank(int rank, const std::vector<std::string>& comman
     pid = ::fork();
     fork_errno = errno;
     if (pid == 0) {
-      exec_child(argv.data(), envp.data(), dev_null, out_pipe[1], err_pipe[1],
+      exec_child(argv.data(), envp.data(), dev_null, out_pipe[1], err_pipe[1], inherit_fd,
                  exec_failed.data(), exec_failed.size(), launcher);
     }
   }

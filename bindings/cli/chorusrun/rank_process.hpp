@@ -25,9 +25,12 @@ struct rank_process {
 /// exactly the environment `env`, stdin from /dev/null (or a pipe holding `stdin_data`, closed
 /// after it, when that is not empty), stdout and stderr on new pipes, in a
 /// new process group led by the rank. A failing exec is reported by the child on its stderr
-/// ("chorusrun: cannot execute ...") and ends it with status 127.
+/// ("chorusrun: cannot execute ...") and ends it with status 127. `inherit_fd` (>= 3), when not
+/// -1, stays open across the exec in this rank only (chorusrun's other descriptors are
+/// close-on-exec).
 result<rank_process> spawn_rank(int rank, const std::vector<std::string>& command,
-                                const std::vector<std::string>& env, const std::string& stdin_data = {});
+                                const std::vector<std::string>& env, const std::string& stdin_data = {},
+                                int inherit_fd = -1);
 
 /// Sends `signo` to the rank's process group (so its children get it too) and, while the rank
 /// is not reaped, to its pid. A group or pid that no longer exists is not an error.

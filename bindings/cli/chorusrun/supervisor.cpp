@@ -109,7 +109,10 @@ class job_supervisor {
     slots_.reserve(launches_.size());
     for (const auto& l : launches_) {
       const int r = l.rank;
-      auto proc = spawn_rank(r, l.argv, l.env, l.stdin_data);
+      auto proc = spawn_rank(r, l.argv, l.env, l.stdin_data, l.inherit_fd);
+      // The rank has its own copy now (or never will): a listener kept open here would keep
+      // the port after the rank is gone.
+      if (l.inherit_fd >= 0) ::close(l.inherit_fd);
       if (!proc) {
         say("cannot start rank " + std::to_string(r) + ": " + proc.error().message() +
             "; stopping the job");
