@@ -232,13 +232,19 @@ void wire_ring_op::start(transport& t) {
   const auto& b = blocks_[static_cast<std::size_t>(first.send_block)];
   if (!compressed()) {
     send_range(t, 0, base_, b.offset, b.count);
-  } else if (first.reduce) {
-    std::byte* w = send_wire_.data();
-    read_own(b.count, narrow_to_wire(w + b.offset * 2, opts_.wire, own(b.offset), dtype_, b.count, opts_.prescale));
-    send_range(t, 0, w, b.offset, b.count);
   } else {
-    finalise(b.offset, b.count, false);  // allgather: our block is final as it is
-    send_range(t, 0, gather_wire_.data(), b.offset, b.count);
+    // Cast one segment, hand it to the transport, cast the next: the first frame leaves after
+    // one segment's cast, not the whole block's, and the wire works while we cast the rest.
+    std::byte* w = send_wire_.data();
+    for (std::size_t done = 0; done < b.count; done += seg_elems_) {
+      const std::size_t e0 = b.offset + done, m = std::min(seg_elems_, b.count - done);
+      if (first.reduce) {
+        read_own(m, narrow_to_wire(w + e0 * 2, opts_.wire, own(e0), dtype_, m, opts_.prescale));
+        send_frame(t, 0, e0 * unit_, w + e0 * 2, m * unit_);
+      } else {
+        send_frame(t, 0, e0 * unit_, finalise(e0, m, false), m * unit_);  // allgather: our block is final
+      }
+    }
   }
   send_flags(t);
 }
