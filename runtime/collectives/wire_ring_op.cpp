@@ -212,6 +212,10 @@ void wire_ring_op::start(transport& t) {
       const auto& b = blocks_[i];
       if (opts_.prescale != 1.0f) scale_in_place(own(b.offset), b.count, dtype_, opts_.prescale);
       const bool later = reduces && fused_check() && static_cast<int>(i) != first_sent && size_ > 1;
+      if (opts_.check && static_cast<int>(i) == first_sent && neighbour_checks_first()) {
+        read_own(b.count, false);  // the right neighbour checks it as it arrives (step 0)
+        continue;
+      }
       if (opts_.check && !later) read_own(b.count, has_nonfinite(own(b.offset), dtype_, b.count));
     }
   }
@@ -289,6 +293,9 @@ status wire_ring_op::delivered(transport& t, int peer, const wire::frame_header&
   const uint32_t next = h.step + 1;
   if (!compressed()) {
     std::byte* mine = own(e0);
+    // Step 0 brings the left neighbour's own input, unscaled: its bit is ours to set.
+    if (h.step == 0 && neighbour_checks_first() && has_nonfinite(data, dtype_, n))
+      flags_[static_cast<std::size_t>(left_) / 64] |= uint64_t{1} << (left_ % 64);
     if (steps_[h.step].reduce && opts_.check && fused_check()) read_own(n, add_checked(mine, data, dtype_, n));
     else if (steps_[h.step].reduce) reduce_into(mine, data, n, dtype_, op_);
     else if (data != mine) std::memcpy(mine, data, h.length);
