@@ -293,12 +293,19 @@ status wire_ring_op::delivered(transport& t, int peer, const wire::frame_header&
   const uint32_t next = h.step + 1;
   if (!compressed()) {
     std::byte* mine = own(e0);
-    // Step 0 brings the left neighbour's own input, unscaled: its bit is ours to set.
-    if (h.step == 0 && neighbour_checks_first() && has_nonfinite(data, dtype_, n))
-      flags_[static_cast<std::size_t>(left_) / 64] |= uint64_t{1} << (left_ % 64);
-    if (steps_[h.step].reduce && opts_.check && fused_check()) read_own(n, add_checked(mine, data, dtype_, n));
-    else if (steps_[h.step].reduce) reduce_into(mine, data, n, dtype_, op_);
-    else if (data != mine) std::memcpy(mine, data, h.length);
+    if (h.step == 0 && neighbour_checks_first()) {
+      // Step 0 brings the left neighbour's own input, unscaled: its bit is ours to set, from the
+      // same pass that adds it.
+      const uint32_t bad = add_checked_both(mine, data, dtype_, n);
+      if (bad & 2u) flags_[static_cast<std::size_t>(left_) / 64] |= uint64_t{1} << (left_ % 64);
+      read_own(n, (bad & 1u) != 0);
+    } else if (steps_[h.step].reduce && opts_.check && fused_check()) {
+      read_own(n, add_checked(mine, data, dtype_, n));
+    } else if (steps_[h.step].reduce) {
+      reduce_into(mine, data, n, dtype_, op_);
+    } else if (data != mine) {
+      std::memcpy(mine, data, h.length);
+    }
     if (steps_[h.step].reduce) send_flags(t);
     if (!last) send_frame(t, next, h.offset, mine, h.length);
     return {};

@@ -90,9 +90,8 @@ class wire_ring_op final : public chunk_op {
     return (dtype_ == dtype::f32 || dtype_ == dtype::f64) && (op_ == reduce_op::sum || op_ == reduce_op::average);
   }
   /// Plain checked sum/average without prescale: the block a rank sends first is checked by its
-  /// right neighbour as it arrives there (step 0 carries it unchanged): a scan of each segment
-  /// while it is in cache, off the start of the chunk, instead of a scan of the whole block from
-  /// memory before the first frame leaves.
+  /// right neighbour as it arrives there (step 0 carries it unchanged), in the pass that adds it
+  /// (add_checked_both), instead of a scan of the whole block before the first frame leaves.
   bool neighbour_checks_first() const {
     return !compressed() && opts_.check && fused_check() && opts_.prescale == 1.0f && size_ > 1 && !steps_.empty() &&
            steps_.front().reduce;
