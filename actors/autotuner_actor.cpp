@@ -21,6 +21,19 @@ void maybe_submit(self_ptr self, steady_time now) {
   s.start = now;
 }
 
+/// Takes an asked-for hold once no window of this rank waits for agreement: every rank is
+/// quiescent and has scored the same windows, so each has then handled the same agreed ones.
+void maybe_hold(self_ptr self) {
+  auto& s = self->state;
+  if (!s.hold_reply || s.awaiting) return;
+  s.held = true;
+  s.started = false;
+  s.bytes = 0;
+  s.cycles = 0;
+  s.hold_reply->deliver(autotune_hold{true, false});
+  s.hold_reply.reset();
+}
+
 }  // namespace
 
 int autotune_max_streams(const pipeline_options& o, int streams) {
@@ -119,12 +132,6 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
       [=](const window_agreed& w) {
         auto& st = self->state;
         st.awaiting = false;
-        if (st.stale > 0) {  // scored before a hold: no sample, the tunables stay
-          --st.stale;
-          self->send(st.wired.fusion, switch_of(st.in_force, w.cycle + 1));  // fusion waits for it
-          maybe_submit(self, std::chrono::steady_clock::now());
-          return;
-        }
         auto step = st.tuner->on_window(w.score);
         telemetry::autotune_event e;
         e.cycle = w.cycle;
@@ -161,6 +168,7 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
           obs.on_tunables(e.in_force, now);
         }
         maybe_submit(self, now);
+        maybe_hold(self);
       },
       [=](const tunables_switch& sw) {  // pipeline::set_tunables, while held
         auto& st = self->state;
@@ -168,18 +176,21 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
                        static_cast<std::size_t>(sw.fusion_threshold), std::chrono::microseconds(sw.cycle_time_us),
                        static_cast<std::size_t>(sw.in_place_bytes)};
       },
-      [=](const autotune_hold& h) {
+      [=](const autotune_hold& h) -> caf::response_promise {
         auto& st = self->state;
+        auto rp = self->make_response_promise();
+        if (h.held) {
+          if (st.hold_reply) st.hold_reply->deliver(autotune_hold{true, false});  // a second ask: one answer each
+          st.hold_reply = rp;
+          maybe_hold(self);
+          return rp;
+        }
+        rp.deliver(h);
+        st.held = false;
         st.started = false;
         st.bytes = 0;
         st.cycles = 0;
-        if (h.held) {
-          if (!st.held && st.awaiting) st.stale = 1;
-          st.held = true;
-          return;
-        }
-        st.held = false;
-        if (!h.restart) return;
+        if (!h.restart) return rp;
         // The search starts over where the tunables are now, on the grid (every rank alike).
         auto at = tuning::to_point(st.space, st.in_force);
         st.tuner.emplace(st.space, st.cfg.options, at);
@@ -193,6 +204,7 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
           for (const auto& sender : st.wired.senders) self->send(sender, sw);
         }
         CHORUS_LOG(info, "autotune", "search restarted from " << tuning::describe(st.in_force));
+        return rp;
       },
   };
 }

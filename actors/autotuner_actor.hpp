@@ -55,9 +55,9 @@ struct autotuner_state {
   bool started = false;
   bool awaiting = false;  ///< a score was submitted and its window is not agreed yet
   bool held = false;      ///< autotune_hold: no scoring; in_force follows set_tunables
-  /// Windows submitted before the last hold whose agreement is still to come: discarded when
-  /// it comes, on every rank alike (each rank had submitted the same windows at the hold).
-  int stale = 0;
+  /// A hold asked for and not answered yet: it takes effect once no window of this rank waits
+  /// for agreement (all ranks, quiescent, then have handled the same agreed windows).
+  std::optional<caf::response_promise> hold_reply;
   std::unique_ptr<std::ofstream> log;
   static inline const char* name = "chorus.autotuner";
 };

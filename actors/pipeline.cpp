@@ -451,24 +451,41 @@ void pipeline::shutdown() {
   CHORUS_LOG(info, "pipeline", "shut down");
 }
 
+namespace {
+/// Sends `h` to the autotuner and waits for its answer (a hold: until it took effect).
+status ask_autotuner(pipeline::impl& p, const autotune_hold& h, const char* what) {
+  if (!p.actors.autotuner) return {errc::config, std::string(what) + ": autotune is off (CHORUS_AUTOTUNE)"};
+  status out;
+  caf::scoped_actor self{*p.sys};
+  self->request(p.actors.autotuner, std::chrono::seconds(30), h)
+      .receive([](autotune_hold&) {},
+               [&](caf::error& err) {
+                 out = status{errc::timeout, std::string(what) + ": the autotuner did not answer within 30 s (" +
+                                                 p.sys->render(err) +
+                                                 "); a window this rank scored is not agreed: is every rank "
+                                                 "quiescent and holding?"};
+               });
+  return out;
+}
+}  // namespace
+
 status pipeline::hold_autotune() {
+  caf_thread_scope scope;
   std::shared_lock lk(mu_);
   if (stopped_) return {errc::shutdown, "hold_autotune: the pipeline is shut down"};
   auto& p = *impl_;
-  if (!p.actors.autotuner) return {errc::config, "hold_autotune: autotune is off (CHORUS_AUTOTUNE)"};
-  p.autotune_held = true;
-  caf::anon_send(p.actors.autotuner, autotune_hold{true, false});
-  return {};
+  auto st = ask_autotuner(p, autotune_hold{true, false}, "hold_autotune");
+  if (st.ok()) p.autotune_held = true;
+  return st;
 }
 
 status pipeline::resume_autotune(bool restart) {
+  caf_thread_scope scope;
   std::shared_lock lk(mu_);
   if (stopped_) return {errc::shutdown, "resume_autotune: the pipeline is shut down"};
   auto& p = *impl_;
-  if (!p.actors.autotuner) return {errc::config, "resume_autotune: autotune is off (CHORUS_AUTOTUNE)"};
   p.autotune_held = false;
-  caf::anon_send(p.actors.autotuner, autotune_hold{false, restart});
-  return {};
+  return ask_autotuner(p, autotune_hold{false, restart}, "resume_autotune");
 }
 
 pipeline::~pipeline() { shutdown(); }

@@ -236,7 +236,8 @@ struct tunables_switch {
 };
 /// pipeline → autotuner (pipeline::hold_autotune / resume_autotune, at a quiescent point on every
 /// rank alike): held, it scores no window and follows set_tunables; resumed, it scores again,
-/// and with `restart` its search starts over from the tunables in force.
+/// and with `restart` its search starts over from the tunables in force. A hold is answered
+/// (with itself) once the window this rank scored last is agreed.
 struct autotune_hold {
   bool held = true;
   bool restart = false;
