@@ -267,8 +267,12 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
     } else {
       const bool device = job->on_device();
       if (device) job->device_order = s.next_device_order++;
-      const std::size_t chunk_bytes =
-          device && s.cfg.device_whole ? std::max<std::size_t>(job->plan.bytes, 1) : s.cfg.chunk_bytes;
+      // Compressed buckets are cut by the bytes they put on the wire (2 per element), so their
+      // chunks carry as many wire bytes, in as many frames, as plain ones.
+      const bool halved = (bk.wire_mode & 0xf) != 0 && (bk.type == dtype::f32 || bk.type == dtype::f64);
+      const std::size_t chunk_bytes = device && s.cfg.device_whole ? std::max<std::size_t>(job->plan.bytes, 1)
+                                      : halved ? std::max<std::size_t>(1, s.cfg.chunk_bytes / 2) * size_of(bk.type)
+                                               : s.cfg.chunk_bytes;
       for (const auto& c : plan_chunks({job->plan}, chunk_bytes, s.next_sequence)) {
         // CUDA buckets and process sets (their own rings) take the flat algorithms.
         const bool flat = device || spec.process_set != 0;

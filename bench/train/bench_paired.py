@@ -1,7 +1,8 @@
 """chorus.torch against torch DDP (gloo) in the same two processes, alternating block by block.
 
     PYTHONPATH=build/bindings/python /usr/bin/python3 bench/train/bench_paired.py \
-        --chorusrun build/bindings/cli/chorusrun [--models mlp,cnn] [--rounds 10] [--steps 4]
+        --chorusrun build/bindings/cli/chorusrun [--models mlp,cnn] [--rounds 10] [--steps 4] \
+        [--compression fp16]
 
 bench_train.py starts a fresh job per configuration, minutes apart; on this shared host one
 trainer alone on a pinned core drifts between 64 and 120 samples/s from one minute to the next,
@@ -17,7 +18,8 @@ group beside Chorus) holds four copies of the same model and, in every round, tr
 The order of the four turns is shuffled every round (seeded by the round, the same on both
 ranks): a fixed rotation put chorus after plain in three rounds of four. --control trains a
 second DDP copy in chorus' turn, and prints its ratio as ddpcopy/ddp: how far from 1 the
-bench itself is. Ratios are taken within each round (blocks seconds apart) and summarised by
+bench itself is. --compression fp16 (or bf16) pairs chorus.torch's Compression.fp16 (cast on the
+wire by the runtime) with DDP under torch's fp16_compress_hook (bf16_compress_hook). Ratios are taken within each round (blocks seconds apart) and summarised by
 their median:
 
     RESULT train <model> <impl> <N> <samples_per_s>      median over rounds
@@ -57,6 +59,13 @@ def worker(args):
         raise SystemExit("bench_paired runs with exactly two ranks, got %d" % n)
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%s" % os.environ["PAIRED_GLOO_PORT"],
                             rank=rank, world_size=n)
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    compression = {"none": hvd.Compression.none, "fp16": hvd.Compression.fp16,
+                   "bf16": hvd.Compression.bf16}[args.compression]
+    hook = {"none": None, "fp16": default_hooks.fp16_compress_hook,
+            "bf16": getattr(default_hooks, "bf16_compress_hook", None)}[args.compression]
+    if args.compression != "none" and hook is None:
+        raise SystemExit("bench_paired: this torch has no %s_compress_hook for DDP" % args.compression)
     for model_name in args.models.split(","):
         torch.manual_seed(1)
         base = make_model(model_name)
@@ -67,8 +76,11 @@ def worker(args):
             ddp = impl == "ddp" or (impl == "chorus" and args.control)
             if impl == "chorus" and not args.control:
                 opt = hvd.DistributedOptimizer(opt, named_parameters=[(model_name + "." + k, p)
-                                                                      for k, p in m.named_parameters()])
+                                                                      for k, p in m.named_parameters()],
+                                               compression=compression)
             nets[impl] = torch.nn.parallel.DistributedDataParallel(m) if ddp else m
+            if ddp and hook is not None:
+                nets[impl].register_comm_hook(None, hook)
             opts[impl] = opt
         x, y = make_batch(model_name, args.batch)
 
@@ -120,7 +132,7 @@ def worker(args):
     os._exit(0)
 
 
-def report(model_name, rates, bg, batch, steps, control=False):
+def report(model_name, rates, bg, batch, steps, control=False, compression="none"):
     n_of = {"chorus": 2, "ddp": 2, "solo": 2, "plain": 1}
     for impl in IMPLS:
         print("RESULT train %s %s %d %.1f" % (model_name, impl, n_of[impl], statistics.median(rates[impl])))
@@ -135,8 +147,8 @@ def report(model_name, rates, bg, batch, steps, control=False):
     paired("ddpcopy/ddp" if control else "chorus/ddp", "chorus", "ddp", 1)
     for impl in ("chorus", "ddp", "solo"):
         paired("%s_scaling" % ("ddpcopy" if control and impl == "chorus" else impl), impl, "plain", 2)
-    print("  (%s: batch %d per rank, %d timed steps per block, %d rounds; samples/s per round: %s)"
-          % (model_name, batch, steps, len(rates["chorus"]),
+    print("  (%s%s: batch %d per rank, %d timed steps per block, %d rounds; samples/s per round: %s)"
+          % (model_name, "" if compression == "none" else " compression " + compression, batch, steps, len(rates["chorus"]),
              "; ".join("%s %s" % (i, "/".join("%.1f" % v for v in rates[i])) for i in IMPLS)), file=sys.stderr)
 
 
@@ -149,13 +161,16 @@ def main():
     p.add_argument("--warm", type=int, default=1, help="untimed steps at the start of each block")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--timeout", type=int, default=1800)
+    p.add_argument("--compression", default="none", choices=["none", "fp16", "bf16"],
+                   help="chorus: Compression.<c> (on the wire); ddp: torch's <c>_compress_hook")
     p.add_argument("--control", action="store_true", help="a second DDP copy in chorus' turn (the bench's own bias)")
     p.add_argument("--chorusrun", default=os.path.join(HERE, "..", "..", "build", "bindings", "cli", "chorusrun"))
     args = p.parse_args()
     if args.worker:
         return worker(args)
     me = [sys.executable, os.path.abspath(__file__), "--worker", "--models", args.models, "--batch",
-          str(args.batch), "--steps", str(args.steps), "--warm", str(args.warm), "--rounds", str(args.rounds)]
+          str(args.batch), "--steps", str(args.steps), "--warm", str(args.warm), "--rounds", str(args.rounds),
+          "--compression", args.compression]
     if args.control:
         me.append("--control")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CHORUS_METRICS_PORT="0",
@@ -172,7 +187,7 @@ def main():
         by_model[model_name][0][impl] = [float(v) for v in rates.split(",")]
         by_model[model_name][1][impl] = [float(v) for v in bgs.split(",")]
     for model_name, (rates, bg) in by_model.items():
-        report(model_name, rates, bg, args.batch, args.steps, args.control)
+        report(model_name, rates, bg, args.batch, args.steps, args.control, args.compression)
     return 0
 
 

@@ -98,8 +98,9 @@ void communicator::abort(const status& why) {
   });
 }
 
-std::vector<communicator::chunk_plan> communicator::plan_chunks(std::size_t count, dtype t) const {
-  std::size_t per = std::max<std::size_t>(1, opts_.chunk_bytes / size_of(t));
+std::vector<communicator::chunk_plan> communicator::plan_chunks(std::size_t count, dtype t,
+                                                                std::size_t wire_unit) const {
+  std::size_t per = std::max<std::size_t>(1, opts_.chunk_bytes / (wire_unit ? wire_unit : size_of(t)));
   std::vector<chunk_plan> out;
   for (std::size_t off = 0; off < count; off += per) out.push_back({off, std::min(per, count - off)});
   if (out.empty()) out.push_back({0, 0});
@@ -169,11 +170,16 @@ void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduc
   std::vector<chunk_job> jobs;
   const int r = rank(), n = size();
   const std::size_t segment = opts_.segment_bytes;
-  for (auto& c : plan_chunks(count, t)) {
+  // Chunks are cut, and placed on streams, by the bytes they put on the wire: compressed, a
+  // chunk holds chunk_bytes of fp16/bf16 (twice the caller's elements), so the frames and the
+  // per-chunk costs are those of the plain ring, and the stream board (which measures wire
+  // bytes) compares like with like.
+  const std::size_t unit = wire.wire != compression::none ? 2 : size_of(t);
+  for (auto& c : plan_chunks(count, t, unit)) {
     uint64_t seq = next_sequence_++;
     void* chunk = base + c.offset * size_of(t);
     const std::size_t elems = c.count;
-    jobs.push_back({seq, elems * size_of(t), [=](int stream) -> std::unique_ptr<chunk_op> {
+    jobs.push_back({seq, elems * unit, [=](int stream) -> std::unique_ptr<chunk_op> {
                       return make_wire_ring_allreduce(seq, stream, r, n, chunk, elems, t, op, segment, wire);
                     }});
   }

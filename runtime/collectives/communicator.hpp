@@ -138,7 +138,9 @@ class communicator {
     std::size_t offset;  // elements
     std::size_t count;
   };
-  std::vector<chunk_plan> plan_chunks(std::size_t count, dtype t) const;
+  /// Chunks of about chunk_bytes on the wire: `wire_unit` bytes per element there (0: the
+  /// dtype's size; 2 when compressed to fp16/bf16).
+  std::vector<chunk_plan> plan_chunks(std::size_t count, dtype t, std::size_t wire_unit = 0) const;
   /// One chunk of a collective: its op is built when it starts, on the stream it gets.
   struct chunk_job {
     uint64_t sequence;

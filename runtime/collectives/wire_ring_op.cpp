@@ -212,6 +212,10 @@ void wire_ring_op::start(transport& t) {
       const auto& b = blocks_[i];
       if (opts_.prescale != 1.0f) scale_in_place(own(b.offset), b.count, dtype_, opts_.prescale);
       const bool later = reduces && fused_check() && static_cast<int>(i) != first_sent && size_ > 1;
+      if (opts_.check && static_cast<int>(i) == first_sent && neighbour_checks_first()) {
+        read_own(b.count, false);  // the right neighbour checks it as it arrives (step 0)
+        continue;
+      }
       if (opts_.check && !later) read_own(b.count, has_nonfinite(own(b.offset), dtype_, b.count));
     }
   }
@@ -232,13 +236,19 @@ void wire_ring_op::start(transport& t) {
   const auto& b = blocks_[static_cast<std::size_t>(first.send_block)];
   if (!compressed()) {
     send_range(t, 0, base_, b.offset, b.count);
-  } else if (first.reduce) {
-    std::byte* w = send_wire_.data();
-    read_own(b.count, narrow_to_wire(w + b.offset * 2, opts_.wire, own(b.offset), dtype_, b.count, opts_.prescale));
-    send_range(t, 0, w, b.offset, b.count);
   } else {
-    finalise(b.offset, b.count, false);  // allgather: our block is final as it is
-    send_range(t, 0, gather_wire_.data(), b.offset, b.count);
+    // Cast one segment, hand it to the transport, cast the next: the first frame leaves after
+    // one segment's cast, not the whole block's, and the wire works while we cast the rest.
+    std::byte* w = send_wire_.data();
+    for (std::size_t done = 0; done < b.count; done += seg_elems_) {
+      const std::size_t e0 = b.offset + done, m = std::min(seg_elems_, b.count - done);
+      if (first.reduce) {
+        read_own(m, narrow_to_wire(w + e0 * 2, opts_.wire, own(e0), dtype_, m, opts_.prescale));
+        send_frame(t, 0, e0 * unit_, w + e0 * 2, m * unit_);
+      } else {
+        send_frame(t, 0, e0 * unit_, finalise(e0, m, false), m * unit_);  // allgather: our block is final
+      }
+    }
   }
   send_flags(t);
 }
@@ -283,9 +293,19 @@ status wire_ring_op::delivered(transport& t, int peer, const wire::frame_header&
   const uint32_t next = h.step + 1;
   if (!compressed()) {
     std::byte* mine = own(e0);
-    if (steps_[h.step].reduce && opts_.check && fused_check()) read_own(n, add_checked(mine, data, dtype_, n));
-    else if (steps_[h.step].reduce) reduce_into(mine, data, n, dtype_, op_);
-    else if (data != mine) std::memcpy(mine, data, h.length);
+    if (h.step == 0 && neighbour_checks_first()) {
+      // Step 0 brings the left neighbour's own input, unscaled: its bit is ours to set, from the
+      // same pass that adds it.
+      const uint32_t bad = add_checked_both(mine, data, dtype_, n);
+      if (bad & 2u) flags_[static_cast<std::size_t>(left_) / 64] |= uint64_t{1} << (left_ % 64);
+      read_own(n, (bad & 1u) != 0);
+    } else if (steps_[h.step].reduce && opts_.check && fused_check()) {
+      read_own(n, add_checked(mine, data, dtype_, n));
+    } else if (steps_[h.step].reduce) {
+      reduce_into(mine, data, n, dtype_, op_);
+    } else if (data != mine) {
+      std::memcpy(mine, data, h.length);
+    }
     if (steps_[h.step].reduce) send_flags(t);
     if (!last) send_frame(t, next, h.offset, mine, h.length);
     return {};

@@ -4,8 +4,9 @@
 // itself, or scratch for f64); the owner of a block divides (average), casts the final value
 // once, and the allgather phase forwards those wire bytes unchanged, so every rank widens the
 // same bits into its buffer. Checked: each rank notes whether its own input held NaN/Inf while
-// reading it anyway, and after that a bitmap of such ranks travels the ring (size-1 small
-// frames, ORed on the way), so every rank ends with the same bitmap.
+// reading it anyway (plain sums: the block it sends first is checked by the neighbour that
+// receives it), and after that a bitmap of such ranks travels the ring (size-1 small frames,
+// ORed on the way), so every rank ends with the same bitmap.
 #pragma once
 
 #include <cstdint>
@@ -87,6 +88,13 @@ class wire_ring_op final : public chunk_op {
   /// Plain f32/f64 sum or average: the check rides in the reduction of received blocks.
   bool fused_check() const {
     return (dtype_ == dtype::f32 || dtype_ == dtype::f64) && (op_ == reduce_op::sum || op_ == reduce_op::average);
+  }
+  /// Plain checked sum/average without prescale: the block a rank sends first is checked by its
+  /// right neighbour as it arrives there (step 0 carries it unchanged), in the pass that adds it
+  /// (add_checked_both), instead of a scan of the whole block before the first frame leaves.
+  bool neighbour_checks_first() const {
+    return !compressed() && opts_.check && fused_check() && opts_.prescale == 1.0f && size_ > 1 && !steps_.empty() &&
+           steps_.front().reduce;
   }
   std::size_t elem_of_offset(uint64_t wire_offset) const { return wire_offset / unit_; }
   status check(int peer, const wire::frame_header& h) const;

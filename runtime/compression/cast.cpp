@@ -180,18 +180,20 @@ bool nonfinite_loop(const byte* data, std::size_t n) {
   return bad != 0;
 }
 
+// Bit 0: a dst[i] was NaN/Inf before the add; bit 1: a src[i] was.
 template <class T>
-bool add_checked_loop(byte* dst, const byte* src, std::size_t n) {
-  uint32_t bad = 0;
+uint32_t add_checked_loop(byte* dst, const byte* src, std::size_t n) {
+  uint32_t bad = 0, bad_src = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const T d = load<T>(dst + i * sizeof(T));
+    const T d = load<T>(dst + i * sizeof(T)), s = load<T>(src + i * sizeof(T));
     bad |= nonfinite_bit(d);
-    store<T>(dst + i * sizeof(T), d + load<T>(src + i * sizeof(T)));
+    bad_src |= nonfinite_bit(s);
+    store<T>(dst + i * sizeof(T), d + s);
   }
-  return bad != 0;
+  return (bad != 0 ? 1u : 0u) | (bad_src != 0 ? 2u : 0u);
 }
 
-bool add_checked_any(void* dst, const void* src, dtype t, std::size_t n) {
+uint32_t add_checked_any(void* dst, const void* src, dtype t, std::size_t n) {
   auto* d = static_cast<byte*>(dst);
   const auto* s = static_cast<const byte*>(src);
   return t == dtype::f32 ? add_checked_loop<float>(d, s, n) : add_checked_loop<double>(d, s, n);
@@ -251,7 +253,7 @@ bool nonfinite_any(const void* data, dtype t, std::size_t n) {
 }
 
 bool nonfinite_portable(const void* d, dtype t, std::size_t n) { return nonfinite_any(d, t, n); }
-bool add_checked_portable(void* d, const void* s, dtype t, std::size_t n) { return add_checked_any(d, s, t, n); }
+uint32_t add_checked_portable(void* d, const void* s, dtype t, std::size_t n) { return add_checked_any(d, s, t, n); }
 
 const cast_detail::kernels portable_kernels{"portable",
                                             narrow_flavor<portable_flavor>,
@@ -280,7 +282,8 @@ const cast_detail::kernels portable_kernels{"portable",
   [[gnu::target(TARGET), gnu::flatten]] bool NAME##_nonfinite(const void* d, dtype t, std::size_t n) {            \
     return nonfinite_any(d, t, n);                                                                                \
   }                                                                                                               \
-  [[gnu::target(TARGET), gnu::flatten]] bool NAME##_add_checked(void* d, const void* s, dtype t, std::size_t n) { \
+  [[gnu::target(TARGET), gnu::flatten]] uint32_t NAME##_add_checked(void* d, const void* s, dtype t,             \
+                                                                   std::size_t n) {                               \
     return add_checked_any(d, s, t, n);                                                                           \
   }
 
@@ -379,11 +382,13 @@ bool accumulate_wire(float* acc, const void* own, dtype src, float scale, const 
   return n > 0 && selected().accumulate(acc, own, src, scale, recv, c, n);
 }
 
-bool add_checked(void* dst, const void* src, dtype t, std::size_t n) {
+bool add_checked(void* dst, const void* src, dtype t, std::size_t n) { return (add_checked_both(dst, src, t, n) & 1u) != 0; }
+
+uint32_t add_checked_both(void* dst, const void* src, dtype t, std::size_t n) {
   check_float("add_checked", t);
   check_pointer("add_checked", "output", dst, n);
   check_pointer("add_checked", "input", src, n);
-  return n > 0 && selected().add_checked(dst, src, t, n);
+  return n > 0 ? selected().add_checked(dst, src, t, n) : 0u;
 }
 
 bool has_nonfinite(const void* data, dtype t, std::size_t n) {

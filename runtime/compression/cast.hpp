@@ -44,6 +44,9 @@ bool accumulate_wire(float* acc, const void* own, dtype src, float scale, const 
 /// whether any dst[i] was NaN or +-Inf before: the plain ring's NaN/Inf check, fused into the
 /// reduction it does anyway.
 bool add_checked(void* dst, const void* src, dtype t, std::size_t n);
+/// add_checked, also checking the source: bit 0 set when a dst[i] was NaN/+-Inf before, bit 1
+/// when a src[i] was (the plain ring's step 0, whose source is the left neighbour's own input).
+uint32_t add_checked_both(void* dst, const void* src, dtype t, std::size_t n);
 
 /// Whether data holds a NaN or +-Inf (f16, bf16, f32, f64; integer types: false).
 bool has_nonfinite(const void* data, dtype t, std::size_t n);
@@ -60,7 +63,7 @@ struct kernels {
   bool (*accumulate)(float* acc, const void* own, dtype src, float scale, const void* recv, compression c,
                      std::size_t n);
   bool (*nonfinite)(const void* data, dtype t, std::size_t n);
-  bool (*add_checked)(void* dst, const void* src, dtype t, std::size_t n);
+  uint32_t (*add_checked)(void* dst, const void* src, dtype t, std::size_t n);  ///< as add_checked_both
 };
 /// The flavours this CPU can run, portable first; `count` receives their number.
 const kernels* available(std::size_t& count);

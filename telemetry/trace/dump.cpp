@@ -112,6 +112,10 @@ std::string to_json(const trace_file& f, const trace_record& r) {
       o += ",\"stream\":" + std::to_string(r.peer) + ",\"sequence\":" + std::to_string(r.sequence) +
            ",\"bytes\":" + std::to_string(r.bytes) + "," + status_json(r.result) + ",\"started_us\":" + us(r.started_ns);
       break;
+    case record_kind::compressed:
+      o += ",\"stream\":" + std::to_string(r.peer) + ",\"raw_bytes\":" + std::to_string(r.bytes) +
+           ",\"wire_bytes\":" + std::to_string(r.count);
+      break;
     case record_kind::steal:
       o += ",\"thief\":" + std::to_string(r.peer) + ",\"victim\":" + std::to_string(r.victim) +
            ",\"sequence\":" + std::to_string(r.sequence);

@@ -24,6 +24,7 @@ std::string_view name_of(record_kind k) {
     case record_kind::limit: return "limit";
     case record_kind::end: return "end";
     case record_kind::autotune: return "autotune";
+    case record_kind::compressed: return "compressed";
   }
   return "unknown";
 }

@@ -59,6 +59,8 @@ enum class record_kind : uint8_t {
   end = 18,             ///< varint records written: the recorder closed the file cleanly
   autotune = 19,        ///< varint cycle | varint window | f64 score | u8 flags (1 sample, 2 switched) |
                         ///< varint sample index | f64 sample score | tunables (as above) | varint digest
+  compressed = 20,      ///< svarint stream | varint raw_bytes | varint wire_bytes: a compressed chunk
+                        ///< ended (raw: the caller's bytes; wire: fp16/bf16 bytes, what the ring moved)
 };
 
 /// "enqueue", "ready", ...; "unknown" for a value outside the enum.

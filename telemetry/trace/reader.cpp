@@ -227,6 +227,9 @@ class block_parser {
         ok = small_int(r, x.peer, "stream") && r.varint(x.sequence, "sequence") && r.varint(x.bytes, "bytes") &&
              result_of(r, x.result) && r.svarint(x.started_ns, "started");
         break;
+      case record_kind::compressed:
+        ok = small_int(r, x.peer, "stream") && r.varint(x.bytes, "raw bytes") && r.varint(x.count, "wire bytes");
+        break;
       case record_kind::steal:
         ok = small_int(r, x.peer, "thief") && small_int(r, x.victim, "victim") && r.varint(x.sequence, "sequence");
         break;

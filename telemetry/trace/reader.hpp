@@ -42,11 +42,12 @@ struct trace_record {
   uint64_t handle = 0;             ///< enqueue, callback, ready
   uint64_t cycle = 0;              ///< ready, cycle, agreed, bucket
   uint64_t sequence = 0;           ///< chunk_start, chunk_end, steal; bucket: first sequence
-  uint64_t bytes = 0;              ///< chunks, bucket
+  uint64_t bytes = 0;              ///< chunks, bucket; compressed: the caller's bytes
   uint64_t bucket = 0;
-  uint64_t count = 0;              ///< bucket: chunks; cycle: messages sent; lost; limit; end
+  uint64_t count = 0;              ///< bucket: chunks; cycle: messages sent; lost; limit; end;
+                                   ///< compressed: wire bytes
   uint64_t count2 = 0;             ///< cycle: messages received
-  int peer = -1;                   ///< gossip_sent: to; chunks: stream; steal: thief
+  int peer = -1;                   ///< gossip_sent: to; chunks, compressed: stream; steal: thief
   int victim = -1;                 ///< steal
   int64_t started_ns = 0;          ///< callback: enqueued; chunk_end, cycle: started
   tensor_spec spec;                ///< enqueue, callback, ready

@@ -343,6 +343,14 @@ void recorder::on_nonfinite(std::span<const std::string> tensors, std::span<cons
   on_error("nonfinite", status{errc::invalid_argument, text}, at);
 }
 
+void recorder::on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) {
+  emit(record_kind::compressed, at, [&](byte_writer& w, thread_buffer&) {
+    w.svarint(stream);
+    w.varint(raw_bytes);
+    w.varint(wire_bytes);
+  });
+}
+
 void recorder::on_tunables(const tunables& t, time_point at) {
   emit(record_kind::tunables, at, [&](byte_writer& w, thread_buffer&) {
     w.varint(t.fusion_threshold);

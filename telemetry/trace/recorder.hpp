@@ -84,6 +84,8 @@ class recorder final : public observer {
   /// so every trace tool shows it without a new record kind.
   void on_nonfinite(std::span<const std::string> tensors, std::span<const int> ranks, std::string_view mode,
                     time_point at) override;
+  /// A `compressed` record beside the chunk's chunk_end: the caller's bytes and the wire bytes.
+  void on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) override;
   void on_tunables(const tunables& t, time_point at) override;
   void on_autotune(const autotune_event& e, time_point at) override;
 

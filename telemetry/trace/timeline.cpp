@@ -218,6 +218,12 @@ void write_rank(writer& w, const trace_file& f, const timeline_options& options)
                "\"sequence\":" + std::to_string(r.sequence) + ",\"bytes\":" + std::to_string(r.bytes) +
                    ",\"ok\":" + (r.result.ok() ? "true" : "false"));
         break;
+      case record_kind::compressed:
+        if (streams.insert(r.peer).second)
+          w.meta(pid, tid_stream0 + r.peer, "thread_name", "stream " + std::to_string(r.peer));
+        w.instant(f, tid_stream0 + r.peer, "compressed", "chunk", r.t_ns,
+                  "\"raw_bytes\":" + std::to_string(r.bytes) + ",\"wire_bytes\":" + std::to_string(r.count));
+        break;
       case record_kind::steal:
         if (streams.insert(r.peer).second)
           w.meta(pid, tid_stream0 + r.peer, "thread_name", "stream " + std::to_string(r.peer));

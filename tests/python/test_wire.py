@@ -76,3 +76,33 @@ def test_bad_nan_check_is_refused():
     model = tiny_model()
     with pytest.raises(ValueError, match="nan_check"):
         hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), nan_check="warn")
+
+
+def test_optimizer_groups_compress_in_the_runtime_and_skip_together(monkeypatch):
+    # CHORUS_BUCKET_BYTES=16: every group has a member of 16 bytes or more, so each stays a
+    # grouped operation (not a flat bucket); a cast in Python would call compress().
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", "16")
+
+    def no_python_cast(*args):
+        raise AssertionError("Compression.fp16 cast in Python for a group")
+
+    monkeypatch.setattr(hvd.Compression.fp16, "compress", staticmethod(no_python_cast))
+    model = tiny_model()
+    params = list(model.parameters())
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters(), compression=hvd.Compression.fp16,
+                                   groups=[params[:2], params[2:]], nan_check="skip")
+    loss_of(model, hvd.rank() == 0).backward()
+    before = [p.detach().clone() for p in params]
+    opt.step()
+    assert opt.skipped_steps == 1, "a NaN in a group skips the step"
+    assert all(torch.equal(b, p.detach()) for b, p in zip(before, params)), "a rank stepped"
+    opt.zero_grad()
+    loss_of(model, False).backward()
+    opt.synchronize()
+    for p in params:
+        assert torch.equal(p.grad.to(torch.float16).float(), p.grad), "gradients are fp16 values (runtime cast)"
+        assert same_on_every_rank(p.grad)
+    with opt.skip_synchronize():
+        opt.step()
+    assert opt.skipped_steps == 1

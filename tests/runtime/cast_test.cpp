@@ -184,7 +184,7 @@ TEST_P(CastTest, NonFiniteInputsAreFlaggedWherever_TheyAre) {
   }
 }
 
-TEST(CastAddChecked, SumsLikeThePlainKernelAndFlagsTheDestinationOnly) {
+TEST(CastAddChecked, SumsLikeThePlainKernelAndFlagsDestinationAndSourceApart) {
   std::mt19937_64 rng(seed() + 3);
   std::uniform_real_distribution<double> u(-1e3, 1e3);
   for (const auto& k : flavours()) {
@@ -201,11 +201,16 @@ TEST(CastAddChecked, SumsLikeThePlainKernelAndFlagsTheDestinationOnly) {
       for (std::size_t i = 0; i < n; ++i) want[i] = d[i] + s[i];
       s[n / 2] = std::numeric_limits<float>::quiet_NaN();  // the source's NaN is not ours
       want[n / 2] = d[n / 2] + s[n / 2];
-      EXPECT_FALSE(k.add_checked(d.data(), s.data(), dtype::f32, n)) << k.name;
+      EXPECT_EQ(k.add_checked(d.data(), s.data(), dtype::f32, n), 2u) << k.name << ": source only";
       for (std::size_t i = 0; i < n; ++i)
         ASSERT_EQ(std::bit_cast<uint32_t>(d[i]), std::bit_cast<uint32_t>(want[i])) << k.name << " i=" << i;
       d64[n - 1] = -std::numeric_limits<double>::infinity();
-      EXPECT_TRUE(k.add_checked(d64.data(), s64.data(), dtype::f64, n)) << k.name;
+      EXPECT_EQ(k.add_checked(d64.data(), s64.data(), dtype::f64, n), 1u) << k.name << ": destination only";
+      d64[0] = std::numeric_limits<double>::quiet_NaN();
+      s64[0] = std::numeric_limits<double>::infinity();
+      EXPECT_EQ(k.add_checked(d64.data(), s64.data(), dtype::f64, n), 3u) << k.name << ": both";
+      for (std::size_t i = 0; i < n; ++i) d[i] = s[i] = 1.0f;
+      EXPECT_EQ(k.add_checked(d.data(), s.data(), dtype::f32, n), 0u) << k.name << ": neither";
     }
   }
 }

@@ -114,7 +114,8 @@ void exact_allreduce(uint64_t seed, int index, dtype t, std::size_t n, compressi
   const std::string name = "wire.exact." + std::to_string(index);
   auto h = allreduce_async(name, b.view(), op, op_options{c, nan_check::off, scale});
   if (auto st = wait(h); !st.ok()) return fail_check(name + ": " + st.to_string());
-  const std::size_t per_chunk = chunk_bytes / size_of(t);
+  // Compressed buckets are cut by wire bytes: CHORUS_CHUNK_BYTES of fp16/bf16 per chunk.
+  const std::size_t per_chunk = chunk_bytes / 2;
   for (std::size_t c0 = 0; c0 < n; c0 += per_chunk) {
     const std::size_t cn = std::min(per_chunk, n - c0);
     for (int blk = 0; blk < size; ++blk)
@@ -274,11 +275,12 @@ int run_pipeline_wire(int argc, char** argv) {
   }
   const int rank = chorus::rank(), size = chorus::size();
   std::printf("pipeline-wire rank=%d size=%d seed=%llu\n", rank, size, static_cast<unsigned long long>(seed));
-  // Large enough for several chunks of 1 MiB, and in place (>= CHORUS_IN_PLACE_BYTES).
+  // Large enough for several chunks of 1 MiB on the wire (524288 elements each), and in place
+  // (>= CHORUS_IN_PLACE_BYTES).
   exact_allreduce(seed, 1, dtype::f32, 3 * 262144 + 5, compression::fp16, reduce_op::sum, 1.0f, rank, size);
   exact_allreduce(seed, 2, dtype::f32, 2 * 262144 + 77, compression::bf16, reduce_op::average, 1.0f, rank, size);
-  exact_allreduce(seed, 3, dtype::f64, 2 * 131072 + 3, compression::fp16, reduce_op::sum, 0.25f, rank, size);
-  exact_allreduce(seed, 4, dtype::f64, 131072 + 1, compression::bf16, reduce_op::average, 1.0f, rank, size);
+  exact_allreduce(seed, 3, dtype::f64, 524288 + 3, compression::fp16, reduce_op::sum, 0.25f, rank, size);
+  exact_allreduce(seed, 4, dtype::f64, 524288 + 131072 + 1, compression::bf16, reduce_op::average, 1.0f, rank, size);
   fused_allreduces(seed, 10, compression::fp16, rank, size);
   fused_allreduces(seed, 20, compression::bf16, rank, size);
   allgather_check(seed, 30, compression::fp16, rank, size);

@@ -239,7 +239,10 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, po
 
 # -------------------------------------------------------------------------- grouped allreduce
 
-def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor, process_set):
+def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor, process_set,
+                             wire=-1, nan_check=-1, sink=None):
+    """`wire` / `nan_check`: runtime codes (-1: the job's default), for DistributedOptimizer's
+    groups; `sink(name, ranks)` hears of members whose input held NaN/Inf on some rank."""
     ps = _check_process_set(process_set)
     code = _chorus_op(op)
     tensors, outputs = list(tensors), list(outputs)
@@ -251,9 +254,15 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
             _scale_(out, prescale_factor)
             member = "%s.%d" % (name, i) if name else "grouped.noname.%d.%d" % (handle, i)
             yield _lib.allreduce_async(out.detach(), _op_name("allreduce", member, handle), code,
-                                       transient=_unnamed(name), stream=_stream_of(out), process_set=ps)
+                                       transient=_unnamed(name), stream=_stream_of(out), process_set=ps,
+                                       compression=wire, nan_check=nan_check)
 
     def finish(results, ops):
+        if sink is not None:
+            for sub in ops:
+                ranks = sub.nonfinite_ranks()
+                if ranks:
+                    sink(sub.name, ranks)
         for out in outputs:
             _scale_(out, postscale_factor)
         return outputs

@@ -17,7 +17,7 @@ from chorus.torch.buckets import Bucket, _nbytes, bucket_bytes_from_env, make_bu
 from chorus.torch.compression import Compression, runtime_code
 from chorus.torch.mpi_ops import Adasum, Average
 from chorus.torch.mpi_ops import _chorus_op, _lib, _op_name, _scale_, _stream_of
-from chorus.torch.mpi_ops import broadcast_, grouped_allreduce_async_, sparse_allreduce_async
+from chorus.torch.mpi_ops import _grouped_allreduce_async, broadcast_, sparse_allreduce_async
 from chorus.torch.mpi_ops import rank, size, synchronize
 
 
@@ -401,11 +401,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in group:
             if p.grad.is_sparse:
                 p.grad = p.grad.to_dense()
-        compressed, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
+        # Compression.fp16/bf16 on the wire, as for single gradients and buckets, when the
+        # runtime can do it for every member (float32/float64 CPU); else cast here as Horovod does.
+        codes = {runtime_code(self._compression, p.grad) for p in group}
+        wire = codes.pop() if len(codes) == 1 and None not in codes else None
+        if wire is not None:
+            compressed, ctxs = [p.grad for p in group], [None] * len(group)
+        else:
+            compressed, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
         pre, post = self._scale_factors()
-        handle = grouped_allreduce_async_(list(compressed), name=self._parameter_names.get(group[0]),
-                                          op=self.op, prescale_factor=pre, postscale_factor=post,
-                                          process_set=self._process_set)
+        handle = _grouped_allreduce_async(list(compressed), list(compressed), self._parameter_names.get(group[0]),
+                                          self.op, pre, post, self._process_set,
+                                          wire=-1 if wire is None else wire, nan_check=self._nan_check,
+                                          sink=self._note_nonfinite)
         return handle, ctxs
 
     # -- synchronize and step -----------------------------------------------------------------
