@@ -145,6 +145,8 @@ int rank() { return session::instance().rank(); }
 int size() { return session::instance().size(); }
 int local_rank() { return session::instance().local_rank(); }
 int local_size() { return session::instance().local_size(); }
+int64_t elastic_round() { return session::instance().elastic_round(); }
+result<int64_t> elastic_latest_round() { return session::instance().elastic_latest_round(); }
 result<settings_in_force> settings() { return session::instance().settings(); }
 
 status start_timeline(const std::string& path, bool mark_cycles) {

@@ -122,6 +122,15 @@ int local_rank();
 /// Number of ranks of this job on this host; -1 when not initialized.
 int local_size();
 
+/// Elastic jobs (chorusrun --min-np/--max-np): the round of the job this process is in; -1 when
+/// not initialized or not elastic. After a failure, shutdown() and init() join the launcher's
+/// next round (new rank and size).
+int64_t elastic_round();
+/// The newest round the launcher formed: greater than elastic_round() when workers were added or
+/// lost since this round began. -1 outside an elastic job; errc::rendezvous when the launcher's
+/// store cannot be reached.
+result<int64_t> elastic_latest_round();
+
 /// Horovod's timeline: starts recording this rank's operations (each tensor's negotiation,
 /// queue and collective phases, negotiation cycles, fusion buckets, chunks per stream) for a
 /// Chrome-trace JSON file at `path` (chrome://tracing, ui.perfetto.dev), written by

@@ -14,6 +14,7 @@
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/env/process_env.hpp"
+#include "runtime/rendezvous/elastic_round.hpp"
 #include "telemetry/observer_slot.hpp"
 #include "telemetry/setup.hpp"
 #include "telemetry/trace/live_timeline.hpp"
@@ -71,6 +72,13 @@ status session::init(const std::vector<std::vector<int>>& process_sets) {
   }
   auto env = read_process_env();
   if (!env) return breadcrumb("chorus::init: ", env.error());
+  if (env->elastic_worker >= 0) {
+    // An elastic job: the launcher says which round to join and this worker's rank in it.
+    auto joined = elastic::join_round(*env, elastic_attempted_);
+    if (!joined) return breadcrumb("chorus::init: ", joined.error());
+    *env = std::move(*joined);
+    elastic_attempted_ = env->elastic_round;
+  }
   auto cfg = read_config();
   if (!cfg) return breadcrumb("chorus::init: ", cfg.error());
   log::set_level(cfg->log_level);
@@ -122,6 +130,7 @@ status session::init(const std::vector<std::vector<int>>& process_sets) {
     default_wire_ = static_cast<uint8_t>(cfg->collectives.wire);
     default_check_ = static_cast<uint8_t>(cfg->collectives.check);
     dynamic_sets_ = cfg->pipeline.dynamic_process_sets;
+    elastic_round_ = job_->env.elastic_round;
     size_ = job_->env.size;  // last: initialized() reads it
   }
   static std::once_flag at_exit;
@@ -144,6 +153,7 @@ void session::shutdown() {
     was_shut_down_ = true;
     size_ = -1;
     rank_ = local_rank_ = local_size_ = -1;
+    elastic_round_ = -1;
   }
   {
     std::lock_guard lk(pending_mu_);
@@ -333,6 +343,16 @@ status session::start_timeline(const std::string& path, bool mark_cycles) {
   job_->timeline = std::move(*t);
   CHORUS_LOG(info, "api", "timeline started path=" << path << " mark_cycles=" << mark_cycles);
   return {};
+}
+
+result<int64_t> session::elastic_latest_round() {
+  process_env env;
+  {
+    std::shared_lock lk(job_mu_);
+    if (!job_ || job_->env.elastic_worker < 0) return int64_t{-1};
+    env = job_->env;
+  }
+  return elastic::latest_round(env);
 }
 
 result<settings_in_force> session::settings() {

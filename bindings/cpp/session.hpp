@@ -44,6 +44,10 @@ class session {
   int size() const { return size_.load(); }
   int local_rank() const { return local_rank_.load(); }
   int local_size() const { return local_size_.load(); }
+  /// The elastic round this job is (chorus.hpp: elastic_round); -1 outside an elastic job.
+  int64_t elastic_round() const { return elastic_round_.load(); }
+  /// The launcher's newest round (chorus.hpp: elastic_latest_round).
+  result<int64_t> elastic_latest_round();
   /// The job's CHORUS_COMPRESSION and CHORUS_NAN_CHECK (none/off before init).
   compression default_wire() const { return static_cast<compression>(default_wire_.load()); }
   nan_check default_check() const { return static_cast<nan_check>(default_check_.load()); }
@@ -102,6 +106,8 @@ class session {
   std::atomic<int> rank_{-1}, size_{-1}, local_rank_{-1}, local_size_{-1};
   std::atomic<uint8_t> default_wire_{0}, default_check_{0};
   std::atomic<bool> dynamic_sets_{false};
+  std::atomic<int64_t> elastic_round_{-1};
+  int64_t elastic_attempted_ = -1;  // under lifecycle_mu_: the last round init() tried to join
 };
 
 }  // namespace chorus::detail

@@ -154,6 +154,9 @@ constexpr std::array table{
            "job identity in every handshake; unset: a hash of the rendezvous address", owner::launcher, ""},
   variable{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "", kind::decimal, "60", 0.001, 1e9, "",
            "waiting for every rank at the rendezvous", owner::launcher, "seconds"},
+  variable{"CHORUS_ELASTIC_WORKER", "", kind::whole, "", 0, 2147483647, "",
+           "elastic jobs: this process' worker id; its rank comes from the launcher's store each round "
+           "(chorusrun --min-np sets it)", owner::launcher, ""},
   // ---- Python ----
   variable{"CHORUS_BUCKET_BYTES", "", kind::whole, "1048576", 0, two_pow_34, "",
            "chorus.torch's DistributedOptimizer: size of its gradient buckets; 0 = one operation per gradient",

@@ -373,6 +373,13 @@ result<process_env> read_process_env(const env_lookup& get) {
   auto timeout = read_timeout(get);
   if (!timeout) return timeout.error();
   env.rendezvous_timeout = *timeout;
+
+  // 5. Elastic mode: the worker id chorusrun started this process with.
+  if (cfg::reader(get).is_set("CHORUS_ELASTIC_WORKER")) {
+    auto worker = cfg::reader(get).whole("CHORUS_ELASTIC_WORKER");
+    if (!worker) return worker.error();
+    env.elastic_worker = static_cast<int>(*worker);
+  }
   return env;
 }
 

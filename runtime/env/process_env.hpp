@@ -32,6 +32,12 @@ struct process_env {
   /// chorusrun's cleanup keep job_id.
   uint64_t session_id = 0;
   std::chrono::milliseconds rendezvous_timeout{60000};  ///< CHORUS_RENDEZVOUS_TIMEOUT_SECONDS
+  /// Elastic jobs (chorusrun --min-np/--max-np): the launcher serves the store and forms the job
+  /// in numbered rounds (runtime/rendezvous/elastic_round.hpp). CHORUS_ELASTIC_WORKER: this
+  /// process' worker id for life (-1: not elastic). elastic_round: the round init() joined, which
+  /// also gave rank, size and local rank and size (-1 before joining, and when not elastic).
+  int elastic_worker = -1;
+  int64_t elastic_round = -1;
   /// Which family of variables gave the rank: "chorus", "torchrun", "openmpi", "pmi", "slurm",
   /// or "default" (no variables: a single-rank job).
   std::string source = "default";
@@ -63,7 +69,8 @@ result<process_env> read_process_env();
 /// rank 0's host); a job of more than one rank must have one. No variables at all: rank 0 of 1
 /// on 127.0.0.1, port 0.
 /// Also CHORUS_RENDEZVOUS_FD (a descriptor number), CHORUS_JOB_SECRET (hex), CHORUS_JOB_ID (hex, up to 16 digits) and
-/// CHORUS_RENDEZVOUS_TIMEOUT_SECONDS (runtime/config/variables.hpp: a number in [0.001, 1e9]).
+/// CHORUS_RENDEZVOUS_TIMEOUT_SECONDS (runtime/config/variables.hpp: a number in [0.001, 1e9]),
+/// CHORUS_ELASTIC_WORKER (a whole number).
 /// Numbers are parsed by runtime/config/reader.hpp, with its error text.
 ///
 /// Every failure is errc::config with a message naming the variable and the value seen

@@ -106,7 +106,10 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
   std::unique_ptr<kv_server> server;
   std::string connect_host = env.rendezvous_host;
   uint16_t port = env.rendezvous_port;
-  if (env.rank == 0) {
+  // In an elastic job the launcher serves the store for every round; round k's keys live
+  // under "round/<k>/" (elastic_round.hpp) and nobody but the launcher serves.
+  const bool elastic = env.elastic_round >= 0;
+  if (env.rank == 0 && !elastic) {
     server = std::make_unique<kv_server>(creds);
     // The launcher may hand over the port already bound (CHORUS_RENDEZVOUS_FD): then nobody
     // could take it since the launcher chose it. A descriptor that is not that socket (a
@@ -151,7 +154,12 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
   const std::string epoch = std::to_string(round);
   std::unique_ptr<kv_client> client;
   std::string seen;
-  for (;;) {
+  const std::string prefix = elastic ? "round/" + std::to_string(env.elastic_round) + "/" : "";
+  if (elastic) {
+    client = std::make_unique<kv_client>(connect_host, port, creds, static_cast<uint32_t>(env.rank));
+    if (auto st = client->connect(deadline); !st) return st;
+  }
+  for (; !elastic;) {
     client = std::make_unique<kv_client>(connect_host, port, creds, static_cast<uint32_t>(env.rank));
     if (auto st = client->connect(deadline); !st) return st;
     if (env.rank == 0) {
@@ -182,10 +190,10 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
       hex.push_back("0123456789abcdef"[b >> 4]);
       hex.push_back("0123456789abcdef"[b & 15]);
     }
-    auto set = client->call(kv::request{kv::op::set, "session-nonce", hex, 0, 0}, deadline);
+    auto set = client->call(kv::request{kv::op::set, prefix + "session-nonce", hex, 0, 0}, deadline);
     if (!set) return set.error();
   }
-  auto nonce_reply = client->call(kv::request{kv::op::get, "session-nonce", {}, 0, 0}, deadline);
+  auto nonce_reply = client->call(kv::request{kv::op::get, prefix + "session-nonce", {}, 0, 0}, deadline);
   if (!nonce_reply) return nonce_reply.error();
   wire::nonce fresh{};
   if (nonce_reply->code != kv::reply_code::ok || nonce_reply->values.size() != 1 ||
@@ -206,6 +214,7 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
              "connected rank=" << env.rank << " size=" << env.size << " store=" << address
                                << (server ? " serving=yes" : ""));
   std::unique_ptr<rendezvous> out(new rendezvous(env, address, std::move(server), std::move(client)));
+  out->prefix_ = prefix;
   out->session_id_ = wire::session_id(creds.secret, env.job_id, fresh);
   return out;
 }
@@ -218,7 +227,7 @@ status rendezvous::publish(const std::string& key, const std::string& value) {
                                         std::to_string(kv::max_value_bytes)};
   }
   std::lock_guard<std::mutex> lock(mu_);
-  kv::request r{kv::op::set, key, value, 0, 0};
+  kv::request r{kv::op::set, prefix_ + key, value, 0, 0};
   auto reply = client_->call(std::move(r), clock::now() + env_.rendezvous_timeout);
   if (!reply) return reply.error();
   if (reply->code != kv::reply_code::ok)
@@ -229,7 +238,7 @@ status rendezvous::publish(const std::string& key, const std::string& value) {
 result<std::string> rendezvous::get(const std::string& key, std::chrono::milliseconds timeout) {
   if (auto st = check_key("key", key); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
-  kv::request r{kv::op::get, key, {}, 0, 0};
+  kv::request r{kv::op::get, prefix_ + key, {}, 0, 0};
   auto reply = client_->call(std::move(r), clock::now() + timeout);
   if (!reply) return reply.error();
   if (reply->code == kv::reply_code::timeout) {
@@ -246,7 +255,7 @@ result<std::vector<std::string>> rendezvous::gather(const std::string& prefix,
                                                     std::chrono::milliseconds timeout) {
   if (auto st = check_key("prefix", prefix); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
-  kv::request r{kv::op::gather, prefix, {}, static_cast<uint32_t>(env_.size), 0};
+  kv::request r{kv::op::gather, prefix_ + prefix, {}, static_cast<uint32_t>(env_.size), 0};
   auto reply = client_->call(std::move(r), clock::now() + timeout);
   if (!reply) return reply.error();
   if (reply->code == kv::reply_code::timeout && !reply->missing.empty()) {

@@ -1,6 +1,7 @@
 // How ranks find each other: rank 0 serves a key-value store (kv_server) on the rendezvous
 // address from process_env, every rank (rank 0 included) connects to it (kv_client), publishes
-// its endpoints under "<prefix><rank>" and gathers everyone else's.
+// its endpoints under "<prefix><rank>" and gathers everyone else's. In an elastic job chorusrun
+// serves the store instead, and round k's keys live under "round/<k>/" (elastic_round.hpp).
 #pragma once
 
 #include <chrono>
@@ -69,6 +70,7 @@ class rendezvous {
   std::unique_ptr<kv_server> server_;  // rank 0 only
   std::unique_ptr<kv_client> client_;
   std::mutex mu_;  // serialises calls on client_
+  std::string prefix_;  // "round/<k>/" in an elastic job (the launcher's store holds every round)
   uint64_t session_id_ = 0;
 };
 

@@ -69,6 +69,9 @@ std::vector<std::pair<std::string, std::string>> job_variables(const launch_opti
   v.emplace_back("HOROVOD_CROSS_RANK", std::to_string(p.cross_rank));
   v.emplace_back("HOROVOD_CROSS_SIZE", std::to_string(p.cross_size));
   v.emplace_back("HOROVOD_HOSTNAME", p.host);
+  if (opts.elastic()) {  // the worker id is its first rank; rounds renumber ranks, not workers
+    v.emplace_back("CHORUS_ELASTIC_WORKER", std::to_string(p.rank));
+  }
   return v;
 }
 
@@ -100,7 +103,7 @@ result<std::vector<rank_launch>> plan_launch(const launch_options& opts, const j
     env.erase("CHORUS_RENDEZVOUS_FD");
     if (starts_directly(opts, p.host)) {
       for (const auto& [k, v] : vars) env[k] = v;
-      if (p.rank == 0 && job.store_listener >= 0) {
+      if (p.rank == 0 && job.store_listener >= 0 && !opts.elastic()) {  // elastic: chorusrun serves
         l.inherit_fd = job.store_listener;
         env["CHORUS_RENDEZVOUS_FD"] = std::to_string(job.store_listener);
       }

@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "bindings/cli/chorusrun/elastic_coordinator.hpp"
 #include "bindings/cli/chorusrun/job_env.hpp"
 #include "bindings/cli/chorusrun/launch_plan.hpp"
 #include "bindings/cli/chorusrun/options.hpp"
@@ -108,7 +110,23 @@ int main(int argc, char** argv) {
     write_text(2, "chorusrun: " + launches.error().message() + "\n");
     return 2;
   }
-  int rc = run_job(*opts, *job, *launches);
+  supervisor_config config;
+  std::unique_ptr<elastic_coordinator> elastic;
+  if (opts->elastic()) {
+    // chorusrun serves the store (no rank is special) and starts every worker into round 0.
+    auto started = elastic_coordinator::start(*job);
+    std::vector<int> workers;
+    for (const auto& l : *launches) workers.push_back(l.rank);
+    chorus::status st = started ? (*started)->form_round(workers) : started.error();
+    if (!st) {
+      write_text(2, "chorusrun: cannot serve the elastic rendezvous store: " + st.message() + "\n");
+      return 1;
+    }
+    elastic = std::move(*started);
+    config.elastic = elastic.get();
+  }
+  int rc = run_job(*opts, *job, *launches, config);
+  elastic.reset();
   remove_job_segments(job->job_id);  // whatever the ranks left in this host's /dev/shm
   return rc;
 }

@@ -12,7 +12,7 @@ namespace {
 constexpr std::string_view per_rank_names[] = {
     "CHORUS_RANK",       "CHORUS_SIZE",        "CHORUS_LOCAL_RANK",  "CHORUS_LOCAL_SIZE",  "HOROVOD_RANK",
     "HOROVOD_SIZE",      "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE",
-    "HOROVOD_HOSTNAME"};
+    "HOROVOD_HOSTNAME",  "CHORUS_ELASTIC_WORKER"};
 
 status usage_error(std::string message) { return {errc::invalid_argument, std::move(message)}; }
 
@@ -128,6 +128,14 @@ result<launch_options> parse_options(std::span<const char* const> argv) {
       (name == "--hostfile" ? opts.hostfile : name == "--launcher" ? opts.launcher_template : opts.rendezvous) = *v;
       continue;
     }
+    if (name == "--min-np" || name == "--max-np") {
+      auto v = take_value(name, inline_value);
+      if (!v) return v.error();
+      auto n = parse_positive_int(name, *v);
+      if (!n) return n.error();
+      (name == "--min-np" ? opts.min_np : opts.max_np) = *n;
+      continue;
+    }
     if (name == "--nnodes" || name == "--node-rank") {
       auto v = take_value(name, inline_value);
       if (!v) return v.error();
@@ -176,6 +184,15 @@ status check_options(const launch_options& opts) {
   } else if (opts.node_rank != 0) {
     return usage_error("--node-rank needs --nnodes");
   }
+  if (opts.elastic()) {
+    const int min_np = opts.min_np.value_or(opts.num_ranks), max_np = opts.max_np.value_or(opts.num_ranks);
+    if (!(min_np <= opts.num_ranks && opts.num_ranks <= max_np))
+      return usage_error("elastic mode needs --min-np <= -np <= --max-np, got " + std::to_string(min_np) + ", " +
+                         std::to_string(opts.num_ranks) + ", " + std::to_string(max_np));
+    if (!opts.hosts.empty() || opts.hostfile || opts.nnodes || opts.rendezvous)
+      return usage_error("--min-np/--max-np run on this host only for now (no -H, --hostfile, --nnodes or "
+                         "--rendezvous)");
+  }
   if (!opts.hosts.empty()) {
     auto placed = place_ranks(opts.hosts, opts.num_ranks);
     if (!placed) return placed.error();
@@ -203,6 +220,9 @@ std::string usage_text() {
          "                      per-node mode: this chorusrun starts ranks R*N..R*N+N-1 of M*N\n"
          "                      (needs CHORUS_JOB_SECRET set alike on every node)\n"
          "  --rendezvous A:P    where rank 0 serves the store (default: rank 0's host, free port)\n"
+         "  --min-np N, --max-np M\n"
+         "                      elastic (hvd.elastic): a worker that dies does not end the job; the\n"
+         "                      others form a new round without it, as long as N are left\n"
          "  --no-prefix         do not prefix output lines with [rank]\n"
          "  -h, --help          print this help\n"
          "\n"

@@ -28,6 +28,11 @@ struct launch_options {
   std::optional<int> nnodes;              // --nnodes M: per-node mode, -np is ranks per node
   int node_rank = 0;                      // --node-rank R in [0, M)
   std::optional<std::string> rendezvous;  // --rendezvous ADDR:PORT
+  std::optional<int> min_np;              // --min-np: elastic; the job ends below this many workers
+  std::optional<int> max_np;              // --max-np: elastic; at most this many workers
+
+  /// True with --min-np or --max-np: a dying worker does not end the job (elastic_coordinator).
+  bool elastic() const { return min_np.has_value() || max_np.has_value(); }
 };
 
 /// Parses argv (argv[0] is skipped). A usage error comes back as errc::invalid_argument with a

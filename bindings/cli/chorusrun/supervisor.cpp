@@ -6,6 +6,9 @@
 //  4. On SIGINT/SIGTERM forward that signal the same way; a second one sends SIGKILL at once.
 //  5. When --timeout expires, stop the job as in step 3.
 //  6. Once every rank is reaped: kill what is left in the ranks' groups, drain the pipes, flush.
+// Elastic mode replaces step 3: a failing rank leaves the job and the coordinator forms a new
+// round of the ranks left (elastic_coordinator.hpp), also when a rank asks for one; below
+// --min-np every rank is told to stop, and SIGTERM follows after a grace period.
 #include "bindings/cli/chorusrun/supervisor.hpp"
 
 #include <poll.h>
@@ -20,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bindings/cli/chorusrun/elastic_coordinator.hpp"
 #include "bindings/cli/chorusrun/line_prefixer.hpp"
 #include "bindings/cli/chorusrun/rank_process.hpp"
 #include "bindings/cli/chorusrun/signal_pipe.hpp"
@@ -152,6 +156,8 @@ class job_supervisor {
     }
     if (ready > 0 && fds[0].revents != 0) signals_.drain();
     handle_signals();
+    if (config_.elastic && reason_ == stop_reason::none && config_.elastic->wants_new_round(config_.elastic_settle))
+      reform("a rank asked for a new round");
     check_deadlines();
   }
 
@@ -183,6 +189,10 @@ class job_supervisor {
     drain_stream(slot, false, max_final_reads);
     drain_stream(slot, true, max_final_reads);
     flush_output();
+    if (config_.elastic) {
+      reform("rank " + std::to_string(slot.proc.rank) + " " + describe_exit(st));
+      return;
+    }
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
     set_reason(stop_reason::rank_failed, code >= 1 && code <= 255 ? code : 1);
     say("rank " + std::to_string(slot.proc.rank) + where(slot.proc.rank) + " " + describe_exit(st) +
@@ -199,6 +209,36 @@ class job_supervisor {
       say(std::string("received ") + signal_name(signo) + " while stopping; killing all ranks");
       stop_all(SIGKILL);
     }
+  }
+
+  // Elastic mode: a new round of the ranks still running, or the end of the job below --min-np.
+  // Ranks are named by their worker id (their rank in round 0) throughout.
+  void reform(const std::string& cause) {
+    std::vector<int> members;
+    for (const auto& slot : slots_)
+      if (!slot.proc.reaped) members.push_back(slot.proc.rank);
+    const int min_np = opts_.min_np.value_or(opts_.num_ranks);
+    if (static_cast<int>(members.size()) < min_np) {
+      std::string why = "chorusrun: " + cause + "; " + std::to_string(members.size()) +
+                        " rank(s) left, fewer than --min-np " + std::to_string(min_np) + ": ending the job";
+      say(why.substr(11));
+      set_reason(stop_reason::rank_failed, 1);
+      if (auto st = config_.elastic->end_job(members, why); !st) {
+        say("cannot tell the ranks to stop: " + st.message() + "; stopping them");
+        stop_all(SIGTERM);
+        return;
+      }
+      end_deadline_ = steady::now() + config_.elastic_end_grace;
+      return;
+    }
+    if (auto st = config_.elastic->form_round(members); !st) {
+      say("cannot form a new round: " + st.message() + "; stopping the job");
+      set_reason(stop_reason::launcher_failed, 1);
+      stop_all(SIGTERM);
+      return;
+    }
+    say(cause + "; elastic round " + std::to_string(config_.elastic->round()) + " goes on with " +
+        std::to_string(members.size()) + " rank(s)");
   }
 
   // Without a working poll(2) the job cannot be supervised: kill it and wait for the ranks.
@@ -231,6 +271,11 @@ class job_supervisor {
         stop_all(SIGTERM);
       }
     }
+    if (end_deadline_ && now >= *end_deadline_) {
+      end_deadline_.reset();
+      say("rank(s) told to stop are still running; stopping them");
+      stop_all(SIGTERM);
+    }
     if (kill_deadline_ && now >= *kill_deadline_) {
       std::string names;
       for (const auto& slot : slots_) {
@@ -246,8 +291,13 @@ class job_supervisor {
 
   int poll_timeout_ms() const {
     std::optional<steady::time_point> next;
-    for (const auto& d : {job_deadline_, kill_deadline_}) {
+    for (const auto& d : {job_deadline_, kill_deadline_, end_deadline_}) {
       if (d && (!next || *d < *next)) next = d;
+    }
+    // Elastic mode also looks for requests of a new round in the store.
+    if (config_.elastic && reason_ == stop_reason::none) {
+      auto soon = steady::now() + std::chrono::milliseconds(100);
+      if (!next || soon < *next) next = soon;
     }
     if (!next) return -1;
     auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - steady::now()).count();
@@ -340,6 +390,7 @@ class job_supervisor {
   int exit_status_ = 0;
   std::optional<steady::time_point> job_deadline_;   // --timeout
   std::optional<steady::time_point> kill_deadline_;  // end of the grace period
+  std::optional<steady::time_point> end_deadline_;   // elastic: ranks told to stop, until SIGTERM
   std::string out_buf_;  // prefixed lines for chorusrun's stdout, not yet written
   std::string err_buf_;  // prefixed lines for chorusrun's stderr, not yet written
 };

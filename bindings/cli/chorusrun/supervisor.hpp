@@ -10,13 +10,25 @@
 
 namespace chorus::chorusrun {
 
+class elastic_coordinator;
+
 struct supervisor_config {
   // Time the ranks get between SIGTERM (or a forwarded SIGINT) and SIGKILL.
   std::chrono::milliseconds kill_grace{3000};
+  // Elastic mode (--min-np/--max-np) when set: a failing rank does not stop the job; the
+  // coordinator forms a new round of the workers left (or ends the job below --min-np).
+  elastic_coordinator* elastic = nullptr;
+  // Elastic mode: how long workers told to stop get to exit on their own before SIGTERM.
+  std::chrono::milliseconds elastic_end_grace{10000};
+  // Elastic mode: how long a worker's request for a new round waits, so that a death behind it
+  // is reaped first and left out of the new round.
+  std::chrono::milliseconds elastic_settle{500};
 };
 
 /// Runs the job to the end and returns the exit status for chorusrun:
-///  - 0 when every rank exited 0;
+///  - 0 when every rank exited 0 (elastic mode: every rank of the last round; ranks lost before
+///    it do not count);
+///  - 1 in elastic mode when fewer than --min-np workers were left;
 ///  - the first failing rank's exit status if in 1..255, else 1 (killed by a signal);
 ///  - 128 + signal number when chorusrun got SIGINT or SIGTERM first;
 ///  - 124 when --timeout expired first;

@@ -239,4 +239,5 @@ PYBIND11_MODULE(_chorus_torch, m) {
   chorus::python::register_scatter_ops(m);
   chorus::python::register_join(m);
   chorus::python::register_process_sets(m);
+  chorus::python::register_elastic(m);
 }

@@ -43,5 +43,7 @@ void register_scatter_ops(pybind11::module_& m);
 void register_join(pybind11::module_& m);
 /// Adds init_with_process_sets, add/remove_process_set and the set look-ups (process_set_ops.cpp).
 void register_process_sets(pybind11::module_& m);
+/// elastic_ops.cpp: elastic_round, elastic_latest_round.
+void register_elastic(pybind11::module_& m);
 
 }  // namespace chorus::python

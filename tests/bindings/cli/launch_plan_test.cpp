@@ -189,3 +189,42 @@ TEST(options, host_options_are_checked_together) {
   EXPECT_NE(check({"-np", "1", "-x", "HOROVOD_RANK=3", "p"}).find("per rank"), std::string::npos);
   EXPECT_EQ(check({"-np", "2", "--hosts=a:1,b:1", "--launcher={host} x", "p"}), "");
 }
+
+TEST(options, elastic_bounds_and_scope) {
+  auto check = [](std::vector<const char*> args) {
+    args.insert(args.begin(), "chorusrun");
+    auto o = parse_options({args.data(), args.size()});
+    if (!o) return o.error().message();
+    auto st = check_options(*o);
+    return st.ok() ? std::string() : st.message();
+  };
+  EXPECT_EQ(check({"-np", "3", "--min-np", "2", "--max-np", "4", "p"}), "");
+  EXPECT_EQ(check({"-np", "3", "--min-np=3", "p"}), "");
+  EXPECT_NE(check({"-np", "3", "--min-np", "4", "p"}).find("--min-np <= -np <= --max-np"), std::string::npos);
+  EXPECT_NE(check({"-np", "3", "--max-np", "2", "p"}).find("--min-np <= -np <= --max-np"), std::string::npos);
+  EXPECT_NE(check({"-np", "3", "--min-np", "0", "p"}).find("positive"), std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--min-np", "1", "-H", "a:1,b:1", "p"}).find("this host only"), std::string::npos);
+  EXPECT_NE(check({"-np", "1", "--min-np", "1", "-x", "CHORUS_ELASTIC_WORKER=3", "p"}).find("per rank"),
+            std::string::npos);
+}
+
+TEST(launch_plan, elastic_workers_get_their_id_and_no_rank_serves_the_store) {
+  auto opts = parse({"-np", "2", "--min-np", "1", "python3", "t.py"});
+  ASSERT_TRUE(opts.elastic());
+  auto p = plan_placements(opts, "here");
+  ASSERT_TRUE(p);
+  auto job = test_job();
+  job.store_listener = 9;  // held by chorusrun, which serves the store itself in elastic mode
+  auto launches = plan_launch(opts, job, *p, {"PATH=/usr/bin"}, "/w");
+  ASSERT_TRUE(launches);
+  for (const auto& l : *launches) {
+    auto env = as_map(l.env);
+    EXPECT_EQ(env["CHORUS_ELASTIC_WORKER"], std::to_string(l.rank));
+    EXPECT_EQ(env.count("CHORUS_RENDEZVOUS_FD"), 0u);
+    EXPECT_EQ(l.inherit_fd, -1);
+  }
+  auto plain = plan_launch(parse({"-np", "2", "p"}), job, *p, {"PATH=/usr/bin"}, "/w");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(as_map((*plain)[0].env).count("CHORUS_ELASTIC_WORKER"), 0u);
+  EXPECT_EQ((*plain)[0].inherit_fd, 9);
+}

@@ -7,7 +7,10 @@ class HorovodInternalError(RuntimeError):
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's elastic-mode interrupt; Chorus has no elastic mode and never raises it."""
+    """Horovod's elastic-mode interrupt: raised by State.commit()/check_host_updates() on every
+    rank at once when chorusrun (--min-np/--max-np) formed a newer round of the job. hvd.elastic.run
+    catches it and resets without restoring (nothing after the commit to undo); `skip_sync`
+    says whether the state broadcast after the reset may be skipped."""
 
     def __init__(self, skip_sync=False):
         super().__init__("hosts updated")

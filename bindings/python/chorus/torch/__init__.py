@@ -25,3 +25,4 @@ from chorus.torch.optimizer import DistributedOptimizer
 from chorus.torch.scatter_ops import (alltoall, alltoall_async, grouped_reducescatter, grouped_reducescatter_async,
                                       join, reducescatter, reducescatter_async)
 from chorus.torch.sync_batch_norm import SyncBatchNorm
+from chorus.torch import elastic  # noqa: E402  (hvd.elastic)

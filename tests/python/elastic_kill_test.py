@@ -1,0 +1,169 @@
+"""Kills a rank of an elastic job and checks what Horovod promises (issue 22's target).
+
+    elastic_kill_test.py CHORUSRUN EXAMPLE continue   3 ranks, --min-np 2; SIGKILL one mid-epoch:
+        the survivors start again within 30 s, from no earlier than their last commit, and end
+        with identical parameters; chorusrun exits 0.
+    elastic_kill_test.py CHORUSRUN EXAMPLE below      2 ranks, --min-np 2; SIGKILL one: every rank
+        ends with the launcher's error (no hang, Horovod #3494); chorusrun exits 1.
+
+The job runs in its own process group, killed at the end whatever happens; the whole test is
+bounded by DEADLINE_S (and by CTest's TIMEOUT)."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+DEADLINE_S = 100
+RECOVERY_BOUND_S = 30
+
+LINE = re.compile(r"^\[(\d+)\] (start|commit|final) (.*)$")
+
+
+class Job:
+    """chorusrun with the example; every output line kept with its arrival time."""
+
+    def __init__(self, chorusrun, example, np, min_np):
+        cmd = [chorusrun, "-np", str(np), "--min-np", str(min_np), "--max-np", str(np), "--timeout", str(DEADLINE_S),
+               "--", sys.executable, example, "--epochs", "3", "--batch-sleep", "0.03", "--batches-per-commit", "4"]
+        print("running:", " ".join(cmd), flush=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        self.lines = []  # (time, text)
+        self.cond = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for text in self.proc.stdout:
+            text = text.rstrip("\n")
+            print(text, flush=True)
+            with self.cond:
+                self.lines.append((time.monotonic(), text))
+                self.cond.notify_all()
+
+    def events(self, worker=None, kind=None, after=0.0):
+        out = []
+        for t, text in list(self.lines):
+            m = LINE.match(text)
+            if not m or t < after:
+                continue
+            w, k, rest = int(m.group(1)), m.group(2), dict(kv.split("=") for kv in m.group(3).split())
+            if (worker is None or w == worker) and (kind is None or k == kind):
+                out.append((t, w, k, rest))
+        return out
+
+    def wait_for(self, predicate, timeout, what):
+        end = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                found = predicate()
+                if found:
+                    return found
+                left = end - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None and not found:
+                    raise AssertionError("timed out (%.0f s) waiting for %s" % (timeout, what))
+                self.cond.wait(min(left, 0.2))
+
+    def finish(self, timeout):
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self.kill()
+
+    def kill(self):
+        """SIGKILLs chorusrun and every process of its session (the ranks lead process groups of
+        their own inside it), each by its pid."""
+        for pid in [self.proc.pid] + session_members(self.proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.proc.wait()
+
+
+def session_members(sid):
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # after the name: state ppid pgrp session
+            pids.append(int(entry))
+    return pids
+
+
+def kill_mid_epoch(job, victim):
+    """SIGKILLs `victim` between two commits inside epoch 1 (after its second commit there, half a
+    commit interval later, so some uncommitted batches are lost). Returns the kill time."""
+    start = job.wait_for(lambda: job.events(victim, "start"), 60, "worker %d to start" % victim)
+    pid = int(start[0][3]["pid"])
+    job.wait_for(lambda: len([e for e in job.events(victim, "commit") if e[3]["epoch"] == "1"]) >= 2, 60,
+                 "worker %d to commit twice in epoch 1" % victim)
+    time.sleep(0.08)
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    print("test: SIGKILL worker %d (pid %d)" % (victim, pid), flush=True)
+    return killed
+
+
+def check_continue(job):
+    killed = kill_mid_epoch(job, 2)
+    survivors = [0, 1]
+    last_commit = {w: max([int(e[3]["step"]) for e in job.events(w, "commit") if e[0] <= killed] or [0])
+                   for w in survivors}
+
+    def restarted():
+        found = {e[1]: e for e in job.events(None, "start", after=killed) if e[3]["size"] == "2"}
+        return list(found.values()) if set(found) == set(survivors) else None
+
+    restarts = job.wait_for(restarted, RECOVERY_BOUND_S, "both survivors to start again at size 2")
+    recovery = max(e[0] for e in restarts) - killed
+    resumed = {e[1]: int(e[3]["step"]) for e in restarts}
+    print("test: survivors resumed at steps %s, %.2f s after the kill (last commits %s)"
+          % (resumed, recovery, last_commit), flush=True)
+    assert recovery <= RECOVERY_BOUND_S, recovery
+    for w in survivors:
+        assert resumed[w] >= last_commit[w], "worker %d rolled back past its last commit" % w
+    assert len(set(resumed.values())) == 1, resumed
+    rc = job.finish(DEADLINE_S)
+    finals = {e[1]: e[3] for e in job.events(None, "final")}
+    print("test: chorusrun exited %d; finals %s" % (rc, finals), flush=True)
+    assert rc == 0, rc
+    assert set(finals) == set(survivors), finals
+    assert len({f["sha"] for f in finals.values()}) == 1, "parameters differ between ranks: %s" % finals
+    assert len({f["step"] for f in finals.values()}) == 1, finals
+    print("RECOVERY_SECONDS %.2f" % recovery, flush=True)
+
+
+def check_below_min(job):
+    killed = kill_mid_epoch(job, 1)
+    rc = job.finish(40)
+    ended = time.monotonic() - killed
+    text = "\n".join(t for _, t in job.lines)
+    print("test: chorusrun exited %d, %.2f s after the kill" % (rc, ended), flush=True)
+    assert rc == 1, rc
+    assert "fewer than --min-np 2" in text, "no clear error in the output"
+    assert "[0]" in text and re.search(r"^\[0\] .*fewer than --min-np", text, re.M), \
+        "the survivor did not report the launcher's reason"
+    assert not job.events(0, "final"), "the survivor went on training alone"
+
+
+def main():
+    chorusrun, example, mode = sys.argv[1:4]
+    job = Job(chorusrun, example, 3 if mode == "continue" else 2, 2)
+    try:
+        (check_continue if mode == "continue" else check_below_min)(job)
+    finally:
+        job.kill()
+    print("PASS", flush=True)
+
+
+if __name__ == "__main__":
+    main()
