@@ -72,20 +72,28 @@ status session::init(const std::vector<std::vector<int>>& process_sets) {
   }
   auto env = read_process_env();
   if (!env) return breadcrumb("chorus::init: ", env.error());
-  if (env->elastic_worker >= 0) {
-    // An elastic job: the launcher says which round to join and this worker's rank in it.
-    auto joined = elastic::join_round(*env, elastic_attempted_);
-    if (!joined) return breadcrumb("chorus::init: ", joined.error());
-    *env = std::move(*joined);
-    elastic_attempted_ = env->elastic_round;
-  }
   auto cfg = read_config();
   if (!cfg) return breadcrumb("chorus::init: ", cfg.error());
   log::set_level(cfg->log_level);
+  const process_env launched = *env;
+  result<std::unique_ptr<communicator>> comm = status{errc::internal, "not started"};
+  for (int tries = 0;; ++tries) {
+    if (launched.elastic_worker >= 0) {
+      // An elastic job: the launcher says which round to join and this worker's rank in it.
+      auto joined = elastic::join_round(launched, elastic_attempted_);
+      if (!joined) return breadcrumb("chorus::init: ", joined.error());
+      *env = std::move(*joined);
+      elastic_attempted_ = env->elastic_round;
+    }
+    comm = communicator::create(*env, *cfg);
+    // A round that the launcher replaced while this rank gathered (a worker of it died): join
+    // the next one. Each try waits for a round newer than the last, so this ends.
+    if (comm || launched.elastic_worker < 0 || !elastic::superseded(comm.error()) || tries >= 16) break;
+    CHORUS_LOG(warn, "api", comm.error().message() << "; joining the next round");
+  }
+  if (!comm) return breadcrumb("chorus::init: ", comm.error());
   auto opts = pipeline_options::from_config(*cfg);
   opts.local_size = env->local_size;
-  auto comm = communicator::create(*env, *cfg);
-  if (!comm) return breadcrumb("chorus::init: ", comm.error());
   auto sets = static_sets(**comm, process_sets);
   if (!sets) {
     (*comm)->close();

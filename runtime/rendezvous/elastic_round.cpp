@@ -83,6 +83,7 @@ result<process_env> join_round(const process_env& env, int64_t left_round) {
   const auto deadline = clock::now() + env.rendezvous_timeout;
   auto client = make_client(env);
   if (auto st = client.connect(deadline); !st) return st;
+  int64_t at_least = 0;
   // 1-2. Ask for a round after the one left, and wait until the launcher formed one.
   if (left_round >= 0) {
     auto set = client.call(kv::request{kv::op::set, want_key(left_round), std::to_string(env.elastic_worker), 0, 0},
@@ -91,12 +92,18 @@ result<process_env> join_round(const process_env& env, int64_t left_round) {
     auto next = get(client, env, next_key(left_round), deadline,
                     "the launcher to form the round after round " + std::to_string(left_round));
     if (!next) return next.error();
+    auto after = parse_round(env, next_key(left_round), *next);
+    if (!after) return after.error();
+    at_least = *after;
   }
   // 3. The newest round.
   auto latest_text = get(client, env, latest_key(), deadline, "the launcher's first round");
   if (!latest_text) return latest_text.error();
   auto round = parse_round(env, latest_key(), *latest_text);
   if (!round) return round.error();
+  if (*round < at_least)
+    return status{errc::protocol, where(env) + ": latest round " + std::to_string(*round) + " is older than round " +
+                                      std::to_string(at_least) + " that followed round " + std::to_string(left_round)};
   // 4. This worker's place in it.
   auto text = get(client, env, assign_key(*round, env.elastic_worker), deadline,
                   "its assignment in round " + std::to_string(*round));
@@ -110,6 +117,10 @@ result<process_env> join_round(const process_env& env, int64_t left_round) {
   out.local_size = a->local_size;
   out.elastic_round = *round;
   return out;
+}
+
+bool superseded(const status& st) {
+  return st.code() == errc::rendezvous && st.message().find(superseded_phrase) != std::string::npos;
 }
 
 result<int64_t> latest_round(const process_env& env) {

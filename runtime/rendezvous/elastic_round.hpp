@@ -2,8 +2,8 @@
 // job in numbered rounds; a worker keeps its worker id for life, and gets a rank per round.
 // The launcher's keys in that store, all of them (rendezvous keys of round k live under
 // "round/<k>/", rendezvous.cpp):
-//   elastic/latest            "<k>": the newest round; set after the round's other keys
-//   elastic/next/<r>          "<k>": round r was followed by round k (the launcher set it)
+//   elastic/latest            "<k>": the newest round; set after round k's assignments
+//   elastic/next/<r>          "<k>": round r was followed by round k; set after latest
 //   elastic/assign/<k>/<w>    "rank R size N local_rank L local_size M" for worker w in round k,
 //                             or "stop <why>" when the job ends (fewer workers than --min-np)
 //   elastic/want/<r>          "<w>": worker w left round r (an operation failed) and asks for a
@@ -49,6 +49,11 @@ result<assignment> decode_assignment(std::string_view text, int worker, int64_t 
 /// 1-4 above). Each wait ends by env.rendezvous_timeout. Errors: errc::rendezvous (the store is
 /// unreachable, no new round came, the launcher ended the job), errc::protocol.
 result<process_env> join_round(const process_env& env, int64_t left_round);
+
+/// In the message of a rendezvous wait that ended because the launcher formed a newer round
+/// (rendezvous.cpp); superseded() tells such a status apart: init() then joins the next round.
+inline constexpr const char* superseded_phrase = "was superseded by round";
+bool superseded(const status& st);
 
 /// The newest round the launcher formed (elastic/latest), without waiting.
 result<int64_t> latest_round(const process_env& env);

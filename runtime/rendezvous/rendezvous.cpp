@@ -3,6 +3,7 @@
 #include "runtime/rendezvous/rendezvous.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -11,6 +12,7 @@
 
 #include "runtime/core/log.hpp"
 #include "runtime/env/host_settings.hpp"
+#include "runtime/rendezvous/elastic_round.hpp"
 #include "runtime/rendezvous/inherited_listener.hpp"
 #include "runtime/rendezvous/kv_client.hpp"
 #include "runtime/rendezvous/kv_protocol.hpp"
@@ -46,6 +48,29 @@ status unexpected(const std::string& address, const kv::reply& r, const std::str
   return {errc::protocol, "rendezvous " + address + ": unexpected reply to " + doing + " (code " +
                               std::to_string(static_cast<int>(r.code)) + ", " +
                               std::to_string(r.values.size()) + " values)"};
+}
+
+// An elastic round's waits (rendezvous.hpp: elastic) go in slices; between them the launcher's
+// newest round is read, and a round that was superseded (a worker left or asked for a new round
+// while this one gathered) ends the wait at once, naming both rounds.
+result<kv::reply> sliced_call(kv_client& c, kv::request r, clock::time_point deadline, int64_t round,
+                              const std::string& shown) {
+  for (;;) {
+    auto slice_end = std::min(deadline, clock::now() + std::chrono::milliseconds(250));
+    auto reply = c.call(r, slice_end);
+    if (!reply || reply->code != kv::reply_code::timeout || clock::now() >= deadline) return reply;
+    auto latest = c.call(kv::request{kv::op::get, elastic::latest_key(), {}, 0, 0}, clock::now());
+    if (!latest) return latest.error();
+    if (latest->code == kv::reply_code::ok && latest->values.size() == 1) {
+      int64_t k = -1;
+      const auto& text = latest->values.front();
+      std::from_chars(text.data(), text.data() + text.size(), k);
+      if (k > round)
+        return status{errc::rendezvous, "rendezvous " + shown + ": round " + std::to_string(round) + " " +
+                                            elastic::superseded_phrase + " " + std::to_string(k) +
+                                            " while it gathered ('" + r.key + "')"};
+    }
+  }
 }
 
 }  // namespace
@@ -193,7 +218,9 @@ result<std::unique_ptr<rendezvous>> rendezvous::open(const process_env& env) {
     auto set = client->call(kv::request{kv::op::set, prefix + "session-nonce", hex, 0, 0}, deadline);
     if (!set) return set.error();
   }
-  auto nonce_reply = client->call(kv::request{kv::op::get, prefix + "session-nonce", {}, 0, 0}, deadline);
+  auto nonce_reply = elastic ? sliced_call(*client, kv::request{kv::op::get, prefix + "session-nonce", {}, 0, 0},
+                                           deadline, env.elastic_round, shown)
+                             : client->call(kv::request{kv::op::get, prefix + "session-nonce", {}, 0, 0}, deadline);
   if (!nonce_reply) return nonce_reply.error();
   wire::nonce fresh{};
   if (nonce_reply->code != kv::reply_code::ok || nonce_reply->values.size() != 1 ||
@@ -256,7 +283,9 @@ result<std::vector<std::string>> rendezvous::gather(const std::string& prefix,
   if (auto st = check_key("prefix", prefix); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
   kv::request r{kv::op::gather, prefix_ + prefix, {}, static_cast<uint32_t>(env_.size), 0};
-  auto reply = client_->call(std::move(r), clock::now() + timeout);
+  auto reply = env_.elastic_round >= 0 ? sliced_call(*client_, std::move(r), clock::now() + timeout, env_.elastic_round,
+                                                     address_)
+                                       : client_->call(std::move(r), clock::now() + timeout);
   if (!reply) return reply.error();
   if (reply->code == kv::reply_code::timeout && !reply->missing.empty()) {
     const auto& missing = reply->missing;

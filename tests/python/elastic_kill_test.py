@@ -5,15 +5,21 @@
         with identical parameters; chorusrun exits 0.
     elastic_kill_test.py CHORUSRUN EXAMPLE below      2 ranks, --min-np 2; SIGKILL one: every rank
         ends with the launcher's error (no hang, Horovod #3494); chorusrun exits 1.
+    elastic_kill_test.py CHORUSRUN EXAMPLE add        2 ranks, --max-np 3, a --host-discovery-script
+        that offers a third slot mid-epoch: a third worker joins, the three go on at size 3 (the
+        new one synced, Horovod #2652: no hang in the state broadcast) and end with identical
+        parameters; chorusrun exits 0.
 
 The job runs in its own process group, killed at the end whatever happens; the whole test is
 bounded by DEADLINE_S (and by CTest's TIMEOUT)."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -26,9 +32,9 @@ LINE = re.compile(r"^\[(\d+)\] (start|commit|final) (.*)$")
 class Job:
     """chorusrun with the example; every output line kept with its arrival time."""
 
-    def __init__(self, chorusrun, example, np, min_np):
-        cmd = [chorusrun, "-np", str(np), "--min-np", str(min_np), "--max-np", str(np), "--timeout", str(DEADLINE_S),
-               "--", sys.executable, example, "--epochs", "3", "--batch-sleep", "0.03", "--batches-per-commit", "4"]
+    def __init__(self, chorusrun, example, np, min_np, max_np=None, extra=()):
+        cmd = [chorusrun, "-np", str(np), "--min-np", str(min_np), "--max-np", str(max_np or np),
+               "--timeout", str(DEADLINE_S), *extra, "--", sys.executable, example, "--epochs", "3", "--batch-sleep", "0.03", "--batches-per-commit", "4"]
         print("running:", " ".join(cmd), flush=True)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
@@ -155,13 +161,51 @@ def check_below_min(job):
     assert not job.events(0, "final"), "the survivor went on training alone"
 
 
+def check_added(job, flag):
+    job.wait_for(lambda: len([e for e in job.events(0, "commit") if e[3]["epoch"] == "1"]) >= 2, 60,
+                 "worker 0 to commit twice in epoch 1")
+    with open(flag, "w"):
+        pass
+    offered = time.monotonic()
+    print("test: the discovery script offers a third slot", flush=True)
+
+    def grown():
+        found = {e[1]: e for e in job.events(None, "start", after=offered) if e[3]["size"] == "3"}
+        return list(found.values()) if set(found) == {0, 1, 2} else None
+
+    starts = job.wait_for(grown, RECOVERY_BOUND_S, "three workers to start at size 3")
+    joined = max(e[0] for e in starts) - offered
+    steps = {e[1]: int(e[3]["step"]) for e in starts}
+    print("test: size 3 at steps %s, %.2f s after the slot appeared" % (steps, joined), flush=True)
+    assert len(set(steps.values())) == 1, steps
+    rc = job.finish(DEADLINE_S)
+    finals = {e[1]: e[3] for e in job.events(None, "final")}
+    print("test: chorusrun exited %d; finals %s" % (rc, finals), flush=True)
+    assert rc == 0, rc
+    assert set(finals) == {0, 1, 2}, finals
+    assert len({f["sha"] for f in finals.values()}) == 1, "parameters differ between ranks: %s" % finals
+    print("JOIN_SECONDS %.2f" % joined, flush=True)
+
+
 def main():
     chorusrun, example, mode = sys.argv[1:4]
-    job = Job(chorusrun, example, 3 if mode == "continue" else 2, 2)
+    if mode == "add":
+        tmp = tempfile.mkdtemp(prefix="chorus-elastic-")
+        flag, script = os.path.join(tmp, "third-slot"), os.path.join(tmp, "discover.sh")
+        with open(script, "w") as f:
+            f.write("if [ -e %s ]; then echo localhost:3; else echo localhost:2; fi\n" % flag)
+        job = Job(chorusrun, example, 2, 2, 3, ["--host-discovery-script", "sh " + script])
+    else:
+        job = Job(chorusrun, example, 3 if mode == "continue" else 2, 2)
     try:
-        (check_continue if mode == "continue" else check_below_min)(job)
+        if mode == "add":
+            check_added(job, flag)
+        else:
+            (check_continue if mode == "continue" else check_below_min)(job)
     finally:
         job.kill()
+        if mode == "add":
+            shutil.rmtree(tmp, ignore_errors=True)
     print("PASS", flush=True)
 
 

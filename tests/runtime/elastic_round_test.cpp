@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <thread>
 
 #include "runtime/rendezvous/kv_client.hpp"
 #include "runtime/rendezvous/kv_server.hpp"
@@ -30,6 +31,7 @@ struct launcher {
     EXPECT_TRUE(p.ok());
     port = p ? *p : 0;
     client = std::make_unique<kv_client>("127.0.0.1", port, creds, 999);
+    EXPECT_TRUE(client->connect(clock::now() + 1s).ok());
   }
   void set(const std::string& k, const std::string& v) {
     auto r = client->call(kv::request{kv::op::set, k, v, 0, 0}, clock::now() + 1s);
@@ -87,8 +89,8 @@ TEST(ElasticRound, FirstJoinTakesTheNewestRoundAndALaterOneAsksForTheNext) {
   while (!l.has(elastic::want_key(0)) && clock::now() < until) std::this_thread::sleep_for(5ms);
   ASSERT_TRUE(l.has(elastic::want_key(0))) << "the worker did not ask for a new round";
   l.set(elastic::assign_key(1, 5), elastic::encode_assignment({0, 1, 0, 1}));
-  l.set(elastic::next_key(0), "1");
   l.set(elastic::latest_key(), "1");
+  l.set(elastic::next_key(0), "1");
   auto second = joining.get();
   ASSERT_TRUE(second.ok()) << second.error().to_string();
   EXPECT_EQ(second->elastic_round, 1);
@@ -99,8 +101,8 @@ TEST(ElasticRound, FirstJoinTakesTheNewestRoundAndALaterOneAsksForTheNext) {
 TEST(ElasticRound, TheLaunchersStopEndsTheJoinWithItsWords) {
   launcher l;
   l.set(elastic::assign_key(3, 1), elastic::encode_stop("chorusrun: 1 rank(s) left, fewer than --min-np 2"));
-  l.set(elastic::next_key(2), "3");
   l.set(elastic::latest_key(), "3");
+  l.set(elastic::next_key(2), "3");
   auto joined = elastic::join_round(l.worker(1), 2);
   ASSERT_FALSE(joined.ok());
   EXPECT_NE(joined.error().message().find("fewer than --min-np 2"), std::string::npos);
@@ -140,6 +142,26 @@ TEST(ElasticRound, RanksOfARoundMeetUnderItsPrefixInTheLaunchersStore) {
     EXPECT_EQ((*all)[0], "a" + std::to_string(round));  // not the last round's value
     EXPECT_TRUE(l.has("round/" + std::to_string(round) + "/ep/1"));
   }
+}
+
+TEST(ElasticRound, ARoundSupersededWhileItGathersEndsTheWaitAtOnce) {
+  launcher l;
+  l.set(elastic::latest_key(), "0");
+  auto env = l.worker(0);
+  env.size = 2;  // rank 1 never comes: it died
+  env.elastic_round = 0;
+  env.rendezvous_timeout = 10s;
+  auto start = clock::now();
+  auto rdv = rendezvous::open(env);  // rank 0 draws the nonce: it waits for nobody here
+  ASSERT_TRUE(rdv.ok()) << rdv.error().to_string();
+  auto gathering = std::async(std::launch::async, [&] { return (*rdv)->gather("ep/", 10s); });
+  std::this_thread::sleep_for(300ms);
+  l.set(elastic::latest_key(), "1");
+  auto got = gathering.get();
+  ASSERT_FALSE(got.ok());
+  EXPECT_TRUE(elastic::superseded(got.error())) << got.error().to_string();
+  EXPECT_NE(got.error().message().find("round 0 was superseded by round 1"), std::string::npos);
+  EXPECT_LT(clock::now() - start, 2s) << "the wait went on past the new round";
 }
 
 }  // namespace

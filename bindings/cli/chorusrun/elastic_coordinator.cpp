@@ -75,9 +75,9 @@ status elastic_coordinator::form_round(const std::vector<int>& workers) {
                   elastic::encode_assignment(elastic::assignment{i, n, i, n}));
     if (!st) return st;
   }
+  if (auto st = set(elastic::latest_key(), std::to_string(next)); !st) return st;
   if (round_ >= 0)
     if (auto st = set(elastic::next_key(round_), std::to_string(next)); !st) return st;
-  if (auto st = set(elastic::latest_key(), std::to_string(next)); !st) return st;
   round_ = next;
   want_seen_.reset();
   CHORUS_LOG(info, "chorusrun", "elastic round formed round=" << round_ << " size=" << n);
@@ -88,9 +88,9 @@ status elastic_coordinator::end_job(const std::vector<int>& workers, const std::
   const int64_t next = round_ + 1;
   for (int w : workers)
     if (auto st = set(elastic::assign_key(next, w), elastic::encode_stop(why)); !st) return st;
+  if (auto st = set(elastic::latest_key(), std::to_string(next)); !st) return st;
   if (round_ >= 0)
     if (auto st = set(elastic::next_key(round_), std::to_string(next)); !st) return st;
-  if (auto st = set(elastic::latest_key(), std::to_string(next)); !st) return st;
   round_ = next;
   want_seen_.reset();
   return {};

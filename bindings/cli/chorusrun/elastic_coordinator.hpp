@@ -30,8 +30,8 @@ class elastic_coordinator {
   ~elastic_coordinator();
 
   /// Forms the next round (the first call: round 0) of `workers` (their ids, ascending): worker
-  /// workers[i] gets rank i, all on this host. Publishes the assignments, then next/<previous>,
-  /// then latest.
+  /// workers[i] gets rank i, all on this host. Publishes the assignments, then latest, then
+  /// next/<previous> (a worker that sees next/<r> finds latest at least as new).
   status form_round(const std::vector<int>& workers);
 
   /// Forms a last round in which each of `workers` is told to stop, with `why`.

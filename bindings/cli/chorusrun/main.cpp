@@ -111,6 +111,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   supervisor_config config;
+  config.host_name = this_host_name();
   std::unique_ptr<elastic_coordinator> elastic;
   if (opts->elastic()) {
     // chorusrun serves the store (no rank is special) and starts every worker into round 0.

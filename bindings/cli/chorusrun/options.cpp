@@ -121,6 +121,13 @@ result<launch_options> parse_options(std::span<const char* const> argv) {
       opts.hosts = std::move(*hosts);
       continue;
     }
+    if (name == "--host-discovery-script") {
+      auto v = take_value(name, inline_value);
+      if (!v) return v.error();
+      if (v->empty()) return usage_error(std::string(name) + " needs a non-empty value");
+      opts.discovery_script = *v;
+      continue;
+    }
     if (name == "--hostfile" || name == "--launcher" || name == "--rendezvous") {
       auto v = take_value(name, inline_value);
       if (!v) return v.error();
@@ -223,6 +230,9 @@ std::string usage_text() {
          "  --min-np N, --max-np M\n"
          "                      elastic (hvd.elastic): a worker that dies does not end the job; the\n"
          "                      others form a new round without it, as long as N are left\n"
+         "  --host-discovery-script S\n"
+         "                      elastic: run S every second ('host[:slots]' lines; this host only\n"
+         "                      for now) and start workers for new slots, up to --max-np\n"
          "  --no-prefix         do not prefix output lines with [rank]\n"
          "  -h, --help          print this help\n"
          "\n"

@@ -30,9 +30,11 @@ struct launch_options {
   std::optional<std::string> rendezvous;  // --rendezvous ADDR:PORT
   std::optional<int> min_np;              // --min-np: elastic; the job ends below this many workers
   std::optional<int> max_np;              // --max-np: elastic; at most this many workers
+  std::optional<std::string> discovery_script;  // --host-discovery-script: elastic; slots to fill
 
-  /// True with --min-np or --max-np: a dying worker does not end the job (elastic_coordinator).
-  bool elastic() const { return min_np.has_value() || max_np.has_value(); }
+  /// True with --min-np, --max-np or --host-discovery-script: a dying worker does not end the
+  /// job (elastic_coordinator).
+  bool elastic() const { return min_np || max_np || discovery_script; }
 };
 
 /// Parses argv (argv[0] is skipped). A usage error comes back as errc::invalid_argument with a

@@ -18,12 +18,15 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "bindings/cli/chorusrun/elastic_coordinator.hpp"
+#include "bindings/cli/chorusrun/host_discovery.hpp"
 #include "bindings/cli/chorusrun/line_prefixer.hpp"
 #include "bindings/cli/chorusrun/rank_process.hpp"
 #include "bindings/cli/chorusrun/signal_pipe.hpp"
@@ -158,6 +161,9 @@ class job_supervisor {
     handle_signals();
     if (config_.elastic && reason_ == stop_reason::none && config_.elastic->wants_new_round(config_.elastic_settle))
       reform("a rank asked for a new round");
+    if (config_.elastic && opts_.discovery_script && reason_ == stop_reason::none &&
+        steady::now() >= next_discovery_)
+      discover();
     check_deadlines();
   }
 
@@ -241,6 +247,52 @@ class job_supervisor {
         std::to_string(members.size()) + " rank(s)");
   }
 
+  // Elastic mode with --host-discovery-script: start workers for slots this host gained, up to
+  // --max-np, and form a round with them (the others join it at their next commit). Fewer slots
+  // than workers is reported, not acted on (no worker is stopped for it yet).
+  void discover() {
+    next_discovery_ = steady::now() + config_.discovery_interval;
+    auto out = run_discovery_script(*opts_.discovery_script, config_.discovery_bound);
+    auto hosts = out ? parse_discovery(*out, config_.host_name) : result<discovered_hosts>(out.error());
+    if (!hosts) {
+      say_once(hosts.error().message() + "; keeping the workers as they are");
+      return;
+    }
+    for (const auto& h : hosts->other_hosts)
+      say_once("--host-discovery-script offers host '" + h + "': elastic jobs use this host only for now");
+    int live = 0;
+    for (const auto& slot : slots_) live += slot.proc.reaped ? 0 : 1;
+    const int wanted = std::min(hosts->local_slots, opts_.max_np.value_or(opts_.num_ranks));
+    if (wanted < live) {
+      say_once("--host-discovery-script offers " + std::to_string(hosts->local_slots) + " slot(s) here for " +
+               std::to_string(live) + " running worker(s); removing workers is not supported yet");
+      return;
+    }
+    if (wanted == live) return;
+    int added = 0;
+    for (; live + added < wanted; ++added) {
+      const int id = next_worker_id_++;
+      rank_launch l = launches_.front();  // local, elastic: only the worker id differs
+      l.rank = id;
+      l.inherit_fd = -1;
+      for (auto& e : l.env)
+        if (e.rfind("CHORUS_ELASTIC_WORKER=", 0) == 0) e = "CHORUS_ELASTIC_WORKER=" + std::to_string(id);
+      auto proc = spawn_rank(id, l.argv, l.env, l.stdin_data, -1);
+      if (!proc) {
+        say("cannot start worker " + std::to_string(id) + ": " + proc.error().message());
+        break;
+      }
+      std::string prefix = opts_.prefix_output ? "[" + std::to_string(id) + "] " : "";
+      slots_.push_back(rank_slot{*proc, line_prefixer(prefix), line_prefixer(prefix)});
+      ++live_;
+    }
+    if (added > 0) reform("host discovery added " + std::to_string(added) + " worker(s)");
+  }
+
+  void say_once(const std::string& message) {
+    if (said_.insert(message).second) say(message);
+  }
+
   // Without a working poll(2) the job cannot be supervised: kill it and wait for the ranks.
   void abandon(const std::string& why) {
     say(why + "; killing the job");
@@ -291,7 +343,9 @@ class job_supervisor {
 
   int poll_timeout_ms() const {
     std::optional<steady::time_point> next;
-    for (const auto& d : {job_deadline_, kill_deadline_, end_deadline_}) {
+    std::optional<steady::time_point> discovery;
+    if (config_.elastic && opts_.discovery_script && reason_ == stop_reason::none) discovery = next_discovery_;
+    for (const auto& d : {job_deadline_, kill_deadline_, end_deadline_, discovery}) {
       if (d && (!next || *d < *next)) next = d;
     }
     // Elastic mode also looks for requests of a new round in the store.
@@ -391,6 +445,9 @@ class job_supervisor {
   std::optional<steady::time_point> job_deadline_;   // --timeout
   std::optional<steady::time_point> kill_deadline_;  // end of the grace period
   std::optional<steady::time_point> end_deadline_;   // elastic: ranks told to stop, until SIGTERM
+  steady::time_point next_discovery_{};               // elastic: next run of the discovery script
+  int next_worker_id_ = static_cast<int>(launches_.size());  // elastic: id of the next worker started
+  std::set<std::string> said_;                        // messages said once
   std::string out_buf_;  // prefixed lines for chorusrun's stdout, not yet written
   std::string err_buf_;  // prefixed lines for chorusrun's stderr, not yet written
 };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include "bindings/cli/chorusrun/job_env.hpp"
 #include "bindings/cli/chorusrun/launch_plan.hpp"
@@ -23,6 +24,11 @@ struct supervisor_config {
   // Elastic mode: how long a worker's request for a new round waits, so that a death behind it
   // is reaped first and left out of the new round.
   std::chrono::milliseconds elastic_settle{500};
+  // Elastic mode with --host-discovery-script: how often the script runs, and its time bound.
+  std::chrono::milliseconds discovery_interval{1000};
+  std::chrono::milliseconds discovery_bound{5000};
+  // This host's name, for the discovery script's lines.
+  std::string host_name;
 };
 
 /// Runs the job to the end and returns the exit status for chorusrun:

@@ -7,12 +7,14 @@ step() waits only for what is still in flight."""
 
 import time
 import warnings
+import weakref
 from contextlib import contextmanager
 
 import torch
 
 from chorus.common.process_sets import _check as _check_process_set
 from chorus.common.process_sets import global_process_set
+from chorus.torch import basics as _basics
 from chorus.torch.buckets import Bucket, _nbytes, bucket_bytes_from_env, make_buckets
 from chorus.torch.compression import Compression, runtime_code
 from chorus.torch.mpi_ops import Adasum, Average
@@ -186,6 +188,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     self._set_buckets(make_buckets(params[::-1], self._parameter_names, prefix, cap))
                     if self._buckets:
                         self._bucket_args = (prefix, cap)
+                        self._recut_after_reinit(params[::-1], prefix, cap)
+
+    def _recut_after_reinit(self, params, prefix, cap):
+        """Every init() after the first (an elastic reset, or shutdown() and init()) starts the
+        buckets over, so the next step agrees on their order again on every rank of the new job:
+        a worker that joins an elastic job cuts its buckets with the others, not alone."""
+        me = weakref.ref(self)
+
+        def again():
+            opt = me()
+            if opt is not None:
+                opt._handles = {}  # operations of the old job: all ended when it shut down
+                opt._set_buckets(make_buckets(params, opt._parameter_names, prefix, cap))
+                opt._bucket_args = (prefix, cap)
+                opt._first_step = []
+
+        _basics._reset_hooks.append(again)
 
     def _flatten_small_groups(self, prefix, cap):
         """Explicit groups whose members share a dtype and are each under `cap` bytes become

@@ -1,0 +1,111 @@
+// The host discovery script: one bounded run (spawned like a rank, its output read until EOF or
+// the bound, then reaped) and the parse of what it printed.
+#include "bindings/cli/chorusrun/host_discovery.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <sstream>
+
+#include "bindings/cli/chorusrun/rank_process.hpp"
+
+extern char** environ;
+
+namespace chorus::chorusrun {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// Reads what is there from a non-blocking fd; false at EOF or on an error.
+bool read_some(int fd, std::string& into) {
+  char buf[4096];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  if (n > 0) {
+    into.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  return n < 0 && (errno == EAGAIN || errno == EINTR);
+}
+
+}  // namespace
+
+result<discovered_hosts> parse_discovery(std::string_view text, const std::string& this_host) {
+  discovered_hosts out;
+  std::istringstream in{std::string(text)};
+  for (std::string raw; std::getline(in, raw);) {
+    std::string line = trim(raw);
+    if (line.empty()) continue;
+    std::string host = line;
+    int slots = 1;
+    // "host:N"; an IPv6 address has several colons and no slots unless bracketed: [::1]:N.
+    auto colon = line.rfind(':');
+    bool bracketed = line.front() == '[';
+    if (colon != std::string::npos && (bracketed || line.find(':') == colon)) {
+      host = line.substr(0, colon);
+      std::string n = line.substr(colon + 1);
+      auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), slots);
+      if (ec != std::errc() || end != n.data() + n.size() || slots < 1)
+        return status{errc::invalid_argument, "--host-discovery-script printed '" + line +
+                                                  "': expected 'host' or 'host:slots' with slots > 0"};
+    }
+    if (bracketed && host.size() > 2 && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (host == this_host || host == "localhost" || host == "127.0.0.1" || host == "::1")
+      out.local_slots += slots;
+    else
+      out.other_hosts.push_back(host);
+  }
+  return out;
+}
+
+result<std::string> run_discovery_script(const std::string& script, std::chrono::milliseconds bound) {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  auto proc = spawn_rank(-1, {"sh", "-c", script}, env);
+  if (!proc) return status{errc::config, "--host-discovery-script: " + proc.error().message()};
+  const auto deadline = clock::now() + bound;
+  std::string out, err;
+  bool timed_out = false;
+  while (proc->stdout_fd >= 0 || proc->stderr_fd >= 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd fds[2] = {{proc->stdout_fd, POLLIN, 0}, {proc->stderr_fd, POLLIN, 0}};
+    if (::poll(fds, 2, static_cast<int>(left)) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      int& fd = i == 0 ? proc->stdout_fd : proc->stderr_fd;
+      if (fd >= 0 && fds[i].revents != 0 && !read_some(fd, i == 0 ? out : err)) {
+        ::close(fd);
+        fd = -1;
+      }
+    }
+  }
+  if (timed_out) signal_rank(*proc, SIGKILL);
+  for (int fd : {proc->stdout_fd, proc->stderr_fd})
+    if (fd >= 0) ::close(fd);
+  int st = 0;
+  while (::waitpid(proc->pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out)
+    return status{errc::config, "--host-discovery-script '" + script + "' ran longer than " +
+                                    std::to_string(bound.count()) + " ms; killed"};
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    return status{errc::config, "--host-discovery-script '" + script + "' failed (" +
+                                    (WIFEXITED(st) ? "exit status " + std::to_string(WEXITSTATUS(st))
+                                                   : std::string("killed by a signal")) +
+                                    "): " + err.substr(0, 200)};
+  return out;
+}
+
+}  // namespace chorus::chorusrun

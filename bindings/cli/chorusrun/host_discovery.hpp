@@ -1,0 +1,31 @@
+// --host-discovery-script for elastic jobs: runs the user's script (horovodrun's contract: one
+// "host" or "host:slots" per line on stdout, exit 0) and reads how many slots it offers on this
+// host. Only this host is used for now; other hosts are reported and left out.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/core/status.hpp"
+
+namespace chorus::chorusrun {
+
+/// What one run of the script offered.
+struct discovered_hosts {
+  int local_slots = 0;                     // slots on this host (a host without ":slots" has 1)
+  std::vector<std::string> other_hosts;    // named hosts that are not this one, in order
+};
+
+/// Parses the script's output. `this_host` (gethostname), "localhost", "127.0.0.1" and "::1"
+/// count as this host. A line that is not "host" or "host:N" with N > 0 is errc::invalid_argument
+/// naming the line.
+result<discovered_hosts> parse_discovery(std::string_view text, const std::string& this_host);
+
+/// Runs `script` through `sh -c` with chorusrun's environment and returns its stdout. Errors
+/// (errc::config): it cannot start, exits non-zero (with its stderr's start), or runs past
+/// `bound` (then it is killed).
+result<std::string> run_discovery_script(const std::string& script, std::chrono::milliseconds bound);
+
+}  // namespace chorus::chorusrun
