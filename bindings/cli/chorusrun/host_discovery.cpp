@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <sstream>
@@ -106,6 +107,34 @@ result<std::string> run_discovery_script(const std::string& script, std::chrono:
                                                    : std::string("killed by a signal")) +
                                     "): " + err.substr(0, 200)};
   return out;
+}
+
+int workers_wanted(const std::string& script, const std::string& this_host, std::chrono::milliseconds bound,
+                   int max_np, int live, const std::function<void(const std::string&)>& say_once) {
+  auto out = run_discovery_script(script, bound);
+  auto hosts = out ? parse_discovery(*out, this_host) : result<discovered_hosts>(out.error());
+  if (!hosts) {
+    say_once(hosts.error().message() + "; keeping the workers as they are");
+    return live;
+  }
+  for (const auto& h : hosts->other_hosts)
+    say_once("--host-discovery-script offers host '" + h + "': elastic jobs use this host only for now");
+  const int wanted = std::min(hosts->local_slots, max_np);
+  if (wanted < live) {
+    say_once("--host-discovery-script offers " + std::to_string(hosts->local_slots) + " slot(s) here for " +
+             std::to_string(live) + " running worker(s); removing workers is not supported yet");
+    return live;
+  }
+  return wanted;
+}
+
+rank_launch new_worker_launch(const rank_launch& first, int id) {
+  rank_launch l = first;
+  l.rank = id;
+  l.inherit_fd = -1;
+  for (auto& e : l.env)
+    if (e.rfind("CHORUS_ELASTIC_WORKER=", 0) == 0) e = "CHORUS_ELASTIC_WORKER=" + std::to_string(id);
+  return l;
 }
 
 }  // namespace chorus::chorusrun

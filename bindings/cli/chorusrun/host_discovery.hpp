@@ -4,10 +4,12 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "bindings/cli/chorusrun/launch_plan.hpp"
 #include "runtime/core/status.hpp"
 
 namespace chorus::chorusrun {
@@ -27,5 +29,15 @@ result<discovered_hosts> parse_discovery(std::string_view text, const std::strin
 /// (errc::config): it cannot start, exits non-zero (with its stderr's start), or runs past
 /// `bound` (then it is killed).
 result<std::string> run_discovery_script(const std::string& script, std::chrono::milliseconds bound);
+
+/// One discovery step of an elastic job: runs `script` and returns how many workers should run
+/// here: the slots it offers on this host, at most `max_np`, and never fewer than `live` (fewer
+/// slots than workers, a failing script and other hosts are reported through `say_once` and
+/// change nothing).
+int workers_wanted(const std::string& script, const std::string& this_host, std::chrono::milliseconds bound,
+                   int max_np, int live, const std::function<void(const std::string&)>& say_once);
+
+/// The launch of a worker added later: `first`'s (a local elastic worker), with worker id `id`.
+rank_launch new_worker_launch(const rank_launch& first, int id);
 
 }  // namespace chorus::chorusrun

@@ -161,7 +161,7 @@ class job_supervisor {
     handle_signals();
     if (config_.elastic && reason_ == stop_reason::none && config_.elastic->wants_new_round(config_.elastic_settle))
       reform("a rank asked for a new round");
-    if (config_.elastic && opts_.discovery_script && reason_ == stop_reason::none &&
+    if (config_.elastic && opts_.discovery_script && reason_ == stop_reason::none && !finishing_ &&
         steady::now() >= next_discovery_)
       discover();
     check_deadlines();
@@ -190,6 +190,8 @@ class job_supervisor {
     CHORUS_LOG(debug, "chorusrun", "rank exited rank=" << slot.proc.rank << " pid="
                                                         << slot.proc.pid
                                                         << " how=\"" << describe_exit(st) << "\"");
+    // Elastic: a worker that finished means the job is finishing; no worker is added after it.
+    if (exited_cleanly(st)) finishing_ = true;
     if (exited_cleanly(st) || reason_ != stop_reason::none) return;
     // Print the rank's last words before the verdict.
     drain_stream(slot, false, max_final_reads);
@@ -252,31 +254,15 @@ class job_supervisor {
   // than workers is reported, not acted on (no worker is stopped for it yet).
   void discover() {
     next_discovery_ = steady::now() + config_.discovery_interval;
-    auto out = run_discovery_script(*opts_.discovery_script, config_.discovery_bound);
-    auto hosts = out ? parse_discovery(*out, config_.host_name) : result<discovered_hosts>(out.error());
-    if (!hosts) {
-      say_once(hosts.error().message() + "; keeping the workers as they are");
-      return;
-    }
-    for (const auto& h : hosts->other_hosts)
-      say_once("--host-discovery-script offers host '" + h + "': elastic jobs use this host only for now");
     int live = 0;
     for (const auto& slot : slots_) live += slot.proc.reaped ? 0 : 1;
-    const int wanted = std::min(hosts->local_slots, opts_.max_np.value_or(opts_.num_ranks));
-    if (wanted < live) {
-      say_once("--host-discovery-script offers " + std::to_string(hosts->local_slots) + " slot(s) here for " +
-               std::to_string(live) + " running worker(s); removing workers is not supported yet");
-      return;
-    }
-    if (wanted == live) return;
+    const int wanted = workers_wanted(*opts_.discovery_script, config_.host_name, config_.discovery_bound,
+                                      opts_.max_np.value_or(opts_.num_ranks), live,
+                                      [this](const std::string& m) { say_once(m); });
     int added = 0;
     for (; live + added < wanted; ++added) {
       const int id = next_worker_id_++;
-      rank_launch l = launches_.front();  // local, elastic: only the worker id differs
-      l.rank = id;
-      l.inherit_fd = -1;
-      for (auto& e : l.env)
-        if (e.rfind("CHORUS_ELASTIC_WORKER=", 0) == 0) e = "CHORUS_ELASTIC_WORKER=" + std::to_string(id);
+      rank_launch l = new_worker_launch(launches_.front(), id);
       auto proc = spawn_rank(id, l.argv, l.env, l.stdin_data, -1);
       if (!proc) {
         say("cannot start worker " + std::to_string(id) + ": " + proc.error().message());
@@ -344,7 +330,8 @@ class job_supervisor {
   int poll_timeout_ms() const {
     std::optional<steady::time_point> next;
     std::optional<steady::time_point> discovery;
-    if (config_.elastic && opts_.discovery_script && reason_ == stop_reason::none) discovery = next_discovery_;
+    if (config_.elastic && opts_.discovery_script && reason_ == stop_reason::none && !finishing_)
+      discovery = next_discovery_;
     for (const auto& d : {job_deadline_, kill_deadline_, end_deadline_, discovery}) {
       if (d && (!next || *d < *next)) next = d;
     }
@@ -448,6 +435,7 @@ class job_supervisor {
   steady::time_point next_discovery_{};               // elastic: next run of the discovery script
   int next_worker_id_ = static_cast<int>(launches_.size());  // elastic: id of the next worker started
   std::set<std::string> said_;                        // messages said once
+  bool finishing_ = false;                            // elastic: a worker exited 0
   std::string out_buf_;  // prefixed lines for chorusrun's stdout, not yet written
   std::string err_buf_;  // prefixed lines for chorusrun's stderr, not yet written
 };

@@ -32,3 +32,27 @@ TEST(host_discovery, a_script_runs_within_its_bound) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   EXPECT_NE(slow.error().message().find("longer than 200 ms"), std::string::npos);
 }
+
+TEST(host_discovery, fewer_slots_or_a_failing_script_change_nothing_and_are_said_once_each) {
+  std::vector<std::string> said;
+  auto say = [&](const std::string& m) { said.push_back(m); };
+  EXPECT_EQ(workers_wanted("echo localhost:4; echo far:2", "here", 5s, 3, 2, say), 3);  // capped by --max-np
+  EXPECT_NE(said.at(0).find("'far'"), std::string::npos);
+  EXPECT_EQ(workers_wanted("echo localhost:1", "here", 5s, 3, 2, say), 2);
+  EXPECT_NE(said.back().find("not supported yet"), std::string::npos);
+  EXPECT_EQ(workers_wanted("exit 1", "here", 5s, 3, 2, say), 2);
+  EXPECT_NE(said.back().find("keeping the workers"), std::string::npos);
+}
+
+TEST(host_discovery, a_new_worker_starts_like_the_first_with_its_own_id) {
+  rank_launch first;
+  first.rank = 0;
+  first.argv = {"python3", "t.py"};
+  first.env = {"A=1", "CHORUS_ELASTIC_WORKER=0"};
+  first.inherit_fd = 7;
+  auto l = new_worker_launch(first, 5);
+  EXPECT_EQ(l.rank, 5);
+  EXPECT_EQ(l.argv, first.argv);
+  EXPECT_EQ(l.env, (std::vector<std::string>{"A=1", "CHORUS_ELASTIC_WORKER=5"}));
+  EXPECT_EQ(l.inherit_fd, -1);
+}
