@@ -79,7 +79,8 @@ class ObjectState(State):
     sync() broadcasts rank 0's remembered values."""
 
     def __init__(self, bcast_object, get_rank, **kwargs):
-        hooks = {k: kwargs.pop(k) for k in ("latest_round", "current_round", "agree_max") if k in kwargs}
+        # chorus.torch passes its round queries under names no user attribute takes.
+        hooks = {k[1:]: kwargs.pop(k) for k in ("_latest_round", "_current_round", "_agree_max") if k in kwargs}
         self._saved_state = kwargs
         self._set_attrs()
         super(ObjectState, self).__init__(bcast_object=bcast_object, get_rank=get_rank, **hooks)

@@ -21,8 +21,8 @@ class ObjectState(_ObjectState):
     """Plain Python objects as elastic state, kept with chorus.torch's broadcast_object."""
 
     def __init__(self, bcast_object=None, get_rank=None, **kwargs):
-        super().__init__(bcast_object or broadcast_object, get_rank or rank, latest_round=_latest_round,
-                         current_round=_current_round, agree_max=_agree_max, **kwargs)
+        super().__init__(bcast_object or broadcast_object, get_rank or rank, _latest_round=_latest_round,
+                         _current_round=_current_round, _agree_max=_agree_max, **kwargs)
 
 
 def run(func):

@@ -124,8 +124,8 @@ class TorchState(ObjectState):
         self._handlers, kwargs = _split_handlers(kwargs)
         for name, handler in self._handlers.items():
             setattr(self, name, handler.value)
-        super(TorchState, self).__init__(bcast_object=broadcast_object, get_rank=rank, latest_round=_latest_round,
-                                         current_round=_current_round, agree_max=_agree_max, **kwargs)
+        super(TorchState, self).__init__(bcast_object=broadcast_object, get_rank=rank, _latest_round=_latest_round,
+                                         _current_round=_current_round, _agree_max=_agree_max, **kwargs)
 
     def save(self):
         for handler in self._handlers.values():
