@@ -3,6 +3,8 @@
     elastic_kill_test.py CHORUSRUN EXAMPLE continue   3 ranks, --min-np 2; SIGKILL one mid-epoch:
         the survivors start again within 30 s, from no earlier than their last commit, and end
         with identical parameters; chorusrun exits 0.
+    elastic_kill_test.py CHORUSRUN EXAMPLE continue0  the same, killing rank 0 (nothing is special
+        about it: chorusrun serves the store, worker 1 becomes rank 0 and its state wins).
     elastic_kill_test.py CHORUSRUN EXAMPLE below      2 ranks, --min-np 2; SIGKILL one: every rank
         ends with the launcher's error (no hang, Horovod #3494); chorusrun exits 1.
     elastic_kill_test.py CHORUSRUN EXAMPLE add        2 ranks, --max-np 3, a --host-discovery-script
@@ -119,9 +121,9 @@ def kill_mid_epoch(job, victim):
     return killed
 
 
-def check_continue(job):
-    killed = kill_mid_epoch(job, 2)
-    survivors = [0, 1]
+def check_continue(job, victim=2):
+    killed = kill_mid_epoch(job, victim)
+    survivors = [w for w in (0, 1, 2) if w != victim]
     last_commit = {w: max([int(e[3]["step"]) for e in job.events(w, "commit") if e[0] <= killed] or [0])
                    for w in survivors}
 
@@ -196,10 +198,12 @@ def main():
             f.write("if [ -e %s ]; then echo localhost:3; else echo localhost:2; fi\n" % flag)
         job = Job(chorusrun, example, 2, 2, 3, ["--host-discovery-script", "sh " + script])
     else:
-        job = Job(chorusrun, example, 3 if mode == "continue" else 2, 2)
+        job = Job(chorusrun, example, 3 if mode.startswith("continue") else 2, 2)
     try:
         if mode == "add":
             check_added(job, flag)
+        elif mode == "continue0":
+            check_continue(job, victim=0)  # rank 0 is not special: worker 1 becomes rank 0
         else:
             (check_continue if mode == "continue" else check_below_min)(job)
     finally:
