@@ -93,10 +93,10 @@ void prepare_buffer(fusion_state& s, bucket_job& job) {
   if (b.kind == fusable_kind::reducescatter && b.bytes) std::memcpy(job.data, op.input, b.bytes);
 }
 
-/// The compression `spec` runs with: the gate (CHORUS_COMPRESSION_SHM) judges the links among
-/// the ranks it runs on, its process set's members (known alike on every rank, bystanders
-/// included), else all ranks. A set unknown here (its ops end with an error) is judged as the
-/// whole job, so that the chunk count still matches the members' in all but the rarest layouts.
+/// The compression `spec`'s bucket runs with: the gate (CHORUS_COMPRESSION_SHM) judges the links
+/// among the ranks it runs on, its process set's members, else all ranks. Only the chunks'
+/// execution follows it, never the plan, so a rank that judges differently (a set unknown
+/// here: its ops end with an error anyway) still numbers its chunks as the others do.
 compression effective_wire(const fusion_state& s, const tensor_spec& spec) {
   if (spec.wire == compression::none || !s.cfg.wire_gate) return spec.wire;
   auto set = spec.process_set != 0 && s.cfg.process_sets ? s.cfg.process_sets->find(spec.process_set) : nullptr;
@@ -210,7 +210,6 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
   items.reserve(b.ops.size());
   for (std::size_t i = 0; i < b.ops.size(); ++i) {
     const auto& spec = b.ops[i].spec;
-    const compression wire = effective_wire(s, spec);
     fusion_item it;
     it.id = static_cast<uint32_t>(i);
     it.kind = fusable_of(spec.kind);
@@ -221,9 +220,9 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
     it.process_set = spec.process_set;
     // 0 for a plain tensor (no compression, no check, prescale 1), as chunk_runner's wire_of():
     // only those may take the hierarchical allreduce.
-    const bool plain = wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f;
+    const bool plain = spec.wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f;
     it.wire_mode = plain ? 0
-                         : static_cast<int64_t>(wire) | static_cast<int64_t>(spec.check) << 4 |
+                         : static_cast<int64_t>(spec.wire) | static_cast<int64_t>(spec.check) << 4 |
                                static_cast<int64_t>(std::bit_cast<uint32_t>(spec.prescale)) << 8 | int64_t{1} << 40;
     it.bytes = spec.kind == collective_kind::allgather || spec.kind == collective_kind::alltoall
                    ? static_cast<std::size_t>(b.ops[i].first_dim) * row_bytes_of(spec)
@@ -238,14 +237,13 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
     job->plan = bk;
     for (uint32_t m = 0; m < job->plan.members.size(); ++m) {
       job->ops.push_back(b.ops[job->plan.members[m].id]);
-      // What runs is what the gate left (the senders, chunk_runner and the trace read it here).
-      job->ops.back().spec.wire = effective_wire(s, job->ops.back().spec);
       job->plan.members[m].id = m;  // from here on, ids index job->ops
     }
     const auto& spec = job->ops.front().spec;
     place_in_set(s, *job);
     const int grank = job->group_rank, gsize = job->group_size;
     if (spec.check != nan_check::off) job->nonfinite = std::make_shared<nonfinite_report>();
+    job->wire = effective_wire(s, spec);  // the chunks run it (chunk_runner); the plan follows spec.wire
     std::vector<chunk_work> works;
     job->first_sequence = s.next_sequence;
     if (bk.kind == fusable_kind::allgather) {

@@ -63,7 +63,7 @@ struct fusion_config {
   /// its members (bucket_job::members), or, on a rank it leaves out, is planned and skipped.
   std::shared_ptr<const process_set_table> process_sets;
   /// CHORUS_COMPRESSION_SHM (null: every op keeps its compression): a bucket whose ranks all
-  /// share memory runs uncompressed, planned and chunked as a plain one.
+  /// share memory runs uncompressed (bucket_job::wire); its plan stays that of the asked one.
   std::shared_ptr<const compression_gate> wire_gate;
 };
 

@@ -12,9 +12,13 @@ std::optional<shm_compression> parse_shm_compression(std::string_view s) {
 }
 
 compression_gate::compression_gate(std::vector<link_entry> entries, shm_compression mode)
-    : entries_(std::move(entries)), mode_(mode) {}
+    : entries_(std::move(entries)), mode_(mode), job_all_shm_(members_share_memory({})) {}
 
 bool compression_gate::all_shm(const std::vector<int>& members) const {
+  return members.empty() ? job_all_shm_ : members_share_memory(members);
+}
+
+bool compression_gate::members_share_memory(const std::vector<int>& members) const {
   const std::size_t n = members.empty() ? entries_.size() : members.size();
   if (n < 2) return false;
   auto entry = [&](std::size_t i) -> const link_entry* {

@@ -45,8 +45,11 @@ class compression_gate {
   std::string describe() const;
 
  private:
+  bool members_share_memory(const std::vector<int>& members) const;
+
   std::vector<link_entry> entries_;
   shm_compression mode_ = shm_compression::automatic;
+  bool job_all_shm_ = false;  // all_shm() for all ranks, computed once (asked per op)
 };
 
 }  // namespace chorus
