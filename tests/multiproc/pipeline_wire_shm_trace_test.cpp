@@ -2,7 +2,8 @@
 // (chorus-testrank pipeline-wire-shm, tests/multiproc/rank/pipeline_wire_shm.cpp), traced: by
 // default the allreduce and the allgather come back exact and the traces hold no `compressed`
 // record (kind 20); with CHORUS_COMPRESSION_SHM=on they come back fp16-rounded and every rank's
-// trace holds such records. Hard time bound per job and per trace dump.
+// trace holds such records. Both traces replay (chorus-trace replay). Hard time bound per job
+// and per trace tool run.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -33,6 +34,10 @@ std::vector<std::size_t> traced_job(const std::string& expect, const std::string
     expect_all_passed(results);
     expect_every_rank_printed(results, "wire-shm: pipeline-wire-shm " + expect + " passed");
   }
+  // The plan follows the asked compression whatever the links, so the replay matches either way.
+  auto replay = run("timeout 60 " + std::string(CHORUS_TRACE_TOOL_PATH) + " replay " + dir + "/trace");
+  EXPECT_EQ(replay.exit_code, 0) << replay.out;
+  EXPECT_EQ(replay.out.rfind("replay matches: ", 0), 0u) << replay.out;
   std::vector<std::size_t> counts;
   for (int r = 0; r < 2; ++r) {
     auto d = run("timeout 60 " + std::string(CHORUS_TRACE_TOOL_PATH) + " dump " + dir + "/trace/rank-" +
