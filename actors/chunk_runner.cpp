@@ -117,12 +117,15 @@ void comm_runner::run(const chunk_work& w, int stream) {
 
 namespace {
 // Compression or the NaN/Inf check asked for by the bucket's ops (the same for all of them:
-// they are part of the fusion key), or nothing.
+// they are part of the fusion key), or nothing. Compression as the bucket runs it: none where
+// CHORUS_COMPRESSION_SHM's gate dropped it (bucket_job::wire); then, with nothing else asked,
+// the plain ring runs the chunk.
 std::optional<wire_options> wire_of(const chunk_work& w) {
   if (!w.job || w.job->ops.empty()) return std::nullopt;
   const auto& spec = w.job->ops.front().spec;
-  if (spec.wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f) return std::nullopt;
-  return wire_options{spec.wire, spec.check != nan_check::off, spec.prescale, w.job->nonfinite};
+  const compression wire = w.job->wire;
+  if (wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f) return std::nullopt;
+  return wire_options{wire, spec.check != nan_check::off, spec.prescale, w.job->nonfinite};
 }
 
 // The compressed / checked ring for the chunks that carry the tensor's data; nullptr for the

@@ -93,6 +93,16 @@ void prepare_buffer(fusion_state& s, bucket_job& job) {
   if (b.kind == fusable_kind::reducescatter && b.bytes) std::memcpy(job.data, op.input, b.bytes);
 }
 
+/// The compression `spec`'s bucket runs with: the gate (CHORUS_COMPRESSION_SHM) judges the links
+/// among the ranks it runs on, its process set's members, else all ranks. Only the chunks'
+/// execution follows it, never the plan, so a rank that judges differently (a set unknown
+/// here: its ops end with an error anyway) still numbers its chunks as the others do.
+compression effective_wire(const fusion_state& s, const tensor_spec& spec) {
+  if (spec.wire == compression::none || !s.cfg.wire_gate) return spec.wire;
+  auto set = spec.process_set != 0 && s.cfg.process_sets ? s.cfg.process_sets->find(spec.process_set) : nullptr;
+  return set ? s.cfg.wire_gate->effective(spec.wire, set->ranks) : s.cfg.wire_gate->effective(spec.wire);
+}
+
 /// Readies an allreduce or broadcast chunk just before it is handed out: the bucket's buffer
 /// is taken when its first chunk goes (so pooled memory follows the start window, not the
 /// batch), and a fused chunk is packed. A pack failure still hands the chunk out (every
@@ -233,6 +243,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
     place_in_set(s, *job);
     const int grank = job->group_rank, gsize = job->group_size;
     if (spec.check != nan_check::off) job->nonfinite = std::make_shared<nonfinite_report>();
+    job->wire = effective_wire(s, spec);  // the chunks run it (chunk_runner); the plan follows spec.wire
     std::vector<chunk_work> works;
     job->first_sequence = s.next_sequence;
     if (bk.kind == fusable_kind::allgather) {

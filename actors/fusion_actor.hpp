@@ -34,6 +34,7 @@
 #include <caf/all.hpp>
 
 #include "actors/protocol.hpp"
+#include "runtime/compression/shm_gate.hpp"
 #include "runtime/fusion/buffer_pool.hpp"
 #include "runtime/process_sets/process_set.hpp"
 #include "telemetry/observer_slot.hpp"
@@ -61,6 +62,9 @@ struct fusion_config {
   /// The job's process sets (null: the global set only): a bucket of another set runs among
   /// its members (bucket_job::members), or, on a rank it leaves out, is planned and skipped.
   std::shared_ptr<const process_set_table> process_sets;
+  /// CHORUS_COMPRESSION_SHM (null: every op keeps its compression): a bucket whose ranks all
+  /// share memory runs uncompressed (bucket_job::wire); its plan stays that of the asked one.
+  std::shared_ptr<const compression_gate> wire_gate;
 };
 
 struct fusion_state {

@@ -280,6 +280,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   fc.hierarchical = comm.options().hierarchical;
   fc.hosts = std::make_shared<const host_groups>(comm.hosts());
   fc.process_sets = opts.process_sets;
+  fc.wire_gate = std::make_shared<const compression_gate>(comm.wire_gate());
   a.fusion = sys.spawn(fusion_actor, fc);
   a.completion = sys.spawn(completion_actor, completion_config{rank, size});
   std::shared_ptr<chunk_runner> runner;

@@ -125,6 +125,10 @@ struct bucket_job {
   status local_error;               ///< this rank could not prepare the bucket (pack, counts chunk failed)
   /// NaN/Inf check on: the ranks whose input held NaN/Inf, agreed by every chunk's ring.
   std::shared_ptr<nonfinite_report> nonfinite;
+  /// What the chunks put on the wire: the ops' compression, or none where the gate dropped it
+  /// (CHORUS_COMPRESSION_SHM: all members share memory). The plan (fusion key, chunks) follows
+  /// the asked one, identical on every rank and in a trace's replay.
+  compression wire = compression::none;
   uint64_t cycle = 0;               ///< the agreed batch it came from (the autotuner's windows count cycles)
   /// Where the collective runs: its process set's members (job ranks, ascending; null for the
   /// global set), this rank among them and their number (the job's rank and size for the

@@ -104,7 +104,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         observer_of(s.wired).on_chunk_end(s.cfg.stream, r.sequence, it->second.bytes, r.result, it->second.started,
                                           std::chrono::steady_clock::now());
         if (const auto& job = it->second.job; job && !job->ops.empty() && r.result.ok() &&
-                                               job->ops.front().spec.wire != compression::none) {
+                                               job->wire != compression::none) {
           const std::size_t raw = it->second.bytes;  // compressed: 2 bytes on the wire per element
           observer_of(s.wired).on_compressed(s.cfg.stream, raw, raw / size_of(it->second.type) * 2,
                                              std::chrono::steady_clock::now());

@@ -25,6 +25,7 @@
 //   chorus-bench demo      the README's demo: what two ranks did and how fast
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -226,6 +227,10 @@ int run_allreduce(const options& o, const process_env& env) {
                 "TCP only)\n",
                 c.size(), c.num_streams(), c.options().chunk_bytes, c.options().segment_bytes,
                 c.data_plane().links().shm_streams);
+  // fp16/bf16 variants among ranks that all share memory run uncompressed (CHORUS_COMPRESSION_SHM).
+  const bool asks_compression = std::any_of(o.allreduce_variants.begin(), o.allreduce_variants.end(),
+                                            [](const std::string& v) { return v == "fp16" || v == "bf16"; });
+  if (c.rank() == 0 && asks_compression) std::printf("# compression: %s\n", c.wire_gate().describe().c_str());
 #ifdef CHORUS_WITH_GLOO
   std::unique_ptr<bench::gloo_peer> gloo;
   bench::allreduce_impl theirs;

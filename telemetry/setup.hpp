@@ -29,6 +29,9 @@ struct context {
   std::function<stream_traffic(int stream, int peer)> peer_traffic;
   /// Local and remote port of that connection (may be empty: no connection_info series).
   std::function<std::pair<int, int>(int stream, int peer)> ports;
+  /// Compression asked for by ops among all ranks is dropped: every peer shares memory
+  /// (runtime/compression/shm_gate.hpp), shown as a gauge.
+  bool compression_off_on_shm = false;
 };
 
 /// The observer the configuration asks for (runtime/config: telemetry_config), or null when all

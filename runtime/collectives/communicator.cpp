@@ -21,6 +21,8 @@ collective_options collective_options::from_config(const collectives_config& c) 
   o.segment_bytes = c.segment_bytes;
   o.small_bytes = c.small_bytes;
   parse_hier_mode(c.hierarchical, o.hierarchical);  // the reader allowed only known words
+  o.wire_on_shm = c.wire_on_shm;
+  o.job_wire = c.wire;
   return o;
 }
 
@@ -55,6 +57,7 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
     : rdv_(std::move(rdv)),
       t_(std::make_unique<mesh::mesh_transport>(parts)),
       hosts_(parts.hosts),
+      gate_(parts.lanes.entries, opts.wire_on_shm),
       control_key_(parts.control_key),
       control_link_(std::make_shared<tcp::control_link>(parts.rank, std::move(parts.control), parts.limits,
                                                         parts.options.peer_timeout)),
@@ -71,6 +74,14 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
     scheduler_ = std::make_unique<chunk_scheduler>(*engine_, board_, opts_.chunks_in_flight, std::move(defer));
   }
   t_->start(engine_.get());
+  // Once per job, on rank 0 (every rank decides alike): louder when the job's own default is
+  // the compression being dropped.
+  if (rank() == 0) {
+    if (opts_.job_wire != compression::none && gate_.drops_for_job())
+      CHORUS_LOG(warn, "collectives", "CHORUS_COMPRESSION=" << name_of(opts_.job_wire) << ": " << gate_.describe());
+    else
+      CHORUS_LOG(info, "collectives", gate_.describe());
+  }
 }
 
 communicator::~communicator() { close(); }
@@ -164,8 +175,14 @@ void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduc
   launch(std::move(jobs), std::move(done));
 }
 
-void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire,
+void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& asked,
                                    callback done) {
+  wire_options wire = asked;
+  wire.wire = gate_.effective(asked.wire);
+  if (wire.wire == compression::none && !wire.check && wire.prescale == 1.0f) {
+    allreduce_async(data, count, t, op, std::move(done));
+    return;
+  }
   auto* base = static_cast<std::byte*>(data);
   std::vector<chunk_job> jobs;
   const int r = rank(), n = size();

@@ -16,6 +16,7 @@
 #include "runtime/collectives/hier_schedule.hpp"
 #include "runtime/collectives/stream_board.hpp"
 #include "runtime/collectives/wire_ring_op.hpp"
+#include "runtime/compression/shm_gate.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
@@ -34,6 +35,11 @@ struct collective_options {
   bool by_speed = true;
   std::size_t chunks_in_flight = 2;        ///< CHORUS_CHUNKS_IN_FLIGHT (with by_speed)
   hier_mode hierarchical = hier_mode::automatic;  ///< CHORUS_HIERARCHICAL (hier_schedule.hpp)
+  /// CHORUS_COMPRESSION_SHM: whether compressed allreduces among ranks that all share memory
+  /// run uncompressed (compression_gate, runtime/compression/shm_gate.hpp).
+  shm_compression wire_on_shm = shm_compression::automatic;
+  /// CHORUS_COMPRESSION, the job's default: only for the init log (warn when the gate drops it).
+  compression job_wire = compression::none;
   /// The configured values (runtime/config).
   static collective_options from_config(const collectives_config& c);
 };
@@ -62,6 +68,9 @@ class communicator {
   /// The ranks grouped by host identity, as every rank computed them from every rank's
   /// identity at connect (mesh_connect.hpp), identical on every rank.
   const host_groups& hosts() const { return hosts_; }
+  /// Whether an op among given ranks keeps the compression it asked for (CHORUS_COMPRESSION_SHM),
+  /// built from every rank's link entry at connect: identical on every rank.
+  const compression_gate& wire_gate() const { return gate_; }
   /// What allreduce_async runs for a buffer of `bytes` under `algo`.
   allreduce_choice choose(std::size_t bytes, allreduce_algorithm algo) const;
   /// The data plane (mesh/mesh_transport.hpp): for posting to its I/O thread and its counters.
@@ -87,7 +96,9 @@ class communicator {
   void allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, callback done,
                        allreduce_algorithm algo = allreduce_algorithm::automatic);
   /// allreduce_async over the compressed and/or checked ring (wire_ring_op.hpp) for every chunk,
-  /// small ones too: `wire` as there (compression: f32/f64 with sum or average only).
+  /// small ones too: `wire` as there (compression: f32/f64 with sum or average only). Compression
+  /// goes through wire_gate() first: where it drops it and nothing else is asked for, this is the
+  /// plain allreduce_async above (automatic algorithm), bit for bit.
   void allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire, callback done);
   void broadcast_async(void* data, std::size_t count, dtype t, int root, callback done);
   /// `out` receives counts[r] elements from each rank r, in rank order; `in` holds counts[rank()].
@@ -155,6 +166,7 @@ class communicator {
   std::unique_ptr<rendezvous> rdv_;
   std::unique_ptr<transport> t_;
   host_groups hosts_;
+  compression_gate gate_;
   wire::mac control_key_{};
   std::shared_ptr<tcp::control_link> control_link_;
   std::unique_ptr<engine> engine_;

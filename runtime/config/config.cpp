@@ -66,6 +66,9 @@ result<config> read_config(const env_lookup& get) {
   take(st, r.choice("CHORUS_REDUCE_KERNELS"), k.reduce_kernels);
   take(st, r.choice("CHORUS_COMPRESSION"), k.wire,
        [](const std::string& w) { return parse_compression(w).value_or(compression::none); });  // held to the table
+  take(st, r.choice("CHORUS_COMPRESSION_SHM"), k.wire_on_shm, [](const std::string& w) {
+    return parse_shm_compression(w).value_or(shm_compression::automatic);  // held to the table
+  });
   take(st, r.choice("CHORUS_NAN_CHECK"), k.check,
        [](const std::string& w) { return parse_nan_check(w).value_or(nan_check::off); });
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/compression/options.hpp"
+#include "runtime/compression/shm_gate.hpp"
 #include "runtime/config/reader.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/core/status.hpp"
@@ -36,6 +37,7 @@ struct collectives_config {
   std::string hierarchical = "auto";       ///< CHORUS_HIERARCHICAL: auto|on|off ("1" and "0" are read as on, off: synonyms in the table)
   std::string reduce_kernels = "auto";     ///< CHORUS_REDUCE_KERNELS: auto|portable
   compression wire = compression::none;   ///< CHORUS_COMPRESSION: the job's default
+  shm_compression wire_on_shm = shm_compression::automatic;  ///< CHORUS_COMPRESSION_SHM
   nan_check check = nan_check::off;        ///< CHORUS_NAN_CHECK: the job's default
 };
 

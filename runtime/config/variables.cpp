@@ -53,6 +53,10 @@ constexpr std::array table{
   variable{"CHORUS_COMPRESSION", "", kind::choice, "none", 0, 0, "none|fp16|bf16",
            "job default for float32/float64 allreduce, reducescatter, allgather: cast to fp16/bf16 on the wire",
            owner::config, ""},
+  variable{"CHORUS_COMPRESSION_SHM", "", kind::choice, "auto", 0, 0, "auto|on",
+           "fp16/bf16 among ranks that all reach each other through shared memory: auto runs such ops "
+           "uncompressed (the casts cost more than the bytes they save), on compresses anyway",
+           owner::config, ""},
   variable{"CHORUS_NAN_CHECK", "", kind::choice, "off", 0, 0, "off|error|skip",
            "job default NaN/Inf check of float inputs: error fails the op on every rank; skip flags it on every rank",
            owner::config, ""},

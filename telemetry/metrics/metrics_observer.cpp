@@ -120,6 +120,9 @@ metrics_observer::metrics_observer(const context& ctx, std::chrono::milliseconds
   auto& compressed = counter(n::compressed_bytes, "Bytes of compressed chunks: the caller's (input), on the wire (wire)");
   compressed_input_ = &compressed.Add({{"side", "input"}});
   compressed_wire_ = &compressed.Add({{"side", "wire"}});
+  gauge(n::compression_off_on_shm,
+        "1: ops among all ranks asking for fp16/bf16 run uncompressed, every peer sharing memory (CHORUS_COMPRESSION_SHM)")
+      .Set(ctx.compression_off_on_shm ? 1 : 0);
 
   fusion_threshold_ = &gauge(n::tunable_fusion_threshold, "Fusion threshold in force (bytes)");
   chunk_bytes_ = &gauge(n::tunable_chunk_bytes, "Chunk size in force (bytes)");

@@ -72,6 +72,10 @@ inline constexpr const char* nonfinite = "chorus_nonfinite_total";
 /// Counter: bytes of compressed chunks (label side = "input": the caller's f32/f64 bytes,
 /// "wire": what went on the wire per ring pass, fp16/bf16).
 inline constexpr const char* compressed_bytes = "chorus_compressed_bytes_total";
+/// Gauge: 1 when allreduce, reducescatter and allgather among all ranks that ask for fp16/bf16
+/// run uncompressed because every rank reaches every other through shared memory
+/// (CHORUS_COMPRESSION_SHM=auto), else 0. Set once at init; the same on every rank.
+inline constexpr const char* compression_off_on_shm = "chorus_compression_off_on_shm";
 
 // ---- tunables in force (label rank) ----
 /// Gauge: the fusion threshold (bytes).

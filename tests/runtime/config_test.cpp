@@ -69,6 +69,8 @@ std::vector<row> config_rows() {
        [](const config& c) { return c.collectives.reduce_kernels; }, "bogus"},
       {"CHORUS_COMPRESSION", "bf16", "bf16",
        [](const config& c) { return std::string(name_of(c.collectives.wire)); }, "fp8"},
+      {"CHORUS_COMPRESSION_SHM", "on", "on",
+       [](const config& c) { return std::string(name_of(c.collectives.wire_on_shm)); }, "off"},
       {"CHORUS_NAN_CHECK", "skip", "skip", [](const config& c) { return std::string(name_of(c.collectives.check)); },
        "warn"},
       {"CHORUS_HIERARCHICAL", "1", "on", [](const config& c) { return c.collectives.hierarchical; }, "yes"},

@@ -88,6 +88,17 @@ TEST(MetricsObserver, EverySeriesExistsFromTheStartWithTheRankLabel) {
   EXPECT_TRUE(find(fams, n::errors, {{"kind", "connection_lost"}}));
 }
 
+TEST(MetricsObserver, CompressionOffOnSharedMemoryIsAGaugeOfTheContext) {
+  for (bool off : {false, true}) {
+    auto ctx = two_streams();
+    ctx.compression_off_on_shm = off;
+    metrics_observer m(ctx);
+    auto g = find(m.collect(), n::compression_off_on_shm, {});
+    ASSERT_TRUE(g);
+    EXPECT_EQ(g->gauge.value, off ? 1.0 : 0.0);
+  }
+}
+
 TEST(MetricsObserver, EventsMoveTheirSeries) {
   metrics_observer m(two_streams());
   auto t0 = clock::now();

@@ -46,6 +46,7 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
   link_entry mine_entry{ring_bytes > 0, host_identity()};
   if (env.size == 1) {
     out.identities = {mine_entry.identity};
+    out.entries = {mine_entry};
     out.table = plan_links(0, {mine_entry});
     return out;
   }
@@ -64,6 +65,7 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
                                         (*hosts)[r] + "' (expected 'on <identity>' or 'off <identity>')"};
   for (const auto& e : entries) out.identities.push_back(e.identity);
   out.table = plan_links(env.rank, entries);
+  out.entries = entries;
 
   // 2. A segment per stream for each such peer.
   std::vector<std::unique_ptr<segment>> created;  // [peer * streams + stream]

@@ -32,6 +32,7 @@ struct lane_set {
   std::vector<std::vector<lane>> lanes;  ///< [peer][stream]; all null when size is 1
   link_table table;                      ///< round 1's plan, before a lane fell back to TCP
   std::vector<std::string> identities;   ///< every rank's host identity, by rank
+  std::vector<link_entry> entries;       ///< every rank's round-1 entry, by rank (the same on every rank)
 };
 
 /// `ring_bytes` 0 switches our side off. `limits` check the frames read from the peers' rings.

@@ -11,6 +11,7 @@
 //                          read using CHORUS_TEST_STORE_SECRET (as a port scan would find it), the
 //                          data plane must refuse it too ("intruder refused: ...")
 //   hier                   hierarchical allreduce checks (hier_checks.hpp); prints "testrank: hier exact"
+//   wire-shm EXPECT        fp16 through communicator::allreduce: exact or rounded (wire_shm.cpp)
 //   hier-loop SECS         forced-hierarchical 4 MiB allreduces until SECS pass; prints "iteration N";
 //                          CHORUS_TEST_KILL="R:I": rank R kills itself (SIGKILL) in iteration I's allreduce
 // CHORUS_TEST_HOSTS="2,1" fakes hosts for any mode (hier_checks.hpp: apply_test_hosts).
@@ -39,6 +40,8 @@ int run_pipeline_mode(const std::string& mode, int argc, char** argv);
 int run_pipeline_scatter(int argc, char** argv);
 // pipeline-wire SEED: compression and the NaN/Inf check (tests/multiproc/rank/pipeline_wire.cpp).
 int run_pipeline_wire(int argc, char** argv);
+// pipeline-wire-shm EXPECT: fp16 among ranks on shared memory (tests/multiproc/rank/pipeline_wire_shm.cpp).
+int run_pipeline_wire_shm(int argc, char** argv);
 // pipeline-join: Horovod's join with uneven steps (tests/multiproc/rank/pipeline_join.cpp).
 int run_pipeline_join(int argc, char** argv);
 // pipeline-kill-loop SECS: ops in flight until a rank is killed (tests/multiproc/rank/pipeline_failure.cpp).
@@ -50,6 +53,10 @@ int run_pipeline_psets_dynamic(int argc, char** argv);
 int run_pipeline_psets_c(int argc, char** argv);
 }  // namespace chorus::testrank
 #endif
+namespace chorus::testrank {
+// wire-shm EXPECT: fp16 through communicator::allreduce (tests/multiproc/rank/wire_shm.cpp).
+int run_wire_shm(communicator& c, int argc, char** argv);
+}  // namespace chorus::testrank
 
 namespace {
 
@@ -133,6 +140,7 @@ int main(int argc, char** argv) {
   // These modes call chorus::init(), which builds its own communicator.
   if (mode == "pipeline-scatter") return testrank::run_pipeline_scatter(argc, argv);
   if (mode == "pipeline-wire") return testrank::run_pipeline_wire(argc, argv);
+  if (mode == "pipeline-wire-shm") return testrank::run_pipeline_wire_shm(argc, argv);
   if (mode == "pipeline-join") return testrank::run_pipeline_join(argc, argv);
   if (mode == "pipeline-kill-loop") return testrank::run_pipeline_kill_loop(argc, argv);
   if (mode == "pipeline-psets") return testrank::run_pipeline_psets(argc, argv);
@@ -167,6 +175,7 @@ int main(int argc, char** argv) {
     std::printf("deaf-data: allreduce finished on rank %d\n", c.rank());
     return 0;
   }
+  if (mode == "wire-shm") return testrank::run_wire_shm(c, argc, argv);
   if (mode == "hier") {
     auto st = testrank::check_hierarchical(c);
     if (!st.ok()) return fail(st);
