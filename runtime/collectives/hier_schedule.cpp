@@ -197,7 +197,7 @@ hier_chunking hier_chunks(const host_groups& g, std::size_t chunk_bytes, std::si
   const auto l = static_cast<std::size_t>(std::max(1, g.max_local()));
   std::size_t bytes = std::max(chunk_bytes / (l * l), l * hier_chunking::min_shard_bytes);
   bytes = std::max(std::min(bytes, chunk_bytes) / e * e, e);
-  return {bytes, std::min(bytes * l, std::max(chunk_bytes, bytes))};
+  return {bytes, std::max<std::size_t>(chunk_bytes / l, 1)};
 }
 
 allreduce_choice choose_allreduce(hier_mode mode, const host_groups& g, std::size_t bytes, std::size_t small_bytes) {

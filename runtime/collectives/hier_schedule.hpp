@@ -71,10 +71,11 @@ std::vector<hier_step> hier_leader_steps(const host_groups& g, int rank, std::si
 /// chunk keeps its place in the window until the slowest of its L cross-host rings (L = most
 /// ranks on a host) and the allgather after it are done, so a ring that falls behind holds up
 /// a whole chunk. So chunks are cut L² times finer (`bytes`), but never to shards below
-/// min_shard_bytes per local rank (nor above chunk_bytes), in whole elements; each is charged
-/// L times its bytes (`charge`, at most a slot). At the defaults a stream then runs
-/// L × CHORUS_CHUNKS_IN_FLIGHT of them: 1/L of the flat bytes in flight, in pieces that finish
-/// one by one (4 ranks per host: 256 KiB chunks, 8 per stream; docs/performance.md).
+/// min_shard_bytes per local rank (nor above chunk_bytes), in whole elements, and each is
+/// charged 1/L of a slot (`charge` = chunk_bytes / L): a stream runs L × CHORUS_CHUNKS_IN_FLIGHT
+/// of them, pieces that finish one by one, 1/L of the flat bytes in flight where the floor does
+/// not bind. On 4 ranks per host at the defaults: 256 KiB chunks, 8 per stream
+/// (docs/performance.md).
 struct hier_chunking {
   std::size_t bytes = 0;
   std::size_t charge = 0;
