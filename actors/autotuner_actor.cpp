@@ -1,6 +1,10 @@
 // The autotuner actor: window scores out, agreed windows in, tunables switches out.
 #include "actors/autotuner_actor.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "runtime/core/log.hpp"
 
 namespace chorus {
@@ -11,27 +15,35 @@ using self_ptr = caf::stateful_actor<autotuner_state>*;
 /// Submits the window's score once it spans steps_per_sample cycles and the last one is agreed.
 void maybe_submit(self_ptr self, steady_time now) {
   auto& s = self->state;
-  if (s.held || s.awaiting || !s.started || s.cycles < static_cast<uint64_t>(std::max(s.cfg.steps_per_sample, 1))) return;
+  if (s.holding && !s.awaiting && s.submitted < s.pad_to) {  // a hold's padding (autotune_pad)
+    self->send(s.wired.negotiator, window_scored{std::numeric_limits<double>::infinity(), s.tuner->digest()});
+    s.awaiting = true;
+    ++s.submitted;
+    return;
+  }
+  if (s.held || s.holding || s.awaiting || !s.started || s.cycles < static_cast<uint64_t>(std::max(s.cfg.steps_per_sample, 1))) return;
   double seconds = std::chrono::duration<double>(now - s.start).count();
   double score = seconds > 0 ? double(s.bytes) / seconds : 0.0;
   self->send(s.wired.negotiator, window_scored{score, s.tuner->digest()});
   s.awaiting = true;
+  ++s.submitted;
   s.bytes = 0;
   s.cycles = 0;
   s.start = now;
 }
 
-/// Takes an asked-for hold once no window of this rank waits for agreement: every rank is
-/// quiescent and has scored the same windows, so each has then handled the same agreed ones.
+/// Ends a hold once every padding window is submitted and agreed: every rank has then submitted
+/// and handled the same windows, so the tuners are alike.
 void maybe_hold(self_ptr self) {
   auto& s = self->state;
-  if (!s.hold_reply || s.awaiting) return;
+  if (!s.pad_reply || s.awaiting || s.submitted < s.pad_to) return;
   s.held = true;
+  s.holding = false;
   s.started = false;
   s.bytes = 0;
   s.cycles = 0;
-  s.hold_reply->deliver(autotune_hold{true, false});
-  s.hold_reply.reset();
+  s.pad_reply->deliver(autotune_windows{s.submitted});
+  s.pad_reply.reset();
 }
 
 }  // namespace
@@ -132,6 +144,12 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
       [=](const window_agreed& w) {
         auto& st = self->state;
         st.awaiting = false;
+        if (!std::isfinite(w.score)) {  // only padding windows (a hold): no sample on any rank
+          self->send(st.wired.fusion, switch_of(st.in_force, w.cycle + 1));  // fusion waits for it
+          maybe_submit(self, std::chrono::steady_clock::now());
+          maybe_hold(self);
+          return;
+        }
         auto step = st.tuner->on_window(w.score);
         telemetry::autotune_event e;
         e.cycle = w.cycle;
@@ -170,6 +188,19 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
         maybe_submit(self, now);
         maybe_hold(self);
       },
+      [=](const autotune_pad& pad) -> caf::response_promise {  // step 2 of a hold
+        auto& st = self->state;
+        auto rp = self->make_response_promise();
+        if (st.held) {
+          rp.deliver(autotune_windows{st.submitted});
+          return rp;
+        }
+        st.pad_to = std::max(pad.to, st.submitted);
+        st.pad_reply = rp;
+        maybe_submit(self, std::chrono::steady_clock::now());
+        maybe_hold(self);
+        return rp;
+      },
       [=](const tunables_switch& sw) {  // pipeline::set_tunables, while held
         auto& st = self->state;
         st.in_force = {sw.streams, static_cast<std::size_t>(sw.chunk_bytes),
@@ -179,14 +210,15 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
       [=](const autotune_hold& h) -> caf::response_promise {
         auto& st = self->state;
         auto rp = self->make_response_promise();
-        if (h.held) {
-          if (st.hold_reply) st.hold_reply->deliver(autotune_hold{true, false});  // a second ask: one answer each
-          st.hold_reply = rp;
-          maybe_hold(self);
+        if (h.held) {  // step 1: no more real windows; say how many were submitted
+          st.holding = !st.held;
+          st.pad_to = st.submitted;
+          rp.deliver(autotune_windows{st.submitted});
           return rp;
         }
         rp.deliver(h);
         st.held = false;
+        st.holding = false;
         st.started = false;
         st.bytes = 0;
         st.cycles = 0;

@@ -55,9 +55,12 @@ struct autotuner_state {
   bool started = false;
   bool awaiting = false;  ///< a score was submitted and its window is not agreed yet
   bool held = false;      ///< autotune_hold: no scoring; in_force follows set_tunables
-  /// A hold asked for and not answered yet: it takes effect once no window of this rank waits
-  /// for agreement (all ranks, quiescent, then have handled the same agreed windows).
-  std::optional<caf::response_promise> hold_reply;
+  uint64_t submitted = 0;  ///< windows submitted so far (real and padding)
+  /// A hold in progress (autotune_hold, then autotune_pad): no real window is submitted; padding
+  /// windows up to pad_to; then held once the last is agreed, and pad_reply answered.
+  bool holding = false;
+  uint64_t pad_to = 0;
+  std::optional<caf::response_promise> pad_reply;
   std::unique_ptr<std::ofstream> log;
   static inline const char* name = "chorus.autotuner";
 };

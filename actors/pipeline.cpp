@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <exception>
+#include <optional>
 
 #include <caf/io/all.hpp>
 
@@ -452,20 +453,22 @@ void pipeline::shutdown() {
 }
 
 namespace {
-/// Sends `h` to the autotuner and waits for its answer (a hold: until it took effect).
-status ask_autotuner(pipeline::impl& p, const autotune_hold& h, const char* what) {
-  if (!p.actors.autotuner) return {errc::config, std::string(what) + ": autotune is off (CHORUS_AUTOTUNE)"};
-  status out;
+/// Sends `msg` to the autotuner and waits for its answer (`Reply`).
+template <class Reply, class Msg>
+result<Reply> ask_autotuner(pipeline::impl& p, const Msg& msg, const char* what) {
+  if (!p.actors.autotuner) return status{errc::config, std::string(what) + ": autotune is off (CHORUS_AUTOTUNE)"};
+  std::optional<Reply> out;
+  status failed;
   caf::scoped_actor self{*p.sys};
-  self->request(p.actors.autotuner, std::chrono::seconds(30), h)
-      .receive([](autotune_hold&) {},
+  self->request(p.actors.autotuner, std::chrono::seconds(30), msg)
+      .receive([&](Reply& r) { out = r; },
                [&](caf::error& err) {
-                 out = status{errc::timeout, std::string(what) + ": the autotuner did not answer within 30 s (" +
-                                                 p.sys->render(err) +
-                                                 "); a window this rank scored is not agreed: is every rank "
-                                                 "quiescent and holding?"};
+                 failed = status{errc::timeout, std::string(what) + ": the autotuner did not answer within 30 s (" +
+                                                    p.sys->render(err) +
+                                                    "); a window is not agreed: does every rank hold, quiescent?"};
                });
-  return out;
+  if (!out) return failed;
+  return *out;
 }
 }  // namespace
 
@@ -474,9 +477,19 @@ status pipeline::hold_autotune() {
   std::shared_lock lk(mu_);
   if (stopped_) return {errc::shutdown, "hold_autotune: the pipeline is shut down"};
   auto& p = *impl_;
-  auto st = ask_autotuner(p, autotune_hold{true, false}, "hold_autotune");
-  if (st.ok()) p.autotune_held = true;
-  return st;
+  // 1. No more real windows; how many did this rank submit? Ranks cut windows where their
+  //    agreements happened to arrive, so the counts can differ.
+  auto mine = ask_autotuner<autotune_windows>(p, autotune_hold{true, false}, "hold_autotune");
+  if (!mine) return mine.error();
+  // 2. The most any rank submitted; every rank pads to it, so every window gets agreed and
+  //    every rank handles the same ones.
+  int64_t most = static_cast<int64_t>(mine->submitted);
+  if (auto st = p.comm.allreduce(&most, 1, dtype::i64, reduce_op::max); !st.ok())
+    return status{st.code(), "hold_autotune: " + st.message()};
+  auto done = ask_autotuner<autotune_windows>(p, autotune_pad{static_cast<uint64_t>(most)}, "hold_autotune");
+  if (!done) return done.error();
+  p.autotune_held = true;
+  return {};
 }
 
 status pipeline::resume_autotune(bool restart) {
@@ -485,7 +498,8 @@ status pipeline::resume_autotune(bool restart) {
   if (stopped_) return {errc::shutdown, "resume_autotune: the pipeline is shut down"};
   auto& p = *impl_;
   p.autotune_held = false;
-  return ask_autotuner(p, autotune_hold{false, restart}, "resume_autotune");
+  auto r = ask_autotuner<autotune_hold>(p, autotune_hold{false, restart}, "resume_autotune");
+  return r ? status{} : r.error();
 }
 
 pipeline::~pipeline() { shutdown(); }

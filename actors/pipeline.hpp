@@ -162,7 +162,12 @@ class pipeline {
   /// autotuner with fixed settings: held, the autotuner scores nothing and set_tunables works;
   /// resumed, it scores again, and with `restart` its search starts over from the tunables in
   /// force (snapped to its grid). set_tunables' contract holds: quiescent, every rank alike.
-  /// Errors: errc::config with autotune off, errc::shutdown after shutdown().
+  /// hold_autotune is collective: ranks cut their windows where agreements happened to arrive,
+  /// so it takes the most windows any rank submitted (an allreduce on the communicator) and
+  /// every rank submits empty ones up to it, which the minimum ignores; it returns once all are
+  /// agreed, every rank having handled the same windows.
+  /// Errors: errc::config with autotune off, errc::timeout when a window is not agreed within
+  /// 30 s, errc::shutdown after shutdown().
   status hold_autotune();
   status resume_autotune(bool restart);
 

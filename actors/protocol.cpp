@@ -32,6 +32,8 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<tunables_pending>("chorus.tunables_pending");
   cfg.add_message_type<tunables_switch>("chorus.tunables_switch");
   cfg.add_message_type<autotune_hold>("chorus.autotune_hold");
+  cfg.add_message_type<autotune_windows>("chorus.autotune_windows");
+  cfg.add_message_type<autotune_pad>("chorus.autotune_pad");
   cfg.add_message_type<steal_request>("chorus.steal_request");
   cfg.add_message_type<steal_offer>("chorus.steal_offer");
   cfg.add_message_type<steal_take>("chorus.steal_take");

@@ -237,10 +237,20 @@ struct tunables_switch {
 /// pipeline → autotuner (pipeline::hold_autotune / resume_autotune, at a quiescent point on every
 /// rank alike): held, it scores no window and follows set_tunables; resumed, it scores again,
 /// and with `restart` its search starts over from the tunables in force. A hold is answered
-/// (with itself) once the window this rank scored last is agreed.
+/// with autotune_windows (how many windows this rank submitted); resume with itself.
 struct autotune_hold {
   bool held = true;
   bool restart = false;
+};
+/// autotuner → pipeline: windows this rank submitted so far (answer to a hold).
+struct autotune_windows {
+  uint64_t submitted = 0;
+};
+/// pipeline → autotuner, second step of a hold: submit empty windows (score +inf, the minimum's
+/// neutral element) up to `to`, the most any rank submitted, so that every rank's windows are
+/// agreed; answered (with autotune_windows) once they are, and the autotuner is held.
+struct autotune_pad {
+  uint64_t to = 0;
 };
 /// pipeline → every actor of the rank, right after spawning: who is who.
 struct pipeline_wired {
@@ -378,6 +388,14 @@ typename Inspector::result_type inspect(Inspector& f, window_agreed& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, autotune_hold& x) {
   return f(caf::meta::type_name("autotune_hold"), x.held, x.restart);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, autotune_windows& x) {
+  return f(caf::meta::type_name("autotune_windows"), x.submitted);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, autotune_pad& x) {
+  return f(caf::meta::type_name("autotune_pad"), x.to);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tunables_pending& x) {

@@ -47,6 +47,9 @@ struct store_state {
   size_t bytes = 0;  // keys and values in `values`
   std::set<std::shared_ptr<session>> sessions;
   size_t handshaking = 0;
+  // Sessions in accept order, for evicting the oldest one still in its handshake when a new
+  // connection finds every handshake slot taken (entries that finished or closed are skipped).
+  std::deque<std::weak_ptr<session>> arrivals;
   // Refusals are logged at most once a second; the rest are counted into the next line.
   std::chrono::steady_clock::time_point last_refusal_log{};
   size_t refusals_unlogged = 0;
@@ -110,6 +113,11 @@ class session : public std::enable_shared_from_this<session> {
     store_.sessions.erase(shared_from_this());
   }
 
+  bool in_handshake() const { return !closed_ && phase_ != phase::ready; }
+  std::chrono::steady_clock::time_point accepted_at() const { return accepted_at_; }
+  // Closes a connection still in its handshake to make room (kv_server::impl::evict_oldest).
+  void evict(const std::string& why) { refuse(why); }
+
   // A SET stored `key`: completes this session's parked request if that was its last key.
   void on_published(const std::string& key) {
     if (closed_ || !parked_) return;
@@ -126,6 +134,7 @@ class session : public std::enable_shared_from_this<session> {
 
  private:
   enum class phase { hello, proof, ready };
+  std::chrono::steady_clock::time_point accepted_at_ = std::chrono::steady_clock::now();
 
   void read_header() {
     asio::async_read(
@@ -397,6 +406,10 @@ struct kv_server::impl {
         return;
       }
       asio::error_code ignored;
+      // Every handshake slot taken: the oldest connection still in its handshake makes room. A
+      // real client proves the secret within a few round trips, so silent ones, which hold a
+      // slot until the handshake timeout, are the ones that go, and cannot stall a job's start.
+      if (store.handshaking >= store.limits.max_handshaking && store.limits.max_handshaking > 0) evict_oldest();
       if (store.sessions.size() >= store.limits.max_connections || store.handshaking >= store.limits.max_handshaking) {
         auto ep = socket.remote_endpoint(ignored);
         store.refused(ignored ? std::string("unknown peer") : format_host_port(ep.address().to_string(), ep.port()),
@@ -409,9 +422,29 @@ struct kv_server::impl {
       socket.set_option(tcp::no_delay(true), ignored);
       auto s = std::make_shared<session>(std::move(socket), store);
       store.sessions.insert(s);
+      while (!store.arrivals.empty()) {  // drop the front entries that finished or closed
+        auto front = store.arrivals.front().lock();
+        if (front && front->in_handshake()) break;
+        store.arrivals.pop_front();
+      }
+      store.arrivals.push_back(s);
       s->start();
       accept();
     });
+  }
+
+  // Closes the connection that has been in its handshake longest (see accept()).
+  void evict_oldest() {
+    while (!store.arrivals.empty()) {
+      auto oldest = store.arrivals.front().lock();
+      store.arrivals.pop_front();
+      if (!oldest || !oldest->in_handshake()) continue;
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                          oldest->accepted_at());
+      oldest->evict("evicted after " + std::to_string(waited.count()) + " ms without finishing its handshake: all " +
+                     std::to_string(store.limits.max_handshaking) + " handshake slots were taken");
+      return;
+    }
   }
 
   // Tries each candidate address until one binds. Returns the system's last complaint.

@@ -21,7 +21,8 @@ namespace chorus {
 struct kv_server_limits {
   std::chrono::milliseconds handshake_timeout{5000};  ///< to prove the secret, from accept
   std::chrono::milliseconds write_timeout{30000};     ///< for a client to take a reply
-  std::size_t max_handshaking = 64;                   ///< connections not yet authenticated
+  /// Connections not yet authenticated; when all are taken, a new one evicts the oldest.
+  std::size_t max_handshaking = 64;
   std::size_t max_connections = 65536;                ///< all connections
   std::size_t max_keys = std::size_t{1} << 20;        ///< keys in the store
   std::size_t max_store_bytes = std::size_t{256} << 20;  ///< keys and values in the store

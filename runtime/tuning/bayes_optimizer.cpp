@@ -114,29 +114,48 @@ std::optional<proposal> bayes_optimizer::next() const {
     double ei = expected_improvement(gp.predict(space_.unit(c)), incumbent, options_.exploration * scale) / scale;
     if (!best || ei > best->expected_improvement) best = proposal{c, false, ei};
   }
-  if (!best || best->expected_improvement < options_.min_improvement) return std::nullopt;
+  // A fit to the warm-up points alone can be flat (close scores): it may not stop the search
+  // before it proposed min_proposals points of its own.
+  const bool may_stop = n >= std::max(options_.warmup_samples, static_cast<int>(start_.size())) + options_.min_proposals;
+  if (!best || (may_stop && best->expected_improvement < options_.min_improvement)) return std::nullopt;
   return best;
 }
 
-std::optional<observation> bayes_optimizer::best() const {
-  if (history_.empty()) return std::nullopt;
+namespace {
+/// The posterior mean at every sampled point (a fit to the whole history).
+std::vector<double> posterior_means(const search_space& space, const std::vector<observation>& history, double noise) {
   std::vector<std::vector<double>> x;
   std::vector<double> y;
-  for (const auto& o : history_) {
-    x.push_back(space_.unit(o.at));
+  for (const auto& o : history) {
+    x.push_back(space.unit(o.at));
     y.push_back(o.score);
   }
-  auto gp = gaussian_process::fit(x, y, options_.noise);
-  std::size_t arg = 0;
-  double top = -INFINITY;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    double m = gp.predict(x[i]).mean;
-    if (m > top) {
-      top = m;
-      arg = i;
-    }
+  auto gp = gaussian_process::fit(x, y, noise);
+  std::vector<double> means;
+  for (const auto& u : x) means.push_back(gp.predict(u).mean);
+  return means;
+}
+}  // namespace
+
+std::optional<observation> bayes_optimizer::best() const {
+  if (history_.empty()) return std::nullopt;
+  auto means = posterior_means(space_, history_, options_.noise);
+  auto arg = std::max_element(means.begin(), means.end()) - means.begin();  // first of equals
+  return history_[static_cast<std::size_t>(arg)];
+}
+
+std::vector<point> bayes_optimizer::ranked(std::size_t k) const {
+  if (history_.empty() || k == 0) return {};
+  auto means = posterior_means(space_, history_, options_.noise);
+  std::vector<std::size_t> order(history_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return means[a] > means[b]; });
+  std::vector<point> out;
+  for (auto i : order) {
+    if (out.size() >= k) break;
+    if (std::find(out.begin(), out.end(), history_[i].at) == out.end()) out.push_back(history_[i].at);
   }
-  return history_[arg];
+  return out;
 }
 
 }  // namespace chorus::tuning

@@ -20,6 +20,7 @@ struct optimizer_options {
   int max_samples = 20;            ///< the budget: no proposal after this many samples
   double noise = 0.1;              ///< added to the kernel diagonal, in normalised score units
   double min_improvement = 0.005;  ///< stop when the best expected improvement < this * |best|
+  int min_proposals = 3;           ///< ... but not before this many points after the warm-up
   double exploration = 0.01;       ///< EI's margin xi, relative to |best|
   int candidates = 384;            ///< pseudo-random candidates per proposal (plus neighbours)
 };
@@ -50,6 +51,9 @@ class bayes_optimizer {
   /// The sampled point with the highest posterior mean (robust to one lucky sample), with its
   /// observed score; nullopt before the first sample.
   std::optional<observation> best() const;
+  /// Up to `k` distinct sampled points, highest posterior mean first (the candidates to sample
+  /// again before settling on one).
+  std::vector<point> ranked(std::size_t k) const;
   const std::vector<observation>& history() const { return history_; }
   const search_space& space() const { return space_; }
   const optimizer_options& options() const { return options_; }

@@ -17,10 +17,10 @@ tuner::tuner(search_space space, tuner_options options, point start)
     : options_(options), opt_(space, options.search, {start}), current_(std::move(start)) {
   // Every setting that shapes a decision: ranks configured differently show different digests.
   for (double x : {double(options.search.seed), double(options.search.warmup_samples), double(options.search.max_samples),
-                   options.search.noise, options.search.min_improvement, options.search.exploration,
+                   options.search.noise, options.search.min_improvement, double(options.search.min_proposals), options.search.exploration,
                    double(options.search.candidates), double(options.windows_per_sample), double(options.settle_windows),
                    options.drop_threshold, double(options.drop_windows), double(options.retune_samples),
-                   double(options.retune_starts)})
+                   double(options.retune_starts), double(options.confirm_points)})
     fold(std::bit_cast<uint64_t>(x));
   for (const auto& a : space.axes())
     for (double v : a.values) fold(std::bit_cast<uint64_t>(v));
@@ -34,6 +34,14 @@ void tuner::switch_to(point p, tuner_step& out) {
   windows_.clear();
   out.switch_to = current_;
   for (int i : current_) fold(static_cast<uint64_t>(i) + 0x100);
+}
+
+point tuner::settle_on() const {
+  // The best by posterior mean among the points sampled again: a point measured once may owe
+  // its rank to one lucky window.
+  for (auto& p : opt_.ranked(opt_.history().size()))
+    if (confirmed_.empty() || std::find(confirmed_.begin(), confirmed_.end(), p) != confirmed_.end()) return p;
+  return current_;
 }
 
 tuner_step tuner::on_window(double score) {
@@ -61,6 +69,9 @@ tuner_step tuner::on_window(double score) {
     opts.warmup_samples = static_cast<int>(starts.size());
     opt_ = bayes_optimizer(opt_.space(), opts, starts);
     phase_ = tuner_phase::searching;
+    confirming_ = false;
+    confirm_.clear();
+    confirmed_.clear();
     baseline_.reset();
     low_ = 0;
     windows_.clear();
@@ -79,14 +90,31 @@ tuner_step tuner::on_window(double score) {
     return out;
   }
   opt_.observe(current_, s);
-  if (auto next = opt_.next()) {
-    switch_to(next->at, out);  // never the point in force: sampled points are not proposed
+  if (!confirming_) {
+    if (auto next = opt_.next()) {
+      switch_to(next->at, out);  // never the point in force: sampled points are not proposed
+      return out;
+    }
+    // The search stopped: sample its best points again (the one in force first, which needs
+    // no switch), so that their second samples join the fit before one is chosen.
+    confirming_ = true;
+    confirm_ = opt_.ranked(static_cast<std::size_t>(std::max(options_.confirm_points, 0)));
+    confirmed_ = confirm_;
+    if (auto here = std::find(confirm_.begin(), confirm_.end(), current_); here != confirm_.end())
+      std::rotate(confirm_.begin(), here, here + 1);
+    fold(0xc0f1 + confirm_.size());
+  }
+  if (!confirm_.empty()) {
+    point next = confirm_.front();
+    confirm_.erase(confirm_.begin());
+    switch_to(std::move(next), out);
     return out;
   }
+  confirming_ = false;
   phase_ = tuner_phase::watching;
   out.converged = true;
   fold(0xc0de);
-  switch_to(opt_.best()->at, out);
+  switch_to(settle_on(), out);
   return out;
 }
 

@@ -3,7 +3,8 @@
 // settles; a sample is the median of several windows; samples drive the Bayesian search until
 // it stops; then the tuner watches. When the score stays more than a threshold below the
 // converged level for several windows (the network changed), it searches again, first
-// sampling the best points it knows, with a smaller budget. Equal inputs, equal outputs.
+// sampling the best points it knows, with a smaller budget. Before settling, a search samples
+// its best points again. Equal inputs, equal outputs.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,9 @@ struct tuner_options {
   int drop_windows = 3;           ///< ... for this many windows in a row
   int retune_samples = 8;         ///< budget of a search started by a drop
   int retune_starts = 3;          ///< best known points a new search samples first
+  /// When a search stops, its best points by posterior mean are sampled once more before the
+  /// tuner settles on one: one lucky sample of a noisy window must not decide. 0: settle at once.
+  int confirm_points = 2;
 };
 
 enum class tuner_phase : uint8_t { searching = 0, watching = 1 };
@@ -61,6 +65,7 @@ class tuner {
 
  private:
   void switch_to(point p, tuner_step& out);
+  point settle_on() const;
   void fold(uint64_t v) { digest_ = mix64(digest_ ^ v); }
 
   tuner_options options_;
@@ -68,6 +73,9 @@ class tuner {
   point current_;
   tuner_phase phase_ = tuner_phase::searching;
   std::vector<double> windows_;
+  bool confirming_ = false;    // the search stopped; its best points are sampled again
+  std::vector<point> confirm_;  // ... these, in this order, still to sample
+  std::vector<point> confirmed_;  // every point sampled again (the tuner settles on one of them)
   int settle_left_ = 0;
   uint64_t samples_ = 0;
   uint32_t search_ = 0;

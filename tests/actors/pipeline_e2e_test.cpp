@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -126,6 +127,39 @@ struct waiter {
 tensor_spec make(std::string name, collective_kind k, dtype t, std::vector<int64_t> shape, reduce_op op = reduce_op::sum,
                  int root = -1) {
   return tensor_spec{std::move(name), k, t, std::move(shape), op, root, device_kind::cpu, 0};
+}
+
+/// `n` steps of one 1 MiB allreduce of ones on every rank at once (each element sums to the
+/// job's size), named `name` + step; expects every result exact.
+void steps_of_ones(std::vector<rank_job>& job, const std::string& name, int n = 1) {
+  const auto size = static_cast<int>(job.size());
+  for (int k = 0; k < n; ++k) {
+    std::vector<std::thread> threads;
+    std::vector<int> bad(job.size(), 0);
+    for (int r = 0; r < size; ++r)
+      threads.emplace_back([&, r] {
+        std::vector<float> g(1 << 18, 1.0f);
+        waiter w;
+        job[r].pipe->enqueue({make(name + std::to_string(k), collective_kind::allreduce, dtype::f32, {1 << 18}),
+                              g.data(), g.data(), w.callback()});
+        if (!w.wait() || !w.result.ok() || g.front() != float(size) || g.back() != float(size)) ++bad[r];
+      });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(bad, std::vector<int>(job.size(), 0)) << name << k;
+  }
+}
+
+/// Calls `fn` on every rank's pipeline at once (collective calls such as hold_autotune); the
+/// failures, "rank R: status" each, empty when every rank succeeded.
+std::string on_every_rank(std::vector<rank_job>& job, const std::function<status(pipeline&)>& fn) {
+  std::vector<status> out(job.size());
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < job.size(); ++r) threads.emplace_back([&, r] { out[r] = fn(*job[r].pipe); });
+  for (auto& t : threads) t.join();
+  std::string failures;
+  for (std::size_t r = 0; r < out.size(); ++r)
+    if (!out[r].ok()) failures += "rank " + std::to_string(r) + ": " + out[r].to_string() + "; ";
+  return failures;
 }
 
 TEST(pipeline_e2e, one_rank_allreduce_is_the_identity) {
@@ -532,21 +566,7 @@ TEST(pipeline_e2e, start_streams_and_set_tunables_decide_the_streams_and_chunks_
                                                    std::make_shared<chunk_observer>()};
   auto job = start_job(2, o, [&](int r) { return obs[static_cast<std::size_t>(r)]; });
   ASSERT_TRUE(job[0].pipe && job[1].pipe);
-  auto step = [&](const std::string& name) {  // 1 MiB of ones on both ranks: each element sums to 2
-    std::vector<std::thread> threads;
-    std::vector<int> bad(2, 0);
-    for (int r = 0; r < 2; ++r)
-      threads.emplace_back([&, r] {
-        std::vector<float> g(1 << 18, 1.0f);
-        waiter w;
-        job[r].pipe->enqueue({make(name, collective_kind::allreduce, dtype::f32, {1 << 18}), g.data(), g.data(),
-                              w.callback()});
-        if (!w.wait() || !w.result.ok() || g.front() != 2.0f || g.back() != 2.0f) ++bad[r];
-      });
-    for (auto& t : threads) t.join();
-    EXPECT_EQ(bad, (std::vector<int>{0, 0})) << name;
-  };
-  step("first");
+  steps_of_ones(job, "first");
   for (auto& [stream, bytes] : obs[0]->take()) {
     EXPECT_EQ(stream, 0);
     EXPECT_LE(bytes, std::size_t{1} << 14);
@@ -554,7 +574,7 @@ TEST(pipeline_e2e, start_streams_and_set_tunables_decide_the_streams_and_chunks_
   // Quiescent on both ranks: both switch before either enqueues again.
   telemetry::tunables t{64u << 20, 1u << 16, 3, std::chrono::microseconds(500), 0};
   for (auto& j : job) ASSERT_TRUE(j.pipe->set_tunables(t).ok());
-  step("second");
+  steps_of_ones(job, "second");
   std::set<int> streams;
   for (auto& [stream, bytes] : obs[0]->take()) {
     streams.insert(stream);
@@ -614,26 +634,10 @@ TEST(pipeline_e2e, a_held_autotuner_scores_nothing_and_a_restart_searches_from_t
                                                      std::make_shared<autotune_counter>()};
   auto job = start_job(2, o, [&](int r) { return obs[static_cast<std::size_t>(r)]; });
   ASSERT_TRUE(job[0].pipe && job[1].pipe);
-  auto steps = [&](const std::string& name, int n) {  // 1 MiB of ones on both ranks: each element sums to 2
-    for (int k = 0; k < n; ++k) {
-      std::vector<std::thread> threads;
-      std::vector<int> bad(2, 0);
-      for (int r = 0; r < 2; ++r)
-        threads.emplace_back([&, r] {
-          std::vector<float> g(1 << 18, 1.0f);
-          waiter w;
-          job[r].pipe->enqueue({make(name + std::to_string(k), collective_kind::allreduce, dtype::f32, {1 << 18}),
-                                g.data(), g.data(), w.callback()});
-          if (!w.wait() || !w.result.ok() || g.front() != 2.0f || g.back() != 2.0f) ++bad[r];
-        });
-      for (auto& t : threads) t.join();
-      EXPECT_EQ(bad, (std::vector<int>{0, 0})) << name << k;
-    }
-  };
   // Held: set_tunables drives the pipeline, no window is scored.
   telemetry::tunables one{1u << 20, 1u << 16, 1, std::chrono::microseconds(1000), 0};
   for (auto& j : job) ASSERT_TRUE(j.pipe->set_tunables(one).ok());
-  steps("held", 6);
+  steps_of_ones(job, "held", 6);
   for (auto& ob : obs) {
     auto [windows, streams] = ob->take();
     EXPECT_EQ(windows, 0);
@@ -641,34 +645,37 @@ TEST(pipeline_e2e, a_held_autotuner_scores_nothing_and_a_restart_searches_from_t
   }
   // Resumed with a restart: windows are scored and agreed on both ranks, results stay exact.
   for (auto& j : job) ASSERT_TRUE(j.pipe->resume_autotune(true).ok());
-  steps("tuned", 12);
-  // Autotuning: set_tunables is refused. Held again (a hold waits until this rank's last
-  // scored window is agreed), both ranks have handled the same windows, and set_tunables works.
+  steps_of_ones(job, "tuned", 12);
+  // Autotuning: set_tunables is refused. Held again (collective: every rank pads to the most
+  // windows any rank submitted, and waits until they are agreed), both ranks have handled the
+  // same windows, and set_tunables works.
   EXPECT_EQ(job[0].pipe->set_tunables(one).code(), errc::config);
-  for (auto& j : job) ASSERT_TRUE(j.pipe->hold_autotune().ok());
+  const auto hold = [](pipeline& p) { return p.hold_autotune(); };
+  ASSERT_EQ(on_every_rank(job, hold), "");
   std::vector<int> windows;
   for (auto& ob : obs) windows.push_back(ob->take().first);
   EXPECT_GT(windows[0], 0);
   EXPECT_EQ(windows[0], windows[1]);
   for (auto& j : job) ASSERT_TRUE(j.pipe->set_tunables(one).ok());
-  steps("held again", 4);
+  steps_of_ones(job, "held again", 4);
   for (auto& ob : obs) {
     auto [w, streams] = ob->take();
     EXPECT_EQ(w, 0);
     EXPECT_EQ(streams, (std::set<int>{0}));
   }
-  // Hold right after tuned steps, again and again: a hold waits until this rank's last scored
-  // window is agreed, so every rank has handled the same windows and the tuners stay alike
-  // (a divergence stops the job with "ranks computed different proposals").
+  // Hold right after tuned steps, again and again: ranks cut their windows where agreements
+  // happen to arrive, so their counts differ at a hold; the padding makes every rank handle the
+  // same windows and the tuners stay alike (a divergence stops the job with "ranks computed
+  // different proposals").
   for (int round = 0; round < 6; ++round) {
     for (auto& j : job) ASSERT_TRUE(j.pipe->resume_autotune(false).ok());
-    steps("resumed" + std::to_string(round) + "-", 3);
-    for (auto& j : job) ASSERT_TRUE(j.pipe->hold_autotune().ok());
+    steps_of_ones(job, "resumed" + std::to_string(round) + "-", 3);
+    ASSERT_EQ(on_every_rank(job, hold), "") << round;
     for (auto& j : job) ASSERT_TRUE(j.pipe->set_tunables(one).ok());
-    steps("fixed" + std::to_string(round) + "-", 1);
+    steps_of_ones(job, "fixed" + std::to_string(round) + "-", 1);
   }
   for (auto& j : job) ASSERT_TRUE(j.pipe->resume_autotune(false).ok());
-  steps("last", 3);
+  steps_of_ones(job, "last", 3);
   stop_job(job);
 }
 

@@ -77,6 +77,28 @@ TEST(TuningOptimizer, FindsQuadraticMaximumWithinBudget) {
   EXPECT_GT(quadratic(s, best->at), 99.0);
 }
 
+TEST(TuningOptimizer, AFlatWarmUpDoesNotStopTheSearchBeforeItsOwnProposals) {
+  // Equal scores at the warm-up points: the fit is flat and no candidate promises a gain, but
+  // the search still proposes min_proposals points of its own before it may stop.
+  auto s = grid_2d();
+  for (int min_proposals : {0, 3}) {
+    optimizer_options o;
+    o.seed = 3;
+    o.warmup_samples = 3;
+    o.max_samples = 20;
+    o.min_improvement = 0.5;  // nothing promises 50%
+    o.min_proposals = min_proposals;
+    bayes_optimizer opt(s, o);
+    int used = 0;
+    while (auto p = opt.next()) {
+      EXPECT_EQ(p->warmup, used < 3);
+      opt.observe(p->at, 10.0);
+      ++used;
+    }
+    EXPECT_EQ(used, 3 + min_proposals);
+  }
+}
+
 TEST(TuningOptimizer, FindsQuadraticMaximumUnderNoise) {
   auto s = grid_2d();
   optimizer_options o;
