@@ -29,9 +29,9 @@
 namespace chorus {
 
 /// How much a stream may run at once: `slots` chunks of `slot_bytes` (CHORUS_CHUNKS_IN_FLIGHT
-/// × CHORUS_CHUNK_BYTES), counted in bytes. Each chunk is charged the size it was cut for, not
-/// its own bytes, so a short tail chunk still takes a whole slot and flat collectives keep
-/// exactly `slots` chunks per stream. Plain value.
+/// × CHORUS_CHUNK_BYTES), counted in bytes. Each chunk is charged the share of a slot its
+/// collective gives it, not its own bytes: flat chunks a whole slot, short tails too, so flat
+/// collectives keep exactly `slots` per stream; hierarchical ones less (hier_chunks).
 struct in_flight_window {
   std::size_t slots = 2;
   std::size_t slot_bytes = 4u << 20;

@@ -1,8 +1,8 @@
 // The chunk scheduler's in-flight window (runtime/collectives/chunk_scheduler.hpp) counts bytes:
-// each chunk holds the share of a stream's window it was cut for, so a stream runs
-// CHORUS_CHUNKS_IN_FLIGHT whole chunks, short tails included, or L times as many hierarchical
-// chunks cut L times smaller. Ops here never end (their peer never sends), so what runs is
-// exactly what the window admitted.
+// each chunk holds the share of a slot it is charged, so a stream runs CHORUS_CHUNKS_IN_FLIGHT
+// whole chunks, short tails included, or L times as many hierarchical chunks charged 1/L of a
+// slot each. Ops here never end (their peer never sends), so what runs is exactly what the
+// window admitted.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -86,9 +86,10 @@ TEST(chunk_scheduler, a_short_chunk_still_holds_a_whole_slot) {
 }
 
 TEST(chunk_scheduler, chunks_charged_part_of_a_slot_run_more_per_stream) {
-  // Hierarchical chunks on 4 ranks per host: 1 MiB of a 4 MiB slot each, so 8 in a 2-slot window.
+  // Hierarchical chunks on 4 ranks per host (hier_chunks): 256 KiB, charged 1 MiB of a 4 MiB
+  // slot each, so 8 run in a 2-slot window.
   scheduler_fixture f({2, 4 * MiB});
-  f.submit(12, 1 * MiB, 1 * MiB);
+  f.submit(12, 256u << 10, 1 * MiB);
   EXPECT_EQ(f.sched.running(), 8u);
   EXPECT_EQ(f.sched.waiting(), 4u);
 }
