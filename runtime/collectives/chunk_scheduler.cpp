@@ -5,16 +5,17 @@
 
 namespace chorus {
 
-chunk_scheduler::chunk_scheduler(engine& e, std::shared_ptr<stream_board> board, std::size_t per_stream,
+chunk_scheduler::chunk_scheduler(engine& e, std::shared_ptr<stream_board> board, in_flight_window window,
                                  defer_fn defer)
     : e_(e),
       board_(std::move(board)),
-      per_stream_(per_stream < 1 ? 1 : per_stream),
+      window_(window),
       defer_(std::move(defer)),
-      running_on_(static_cast<std::size_t>(board_->streams()), 0) {}
+      held_on_(static_cast<std::size_t>(board_->streams()), 0) {}
 
-void chunk_scheduler::submit(uint64_t sequence, std::size_t bytes, make_fn make, engine::done_fn done) {
-  waiting_.emplace(sequence, pending{bytes, std::move(make), std::move(done)});
+void chunk_scheduler::submit(uint64_t sequence, std::size_t bytes, std::size_t charge, make_fn make,
+                             engine::done_fn done) {
+  waiting_.emplace(sequence, pending{bytes, charge ? charge : window_.slot_bytes, std::move(make), std::move(done)});
   pump();
 }
 
@@ -24,19 +25,19 @@ void chunk_scheduler::pump() {
   while (!waiting_.empty()) {
     auto it = waiting_.begin();
     const uint64_t seq = it->first;
-    const std::size_t bytes = it->second.bytes;
+    const std::size_t bytes = it->second.bytes, charge = it->second.charge;
     const int s = board_->choose(bytes);
-    auto& on = running_on_[static_cast<std::size_t>(s)];
+    auto& held = held_on_[static_cast<std::size_t>(s)];
     const bool oldest = running_.empty() || seq < *running_.begin();
-    if (on >= per_stream_ && !oldest) break;
+    if (!window_.admits(held, charge, oldest)) break;
     auto p = std::move(it->second);
     waiting_.erase(it);
     board_->commit(s, bytes);
     board_->started(s, std::chrono::steady_clock::now());
-    ++on;
+    held += charge;
     running_.insert(seq);
-    e_.run(p.make(s), [this, s, seq, bytes, done = std::move(p.done)](const status& st) {
-      --running_on_[static_cast<std::size_t>(s)];
+    e_.run(p.make(s), [this, s, seq, bytes, charge, done = std::move(p.done)](const status& st) {
+      held_on_[static_cast<std::size_t>(s)] -= charge;
       running_.erase(seq);
       board_->finished(s, bytes, std::chrono::steady_clock::now());
       done(st);

@@ -71,7 +71,8 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
                                                                            m.busy_us};
                                             });
     auto defer = [t = t_.get()](std::function<void()> fn) { t->post(std::move(fn)); };
-    scheduler_ = std::make_unique<chunk_scheduler>(*engine_, board_, opts_.chunks_in_flight, std::move(defer));
+    const in_flight_window window{std::max<std::size_t>(opts_.chunks_in_flight, 1), opts_.chunk_bytes};
+    scheduler_ = std::make_unique<chunk_scheduler>(*engine_, board_, window, std::move(defer));
   }
   t_->start(engine_.get());
   // Once per job, on rank 0 (every rank decides alike): louder when the job's own default is
@@ -109,9 +110,10 @@ void communicator::abort(const status& why) {
   });
 }
 
-std::vector<communicator::chunk_plan> communicator::plan_chunks(std::size_t count, dtype t,
-                                                                std::size_t wire_unit) const {
-  std::size_t per = std::max<std::size_t>(1, opts_.chunk_bytes / (wire_unit ? wire_unit : size_of(t)));
+std::vector<communicator::chunk_plan> communicator::plan_chunks(std::size_t count, dtype t, std::size_t wire_unit,
+                                                                std::size_t chunk_bytes) const {
+  std::size_t per = std::max<std::size_t>(1, (chunk_bytes ? chunk_bytes : opts_.chunk_bytes) /
+                                                 (wire_unit ? wire_unit : size_of(t)));
   std::vector<chunk_plan> out;
   for (std::size_t off = 0; off < count; off += per) out.push_back({off, std::min(per, count - off)});
   if (out.empty()) out.push_back({0, 0});
@@ -133,7 +135,7 @@ void communicator::launch(std::vector<chunk_job> jobs, callback done) {
     };
     for (auto& j : *shared) {
       if (scheduler_) {
-        scheduler_->submit(j.sequence, j.bytes, std::move(j.make), each);
+        scheduler_->submit(j.sequence, j.bytes, j.charge, std::move(j.make), each);
       } else {
         int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
         engine_->run(j.make(stream), each);
@@ -160,7 +162,10 @@ void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduc
   std::vector<chunk_job> jobs;
   const int r = rank(), n = size();
   const std::size_t segment = opts_.segment_bytes;
-  for (auto& c : plan_chunks(count, t)) {
+  // Sharded hierarchical chunks: finer, each holding part of a slot (hier_chunks).
+  const hier_chunking cut =
+      choice == allreduce_choice::hier_sharded ? hier_chunks(hosts(), opts_.chunk_bytes, size_of(t)) : hier_chunking{};
+  for (auto& c : plan_chunks(count, t, 0, cut.bytes)) {
     uint64_t seq = next_sequence_++;
     void* chunk = base + c.offset * size_of(t);
     const std::size_t elems = c.count;
@@ -170,7 +175,7 @@ void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduc
                       if (choice == allreduce_choice::hier_sharded || choice == allreduce_choice::hier_leader)
                         return make_hier_allreduce(seq, stream, hosts(), r, chunk, elems, t, op, segment, choice);
                       return make_ring_allreduce(seq, stream, r, n, chunk, elems, t, op, segment);
-                    }});
+                    }, cut.charge});
   }
   launch(std::move(jobs), std::move(done));
 }

@@ -31,7 +31,8 @@ struct collective_options {
   std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES: pipelining unit inside a chunk
   std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES: recursive doubling up to this
   /// CHORUS_STREAM_PLACEMENT=speed: chunks start on the stream expected to finish them first
-  /// (chunk_scheduler.hpp), at most chunks_in_flight per stream; false: round-robin, all at once.
+  /// (chunk_scheduler.hpp), within chunks_in_flight × chunk_bytes per stream; false: round-robin,
+  /// all at once.
   bool by_speed = true;
   std::size_t chunks_in_flight = 2;        ///< CHORUS_CHUNKS_IN_FLIGHT (with by_speed)
   hier_mode hierarchical = hier_mode::automatic;  ///< CHORUS_HIERARCHICAL (hier_schedule.hpp)
@@ -149,14 +150,17 @@ class communicator {
     std::size_t offset;  // elements
     std::size_t count;
   };
-  /// Chunks of about chunk_bytes on the wire: `wire_unit` bytes per element there (0: the
-  /// dtype's size; 2 when compressed to fp16/bf16).
-  std::vector<chunk_plan> plan_chunks(std::size_t count, dtype t, std::size_t wire_unit = 0) const;
+  /// Chunks of about `chunk_bytes` (0: options().chunk_bytes) on the wire: `wire_unit` bytes per
+  /// element there (0: the dtype's size; 2 when compressed to fp16/bf16).
+  std::vector<chunk_plan> plan_chunks(std::size_t count, dtype t, std::size_t wire_unit = 0,
+                                      std::size_t chunk_bytes = 0) const;
   /// One chunk of a collective: its op is built when it starts, on the stream it gets.
   struct chunk_job {
     uint64_t sequence;
     std::size_t bytes;
     std::function<std::unique_ptr<chunk_op>(int stream)> make;
+    /// Bytes of its stream's window it holds (chunk_scheduler::submit; 0: a whole slot).
+    std::size_t charge = 0;
   };
   /// Runs the chunks on the I/O thread (by speed or round-robin); `done` once, after the last,
   /// with the first error.

@@ -192,6 +192,14 @@ const char* name_of(allreduce_choice c) {
   return "?";
 }
 
+hier_chunking hier_chunks(const host_groups& g, std::size_t chunk_bytes, std::size_t elem) {
+  const std::size_t e = std::max<std::size_t>(elem, 1);
+  const auto l = static_cast<std::size_t>(std::max(1, g.max_local()));
+  std::size_t bytes = std::max(chunk_bytes / (l * l), l * hier_chunking::min_shard_bytes);
+  bytes = std::max(std::min(bytes, chunk_bytes) / e * e, e);
+  return {bytes, std::max<std::size_t>(chunk_bytes / l, 1)};
+}
+
 allreduce_choice choose_allreduce(hier_mode mode, const host_groups& g, std::size_t bytes, std::size_t small_bytes) {
   const bool small = bytes <= small_bytes;
   if (mode == hier_mode::off || !g.hierarchical() || !hier_fits(g))

@@ -66,6 +66,23 @@ std::vector<hier_step> hier_sharded_steps(const host_groups& g, int rank, std::s
 /// leaders (phase 1), chain broadcast inside each host (phase 2).
 std::vector<hier_step> hier_leader_steps(const host_groups& g, int rank, std::size_t count, std::size_t elem);
 
+/// How the sharded variant cuts a buffer where flat chunks are `chunk_bytes` and a stream runs
+/// CHORUS_CHUNKS_IN_FLIGHT of them (chunk_scheduler.hpp's window, counted in bytes). A sharded
+/// chunk keeps its place in the window until the slowest of its L cross-host rings (L = most
+/// ranks on a host) and the allgather after it are done, so a ring that falls behind holds up
+/// a whole chunk. So chunks are cut L² times finer (`bytes`), but never to shards below
+/// min_shard_bytes per local rank (nor above chunk_bytes), in whole elements, and each is
+/// charged 1/L of a slot (`charge` = chunk_bytes / L): a stream runs L × CHORUS_CHUNKS_IN_FLIGHT
+/// of them, pieces that finish one by one, 1/L of the flat bytes in flight where the floor does
+/// not bind. On 4 ranks per host at the defaults: 256 KiB chunks, 8 per stream
+/// (docs/performance.md).
+struct hier_chunking {
+  std::size_t bytes = 0;
+  std::size_t charge = 0;
+  static constexpr std::size_t min_shard_bytes = 64u << 10;
+};
+hier_chunking hier_chunks(const host_groups& g, std::size_t chunk_bytes, std::size_t elem);
+
 /// CHORUS_HIERARCHICAL.
 enum class hier_mode { automatic, on, off };
 /// "auto", "on", "off" (also "1" = on, "0" = off, as HOROVOD_HIERARCHICAL_ALLREDUCE); false when unknown.

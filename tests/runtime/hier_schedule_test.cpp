@@ -307,5 +307,26 @@ TEST(hier_schedule, choice_by_mode_size_and_topology) {
   EXPECT_FALSE(parse_hier_mode("yes", m));
 }
 
+TEST(hier_schedule, sharded_chunks_are_cut_by_the_most_ranks_on_a_host) {
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  auto cut = [](std::vector<int> sizes, std::size_t chunk, std::size_t elem) {
+    auto c = hier_chunks(group_by_host(identities(sizes)), chunk, elem);
+    return std::make_pair(c.bytes, c.charge);
+  };
+  using p = std::pair<std::size_t, std::size_t>;
+  EXPECT_EQ(cut({4, 4}, 4 * MiB, 4), (p{256u << 10, 1 * MiB})) << "L = 4: 256 KiB chunks, 8 in a 2-slot window";
+  EXPECT_EQ(cut({2, 2}, 4 * MiB, 4), (p{1 * MiB, 2 * MiB}));
+  EXPECT_EQ(cut({2, 1}, 4 * MiB, 4), (p{1 * MiB, 2 * MiB})) << "uneven: by the larger host";
+  EXPECT_EQ(cut({1, 1, 1}, 4 * MiB, 4), (p{4 * MiB, 4 * MiB})) << "no hierarchy: flat chunks";
+  // Whole elements: 4 MiB / 9 = 466033.78 bytes, down to a multiple of 8; a third of a slot.
+  EXPECT_EQ(cut({3, 3}, 4 * MiB, 8), (p{466032u, 1398101u}));
+  // Shards of at least 64 KiB: 8 ranks per host cut 4 MiB into 512 KiB (not 64 KiB) chunks.
+  EXPECT_EQ(cut({8, 8}, 4 * MiB, 4), (p{512u << 10, 512u << 10}));
+  EXPECT_EQ(cut({4, 4}, 1 * MiB, 4), (p{256u << 10, 256u << 10})) << "1 MiB slots: the floor, still 8 per stream";
+  // Never above a flat chunk.
+  EXPECT_EQ(cut({4, 4}, 64u << 10, 4), (p{64u << 10, 16u << 10}));
+  EXPECT_EQ(cut({4, 4}, 8, 8), (p{8, 2}));
+}
+
 }  // namespace
 }  // namespace chorus
