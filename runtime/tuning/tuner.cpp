@@ -13,8 +13,18 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+namespace {
+/// The first search's options: its budget leaves room for the confirmation samples, so that
+/// max_samples (HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES) bounds the samples until convergence.
+optimizer_options first_search(const tuner_options& o) {
+  auto s = o.search;
+  s.max_samples = std::max(s.max_samples - std::max(o.confirm_points, 0), 1);
+  return s;
+}
+}  // namespace
+
 tuner::tuner(search_space space, tuner_options options, point start)
-    : options_(options), opt_(space, options.search, {start}), current_(std::move(start)) {
+    : options_(options), opt_(space, first_search(options), {start}), current_(std::move(start)) {
   // Every setting that shapes a decision: ranks configured differently show different digests.
   for (double x : {double(options.search.seed), double(options.search.warmup_samples), double(options.search.max_samples),
                    options.search.noise, options.search.min_improvement, double(options.search.min_proposals), options.search.exploration,

@@ -120,7 +120,7 @@ life live(const search_space& s, const tuner_options& o, uint64_t noise_seed) {
 TEST(TuningTuner, ConvergesFromPoorStartAndRetunesAfterChange) {
   auto s = knob_space(8).value();
   tuner_options o;
-  o.search.max_samples = 30 - o.confirm_points;  // the budget: 30 samples in all
+  o.search.max_samples = 30;  // the budget: 30 samples in all, the confirmation's included
   o.search.noise = 0.02;
   // A search is a random walk through noisy samples: judge it over seeds. Over 40 seeds this
   // model gives: first search >= 95% of the best in 35; re-search better than staying in 38,
@@ -169,7 +169,7 @@ TEST(TuningTuner, BestPointsAreSampledAgainSoALuckySampleDoesNotDecide) {
     if (step.converged) samples_at_convergence = static_cast<int>(t.samples());
   }
   ASSERT_GT(samples_at_convergence, 0);
-  EXPECT_LE(samples_at_convergence, o.search.max_samples + o.confirm_points);
+  EXPECT_LE(samples_at_convergence, o.search.max_samples);
   // The search's last samples were second samples of points it had sampled before.
   ASSERT_GE(sampled.size(), 3u);
   for (std::size_t k = sampled.size() - 2; k < sampled.size(); ++k)
