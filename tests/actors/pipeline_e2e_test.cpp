@@ -1,18 +1,12 @@
 // The real pipeline over real communicators (TCP data plane, CAF control plane on 127.0.0.1),
 // with every rank of the job in this one process, one thread per rank. Every wait has a hard
-// bound. The multi-process tests of the APIs (tests/multiproc) complement these.
+// bound (tests/support/pipeline_job.hpp). The tunables and the autotuner's hold are in
+// pipeline_tunables_test.cpp; the multi-process tests of the APIs (tests/multiproc) complement these.
 #include "actors/pipeline.hpp"
 
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <condition_variable>
 #include <cstring>
-#include <functional>
-#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -22,145 +16,13 @@
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/fusion/resnet50_sizes.hpp"
 #include "telemetry/observer_slot.hpp"
+#include "tests/support/pipeline_job.hpp"
 
 namespace chorus {
 namespace {
 
 using namespace std::chrono_literals;
-
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-struct rank_job {
-  std::unique_ptr<communicator> comm;
-  std::unique_ptr<pipeline> pipe;
-};
-
-/// Starts `n` ranks (communicator + pipeline each) in parallel threads; `observer_of_rank`
-/// (optional) gives each rank its own telemetry observer.
-std::vector<rank_job> start_job(int n, pipeline_options opts = {},
-                                std::function<std::shared_ptr<telemetry::observer>(int)> observer_of_rank = {}) {
-  uint16_t port = n > 1 ? free_port() : 0;
-  std::vector<rank_job> jobs(static_cast<std::size_t>(n));
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      process_env env;
-      env.rank = r;
-      env.size = n;
-      env.local_rank = r;
-      env.local_size = n;
-      env.rendezvous_port = port;
-      env.rendezvous_timeout = 20s;
-      env.source = "chorus";
-      mesh::mesh_options t;
-      t.connect_timeout = 20s;
-      auto comm = communicator::create(env, t, collective_options{});
-      if (!comm) {
-        errors[r] = comm.error().to_string();
-        return;
-      }
-      auto o = opts;
-      o.connect_timeout = 20s;
-      if (observer_of_rank) o.observer = observer_of_rank(r);
-      auto pipe = pipeline::start(**comm, o);
-      if (!pipe) {
-        errors[r] = pipe.error().to_string();
-        (*comm)->close();
-        return;
-      }
-      jobs[r].comm = std::move(*comm);
-      jobs[r].pipe = std::move(*pipe);
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-  return jobs;
-}
-
-void stop_job(std::vector<rank_job>& jobs) {
-  std::vector<std::thread> threads;
-  for (auto& j : jobs)
-    threads.emplace_back([&j] {
-      if (j.pipe) j.pipe->shutdown();
-      j.pipe.reset();
-      if (j.comm) j.comm->close();
-      j.comm.reset();
-    });
-  for (auto& t : threads) t.join();
-}
-
-/// Collects one op's outcome; wait() is bounded.
-struct waiter {
-  std::mutex mu;
-  std::condition_variable cv;
-  int calls = 0;
-  status result;
-  std::vector<std::byte> gathered;
-  std::vector<int64_t> dims;
-  auto callback() {
-    return [this](const status& st, std::vector<std::byte> g, std::vector<int64_t> d) {
-      std::lock_guard lk(mu);
-      ++calls;
-      result = st;
-      gathered = std::move(g);
-      dims = std::move(d);
-      cv.notify_all();
-    };
-  }
-  bool wait(std::chrono::milliseconds t = 20s) {
-    std::unique_lock lk(mu);
-    return cv.wait_for(lk, t, [&] { return calls > 0; });
-  }
-};
-
-tensor_spec make(std::string name, collective_kind k, dtype t, std::vector<int64_t> shape, reduce_op op = reduce_op::sum,
-                 int root = -1) {
-  return tensor_spec{std::move(name), k, t, std::move(shape), op, root, device_kind::cpu, 0};
-}
-
-/// `n` steps of one 1 MiB allreduce of ones on every rank at once (each element sums to the
-/// job's size), named `name` + step; expects every result exact.
-void steps_of_ones(std::vector<rank_job>& job, const std::string& name, int n = 1) {
-  const auto size = static_cast<int>(job.size());
-  for (int k = 0; k < n; ++k) {
-    std::vector<std::thread> threads;
-    std::vector<int> bad(job.size(), 0);
-    for (int r = 0; r < size; ++r)
-      threads.emplace_back([&, r] {
-        std::vector<float> g(1 << 18, 1.0f);
-        waiter w;
-        job[r].pipe->enqueue({make(name + std::to_string(k), collective_kind::allreduce, dtype::f32, {1 << 18}),
-                              g.data(), g.data(), w.callback()});
-        if (!w.wait() || !w.result.ok() || g.front() != float(size) || g.back() != float(size)) ++bad[r];
-      });
-    for (auto& t : threads) t.join();
-    EXPECT_EQ(bad, std::vector<int>(job.size(), 0)) << name << k;
-  }
-}
-
-/// Calls `fn` on every rank's pipeline at once (collective calls such as hold_autotune); the
-/// failures, "rank R: status" each, empty when every rank succeeded.
-std::string on_every_rank(std::vector<rank_job>& job, const std::function<status(pipeline&)>& fn) {
-  std::vector<status> out(job.size());
-  std::vector<std::thread> threads;
-  for (std::size_t r = 0; r < job.size(); ++r) threads.emplace_back([&, r] { out[r] = fn(*job[r].pipe); });
-  for (auto& t : threads) t.join();
-  std::string failures;
-  for (std::size_t r = 0; r < out.size(); ++r)
-    if (!out[r].ok()) failures += "rank " + std::to_string(r) + ": " + out[r].to_string() + "; ";
-  return failures;
-}
+using namespace chorus::testing;
 
 TEST(pipeline_e2e, one_rank_allreduce_is_the_identity) {
   auto job = start_job(1);
@@ -541,166 +403,6 @@ TEST(pipeline_e2e, shutdown_ends_ops_still_in_negotiation) {
   EXPECT_TRUE(w2.wait(0ms));
   EXPECT_EQ(w2.result.code(), errc::shutdown);
   stop_job(job);
-}
-
-/// The streams and sizes of the chunks started, in order.
-struct chunk_observer final : telemetry::observer {
-  std::mutex mu;
-  std::vector<std::pair<int, std::size_t>> chunks;
-  void on_chunk_start(int stream, uint64_t, std::size_t bytes, telemetry::time_point) override {
-    std::lock_guard lk(mu);
-    chunks.emplace_back(stream, bytes);
-  }
-  std::vector<std::pair<int, std::size_t>> take() {
-    std::lock_guard lk(mu);
-    return std::exchange(chunks, {});
-  }
-};
-
-TEST(pipeline_e2e, start_streams_and_set_tunables_decide_the_streams_and_chunks_of_later_batches) {
-  pipeline_options o;
-  o.start_streams = 1;
-  o.chunk_bytes = 1 << 14;
-  o.in_place_bytes = 0;
-  std::vector<std::shared_ptr<chunk_observer>> obs{std::make_shared<chunk_observer>(),
-                                                   std::make_shared<chunk_observer>()};
-  auto job = start_job(2, o, [&](int r) { return obs[static_cast<std::size_t>(r)]; });
-  ASSERT_TRUE(job[0].pipe && job[1].pipe);
-  steps_of_ones(job, "first");
-  for (auto& [stream, bytes] : obs[0]->take()) {
-    EXPECT_EQ(stream, 0);
-    EXPECT_LE(bytes, std::size_t{1} << 14);
-  }
-  // Quiescent on both ranks: both switch before either enqueues again.
-  telemetry::tunables t{64u << 20, 1u << 16, 3, std::chrono::microseconds(500), 0};
-  for (auto& j : job) ASSERT_TRUE(j.pipe->set_tunables(t).ok());
-  steps_of_ones(job, "second");
-  std::set<int> streams;
-  for (auto& [stream, bytes] : obs[0]->take()) {
-    streams.insert(stream);
-    EXPECT_LE(bytes, std::size_t{1} << 16);
-  }
-  EXPECT_GE(streams.size(), 2u);
-  EXPECT_LE(*streams.rbegin(), 2);
-  // Values out of range are refused, naming them.
-  t.streams = 9;
-  auto bad = job[0].pipe->set_tunables(t);
-  EXPECT_EQ(bad.code(), errc::invalid_argument);
-  EXPECT_NE(bad.message().find("streams=9, expected 1..8"), std::string::npos) << bad.to_string();
-  t.streams = 1;
-  t.chunk_bytes = 0;
-  EXPECT_EQ(job[0].pipe->set_tunables(t).code(), errc::invalid_argument);
-  stop_job(job);
-}
-
-TEST(pipeline_e2e, set_tunables_is_refused_while_autotuning) {
-  pipeline_options o;
-  o.autotune.enabled = true;
-  auto job = start_job(1, o);
-  ASSERT_TRUE(job[0].pipe);
-  auto st = job[0].pipe->set_tunables({1u << 20, 1u << 20, 1, std::chrono::microseconds(1000), 1u << 20});
-  EXPECT_EQ(st.code(), errc::config) << st.to_string();
-  stop_job(job);
-}
-
-/// Counts the autotuner's agreed windows and the chunks' streams.
-struct autotune_counter final : telemetry::observer {
-  std::mutex mu;
-  int windows = 0;
-  std::set<int> streams;
-  void on_autotune(const telemetry::autotune_event&, telemetry::time_point) override {
-    std::lock_guard lk(mu);
-    ++windows;
-  }
-  void on_chunk_start(int stream, uint64_t, std::size_t, telemetry::time_point) override {
-    std::lock_guard lk(mu);
-    streams.insert(stream);
-  }
-  std::pair<int, std::set<int>> take() {
-    std::lock_guard lk(mu);
-    return {std::exchange(windows, 0), std::exchange(streams, {})};
-  }
-};
-
-TEST(pipeline_e2e, a_held_autotuner_scores_nothing_and_a_restart_searches_from_the_tunables_set) {
-  pipeline_options o;
-  o.autotune.enabled = true;
-  o.autotune_held = true;
-  o.autotune.steps_per_sample = 1;
-  o.autotune.windows_per_sample = 1;
-  o.chunk_bytes = 1 << 16;
-  o.in_place_bytes = 0;
-  std::vector<std::shared_ptr<autotune_counter>> obs{std::make_shared<autotune_counter>(),
-                                                     std::make_shared<autotune_counter>()};
-  auto job = start_job(2, o, [&](int r) { return obs[static_cast<std::size_t>(r)]; });
-  ASSERT_TRUE(job[0].pipe && job[1].pipe);
-  // Held: set_tunables drives the pipeline, no window is scored.
-  telemetry::tunables one{1u << 20, 1u << 16, 1, std::chrono::microseconds(1000), 0};
-  for (auto& j : job) ASSERT_TRUE(j.pipe->set_tunables(one).ok());
-  steps_of_ones(job, "held", 6);
-  for (auto& ob : obs) {
-    auto [windows, streams] = ob->take();
-    EXPECT_EQ(windows, 0);
-    EXPECT_EQ(streams, (std::set<int>{0}));
-  }
-  // Resumed with a restart: windows are scored and agreed on both ranks, results stay exact.
-  for (auto& j : job) ASSERT_TRUE(j.pipe->resume_autotune(true).ok());
-  steps_of_ones(job, "tuned", 12);
-  // Autotuning: set_tunables is refused. Held again (collective: every rank pads to the most
-  // windows any rank submitted, and waits until they are agreed), both ranks have handled the
-  // same windows, and set_tunables works.
-  EXPECT_EQ(job[0].pipe->set_tunables(one).code(), errc::config);
-  const auto hold = [](pipeline& p) { return p.hold_autotune(); };
-  ASSERT_EQ(on_every_rank(job, hold), "");
-  std::vector<int> windows;
-  for (auto& ob : obs) windows.push_back(ob->take().first);
-  EXPECT_GT(windows[0], 0);
-  EXPECT_EQ(windows[0], windows[1]);
-  for (auto& j : job) ASSERT_TRUE(j.pipe->set_tunables(one).ok());
-  steps_of_ones(job, "held again", 4);
-  for (auto& ob : obs) {
-    auto [w, streams] = ob->take();
-    EXPECT_EQ(w, 0);
-    EXPECT_EQ(streams, (std::set<int>{0}));
-  }
-  // Hold right after tuned steps, again and again: ranks cut their windows where agreements
-  // happen to arrive, so their counts differ at a hold; the padding makes every rank handle the
-  // same windows and the tuners stay alike (a divergence stops the job with "ranks computed
-  // different proposals").
-  for (int round = 0; round < 6; ++round) {
-    for (auto& j : job) ASSERT_TRUE(j.pipe->resume_autotune(false).ok());
-    steps_of_ones(job, "resumed" + std::to_string(round) + "-", 3);
-    ASSERT_EQ(on_every_rank(job, hold), "") << round;
-    for (auto& j : job) ASSERT_TRUE(j.pipe->set_tunables(one).ok());
-    steps_of_ones(job, "fixed" + std::to_string(round) + "-", 1);
-  }
-  for (auto& j : job) ASSERT_TRUE(j.pipe->resume_autotune(false).ok());
-  steps_of_ones(job, "last", 3);
-  stop_job(job);
-}
-
-TEST(pipeline_e2e, hold_and_resume_need_the_autotuner) {
-  auto job = start_job(1);
-  ASSERT_TRUE(job[0].pipe);
-  EXPECT_EQ(job[0].pipe->hold_autotune().code(), errc::config);
-  EXPECT_EQ(job[0].pipe->resume_autotune(true).code(), errc::config);
-  stop_job(job);
-}
-
-TEST(pipeline_e2e, an_autotune_streams_axis_above_the_connections_is_refused_naming_both) {
-  process_env env;
-  env.source = "chorus";
-  auto comm = communicator::create(env, mesh::mesh_options{}, collective_options{});
-  ASSERT_TRUE(comm.ok()) << comm.error().to_string();
-  pipeline_options o;
-  o.autotune.enabled = true;
-  o.autotune.max_streams = 9;
-  auto pipe = pipeline::start(**comm, o);
-  ASSERT_FALSE(pipe.ok());
-  EXPECT_EQ(pipe.error().code(), errc::config);
-  EXPECT_NE(pipe.error().message().find("CHORUS_MAX_STREAMS=9 but only CHORUS_NUM_STREAMS=8"), std::string::npos)
-      << pipe.error().to_string();
-  (*comm)->close();
 }
 
 }  // namespace

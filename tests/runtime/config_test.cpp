@@ -381,6 +381,7 @@ TEST(Config, LauncherVariablesThroughProcessEnv) {
       {{{"CHORUS_JOB_ID", "abc"}}, {{"CHORUS_JOB_ID", "xyz"}}, "CHORUS_JOB_ID='xyz'"},
       {{{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "2.5"}}, {{"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "0"}},
        "CHORUS_RENDEZVOUS_TIMEOUT_SECONDS='0' is not allowed: expected a number in [0.001, 1000000000]"},
+      {{{"CHORUS_ELASTIC_WORKER", "3"}}, {{"CHORUS_ELASTIC_WORKER", "w3"}}, "CHORUS_ELASTIC_WORKER='w3'"},
   };
   std::set<std::string> tested;
   for (const auto& r : rows) {

@@ -1,0 +1,161 @@
+// A job of real pipelines over real communicators (TCP data plane, CAF control plane on
+// 127.0.0.1) with every rank in this one test process, one thread per rank: start and stop,
+// a bounded waiter for one op, and steps run on every rank at once. Every wait has a hard bound.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/pipeline.hpp"
+#include "runtime/collectives/communicator.hpp"
+
+namespace chorus::testing {
+
+using namespace std::chrono_literals;
+
+inline uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct rank_job {
+  std::unique_ptr<communicator> comm;
+  std::unique_ptr<pipeline> pipe;
+};
+
+/// Starts `n` ranks (communicator + pipeline each) in parallel threads; `observer_of_rank`
+/// (optional) gives each rank its own telemetry observer.
+inline std::vector<rank_job> start_job(int n, pipeline_options opts = {},
+                                       std::function<std::shared_ptr<telemetry::observer>(int)> observer_of_rank = {}) {
+  uint16_t port = n > 1 ? free_port() : 0;
+  std::vector<rank_job> jobs(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      process_env env;
+      env.rank = r;
+      env.size = n;
+      env.local_rank = r;
+      env.local_size = n;
+      env.rendezvous_port = port;
+      env.rendezvous_timeout = 20s;
+      env.source = "chorus";
+      mesh::mesh_options t;
+      t.connect_timeout = 20s;
+      auto comm = communicator::create(env, t, collective_options{});
+      if (!comm) {
+        errors[r] = comm.error().to_string();
+        return;
+      }
+      auto o = opts;
+      o.connect_timeout = 20s;
+      if (observer_of_rank) o.observer = observer_of_rank(r);
+      auto pipe = pipeline::start(**comm, o);
+      if (!pipe) {
+        errors[r] = pipe.error().to_string();
+        (*comm)->close();
+        return;
+      }
+      jobs[r].comm = std::move(*comm);
+      jobs[r].pipe = std::move(*pipe);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  return jobs;
+}
+
+inline void stop_job(std::vector<rank_job>& jobs) {
+  std::vector<std::thread> threads;
+  for (auto& j : jobs)
+    threads.emplace_back([&j] {
+      if (j.pipe) j.pipe->shutdown();
+      j.pipe.reset();
+      if (j.comm) j.comm->close();
+      j.comm.reset();
+    });
+  for (auto& t : threads) t.join();
+}
+
+/// Collects one op's outcome; wait() is bounded.
+struct waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  status result;
+  std::vector<std::byte> gathered;
+  std::vector<int64_t> dims;
+  auto callback() {
+    return [this](const status& st, std::vector<std::byte> g, std::vector<int64_t> d) {
+      std::lock_guard lk(mu);
+      ++calls;
+      result = st;
+      gathered = std::move(g);
+      dims = std::move(d);
+      cv.notify_all();
+    };
+  }
+  bool wait(std::chrono::milliseconds t = 20s) {
+    std::unique_lock lk(mu);
+    return cv.wait_for(lk, t, [&] { return calls > 0; });
+  }
+};
+
+inline tensor_spec make(std::string name, collective_kind k, dtype t, std::vector<int64_t> shape, reduce_op op = reduce_op::sum,
+                        int root = -1) {
+  return tensor_spec{std::move(name), k, t, std::move(shape), op, root, device_kind::cpu, 0};
+}
+
+/// `n` steps of one 1 MiB allreduce of ones on every rank at once (each element sums to the
+/// job's size), named `name` + step; expects every result exact.
+inline void steps_of_ones(std::vector<rank_job>& job, const std::string& name, int n = 1) {
+  const auto size = static_cast<int>(job.size());
+  for (int k = 0; k < n; ++k) {
+    std::vector<std::thread> threads;
+    std::vector<int> bad(job.size(), 0);
+    for (int r = 0; r < size; ++r)
+      threads.emplace_back([&, r] {
+        std::vector<float> g(1 << 18, 1.0f);
+        waiter w;
+        job[r].pipe->enqueue({make(name + std::to_string(k), collective_kind::allreduce, dtype::f32, {1 << 18}),
+                              g.data(), g.data(), w.callback()});
+        if (!w.wait() || !w.result.ok() || g.front() != float(size) || g.back() != float(size)) ++bad[r];
+      });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(bad, std::vector<int>(job.size(), 0)) << name << k;
+  }
+}
+
+/// Calls `fn` on every rank's pipeline at once (collective calls such as hold_autotune); the
+/// failures, "rank R: status" each, empty when every rank succeeded.
+inline std::string on_every_rank(std::vector<rank_job>& job, const std::function<status(pipeline&)>& fn) {
+  std::vector<status> out(job.size());
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < job.size(); ++r) threads.emplace_back([&, r] { out[r] = fn(*job[r].pipe); });
+  for (auto& t : threads) t.join();
+  std::string failures;
+  for (std::size_t r = 0; r < out.size(); ++r)
+    if (!out[r].ok()) failures += "rank " + std::to_string(r) + ": " + out[r].to_string() + "; ";
+  return failures;
+}
+
+}  // namespace chorus::testing
