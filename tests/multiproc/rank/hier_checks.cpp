@@ -104,8 +104,9 @@ int self_kill_iteration(int rank) {
   return i;
 }
 
-void die_during_allreduce(communicator& c) {
-  auto* buf = new std::vector<float>(1u << 20, 1.0f);  // the data plane holds it until we die
+void die_during_allreduce(communicator& c, int iteration) {
+  // The data plane holds it until we die.
+  auto* buf = new std::vector<float>(1u << 20, static_cast<float>(c.rank() + iteration));
   c.allreduce_async(buf->data(), buf->size(), dtype::f32, reduce_op::sum, [](const status&) {},
                     allreduce_algorithm::hierarchical);
   std::this_thread::sleep_for(std::chrono::milliseconds(3));

@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
     auto end = std::chrono::steady_clock::now() + std::chrono::seconds(std::atoi(argv[2]));
     const int kill_at = testrank::self_kill_iteration(c.rank());
     for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
-      if (i == kill_at) testrank::die_during_allreduce(c);
+      if (i == kill_at) testrank::die_during_allreduce(c, i);
       auto st = testrank::hier_allreduce_once(c, 1u << 20, i);
       if (!st.ok()) return fail(st);
       std::printf("iteration %d\n", i);
