@@ -19,30 +19,13 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "tests/support/rendezvous_env.hpp"
 
 namespace chorus {
 namespace {
 
 using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
-
-uint16_t free_port() {
-  asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
-}
-
-process_env make_env(int rank, int size, uint16_t port, std::chrono::milliseconds timeout) {
-  process_env env;
-  env.rank = rank;
-  env.size = size;
-  env.local_rank = rank;
-  env.local_size = size;
-  env.rendezvous_port = port;
-  env.rendezvous_timeout = timeout;
-  env.source = "chorus";
-  return env;
-}
 
 /// A connected TCP socket to 127.0.0.1:port, or -1 (the store not listening yet, or it closed
 /// the connection at accept).
@@ -99,7 +82,7 @@ struct flood {
 
 TEST(RendezvousFlood, EightRanksStartWhileSilentAndHostileClientsFloodTheStore) {
   constexpr int size = 8;
-  const uint16_t port = free_port();
+  const uint16_t port = testing::free_rendezvous_port();
   const auto started = clock::now();
   flood f;
   std::thread flooder([&] { f.run(port, 300, 40); });
@@ -113,7 +96,7 @@ TEST(RendezvousFlood, EightRanksStartWhileSilentAndHostileClientsFloodTheStore) 
         all_gathered.count_down();
         return st;
       };
-      auto rdv = rendezvous::open(make_env(r, size, port, 20s));
+      auto rdv = rendezvous::open(testing::rendezvous_env(r, size, port, 20s));
       if (!rdv) return done(rdv.error());
       if (auto st = (*rdv)->publish("ep/" + std::to_string(r), "endpoint-" + std::to_string(r)); !st.ok())
         return done(st);

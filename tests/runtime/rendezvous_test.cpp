@@ -19,33 +19,13 @@
 #include "runtime/rendezvous/kv_protocol.hpp"
 #include "runtime/rendezvous/kv_server.hpp"
 #include "runtime/wire/handshake.hpp"
+#include "tests/support/rendezvous_env.hpp"
 
 namespace chorus {
 namespace {
 
 using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
-
-// A port that was free a moment ago on 127.0.0.1.
-uint16_t free_port() {
-  asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io,
-                                   asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
-}
-
-process_env make_env(int rank, int size, uint16_t port,
-                     std::chrono::milliseconds timeout = 1500ms) {
-  process_env env;
-  env.rank = rank;
-  env.size = size;
-  env.local_rank = rank;
-  env.local_size = size;
-  env.rendezvous_port = port;
-  env.rendezvous_timeout = timeout;
-  env.source = "chorus";
-  return env;
-}
 
 std::string msg_of(const status& st) { return st.to_string(); }
 
@@ -127,7 +107,7 @@ TEST(Rendezvous, FourRanksStartingInRandomOrderGatherEveryEndpoint) {
   std::vector<int> delay_ms(size);
   for (auto& d : delay_ms) d = std::uniform_int_distribution<int>(0, 150)(rng);
 
-  uint16_t port = free_port();
+  uint16_t port = testing::free_rendezvous_port();
   std::vector<std::string> expected;
   for (int r = 0; r < size; ++r)
     expected.push_back("tcp://10.0.0." + std::to_string(r) + ":" + std::to_string(4000 + r));
@@ -137,7 +117,7 @@ TEST(Rendezvous, FourRanksStartingInRandomOrderGatherEveryEndpoint) {
   for (int r = 0; r < size; ++r) {
     results.push_back(std::async(std::launch::async, [&, r]() -> result<std::vector<std::string>> {
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms[r]));
-      auto rdv = rendezvous::open(make_env(r, size, port));
+      auto rdv = rendezvous::open(testing::rendezvous_env(r, size, port));
       if (!rdv) {
         all_gathered.count_down();
         return rdv.error();
@@ -161,10 +141,10 @@ TEST(Rendezvous, FourRanksStartingInRandomOrderGatherEveryEndpoint) {
 }
 
 TEST(Rendezvous, GetWaitsForALaterPublish) {
-  uint16_t port = free_port();
-  auto rank0 = rendezvous::open(make_env(0, 2, port));
+  uint16_t port = testing::free_rendezvous_port();
+  auto rank0 = rendezvous::open(testing::rendezvous_env(0, 2, port));
   ASSERT_TRUE(rank0.ok()) << msg_of(rank0.error());
-  auto rank1 = rendezvous::open(make_env(1, 2, port));
+  auto rank1 = rendezvous::open(testing::rendezvous_env(1, 2, port));
   ASSERT_TRUE(rank1.ok()) << msg_of(rank1.error());
 
   std::atomic<bool> returned{false};
@@ -184,7 +164,7 @@ TEST(Rendezvous, GetWaitsForALaterPublish) {
 }
 
 TEST(Rendezvous, GetTimeoutNamesTheKey) {
-  auto rdv = rendezvous::open(make_env(0, 1, 0));
+  auto rdv = rendezvous::open(testing::rendezvous_env(0, 1, 0));
   ASSERT_TRUE(rdv.ok()) << msg_of(rdv.error());
   auto start = clock::now();
   auto v = (*rdv)->get("never", 200ms);
@@ -197,10 +177,10 @@ TEST(Rendezvous, GetTimeoutNamesTheKey) {
 }
 
 TEST(Rendezvous, GatherTimeoutNamesTheMissingRanks) {
-  uint16_t port = free_port();
-  auto rank0 = rendezvous::open(make_env(0, 4, port));
+  uint16_t port = testing::free_rendezvous_port();
+  auto rank0 = rendezvous::open(testing::rendezvous_env(0, 4, port));
   ASSERT_TRUE(rank0.ok()) << msg_of(rank0.error());
-  auto rank1 = rendezvous::open(make_env(1, 4, port));
+  auto rank1 = rendezvous::open(testing::rendezvous_env(1, 4, port));
   ASSERT_TRUE(rank1.ok()) << msg_of(rank1.error());
   ASSERT_TRUE((*rank0)->publish("ep/0", "a").ok());
   ASSERT_TRUE((*rank1)->publish("ep/1", "b").ok());
@@ -218,9 +198,9 @@ TEST(Rendezvous, GatherTimeoutNamesTheMissingRanks) {
 }
 
 TEST(Rendezvous, ClientToAClosedPortFailsByItsDeadline) {
-  uint16_t port = free_port();  // nobody listens there now
+  uint16_t port = testing::free_rendezvous_port();  // nobody listens there now
   auto start = clock::now();
-  auto rdv = rendezvous::open(make_env(1, 2, port, 300ms));
+  auto rdv = rendezvous::open(testing::rendezvous_env(1, 2, port, 300ms));
   auto took = ms_since(start);
   ASSERT_FALSE(rdv.ok());
   EXPECT_EQ(rdv.error().code(), errc::rendezvous);
@@ -231,8 +211,8 @@ TEST(Rendezvous, ClientToAClosedPortFailsByItsDeadline) {
 }
 
 TEST(Rendezvous, MalformedRequestsCloseOnlyThatConnection) {
-  uint16_t port = free_port();
-  auto rank0 = rendezvous::open(make_env(0, 2, port));
+  uint16_t port = testing::free_rendezvous_port();
+  auto rank0 = rendezvous::open(testing::rendezvous_env(0, 2, port));
   ASSERT_TRUE(rank0.ok()) << msg_of(rank0.error());
 
   const std::vector<std::string> garbage = {
@@ -256,7 +236,7 @@ TEST(Rendezvous, MalformedRequestsCloseOnlyThatConnection) {
     asio::write(raw, asio::buffer(std::string("\x00\x00\x00\x40\x01", 5)));
   }
 
-  auto rank1 = rendezvous::open(make_env(1, 2, port));
+  auto rank1 = rendezvous::open(testing::rendezvous_env(1, 2, port));
   ASSERT_TRUE(rank1.ok()) << msg_of(rank1.error());
   ASSERT_TRUE((*rank1)->publish("ep/1", "one").ok());
   ASSERT_TRUE((*rank0)->publish("ep/0", "zero").ok());
@@ -266,7 +246,7 @@ TEST(Rendezvous, MalformedRequestsCloseOnlyThatConnection) {
 }
 
 TEST(Rendezvous, SingleRankPicksAPortAndRepublishingReplaces) {
-  auto rdv = rendezvous::open(make_env(0, 1, 0));
+  auto rdv = rendezvous::open(testing::rendezvous_env(0, 1, 0));
   ASSERT_TRUE(rdv.ok()) << msg_of(rdv.error());
   EXPECT_NE((*rdv)->address(), "127.0.0.1:0");
   ASSERT_TRUE((*rdv)->publish("ep/0", "old").ok());
@@ -277,12 +257,12 @@ TEST(Rendezvous, SingleRankPicksAPortAndRepublishingReplaces) {
 }
 
 TEST(Rendezvous, BadArgumentsAreRejectedAtTheBoundary) {
-  auto multi = rendezvous::open(make_env(1, 2, 0));
+  auto multi = rendezvous::open(testing::rendezvous_env(1, 2, 0));
   ASSERT_FALSE(multi.ok());
   EXPECT_EQ(multi.error().code(), errc::config);
   EXPECT_NE(multi.error().message().find("port 0"), std::string::npos) << msg_of(multi.error());
 
-  auto rdv = rendezvous::open(make_env(0, 1, 0));
+  auto rdv = rendezvous::open(testing::rendezvous_env(0, 1, 0));
   ASSERT_TRUE(rdv.ok()) << msg_of(rdv.error());
   EXPECT_EQ((*rdv)->publish("", "x").code(), errc::invalid_argument);
   EXPECT_EQ((*rdv)->publish("k", std::string(kv::max_value_bytes + 1, 'x')).code(),
@@ -291,10 +271,10 @@ TEST(Rendezvous, BadArgumentsAreRejectedAtTheBoundary) {
 }
 
 TEST(Rendezvous, AWaitingRankLearnsPromptlyWhenRankZeroGoesAway) {
-  uint16_t port = free_port();
-  auto rank0 = rendezvous::open(make_env(0, 2, port));
+  uint16_t port = testing::free_rendezvous_port();
+  auto rank0 = rendezvous::open(testing::rendezvous_env(0, 2, port));
   ASSERT_TRUE(rank0.ok()) << msg_of(rank0.error());
-  auto rank1 = rendezvous::open(make_env(1, 2, port));
+  auto rank1 = rendezvous::open(testing::rendezvous_env(1, 2, port));
   ASSERT_TRUE(rank1.ok()) << msg_of(rank1.error());
 
   auto waiter = std::async(std::launch::async, [&] { return (*rank1)->gather("ep/", 1500ms); });
@@ -314,7 +294,7 @@ TEST(Rendezvous, RankZeroCannotServeOnAPortInUse) {
   asio::ip::tcp::acceptor taken(io,
                                 asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   uint16_t port = taken.local_endpoint().port();
-  auto rdv = rendezvous::open(make_env(0, 2, port, 300ms));
+  auto rdv = rendezvous::open(testing::rendezvous_env(0, 2, port, 300ms));
   ASSERT_FALSE(rdv.ok());
   EXPECT_EQ(rdv.error().code(), errc::rendezvous);
   EXPECT_NE(rdv.error().message().find("127.0.0.1:" + std::to_string(port)), std::string::npos)
@@ -330,15 +310,15 @@ namespace {
 // A rank refused for its secret may try again in the same process: the failed attempt does not
 // count as a round (the store's round number would never match again otherwise).
 TEST(Rendezvous, ARankRefusedForItsSecretCanTryAgain) {
-  uint16_t port = free_port();
-  auto rank0 = rendezvous::open(make_env(0, 2, port));
+  uint16_t port = testing::free_rendezvous_port();
+  auto rank0 = rendezvous::open(testing::rendezvous_env(0, 2, port));
   ASSERT_TRUE(rank0.ok()) << msg_of(rank0.error());
-  auto wrong = make_env(1, 2, port);
+  auto wrong = testing::rendezvous_env(1, 2, port);
   wrong.job_secret = "not the job's secret";
   auto refused = rendezvous::open(wrong);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), errc::auth) << msg_of(refused.error());
-  auto rank1 = rendezvous::open(make_env(1, 2, port));
+  auto rank1 = rendezvous::open(testing::rendezvous_env(1, 2, port));
   ASSERT_TRUE(rank1.ok()) << msg_of(rank1.error());
   ASSERT_TRUE((*rank1)->publish("ep/1", "one").ok());
   ASSERT_TRUE((*rank0)->publish("ep/0", "zero").ok());
@@ -350,11 +330,11 @@ TEST(Rendezvous, ARankRefusedForItsSecretCanTryAgain) {
 // Every rank of a round gets the same session id; the next round (a restarted job with the same
 // secret and job id) gets another, so a rank of the last attempt cannot join it.
 TEST(Rendezvous, EachRoundHasItsOwnSessionIdSharedByItsRanks) {
-  uint16_t port = free_port();
+  uint16_t port = testing::free_rendezvous_port();
   std::vector<uint64_t> ids;
   for (int round = 0; round < 2; ++round) {
-    auto rank1 = std::async(std::launch::async, [&] { return rendezvous::open(make_env(1, 2, port)); });
-    auto rank0 = rendezvous::open(make_env(0, 2, port));
+    auto rank1 = std::async(std::launch::async, [&] { return rendezvous::open(testing::rendezvous_env(1, 2, port)); });
+    auto rank0 = rendezvous::open(testing::rendezvous_env(0, 2, port));
     auto r1 = rank1.get();
     ASSERT_TRUE(rank0.ok()) << msg_of(rank0.error());
     ASSERT_TRUE(r1.ok()) << msg_of(r1.error());

@@ -15,14 +15,9 @@
 
 #include "runtime/rendezvous/rendezvous.hpp"
 #include "runtime/transport/mesh/mesh_transport.hpp"
+#include "tests/support/rendezvous_env.hpp"
 
 namespace chorus::testing {
-
-inline uint16_t free_local_port() {
-  asio::io_context io;
-  asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return a.local_endpoint().port();
-}
 
 struct mesh_ranks {
   std::vector<std::unique_ptr<rendezvous>> rdv;
@@ -33,7 +28,7 @@ struct mesh_ranks {
   mesh_ranks(int n, const std::string& secret, uint64_t job_id,
              const std::function<mesh::mesh_options(int)>& options)
       : rdv(static_cast<std::size_t>(n)), t(static_cast<std::size_t>(n)) {
-    const uint16_t port = free_local_port();
+    const uint16_t port = free_rendezvous_port();
     auto make = [&, port](int r) -> status {
       process_env env;
       env.rank = r;
