@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/core/arrival_queue.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/kv_protocol.hpp"
@@ -48,8 +49,8 @@ struct store_state {
   std::set<std::shared_ptr<session>> sessions;
   size_t handshaking = 0;
   // Sessions in accept order, for evicting the oldest one still in its handshake when a new
-  // connection finds every handshake slot taken (entries that finished or closed are skipped).
-  std::deque<std::weak_ptr<session>> arrivals;
+  // connection finds every handshake slot taken.
+  arrival_queue<session> arrivals;
   // Refusals are logged at most once a second; the rest are counted into the next line.
   std::chrono::steady_clock::time_point last_refusal_log{};
   size_t refusals_unlogged = 0;
@@ -422,12 +423,7 @@ struct kv_server::impl {
       socket.set_option(tcp::no_delay(true), ignored);
       auto s = std::make_shared<session>(std::move(socket), store);
       store.sessions.insert(s);
-      while (!store.arrivals.empty()) {  // drop the front entries that finished or closed
-        auto front = store.arrivals.front().lock();
-        if (front && front->in_handshake()) break;
-        store.arrivals.pop_front();
-      }
-      store.arrivals.push_back(s);
+      store.arrivals.push(s, in_handshake);
       s->start();
       accept();
     });
@@ -435,17 +431,14 @@ struct kv_server::impl {
 
   // Closes the connection that has been in its handshake longest (see accept()).
   void evict_oldest() {
-    while (!store.arrivals.empty()) {
-      auto oldest = store.arrivals.front().lock();
-      store.arrivals.pop_front();
-      if (!oldest || !oldest->in_handshake()) continue;
-      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                          oldest->accepted_at());
-      oldest->evict("evicted after " + std::to_string(waited.count()) + " ms without finishing its handshake: all " +
-                     std::to_string(store.limits.max_handshaking) + " handshake slots were taken");
-      return;
-    }
+    auto oldest = store.arrivals.pop_oldest(in_handshake);
+    if (!oldest) return;
+    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                        oldest->accepted_at());
+    oldest->evict("evicted after " + std::to_string(waited.count()) + " ms without finishing its handshake: all " +
+                  std::to_string(store.limits.max_handshaking) + " handshake slots were taken");
   }
+  static bool in_handshake(const session& s) { return s.in_handshake(); }
 
   // Tries each candidate address until one binds. Returns the system's last complaint.
   result<uint16_t> serve(const std::string& shown);

@@ -60,8 +60,9 @@ class local_job {
  public:
   using env_map = std::map<std::string, std::string>;
 
-  /// Starts `size` ranks of `argv`; `per_rank_env(rank)` may add variables.
-  local_job(int size, std::vector<std::string> argv, env_map extra = {})
+  /// Starts the first `started` ranks (all when negative) of a job of `size` ranks of `argv`;
+  /// `extra` adds variables. start_rest() starts the others.
+  local_job(int size, std::vector<std::string> argv, env_map extra = {}, int started = -1)
       : size_(size), argv_(std::move(argv)) {
     env_["CHORUS_SIZE"] = std::to_string(size);
     env_["CHORUS_LOCAL_SIZE"] = std::to_string(size);
@@ -73,7 +74,12 @@ class local_job {
     for (auto& [k, v] : extra) env_[k] = v;
     char tmpl[] = "/tmp/chorus-test-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
-    for (int r = 0; r < size; ++r) start(r);
+    for (int r = 0; r < (started < 0 ? size : started); ++r) start(r);
+  }
+
+  /// Starts the ranks the constructor left out.
+  void start_rest() {
+    for (int r = static_cast<int>(results_.size()); r < size_; ++r) start(r);
   }
 
   ~local_job() {

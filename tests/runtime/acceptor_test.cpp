@@ -1,10 +1,13 @@
 // The acceptor (runtime/transport/tcp/acceptor.hpp) under silent clients: sockets that connect
 // and never speak must not hold the mesh (before, each held the one accept thread for 5 s, so
-// 13 of them outlasted the 60 s connect timeout), and closing the acceptor ends their
-// handshakes at once.
+// 13 of them outlasted the 60 s connect timeout; then each held one of 16 handshake threads, and
+// past 272 the rest were refused), more of them than there are slots evict the oldest, and
+// closing the acceptor ends their handshakes at once.
 #include "runtime/transport/tcp/acceptor.hpp"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <thread>
 #include <vector>
@@ -57,15 +60,93 @@ TEST(Acceptor, SilentSocketsDoNotHoldTheMeshAndCloseEndsTheirHandshakes) {
   auto took = clock::now() - t0;
   ASSERT_TRUE(inbound.ok()) << inbound.error().to_string();
   for (auto& st : client) EXPECT_TRUE(st.ok()) << st.to_string();
-  // The silent sockets filled the pool for up to 5 s; the real streams got through no later
-  // than one handshake timeout, not one per silent socket (24 x 5 s).
-  EXPECT_LT(took, acceptor::handshake_timeout + 3s);
+  // Silent sockets take no handshake thread: the real streams got through at once, not after
+  // the handshake timeout (5 s) that frees a thread a silent socket holds.
+  EXPECT_LT(took, 2s);
   EXPECT_GE((*inbound)[1][0].get(), 0);
   EXPECT_GE((*inbound)[1][1].get(), 0);
 
   auto t1 = clock::now();
   acc.reset();  // silent sockets still in their handshakes: shut down, not waited out
   EXPECT_LT(clock::now() - t1, 2s);
+}
+
+// Whether the other end closed `fd` (EOF or reset) within `within`.
+bool closed_by_peer(int fd, std::chrono::milliseconds within) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(within.count())) <= 0) return false;
+  char b;
+  return ::recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
+}
+
+// Two real streams of rank 1, each handshaken on its own thread; returns how long both took.
+std::chrono::milliseconds connect_rank1(uint16_t port, acceptor& acc, std::vector<status>& client,
+                                        result<std::vector<std::vector<unique_fd>>>& inbound) {
+  auto t0 = clock::now();
+  std::vector<unique_fd> fds(2);
+  std::vector<std::thread> clients;
+  for (int s = 0; s < 2; ++s)
+    clients.emplace_back([&, s] {
+      auto fd = connect_to({"127.0.0.1", port}, clock::now() + 5s);
+      if (!fd.ok()) {
+        client[s] = fd.error();
+        return;
+      }
+      client[s] = client_handshake(fd->get(), config(1), s, 0, clock::now() + 20s);
+      fds[s] = std::move(*fd);
+    });
+  inbound = acc.wait_inbound(clock::now() + 20s);
+  for (auto& c : clients) c.join();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t0);
+}
+
+TEST(Acceptor, MoreSilentSocketsThanSlotsEvictTheOldestAndRealStreamsGetThrough) {
+  uint16_t port = 0;
+  auto listener = listen_on("127.0.0.1", 0, &port);
+  ASSERT_TRUE(listener.ok()) << listener.error().to_string();
+  acceptor acc(std::move(*listener), config(0));
+  constexpr std::size_t extra = 40;
+  std::vector<unique_fd> silent;
+  for (std::size_t i = 0; i < acceptor::max_pending + extra; ++i) {
+    auto fd = connect_to({"127.0.0.1", port}, clock::now() + 5s);
+    ASSERT_TRUE(fd.ok()) << fd.error().to_string();
+    silent.push_back(std::move(*fd));
+  }
+  // The first `extra` made room for the later ones, oldest first; the last ones still wait.
+  for (std::size_t i = 0; i < extra; ++i) EXPECT_TRUE(closed_by_peer(silent[i].get(), 2s)) << "silent socket " << i;
+  EXPECT_FALSE(closed_by_peer(silent.back().get(), 0ms));
+
+  std::vector<status> client(2);
+  result<std::vector<std::vector<unique_fd>>> inbound = status{errc::internal, "not run"};
+  auto took = connect_rank1(port, acc, client, inbound);
+  ASSERT_TRUE(inbound.ok()) << inbound.error().to_string();
+  for (auto& st : client) EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_LT(took, 2s) << "waited for silent sockets to time out";
+  EXPECT_EQ(acc.evicted(), static_cast<int>(extra) + 2);  // and one for each real stream
+  EXPECT_TRUE(closed_by_peer(silent[extra].get(), 2s)) << "the two real streams evicted the next oldest";
+}
+
+TEST(Acceptor, AClientStuckInItsHandshakeIsEvictedFromItsThread) {
+  uint16_t port = 0;
+  auto listener = listen_on("127.0.0.1", 0, &port);
+  ASSERT_TRUE(listener.ok()) << listener.error().to_string();
+  acceptor acc(std::move(*listener), config(0));
+  // Sends one byte of a hello and stalls: a handshake thread waits for the rest.
+  auto stuck = connect_to({"127.0.0.1", port}, clock::now() + 5s);
+  ASSERT_TRUE(stuck.ok()) << stuck.error().to_string();
+  ASSERT_EQ(::send(stuck->get(), "C", 1, MSG_NOSIGNAL), 1);
+  std::this_thread::sleep_for(100ms);
+  std::vector<unique_fd> silent;
+  for (std::size_t i = 0; i < acceptor::max_pending; ++i) {
+    auto fd = connect_to({"127.0.0.1", port}, clock::now() + 5s);
+    ASSERT_TRUE(fd.ok()) << fd.error().to_string();
+    silent.push_back(std::move(*fd));
+  }
+  auto t0 = clock::now();
+  EXPECT_TRUE(closed_by_peer(stuck->get(), 3s)) << "the oldest, mid-handshake, was not evicted";
+  EXPECT_LT(clock::now() - t0, 2s) << "closed at its handshake timeout, not evicted";
+  EXPECT_EQ(acc.evicted(), 1);
+  EXPECT_FALSE(closed_by_peer(silent.front().get(), 0ms));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "runtime/env/host_settings.hpp"
 #include "runtime/transport/tcp/handshake_io.hpp"
 #include "runtime/transport/tcp/iface.hpp"
+#include "runtime/transport/tcp/peer_dial.hpp"
 
 namespace chorus::mesh {
 
@@ -72,14 +73,8 @@ result<mesh_parts> connect_mesh(const process_env& env, rendezvous& rdv, const m
     auto ep = parse_endpoint((*eps)[p]);
     if (!ep) return ep.error();
     for (int s = 0; s <= control_stream; ++s) {
-      auto fd = connect_to(*ep, deadline);
-      if (!fd)
-        return status{fd.error().code(), "rank " + std::to_string(env.rank) + " to rank " + std::to_string(p) +
-                                             ": " + fd.error().message()};
-      st = client_handshake(fd->get(), cfg, s, p, deadline);
-      if (!st.ok())
-        return status{st.code(), "handshake with rank " + std::to_string(p) + " at " + ep->to_string() + ": " +
-                                     st.message()};
+      auto fd = dial_peer(*ep, cfg, s, p, deadline);  // again after an eviction, until the deadline
+      if (!fd) return fd.error();
       fds[p].push_back(std::move(*fd));
     }
   }
