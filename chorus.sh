@@ -3,8 +3,10 @@
 # builds incrementally (build/), then runs:
 #   ./chorus.sh demo            two local ranks on the defaults: allreduce demo with timings
 #   ./chorus.sh test            the whole test suite (ctest: unit + multi-process)
-#   ./chorus.sh test --sanitize address|undefined|thread [ctest args]
-#                               the same built with gcc's sanitizer into build-asan/-ubsan/-tsan
+#   ./chorus.sh test --sanitize address|undefined|thread|address,undefined [--subset] [ctest args]
+#                               the same built with gcc's sanitizers into build-asan/-ubsan/-tsan/
+#                               -asan-ubsan; --subset builds only the runtime and the tests labelled
+#                               `sanitize` (tests/CMakeLists.txt) and runs those
 #   ./chorus.sh fuzz [SECONDS | --seconds S] [TARGET...]
 #                               builds the libFuzzer targets (clang-14, build-fuzz/) and runs each
 #                               for S seconds (default 60) from tests/fuzz/corpus: RESULT fuzz
@@ -44,15 +46,28 @@ build() {
   cmake --build "$build_dir" -j"$jobs"
 }
 
-# Sanitizer builds: their own folder each, so build/ is never touched.
+# Sanitizer builds: their own folder per combination, so build/ is never touched. $1: kinds
+# separated by commas; $2: a target to build instead of everything.
 sanitized_build() {
-  local kind="$1" flags dir
-  case "$kind" in
-    address) flags="-fsanitize=address -fno-omit-frame-pointer"; dir=build-asan ;;
-    undefined) flags="-fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"; dir=build-ubsan ;;
-    thread) flags="-fsanitize=thread"; dir=build-tsan ;;
-    *) echo "chorus.sh: --sanitize takes address, undefined or thread, not '$kind'" >&2; exit 2 ;;
-  esac
+  local kinds="$1" target="${2:-}" flags="" dir=build kind
+  local -a list
+  IFS=',' read -ra list <<< "$kinds"
+  for kind in "${list[@]}"; do
+    case "$kind" in
+      address) flags+=" -fsanitize=address"; dir+=-asan ;;
+      undefined) flags+=" -fsanitize=undefined -fno-sanitize-recover=all"; dir+=-ubsan ;;
+      thread) flags+=" -fsanitize=thread"; dir+=-tsan ;;
+      *) echo "chorus.sh: --sanitize takes address, undefined or thread (or address,undefined), not '$kind'" >&2
+         exit 2 ;;
+    esac
+  done
+  [ "$dir" != build ] || { echo "chorus.sh: --sanitize needs a kind" >&2; exit 2; }
+  if [[ "$dir" = *-tsan* ]] && [ "$dir" != build-tsan ]; then
+    echo "chorus.sh: --sanitize '$kinds': thread cannot be combined with another sanitizer" >&2
+    exit 2
+  fi
+  [[ "$dir" = *-tsan* ]] || flags+=" -fno-omit-frame-pointer"
+  flags="${flags# }"
   build_dir="$root/$dir"
   chorus_install_deps
   if [ ! -f "$build_dir/CMakeCache.txt" ]; then
@@ -61,7 +76,7 @@ sanitized_build() {
       -DCHORUS_WITH_FUZZ=OFF -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
       -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags"
   fi
-  cmake --build "$build_dir" -j"$jobs"
+  cmake --build "$build_dir" -j"$jobs" ${target:+--target "$target"}
 }
 
 cmd="${1:-}"
@@ -74,15 +89,23 @@ case "$cmd" in
     ;;
   test)
     if [ "${1:-}" = "--sanitize" ]; then
-      [ $# -ge 2 ] || { echo "chorus.sh: --sanitize address|undefined|thread" >&2; exit 2; }
-      sanitized_build "$2"
+      [ $# -ge 2 ] || { echo "chorus.sh: --sanitize address|undefined|thread|address,undefined" >&2; exit 2; }
+      kinds="$2"
       shift 2
+      subset=()
+      if [ "${1:-}" = "--subset" ]; then
+        shift
+        subset=(-L sanitize)
+        sanitized_build "$kinds" sanitize_subset
+      else
+        sanitized_build "$kinds"
+      fi
       # Options: tests/sanitizers/ holds the suppressions and says why each exists.
       export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
       export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
       export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/sanitizers/tsan.supp}"
       export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/sanitizers/lsan.supp}"
-      exec ctest --test-dir "$build_dir" --output-on-failure --timeout 600 "$@"
+      exec ctest --test-dir "$build_dir" --output-on-failure --timeout 600 "${subset[@]}" "$@"
     fi
     build
     exec ctest --test-dir "$build_dir" --output-on-failure --timeout 300 "$@"
@@ -134,7 +157,8 @@ case "$cmd" in
       "$build_dir/tests/chorus-testrank" pipeline-soak "$ops" "$seed"
     ;;
   *)
-    echo "usage: ./chorus.sh demo | test [--sanitize address|undefined|thread] [ctest args] | fuzz [SECONDS | --runs N] [TARGET...]" >&2
+    echo "usage: ./chorus.sh demo | test [--sanitize address|undefined|thread|address,undefined [--subset]] [ctest args]" >&2
+    echo "       | fuzz [SECONDS | --runs N] [TARGET...]" >&2
     echo "       | fuzz --seeds | bench [-np N] [options] | bench --emulated-hosts H [...] | bench-autotune [...] | soak [--ops N] | build" >&2
     exit 2
     ;;
