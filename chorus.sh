@@ -95,7 +95,7 @@ case "$cmd" in
       subset=()
       if [ "${1:-}" = "--subset" ]; then
         shift
-        subset=(-L sanitize)
+        subset=(-L sanitize --no-tests=error)
         sanitized_build "$kinds" sanitize_subset
       else
         sanitized_build "$kinds"
