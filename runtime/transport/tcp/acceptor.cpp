@@ -115,8 +115,9 @@ void acceptor::sort_silent(const std::vector<short>& revents) {
       }
     }
     silent_ = std::move(still);
-    // A thread for each queued connection that no idle one will take, up to the bound (new
-    // threads count as idle only once they run, so this may start one or two more than needed).
+    // A thread for each queued connection that no idle one will take, up to the bound (a new
+    // thread counts as idle only once it runs, so this may start more than needed, never more
+    // than max_handshakes).
     for (std::size_t want = queue_.size(); want > static_cast<std::size_t>(idle_workers_) &&
                                            static_cast<int>(workers_.size()) < max_handshakes;
          --want)
