@@ -122,8 +122,11 @@ TEST(Acceptor, MoreSilentSocketsThanSlotsEvictTheOldestAndRealStreamsGetThrough)
   ASSERT_TRUE(inbound.ok()) << inbound.error().to_string();
   for (auto& st : client) EXPECT_TRUE(st.ok()) << st.to_string();
   EXPECT_LT(took, 2s) << "waited for silent sockets to time out";
-  EXPECT_EQ(acc.evicted(), static_cast<int>(extra) + 2);  // and one for each real stream
-  EXPECT_TRUE(closed_by_peer(silent[extra].get(), 2s)) << "the two real streams evicted the next oldest";
+  // The first real stream evicted one more; the second one too, unless the first had already
+  // finished its handshake and freed its slot.
+  EXPECT_GE(acc.evicted(), static_cast<int>(extra) + 1);
+  EXPECT_LE(acc.evicted(), static_cast<int>(extra) + 2);
+  EXPECT_TRUE(closed_by_peer(silent[extra].get(), 2s)) << "the first real stream evicted the next oldest";
 }
 
 TEST(Acceptor, AClientStuckInItsHandshakeIsEvictedFromItsThread) {
