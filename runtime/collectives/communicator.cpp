@@ -67,7 +67,10 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
     direct_ = std::make_unique<direct_allreduce>(parts.rank, parts.size, std::move(parts.lanes.mail_out),
                                                  std::move(parts.lanes.mail_in), opts_.small_bytes,
                                                  parts.options.shm_spin);
-    engine_->on_failure([d = direct_.get()](const status& why) { d->interrupt(why); });
+    engine_->on_failure([d = direct_.get()](int peer, const status& why) {
+      if (peer < 0) d->interrupt(why);
+      else d->peer_left(peer, why);
+    });
   }
   if (opts_.by_speed) {
     board_ = std::make_shared<stream_board>(t_->num_streams(), stream_board::options{},

@@ -47,16 +47,20 @@ direct_allreduce::direct_allreduce(int rank, int size, std::vector<std::unique_p
       out_(std::move(out)),
       in_(std::move(in)),
       max_bytes_(std::min(max_bytes, shm::mailbox_slot_bytes)),
-      spin_(spin) {}
+      spin_(spin),
+      stop_(new std::atomic<bool>[static_cast<std::size_t>(std::max(size, 1))]),
+      left_(static_cast<std::size_t>(std::max(size, 1))) {
+  for (int p = 0; p < std::max(size, 1); ++p) stop_[static_cast<std::size_t>(p)].store(false);
+}
 
 bool direct_allreduce::takes(std::size_t bytes, dtype t, reduce_op op) const {
   // Booleans have no average: the I/O thread's path refuses it with its own error.
   return size_ > 1 && bytes <= max_bytes_ && !(t == dtype::boolean && op == reduce_op::average);
 }
 
-status direct_allreduce::stop_reason() const {
+status direct_allreduce::stop_reason(int peer) const {
   std::lock_guard lk(why_mu_);
-  return why_;
+  return why_.ok() ? left_[static_cast<std::size_t>(peer)] : why_;
 }
 
 void direct_allreduce::interrupt(const status& why) {
@@ -64,34 +68,47 @@ void direct_allreduce::interrupt(const status& why) {
     std::lock_guard lk(why_mu_);
     if (why_.ok()) why_ = why;
   }
-  stopped_.store(true, std::memory_order_seq_cst);
-  for (auto& box : in_)
-    if (box) box->wake();
+  broken_.store(true, std::memory_order_seq_cst);
+  for (int p = 0; p < size_; ++p) {
+    stop_[static_cast<std::size_t>(p)].store(true, std::memory_order_seq_cst);
+    if (in_[static_cast<std::size_t>(p)]) in_[static_cast<std::size_t>(p)]->wake();
+  }
+}
+
+void direct_allreduce::peer_left(int peer, const status& why) {
+  if (peer < 0 || peer >= size_ || peer == rank_) return;
+  {
+    std::lock_guard lk(why_mu_);
+    if (left_[static_cast<std::size_t>(peer)].ok()) left_[static_cast<std::size_t>(peer)] = why;
+  }
+  stop_[static_cast<std::size_t>(peer)].store(true, std::memory_order_seq_cst);
+  if (in_[static_cast<std::size_t>(peer)]) in_[static_cast<std::size_t>(peer)]->wake();
 }
 
 status direct_allreduce::wait_for(int peer, uint64_t k, shm::mail& m) {
   auto& box = *in_[static_cast<std::size_t>(peer)];
+  auto& stop = stop_[static_cast<std::size_t>(peer)];
   const auto spin_until = std::chrono::steady_clock::now() + spin_;
   for (unsigned i = 0;; ++i) {
     auto got = box.take(k, m);
     if (!got) return got.error();
     if (*got) return {};
-    if (stopped_.load(std::memory_order_seq_cst)) {
+    if (stop.load(std::memory_order_seq_cst)) {
       // A post made before the peer left still counts (it finished this allreduce).
       got = box.take(k, m);
       if (got && *got) return {};
-      return stop_reason();
+      return stop_reason(peer);
     }
     if (i < busy_checks) cpu_relax();
     else if (std::chrono::steady_clock::now() < spin_until) std::this_thread::yield();
-    else box.sleep(k, stopped_, sleep_limit);
+    else box.sleep(k, stop, sleep_limit);
   }
 }
 
 status direct_allreduce::wait_for_room(int peer, uint64_t k) {
   auto& box = *out_[static_cast<std::size_t>(peer)];
   while (!box.has_room(k)) {
-    if (stopped_.load(std::memory_order_seq_cst)) return stop_reason();
+    if (stop_[static_cast<std::size_t>(peer)].load(std::memory_order_seq_cst)) return stop_reason(peer);
     std::this_thread::yield();
   }
   return {};
@@ -99,7 +116,7 @@ status direct_allreduce::wait_for_room(int peer, uint64_t k) {
 
 status direct_allreduce::run(void* data, std::size_t count, dtype t, reduce_op op) {
   std::lock_guard lk(run_mu_);
-  if (stopped_.load(std::memory_order_seq_cst)) return stop_reason();
+  if (broken_.load(std::memory_order_seq_cst)) return stop_reason(rank_);
   const std::size_t bytes = count * size_of(t);
   const uint64_t tag = tag_of(t, op);
   const uint64_t k = ++k_;

@@ -4,8 +4,9 @@
 // this path for buffers up to mailbox_slot_bytes and CHORUS_SMALL_ALLREDUCE_BYTES; why, and what
 // it measured, in docs/design.md ("Small allreduces on one host").
 // Waiting: the caller polls for CHORUS_SHM_SPIN_US, then sleeps on the mailbox's futex. The I/O
-// thread keeps watching every peer's TCP connection and calls interrupt() when a peer fails or
-// leaves, which wakes the caller: a dead peer is named as fast as on the I/O thread's path.
+// thread keeps watching every peer's TCP connection and calls interrupt() when the job breaks
+// (a peer died, an abort) or peer_left() when a peer said goodbye; either wakes the caller, so a
+// dead peer is named as fast as on the I/O thread's path.
 #pragma once
 
 #include <atomic>
@@ -34,8 +35,13 @@ class direct_allreduce {
   /// must be ordered alike on every rank, as for the communicator). Errors: interrupt()'s
   /// status, or errc::protocol when a peer's post is not the allreduce we make (naming it).
   status run(void* data, std::size_t count, dtype t, reduce_op op);
-  /// Any thread: the run() waiting now and every later one ends with `why` (the first stands).
+  /// Any thread: the job broke; the run() waiting now and every later one ends with `why`
+  /// (the first cause stands).
   void interrupt(const status& why);
+  /// Any thread: `peer` said goodbye. A wait for its post ends with `why` unless the post is
+  /// there (it finished that allreduce before leaving); waits for other peers go on, since a
+  /// peer may leave as soon as it has every post while a slower one is still posting to us.
+  void peer_left(int peer, const status& why);
   /// Posts made so far (for tests and logs).
   uint64_t posts() const { return posts_.load(std::memory_order_relaxed); }
 
@@ -45,7 +51,8 @@ class direct_allreduce {
   /// Waits until `peer`'s mailbox slot for post k is free (it always is when the peers keep
   /// to the call order: a peer posts k - 1 only after releasing k - 2).
   status wait_for_room(int peer, uint64_t k);
-  status stop_reason() const;
+  /// Why waits for `peer` stop: the job's break, else the peer's goodbye.
+  status stop_reason(int peer) const;
 
   int rank_;
   int size_;
@@ -57,9 +64,11 @@ class direct_allreduce {
   uint64_t k_ = 0;                // the last post number (under run_mu_)
   std::vector<std::byte> mine_;   // our contribution while the fold overwrites data (size > 2)
   std::atomic<uint64_t> posts_{0};
-  std::atomic<bool> stopped_{false};
+  std::atomic<bool> broken_{false};                  // interrupt() was called
+  std::unique_ptr<std::atomic<bool>[]> stop_;        // [peer]: stop waiting for it (broken or left)
   mutable std::mutex why_mu_;
-  status why_;
+  status why_;                                       // interrupt()'s cause
+  std::vector<status> left_;                         // [peer]: its goodbye
 };
 
 }  // namespace chorus

@@ -126,6 +126,26 @@ TEST(direct_allreduce, a_rank_waiting_for_a_silent_peer_ends_with_the_interrupts
   EXPECT_EQ(ranks[0]->run(a.data(), a.size(), dtype::f32, reduce_op::sum).to_string(), why.to_string());
 }
 
+TEST(direct_allreduce, a_goodbye_ends_waits_for_that_peer_only_and_its_post_still_counts) {
+  // Three ranks: rank 1 posts, then (as a rank that has every post would) leaves; rank 0 learns
+  // of it before it starts, rank 2 posts late. Rank 0 must use rank 1's post and wait for rank 2.
+  auto ranks = make_ranks(3);
+  std::vector<std::vector<float>> bufs{{1, 2}, {10, 20}, {100, 200}};
+  auto one = std::async(std::launch::async, [&] { return ranks[1]->run(bufs[1].data(), 2, dtype::f32, reduce_op::sum); });
+  std::this_thread::sleep_for(30ms);  // rank 1 has posted (a later post only makes this test pass trivially)
+  ranks[0]->peer_left(1, status{errc::shutdown, "rank 1 shut down"});
+  auto zero = std::async(std::launch::async, [&] { return ranks[0]->run(bufs[0].data(), 2, dtype::f32, reduce_op::sum); });
+  std::this_thread::sleep_for(30ms);
+  auto st2 = ranks[2]->run(bufs[2].data(), 2, dtype::f32, reduce_op::sum);
+  ASSERT_TRUE(st2.ok()) << st2.to_string();
+  auto st0 = zero.get();
+  ASSERT_TRUE(st0.ok()) << st0.to_string();
+  ASSERT_TRUE(one.get().ok());
+  EXPECT_EQ(bufs[0], (std::vector<float>{111, 222}));
+  // The next allreduce needs rank 1's post, which never comes: it ends with the goodbye.
+  EXPECT_EQ(ranks[0]->run(bufs[0].data(), 2, dtype::f32, reduce_op::sum).to_string(), "shutdown: rank 1 shut down");
+}
+
 TEST(direct_allreduce, ranks_whose_calls_differ_both_fail_saying_what_each_posted) {
   auto ranks = make_ranks(2);
   std::vector<float> a(10, 1.0f), b(12, 1.0f);
