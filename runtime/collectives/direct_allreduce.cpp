@@ -16,7 +16,7 @@ namespace {
 constexpr auto sleep_limit = std::chrono::milliseconds(100);
 // Checks before the caller starts yielding its core between looks: a post from a peer that
 // runs on the other core lands within a few hundred nanoseconds.
-constexpr unsigned busy_checks = 64;
+constexpr unsigned busy_checks = 8;
 
 uint64_t tag_of(dtype t, reduce_op op) { return uint64_t{static_cast<uint8_t>(t)} << 8 | static_cast<uint8_t>(op); }
 
