@@ -124,8 +124,10 @@ tuner_step tuner::on_window(double score) {
   windows_.clear();
   out.sample = sample_record{++samples_, current_, s, phase_, search_};
   fold(samples_);
-  if (phase_ == tuner_phase::watching) {  // the converged level, measured once after converging
-    baseline_ = s;
+  if (phase_ == tuner_phase::watching) {
+    // The converged level: the lower of this sample and the settled point's last one in the
+    // search. One lucky sample must not set a level that the point's own noise falls below.
+    baseline_ = settled_score_ ? std::min(s, *settled_score_) : s;
     return out;
   }
   opt_.observe(current_, s);
@@ -163,7 +165,12 @@ tuner_step tuner::on_window(double score) {
   phase_ = tuner_phase::watching;
   out.converged = true;
   fold(0xc0de);
-  switch_to(settle_on(), out);
+  point settled = settle_on();
+  const auto& h = opt_.history();
+  auto last = std::find_if(h.rbegin(), h.rend(), [&](const observation& o) { return o.at == settled; });
+  settled_score_.reset();
+  if (last != h.rend()) settled_score_ = last->score;
+  switch_to(std::move(settled), out);
   return out;
 }
 

@@ -96,6 +96,7 @@ class tuner {
   uint64_t samples_ = 0;
   uint32_t search_ = 0;
   std::optional<double> baseline_;  // converged level (watching)
+  std::optional<double> settled_score_;  // the settled point's last sample in the search
   int low_ = 0;                     // consecutive windows below the threshold
   uint64_t digest_ = 0;
 };

@@ -197,6 +197,27 @@ TEST(TuningTuner, ReSearchSamplesTheStreamCountsNextToTheConvergedOne) {
   EXPECT_EQ(sampled.front(), converged);
 }
 
+TEST(TuningTuner, ALuckySampleAfterConvergingDoesNotSetTheLevel) {
+  auto s = knob_space(8).value();
+  std::vector<double> peak{0.6, 0.5, 0.55, 0.3, 0.5};
+  tuner_options o;
+  o.search.seed = 3;
+  o.search.max_samples = 12;
+  o.windows_per_sample = 1;
+  o.settle_windows = 0;
+  tuner t(s, o, to_point(s, poor_start()));
+  for (int w = 0; w < 100 && t.phase() != tuner_phase::watching; ++w) t.on_window(model(s, t.current(), peak));
+  ASSERT_EQ(t.phase(), tuner_phase::watching);
+  const double level = model(s, t.current(), peak);
+  // The first sample watching is 25% lucky; the point then scores its usual level: no search.
+  ASSERT_TRUE(t.on_window(1.25 * level).sample);
+  for (int w = 0; w < 10; ++w) EXPECT_FALSE(t.on_window(level).searching_again) << "window " << w;
+  // A real drop still starts one.
+  bool again = false;
+  for (int w = 0; w < o.drop_windows; ++w) again = t.on_window(0.5 * level).searching_again || again;
+  EXPECT_TRUE(again);
+}
+
 TEST(TuningTuner, ANetworkChangeDuringAReSearchStartsItOnceMore) {
   // A load spike starts a search; the network changes two samples into it, so its best points
   // were measured on the old network. Sampled again they all score far lower: the tuner must
