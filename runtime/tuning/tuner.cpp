@@ -31,7 +31,8 @@ tuner::tuner(search_space space, tuner_options options, point start)
                    double(options.search.candidates), double(options.windows_per_sample), double(options.settle_windows),
                    options.drop_threshold, double(options.drop_windows), double(options.retune_samples),
                    double(options.retune_starts), double(options.confirm_points),
-                   double(options.retune_stream_steps), double(options.restart_on_drift)})
+                   double(options.retune_stream_steps), double(options.restart_on_drift),
+                   double(options.confirm_drop)})
     fold(std::bit_cast<uint64_t>(x));
   for (const auto& a : space.axes())
     for (double v : a.values) fold(std::bit_cast<uint64_t>(v));
@@ -115,6 +116,7 @@ tuner_step tuner::on_window(double score) {
   if (phase_ == tuner_phase::watching && baseline_) {
     low_ = score < (1 - options_.drop_threshold) * *baseline_ ? low_ + 1 : 0;
     if (low_ < options_.drop_windows) return out;
+    if (options_.confirm_drop) before_drop_ = watched{opt_, *baseline_};
     search_again(out);
     return out;
   }
@@ -131,6 +133,20 @@ tuner_step tuner::on_window(double score) {
     return out;
   }
   opt_.observe(current_, s);
+  if (before_drop_) {
+    // The first sample after a drop, at the point in force: is the drop real?
+    auto kept = std::move(*before_drop_);
+    before_drop_.reset();
+    if (s >= (1 - options_.drop_threshold) * kept.baseline) {
+      opt_ = std::move(kept.opt);
+      phase_ = tuner_phase::watching;
+      baseline_ = kept.baseline;
+      anchor_.reset();
+      out.converged = true;
+      fold(0xfa15e);
+      return out;
+    }
+  }
   if (!confirming_) {
     if (auto next = opt_.next()) {
       switch_to(next->at, out);  // never the point in force: sampled points are not proposed

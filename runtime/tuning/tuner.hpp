@@ -35,6 +35,10 @@ struct tuner_options {
   /// those samples. (The first point is not chosen for a high score, so a lucky first sample of
   /// the best points does not look like a change.)
   bool restart_on_drift = true;
+  /// A search started by a drop first samples the point in force; when that sample is not below
+  /// the drop level after all (a few slow windows: load, not the network), the tuner goes back
+  /// to watching with what it knew, and the search ends after that one sample.
+  bool confirm_drop = true;
   /// When a search stops, its best points by posterior mean are sampled once more before the
   /// tuner settles on one: one lucky sample of a noisy window must not decide. 0: settle at once.
   int confirm_points = 2;
@@ -97,6 +101,11 @@ class tuner {
   uint32_t search_ = 0;
   std::optional<double> baseline_;  // converged level (watching)
   std::optional<double> settled_score_;  // the settled point's last sample in the search
+  struct watched {  // what the tuner knew while watching, kept until a drop is confirmed
+    bayes_optimizer opt;
+    double baseline;
+  };
+  std::optional<watched> before_drop_;
   int low_ = 0;                     // consecutive windows below the threshold
   uint64_t digest_ = 0;
 };

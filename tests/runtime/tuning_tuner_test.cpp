@@ -91,7 +91,7 @@ struct life {
 /// How the network changes after the tuner converged.
 enum class change {
   at_once,         // while it watches
-  mid_re_search,   // a load spike (4 windows at 70%) starts a search first; the change comes 2 samples into it
+  mid_re_search,   // a slump (6 windows at 70%) starts a search first; the change comes 2 samples into it
 };
 
 life live(const search_space& s, const tuner_options& o, uint64_t noise_seed, change how = change::at_once) {
@@ -114,7 +114,7 @@ life live(const search_space& s, const tuner_options& o, uint64_t noise_seed, ch
   const uint64_t samples_before = t.samples();
   const uint32_t searches_before = t.searches();
   if (how == change::mid_re_search) {
-    for (int w = 0; w < 4; ++w) t.on_window(0.7 * model(s, t.current(), peak) * jitter(rng));
+    for (int w = 0; w < 6; ++w) t.on_window(0.7 * model(s, t.current(), peak) * jitter(rng));
     const uint64_t spiked = t.samples();
     for (int w = 0; w < 100 && t.samples() < spiked + 2; ++w) t.on_window(model(s, t.current(), peak) * jitter(rng));
   }
@@ -218,6 +218,46 @@ TEST(TuningTuner, ALuckySampleAfterConvergingDoesNotSetTheLevel) {
   EXPECT_TRUE(again);
 }
 
+TEST(TuningTuner, AShortSlumpIsCheckedByOneSampleAndTheTunerWatchesOn) {
+  auto s = knob_space(8).value();
+  std::vector<double> peak{0.6, 0.5, 0.55, 0.3, 0.5};
+  tuner_options o;
+  o.search.seed = 3;
+  o.search.max_samples = 12;
+  o.windows_per_sample = 3;
+  o.settle_windows = 0;
+  tuner t(s, o, to_point(s, poor_start()));
+  for (int w = 0; w < 200 && t.phase() != tuner_phase::watching; ++w) t.on_window(model(s, t.current(), peak));
+  ASSERT_EQ(t.phase(), tuner_phase::watching);
+  const point converged = t.current();
+  const double level = model(s, converged, peak);
+  for (int w = 0; w < 3; ++w) t.on_window(level);  // the converged level
+  const uint64_t samples = t.samples();
+  const std::size_t known = t.optimizer().history().size();
+  // Three slow windows (load on the machine) look like a drop; the sample that follows is back
+  // at the level: one sample at the point in force, then watching again with what it knew.
+  bool again = false;
+  for (int w = 0; w < o.drop_windows; ++w) again = t.on_window(0.7 * level).searching_again || again;
+  ASSERT_TRUE(again);
+  bool back = false;
+  for (int w = 0; w < 3; ++w) {
+    auto step = t.on_window(level);
+    EXPECT_FALSE(step.switch_to) << "window " << w;
+    back = back || step.converged;
+  }
+  EXPECT_TRUE(back);
+  EXPECT_EQ(t.phase(), tuner_phase::watching);
+  EXPECT_EQ(t.current(), converged);
+  EXPECT_EQ(t.samples(), samples + 1);
+  EXPECT_EQ(t.optimizer().history().size(), known);
+  // A drop that lasts is searched.
+  again = false;
+  for (int w = 0; w < o.drop_windows; ++w) again = t.on_window(0.5 * level).searching_again || again;
+  ASSERT_TRUE(again);
+  for (int w = 0; w < 3; ++w) t.on_window(0.5 * level);
+  EXPECT_EQ(t.phase(), tuner_phase::searching);
+}
+
 TEST(TuningTuner, ANetworkChangeDuringAReSearchStartsItOnceMore) {
   // A load spike starts a search; the network changes two samples into it, so its best points
   // were measured on the old network. Sampled again they all score far lower: the tuner must
@@ -226,8 +266,8 @@ TEST(TuningTuner, ANetworkChangeDuringAReSearchStartsItOnceMore) {
   tuner_options o;
   o.search.max_samples = 30;
   o.search.noise = 0.02;
-  // Over 40 seeds: better than staying in 40 (21 without the restart), mean 86% of the new best
-  // (63% without); 8 seeds here: 8 and 5 better than staying.
+  // Over 40 seeds: better than staying in 40 (36 without the restart), mean 86% of the new best
+  // (65% without); 8 seeds here: a second search in 8 and 0, mean 0.86 and 0.68.
   double sum = 0;
   const int seeds = 8;
   for (int seed = 20; seed < 20 + seeds; ++seed) {
