@@ -17,6 +17,12 @@ tcp::control_link::handlers control_edge_handlers(caf::actor negotiator) {
       case control_kind::gone:
         caf::anon_send(negotiator, gone_atom::value, static_cast<int>(origin), std::string(data.begin(), data.end()));
         return;
+      case control_kind::leaving:
+        if (auto cycles = leaving_cycles(data)) {
+          caf::anon_send(negotiator, leaving_atom::value, peer, *cycles);
+          return;
+        }
+        break;
       case control_kind::hello:  // the CAF control plane's only
         break;
     }
@@ -28,7 +34,7 @@ tcp::control_link::handlers control_edge_handlers(caf::actor negotiator) {
   h.on_closed = [negotiator](int peer, const status& why, bool clean) {
     // `why` names the peer: "rank P left the job (it shut down)", "rank P's control connection ..."
     if (clean)
-      caf::anon_send(negotiator, gone_atom::value, why.message());
+      caf::anon_send(negotiator, left_atom::value, peer, why.message());
     else
       caf::anon_send(negotiator, gone_atom::value, peer, why.message());
   };

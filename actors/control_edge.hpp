@@ -4,7 +4,9 @@
 // stays an ordinary actor:
 //   peer's frame gossip         → gossip_bytes
 //   peer's frame gone (origin)  → (gone_atom, origin, why): the peer lost rank `origin`
-//   the peer's goodbye          → (gone_atom, why): it shut down; what needed it fails
+//   peer's frame leaving        → (leaving_atom, peer, cycles): it shuts down after that cycle
+//   the peer's goodbye          → (left_atom, peer, why): it shut down; what needs it fails
+//                                 once the cycles it finished are done here (departures.hpp)
 //   the connection broke        → (gone_atom, peer, why): the peer is lost (peer_lost)
 // The link keeps the order in which one peer sent, so a peer's last gossip reaches the
 // negotiator before its goodbye. The default control plane (CHORUS_CONTROL_PLANE=tcp); the CAF

@@ -32,7 +32,8 @@ status control_verifier::check(const sealed_control& m) {
     return refuse("no such peer in a job of " + std::to_string(size_) + " ranks (this is rank " +
                   std::to_string(rank_) + ")");
   if (m.to != rank_) return refuse("addressed to rank " + std::to_string(m.to) + ", this is rank " + std::to_string(rank_));
-  if (m.kind != control_kind::gossip && m.kind != control_kind::hello && m.kind != control_kind::gone)
+  if (m.kind != control_kind::gossip && m.kind != control_kind::hello && m.kind != control_kind::gone &&
+      m.kind != control_kind::leaving)
     return refuse("unknown kind " + std::to_string(static_cast<int>(m.kind)));
   wire::mac tag{};
   if (m.tag.size() != tag.size()) return refuse("seal of " + std::to_string(m.tag.size()) + " bytes, expected 32");
@@ -155,6 +156,18 @@ void control_gate::deliver(caf::mailbox_element& e) {
       caf::anon_send(negotiator_, gone_atom::value, static_cast<int>(m.origin),
                      std::string(m.data.begin(), m.data.end()));
       break;
+    case control_kind::leaving: {
+      auto cycles = leaving_cycles(m.data);
+      if (!cycles) {
+        refuse([&] {
+          return status{errc::protocol, "control plane: rank " + std::to_string(m.from) + "'s leaving notice has " +
+                                            std::to_string(m.data.size()) + " bytes, expected 8"};
+        });
+        return;
+      }
+      caf::anon_send(negotiator_, leaving_atom::value, static_cast<int>(m.from), *cycles);
+      break;
+    }
   }
 }
 

@@ -17,6 +17,10 @@ namespace {
 
 using self_ptr = caf::stateful_actor<negotiator_state>*;
 
+/// How long a clean leave may keep negotiation going at most (departures.hpp): the cycles the
+/// leaver finished need only messages already sent by live peers.
+constexpr std::chrono::seconds departure_grace{10};
+
 negotiation::time_point now_of(self_ptr self) { return self->clock().now(); }
 
 void finish_op(self_ptr self, const op_ref& op, status st) {
@@ -92,6 +96,21 @@ void send_gone(self_ptr self, int to, int origin, const std::string& why) {
     caf::anon_send(peer, s.sealer->make(to, control_kind::gone, std::vector<uint8_t>(why.begin(), why.end()), origin));
   else
     self->send(peer, gone_atom::value, origin, why);
+}
+
+/// Tells peer `to` that this rank leaves after finishing `cycles` cycles (departures.hpp).
+void send_leaving(self_ptr self, int to, uint64_t cycles) {
+  auto& s = self->state;
+  if (s.cfg.send_control) {
+    auto data = leaving_data(cycles);
+    s.cfg.send_control(to, control_kind::leaving, -1, data);
+    return;
+  }
+  auto& peer = s.peers[static_cast<std::size_t>(to)];
+  if (s.sealer)
+    caf::anon_send(peer, s.sealer->make(to, control_kind::leaving, leaving_data(cycles)));
+  else
+    self->send(peer, leaving_atom::value, s.cfg.rank, cycles);
 }
 
 /// Ends every op in negotiation with `why` (prefixed by the op's description) and stops.
@@ -274,6 +293,14 @@ void apply(self_ptr self, negotiation::actions a) {
     CHORUS_LOG(error, "negotiator", "negotiation stopped: " << a.fatal->message());
     fail_all(self, *a.fatal, false);
   }
+  // A peer that left cleanly took part in the cycles up to the one it finished: once those are
+  // done here, nothing else can be agreed.
+  if (s.failed.ok())
+    if (auto why = s.departed.due(s.strategy->cycles_done())) {
+      if (!s.pending.empty()) CHORUS_LOG(info, "negotiator", why->message());
+      fail_all(self, *why, true);
+      return;
+    }
   if (a.wake_at) schedule_timer(self, *a.wake_at);
 }
 
@@ -336,7 +363,7 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
         // A peer that shut down cleanly may have sent the last gossip of a cycle just before
         // leaving, and the down message can overtake it: give the mailbox a moment first.
         if (dm.reason == caf::exit_reason::user_shutdown) {
-          self->delayed_send(self, std::chrono::milliseconds(500), gone_atom::value, std::move(why));
+          self->delayed_send(self, std::chrono::milliseconds(500), left_atom::value, static_cast<int>(r), std::move(why));
           continue;
         }
         peer_lost(self, static_cast<int>(r), {errc::connection_lost, why});
@@ -418,6 +445,23 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
         if (!self->state.pending.empty()) CHORUS_LOG(info, "negotiator", why);
         fail_all(self, st_why, true);
       },
+      [=](leaving_atom, int peer, uint64_t cycles) {
+        if (peer >= 0 && peer < self->state.cfg.size) self->state.departed.announced(peer, cycles);
+      },
+      [=](left_atom, int peer, std::string& why) {
+        // A peer said goodbye. If it finished a cycle this rank is still in, it sent all it owed
+        // for it: negotiation goes on until that cycle is done here (apply ends it then). The
+        // peers' messages of those cycles are on their way; should they not come within
+        // departure_grace, what is pending ends all the same.
+        auto& st = self->state;
+        status st_why{errc::connection_lost, why};
+        if (st.failed.ok() && st.strategy && st.departed.left(peer, st_why, st.strategy->cycles_done())) {
+          self->delayed_send(self, departure_grace, gone_atom::value, std::move(why));
+          return;
+        }
+        if (!st.pending.empty()) CHORUS_LOG(info, "negotiator", why);
+        fail_all(self, st_why, true);
+      },
       [=](gone_atom, int origin, const std::string& why) {
         // A peer lost rank `origin` (peer_lost above): the same cause ends ours.
         if (origin < 0 || origin >= self->state.cfg.size) origin = -1;
@@ -445,6 +489,11 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
       },
       [=](stop_atom) {
         auto& st = self->state;
+        // Before the goodbye: the cycles this rank finished are the ones its peers may still
+        // finish without it (departures.hpp).
+        if (!st.stopped && st.failed.ok() && st.strategy)
+          for (int r = 0; r < st.cfg.size; ++r)
+            if (reachable(st, r)) send_leaving(self, r, st.strategy->cycles_done());
         st.stopped = true;
         if (st.joining) {
           st.joining = false;

@@ -8,6 +8,9 @@
 // Failure rules: a spec mismatch ends that op on every rank with the same text; a fatal
 // action (stall shutdown, protocol violation), a lost peer (down_msg, or gone_atom from the
 // link's edge) or stop_atom ends every op in negotiation and every later one with that error.
+// A peer that shuts down first tells the others how many cycles it finished (leaving_atom);
+// after its goodbye (left_atom) those cycles still finish here and run what they agree, and
+// the error ends what is left once they have (actors/departures.hpp).
 // Ops that arrive together go to the strategy together: a tensor_ready is held until the
 // messages already in the mailbox have been read (hand_atom to itself), or until the next
 // gossip, tick or join, so that gradients produced microseconds apart (a layer's weight and
@@ -28,6 +31,7 @@
 #include <caf/all.hpp>
 
 #include "actors/control_gate.hpp"
+#include "actors/departures.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/negotiation/strategy.hpp"
 
@@ -76,6 +80,7 @@ struct negotiator_state {
   status failed;                                       ///< not ok: negotiation has stopped
   bool stopped = false;                                ///< stop_atom arrived (shutdown of this rank)
   bool joining = false;                                ///< join_atom arrived, join_done not yet
+  departures departed;                                 ///< peers that left cleanly, and the cycles that still run
   std::vector<uint32_t> samples_us;                    ///< enqueue → agreed, ring buffer
   std::size_t next_sample = 0;
   negotiation_stats stats;

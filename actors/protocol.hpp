@@ -8,11 +8,11 @@
 //     agrees the window) ─window_agreed─▶ autotuner, and ─tunables_pending─▶ fusion;
 //     autotuner ─tunables_switch─▶ fusion, negotiator, senders (actors/autotuner_actor.hpp)
 //   between ranks, by default: negotiator ─frame on the control link─▶ peer's control edge
-//     ─gossip_bytes / gone_atom─▶ its negotiator (actors/control_edge.hpp; no actor message
-//     crosses processes)
+//     ─gossip_bytes / gone_atom / leaving_atom / left_atom─▶ its negotiator
+//     (actors/control_edge.hpp; no actor message crosses processes)
 //   with CHORUS_CONTROL_PLANE=caf: negotiator ─sealed_control─▶ peer's control gate
-//     ─gossip_bytes / hello_atom / gone_atom─▶ its negotiator (only sealed_control crosses
-//     processes; actors/control_gate.hpp checks its seal)
+//     ─gossip_bytes / hello_atom / gone_atom / leaving_atom─▶ its negotiator (only
+//     sealed_control crosses processes; actors/control_gate.hpp checks its seal)
 // Every type has an inspect() (so all can be registered and printed); fields that are
 // pointers, buffers or callbacks are left out of it, because the messages holding them never
 // leave the rank.
@@ -53,7 +53,9 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;          ///< negotiato
 using drain_atom = caf::atom_constant<caf::atom("drain")>;        ///< producer: reply once every op ended (or the grace passed)
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  ///< producer: the drain grace is over
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        ///< negotiator, sender: reply with counters
-using gone_atom = caf::atom_constant<caf::atom("peergone")>;      ///< negotiator: (why) a peer that left cleanly is still missed; from a peer: (origin rank, why) it lost that rank
+using gone_atom = caf::atom_constant<caf::atom("peergone")>;      ///< negotiator: (why) end what is pending with this; from a peer: (origin rank, why) it lost that rank
+using leaving_atom = caf::atom_constant<caf::atom("leaving")>;    ///< negotiator ← edge/gate: (rank, cycles) that rank leaves after finishing this many cycles
+using left_atom = caf::atom_constant<caf::atom("peerleft")>;      ///< negotiator ← edge/gate: (rank, why) that rank said goodbye (actors/departures.hpp)
 using hello_atom = caf::atom_constant<caf::atom("ctrlhello")>;    ///< negotiator ← its gate: (rank, that rank's gate), sent by the higher rank over the one connection
 using join_atom = caf::atom_constant<caf::atom("join")>;          ///< negotiator ← producer: this rank joins (Horovod's join)
 using hand_atom = caf::atom_constant<caf::atom("handover")>;      ///< negotiator → itself: hand the strategy the ops that arrived since the last one
@@ -174,11 +176,25 @@ enum class control_kind : uint8_t {
   gossip = 1,  ///< `data`: one encoded negotiation::gossip_message
   hello = 2,   ///< the sender's control gate follows in the message (sent once, by the higher rank of a pair)
   gone = 3,    ///< the sender lost rank `origin` (-1: unknown); `data`: why, as text
+  leaving = 4, ///< the sender shuts down; `data`: the negotiation cycles it finished (leaving_data)
 };
+/// control_kind::leaving's data: a cycle count, 8 bytes little-endian.
+inline std::vector<uint8_t> leaving_data(uint64_t cycles) {
+  std::vector<uint8_t> out(8);
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<uint8_t>(cycles >> (8 * i));
+  return out;
+}
+/// The cycle count in control_kind::leaving's data; nothing when it is not 8 bytes.
+inline std::optional<uint64_t> leaving_cycles(const std::vector<uint8_t>& data) {
+  if (data.size() != 8) return std::nullopt;
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | data[static_cast<std::size_t>(i)];
+  return v;
+}
 /// negotiator → a peer's control gate, the only actor another process can reach: one control
 /// message sealed with the job secret (runtime/wire/control_seal.hpp; `counter` counts 1, 2, …
 /// per sender and receiver). The gate checks it and hands its negotiator gossip_bytes,
-/// hello_atom or gone_atom; it drops anything else. A hello is the message (sealed_control,
+/// hello_atom, gone_atom or leaving_atom; it drops anything else. A hello is the message (sealed_control,
 /// caf::actor): the sender's gate travels beside the sealed part, not in every message.
 struct sealed_control {
   int32_t from = 0;

@@ -63,6 +63,15 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
                                                         parts.options.peer_timeout)),
       opts_(opts) {
   engine_ = std::make_unique<engine>(*t_);
+  if (parts.lanes.mail_everywhere && opts_.small_bytes > 0) {
+    direct_ = std::make_unique<direct_allreduce>(parts.rank, parts.size, std::move(parts.lanes.mail_out),
+                                                 std::move(parts.lanes.mail_in), opts_.small_bytes,
+                                                 parts.options.shm_spin);
+    engine_->on_failure([d = direct_.get()](int peer, const status& why) {
+      if (peer < 0) d->interrupt(why);
+      else d->peer_left(peer, why);
+    });
+  }
   if (opts_.by_speed) {
     board_ = std::make_shared<stream_board>(t_->num_streams(), stream_board::options{},
                                             [t = t_.get()](int s) {
@@ -82,6 +91,10 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
       CHORUS_LOG(warn, "collectives", "CHORUS_COMPRESSION=" << name_of(opts_.job_wire) << ": " << gate_.describe());
     else
       CHORUS_LOG(info, "collectives", gate_.describe());
+    if (direct_)
+      CHORUS_LOG(info, "collectives", "blocking allreduces up to "
+                                          << std::min(opts_.small_bytes, shm::mailbox_slot_bytes)
+                                          << " bytes run on the calling thread through shared-memory mailboxes");
   }
 }
 
@@ -320,6 +333,12 @@ status communicator::wait(const std::function<void(callback)>& start) {
 }
 
 status communicator::allreduce(void* data, std::size_t count, dtype t, reduce_op op, allreduce_algorithm algo) {
+  if (runs_on_caller(count * size_of(t), t, op, algo)) {
+    next_sequence_++;  // numbered like any collective, so every rank's numbers stay alike
+    auto st = direct_->run(data, count, t, op);
+    if (st.code() == errc::protocol) abort(st);  // the peers learn why the job broke
+    return st;
+  }
   return wait([&](callback cb) { allreduce_async(data, count, t, op, std::move(cb), algo); });
 }
 
@@ -348,7 +367,10 @@ status communicator::alltoall(const void* in, std::vector<std::size_t> send_coun
 
 status communicator::barrier() {
   uint8_t token = 0;
-  return allreduce(&token, 1, dtype::u8, reduce_op::max, allreduce_algorithm::recursive_doubling);
+  // On the calling thread where every rank shares one host, else one recursive-doubling exchange.
+  const auto algo = runs_on_caller(1, dtype::u8, reduce_op::max) ? allreduce_algorithm::automatic
+                                                                  : allreduce_algorithm::recursive_doubling;
+  return allreduce(&token, 1, dtype::u8, reduce_op::max, algo);
 }
 
 }  // namespace chorus

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/collectives/chunk_scheduler.hpp"
+#include "runtime/collectives/direct_allreduce.hpp"
 #include "runtime/collectives/engine.hpp"
 #include "runtime/collectives/hier_schedule.hpp"
 #include "runtime/collectives/stream_board.hpp"
@@ -116,8 +117,16 @@ class communicator {
   void alltoall_async(const void* in, std::vector<std::size_t> send_counts, void* out,
                       std::vector<std::size_t> recv_counts, dtype t, callback done);
 
+  /// Blocking. With every rank on one host (mailboxes between all pairs) and the automatic
+  /// algorithm, a buffer up to options().small_bytes and 64 KiB runs on the calling thread
+  /// (direct_allreduce.hpp) instead of the I/O thread; everything else waits for allreduce_async.
   status allreduce(void* data, std::size_t count, dtype t, reduce_op op,
                    allreduce_algorithm algo = allreduce_algorithm::automatic);
+  /// Whether a blocking allreduce of `bytes` under `algo` runs on the calling thread.
+  bool runs_on_caller(std::size_t bytes, dtype t, reduce_op op,
+                      allreduce_algorithm algo = allreduce_algorithm::automatic) const {
+    return direct_ && algo == allreduce_algorithm::automatic && direct_->takes(bytes, t, op);
+  }
   status allreduce(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire);
   status broadcast(void* data, std::size_t count, dtype t, int root);
   status allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t);
@@ -174,6 +183,7 @@ class communicator {
   wire::mac control_key_{};
   std::shared_ptr<tcp::control_link> control_link_;
   std::unique_ptr<engine> engine_;
+  std::unique_ptr<direct_allreduce> direct_;  // null unless every pair of ranks has mailboxes
   collective_options opts_;
   std::atomic<uint64_t> next_sequence_{1};
   uint32_t next_stream_ = 0;                    // round-robin (I/O thread)

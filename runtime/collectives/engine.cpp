@@ -173,6 +173,7 @@ void engine::peer_failed(int peer, const status& why) {
   }
   // A clean goodbye: the peer had everything it needed. Only ops that still need it fail.
   departed_.emplace_back(peer, why);
+  if (on_failure_) on_failure_(peer, why);
   std::vector<uint64_t> seqs;
   for (auto& [seq, a] : active_)
     if (needs(*a.op, peer)) seqs.push_back(seq);
@@ -193,8 +194,11 @@ void engine::fail(uint64_t sequence, active& a, const status& why) {
 void engine::fail_all(const status& why) {
   if (broken_.ok()) {
     broken_ = why;
-    std::lock_guard lk(broken_mu_);
-    broken_copy_ = why;
+    {
+      std::lock_guard lk(broken_mu_);
+      broken_copy_ = why;
+    }
+    if (on_failure_) on_failure_(-1, why);
   }
   early_.clear();
   early_bytes_ = 0;

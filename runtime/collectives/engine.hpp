@@ -29,6 +29,10 @@ class engine final : public frame_sink {
   void run(std::unique_ptr<chunk_op> op, done_fn done);
   /// I/O thread only: fails everything in flight and everything after (e.g. at shutdown).
   void fail_all(const status& why);
+  /// `fn` runs on the I/O thread when the engine breaks (peer -1, its first cause) and when a
+  /// peer leaves cleanly (that peer): for waits outside the engine (direct_allreduce.hpp).
+  /// Set before start.
+  void on_failure(std::function<void(int peer, const status&)> fn) { on_failure_ = std::move(fn); }
   /// Why the engine refuses new ops (ok while healthy).
   const status& broken() const { return broken_; }
   /// The same, from any thread (a copy taken under a lock).
@@ -76,6 +80,7 @@ class engine final : public frame_sink {
   status broken_copy_;  // broken_, for other threads
   std::vector<std::pair<int, status>> departed_;  // peers that shut down cleanly
   std::optional<uint64_t> starting_;
+  std::function<void(int, const status&)> on_failure_;
 };
 
 }  // namespace chorus

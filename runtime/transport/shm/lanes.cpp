@@ -1,6 +1,7 @@
 // The three rendezvous rounds that set up the shared-memory rings.
 #include "runtime/transport/shm/lanes.hpp"
 
+#include <set>
 #include <sstream>
 
 #include "runtime/core/log.hpp"
@@ -70,6 +71,9 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
   // 2. A segment per stream for each such peer.
   std::vector<std::unique_ptr<segment>> created;  // [peer * streams + stream]
   created.resize(static_cast<std::size_t>(env.size * streams));
+  std::vector<std::unique_ptr<segment>> mail_created(static_cast<std::size_t>(env.size));  // [peer]
+  out.mail_out.resize(static_cast<std::size_t>(env.size));
+  out.mail_in.resize(static_cast<std::size_t>(env.size));
   std::ostringstream mine;
   for (int p = 0; p < env.size && ring_bytes; ++p) {
     if (out.table.by_peer[static_cast<std::size_t>(p)] != link_kind::shm) continue;
@@ -85,6 +89,16 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
       created[static_cast<std::size_t>(p * streams + s)] = std::move(*seg);
       mine << p << ' ' << s << ' ' << name << ' ' << nonce << '\n';
     }
+    uint64_t nonce = segment_nonce();
+    std::string name = name_prefix + hex(env.job_id) + "-" + me + "-" + std::to_string(p) + "-mail-" + hex(nonce);
+    auto seg = segment::create(name, mailbox_capacity(), nonce);
+    if (!seg) {
+      CHORUS_LOG(warn, "shm", seg.error().message() << "; no mailbox to rank " << p
+                                                     << ": small allreduces go through the I/O thread");
+      continue;
+    }
+    mail_created[static_cast<std::size_t>(p)] = std::move(*seg);
+    mine << p << ' ' << streams << ' ' << name << ' ' << nonce << '\n';
   }
   st = rdv.publish("shm-ring/" + me, mine.str());
   if (!st.ok()) return st;
@@ -98,7 +112,7 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
     std::istringstream in((*rings)[q]);
     announced a;
     while (in >> a.peer >> a.stream >> a.name >> a.nonce) {
-      if (a.peer != env.rank || a.stream < 0 || a.stream >= streams) continue;
+      if (a.peer != env.rank || a.stream < 0 || a.stream > streams) continue;  // stream S: the mailbox
       if (a.name.rfind(name_prefix, 0) != 0) {  // the store is not authenticated: open nothing else
         CHORUS_LOG(warn, "shm", "rank " << q << " announced a segment not named " << name_prefix << "...: " << a.name);
         continue;
@@ -109,7 +123,10 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
                                                        << " sends on TCP only");
         continue;
       }
-      lanes[q][a.stream].in = std::make_unique<ring_reader>(std::move(*seg), limits);
+      if (a.stream == streams)
+        out.mail_in[static_cast<std::size_t>(q)] = std::make_unique<mailbox_reader>(std::move(*seg), q);
+      else
+        lanes[q][a.stream].in = std::make_unique<ring_reader>(std::move(*seg), limits);
       ok << q << ' ' << a.stream << '\n';
     }
   }
@@ -118,12 +135,20 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
   auto oks = rdv.gather("shm-ok/", timeout);
   if (!oks) return oks.error();
   int used = 0;
+  std::set<std::pair<int, int>> mail_pairs;  // (p, q): rank p opened q's mailbox to p
   for (int p = 0; p < env.size; ++p) {
-    if (p == env.rank) continue;
     std::istringstream in((*oks)[p]);
     int who = 0, s = 0;
     while (in >> who >> s) {
-      if (who != env.rank || s < 0 || s >= streams) continue;
+      if (s == streams && who >= 0 && who < env.size && who != p) mail_pairs.insert({p, who});
+      if (p == env.rank || who != env.rank || s < 0 || s > streams) continue;
+      if (s == streams) {
+        auto& box = mail_created[static_cast<std::size_t>(p)];
+        if (!box) continue;
+        box->unlink();
+        out.mail_out[static_cast<std::size_t>(p)] = std::make_unique<mailbox_writer>(std::move(box));
+        continue;
+      }
       auto& seg = created[static_cast<std::size_t>(p * streams + s)];
       if (!seg) continue;
       seg->unlink();
@@ -131,6 +156,7 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
       ++used;
     }
   }
+  out.mail_everywhere = mail_pairs.size() == static_cast<std::size_t>(env.size) * static_cast<std::size_t>(env.size - 1);
   // What nobody opened is removed with `created` (the segment's destructor unlinks it).
   if (used) CHORUS_LOG(info, "shm", "shared-memory rings to " << used << " peer streams, " << ring_bytes << " bytes each");
   return out;

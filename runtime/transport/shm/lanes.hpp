@@ -5,9 +5,11 @@
 //      host's identity: env/host_settings.hpp, boot id, host name and the device of /dev/shm, or
 //      CHORUS_HOST_ID); every rank builds the link table from them (transport/link_table.hpp);
 //   2. "shm-ring/<r>": for each stream to each peer with our identity, the segment we created
-//      for our frames to it (name and nonce);
+//      for our frames to it (name and nonce), and one more, numbered as stream S (the number of
+//      streams), for the calling thread's mailbox to it (mailbox.hpp);
 //   3. "shm-ok/<r>": the segments addressed to us that we could open and check (another IPC
-//      namespace, for one, cannot).
+//      namespace, for one, cannot). Every rank reads every rank's list, so all know alike
+//      whether every pair of ranks has mailboxes both ways.
 // A sender uses a ring only when its receiver said so in round 3. Failures to create or open
 // a segment are logged and cost that lane only; only the rendezvous failing is an error.
 #pragma once
@@ -19,6 +21,7 @@
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
 #include "runtime/transport/link_table.hpp"
+#include "runtime/transport/shm/mailbox.hpp"
 #include "runtime/transport/shm/ring.hpp"
 
 namespace chorus::shm {
@@ -33,6 +36,10 @@ struct lane_set {
   link_table table;                      ///< round 1's plan, before a lane fell back to TCP
   std::vector<std::string> identities;   ///< every rank's host identity, by rank
   std::vector<link_entry> entries;       ///< every rank's round-1 entry, by rank (the same on every rank)
+  std::vector<std::unique_ptr<mailbox_writer>> mail_out;  ///< [peer]: our posts to it; null: none
+  std::vector<std::unique_ptr<mailbox_reader>> mail_in;   ///< [peer]: its posts to us; null: none
+  /// Every pair of ranks has mailboxes both ways (size > 1); the same on every rank.
+  bool mail_everywhere = false;
 };
 
 /// `ring_bytes` 0 switches our side off. `limits` check the frames read from the peers' rings.

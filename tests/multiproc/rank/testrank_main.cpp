@@ -14,6 +14,9 @@
 //   wire-shm EXPECT        fp16 through communicator::allreduce: exact or rounded (wire_shm.cpp)
 //   hier-loop SECS         forced-hierarchical 4 MiB allreduces until SECS pass; prints "iteration N";
 //                          CHORUS_TEST_KILL="R:I": rank R kills itself (SIGKILL) in iteration I's allreduce
+//   small-loop SECS        4 KiB allreduces on the calling thread (small_checks.hpp); prints "iteration N";
+//                          CHORUS_TEST_KILL="R:I": rank R kills itself instead of starting iteration I
+//   small-mismatch         rank r allreduces 1024 + 256 r floats on the calling thread: every rank must fail
 // CHORUS_TEST_HOSTS="2,1" fakes hosts for any mode (hier_checks.hpp: apply_test_hosts).
 #include <chrono>
 #include <cstdio>
@@ -28,6 +31,7 @@
 #include "runtime/transport/tcp/socket_util.hpp"
 #include "runtime/wire/handshake.hpp"
 #include "tests/multiproc/rank/collective_checks.hpp"
+#include "tests/multiproc/rank/small_checks.hpp"
 #include "tests/multiproc/rank/hier_checks.hpp"
 
 using namespace chorus;
@@ -202,6 +206,17 @@ int main(int argc, char** argv) {
       std::printf("iteration %d\n", i);
       std::fflush(stdout);
     }
+    return 0;
+  }
+  if (mode == "small-loop" && argc >= 3) {
+    auto st = testrank::run_small_loop(c, std::atoi(argv[2]));
+    if (!st.ok()) return fail(st);
+    return 0;
+  }
+  if (mode == "small-mismatch") {
+    auto st = testrank::run_small_mismatch(c);
+    if (!st.ok()) return fail(st);
+    std::printf("mismatch went unnoticed\n");
     return 0;
   }
   if (mode == "mismatch") {

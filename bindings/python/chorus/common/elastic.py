@@ -8,7 +8,23 @@ import functools
 from chorus.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
 
-class State(object):
+class Keeper(object):
+    """What can be kept across resets: a whole State, or one object inside a TorchState."""
+
+    def save(self):
+        """Saves the state to host memory."""
+        raise NotImplementedError()
+
+    def restore(self):
+        """Restores the last saved state, undoing any later modifications."""
+        raise NotImplementedError()
+
+    def sync(self):
+        """Synchronizes the state across workers (rank 0's wins)."""
+        raise NotImplementedError()
+
+
+class State(Keeper):
     """What a worker keeps in memory across resets.
 
     commit() = save() + check_host_updates(); restore() goes back to the last save(); sync()
@@ -55,18 +71,6 @@ class State(object):
             seen = self._agree_max(seen)
         if seen > current:
             raise HostsUpdatedInterrupt(False)
-
-    def save(self):
-        """Saves the state to host memory."""
-        raise NotImplementedError()
-
-    def restore(self):
-        """Restores the last committed state, undoing any uncommitted modifications."""
-        raise NotImplementedError()
-
-    def sync(self):
-        """Synchronizes the state across workers (rank 0's wins)."""
-        raise NotImplementedError()
 
     def reset(self):
         """Called after every reset, before the reset callbacks: objects that depend on the

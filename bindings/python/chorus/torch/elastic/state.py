@@ -7,7 +7,7 @@ import copy
 import torch
 
 from chorus import _chorus_torch as _lib
-from chorus.common.elastic import ObjectState
+from chorus.common.elastic import Keeper, ObjectState
 from chorus.torch.basics import Max, rank
 from chorus.torch.elastic.sampler import ElasticSampler
 from chorus.torch.functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
@@ -29,20 +29,11 @@ def _agree_max(value):
     return int(t.item())
 
 
-class StateHandler(object):
+class StateHandler(Keeper):
     """How TorchState keeps one object: save(), restore(), sync(); set_value() replaces it."""
 
     def __init__(self, value):
         self.value = value
-
-    def save(self):
-        raise NotImplementedError()
-
-    def restore(self):
-        raise NotImplementedError()
-
-    def sync(self):
-        raise NotImplementedError()
 
     def set_value(self, value):
         self.value = value

@@ -1,0 +1,157 @@
+// Post, wait, fold in rank order (direct_allreduce.hpp).
+#include "runtime/collectives/direct_allreduce.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "runtime/collectives/reduce.hpp"
+
+namespace chorus {
+namespace {
+
+// A sleeping caller looks again this often even without a wake-up (belt and braces: the
+// writer's and interrupt()'s wake-ups are what end a sleep).
+constexpr auto sleep_limit = std::chrono::milliseconds(100);
+// Checks before the caller starts yielding its core between looks: a post from a peer that
+// runs on the other core lands within a few hundred nanoseconds.
+constexpr unsigned busy_checks = 8;
+
+uint64_t tag_of(dtype t, reduce_op op) { return uint64_t{static_cast<uint8_t>(t)} << 8 | static_cast<uint8_t>(op); }
+
+std::string describe(uint64_t bytes, uint64_t tag) {
+  const uint64_t t = tag >> 8, op = tag & 0xff;
+  std::string out = std::to_string(bytes) + " bytes of ";
+  out += t < dtype_count ? std::string(name_of(static_cast<dtype>(t))) : "dtype #" + std::to_string(t);
+  out += " ";
+  out += op < reduce_op_count ? std::string(name_of(static_cast<reduce_op>(op))) : "op #" + std::to_string(op);
+  return out;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
+direct_allreduce::direct_allreduce(int rank, int size, std::vector<std::unique_ptr<shm::mailbox_writer>> out,
+                                   std::vector<std::unique_ptr<shm::mailbox_reader>> in, std::size_t max_bytes,
+                                   std::chrono::microseconds spin)
+    : rank_(rank),
+      size_(size),
+      out_(std::move(out)),
+      in_(std::move(in)),
+      max_bytes_(std::min(max_bytes, shm::mailbox_slot_bytes)),
+      spin_(spin),
+      stop_(new std::atomic<bool>[static_cast<std::size_t>(std::max(size, 1))]),
+      left_(static_cast<std::size_t>(std::max(size, 1))) {
+  for (int p = 0; p < std::max(size, 1); ++p) stop_[static_cast<std::size_t>(p)].store(false);
+}
+
+bool direct_allreduce::takes(std::size_t bytes, dtype t, reduce_op op) const {
+  // Booleans have no average: the I/O thread's path refuses it with its own error.
+  return size_ > 1 && bytes <= max_bytes_ && !(t == dtype::boolean && op == reduce_op::average);
+}
+
+status direct_allreduce::stop_reason(int peer) const {
+  std::lock_guard lk(why_mu_);
+  return why_.ok() ? left_[static_cast<std::size_t>(peer)] : why_;
+}
+
+void direct_allreduce::interrupt(const status& why) {
+  {
+    std::lock_guard lk(why_mu_);
+    if (why_.ok()) why_ = why;
+  }
+  broken_.store(true, std::memory_order_seq_cst);
+  for (int p = 0; p < size_; ++p) {
+    stop_[static_cast<std::size_t>(p)].store(true, std::memory_order_seq_cst);
+    if (in_[static_cast<std::size_t>(p)]) in_[static_cast<std::size_t>(p)]->wake();
+  }
+}
+
+void direct_allreduce::peer_left(int peer, const status& why) {
+  if (peer < 0 || peer >= size_ || peer == rank_) return;
+  {
+    std::lock_guard lk(why_mu_);
+    if (left_[static_cast<std::size_t>(peer)].ok()) left_[static_cast<std::size_t>(peer)] = why;
+  }
+  stop_[static_cast<std::size_t>(peer)].store(true, std::memory_order_seq_cst);
+  if (in_[static_cast<std::size_t>(peer)]) in_[static_cast<std::size_t>(peer)]->wake();
+}
+
+status direct_allreduce::wait_for(int peer, uint64_t k, shm::mail& m) {
+  auto& box = *in_[static_cast<std::size_t>(peer)];
+  auto& stop = stop_[static_cast<std::size_t>(peer)];
+  const auto spin_until = std::chrono::steady_clock::now() + spin_;
+  for (unsigned i = 0;; ++i) {
+    auto got = box.take(k, m);
+    if (!got) return got.error();
+    if (*got) return {};
+    if (stop.load(std::memory_order_seq_cst)) {
+      // A post made before the peer left still counts (it finished this allreduce).
+      got = box.take(k, m);
+      if (got && *got) return {};
+      return stop_reason(peer);
+    }
+    if (i < busy_checks) cpu_relax();
+    else if (std::chrono::steady_clock::now() < spin_until) std::this_thread::yield();
+    else box.sleep(k, stop, sleep_limit);
+  }
+}
+
+status direct_allreduce::wait_for_room(int peer, uint64_t k) {
+  auto& box = *out_[static_cast<std::size_t>(peer)];
+  while (!box.has_room(k)) {
+    if (stop_[static_cast<std::size_t>(peer)].load(std::memory_order_seq_cst)) return stop_reason(peer);
+    std::this_thread::yield();
+  }
+  return {};
+}
+
+status direct_allreduce::run(void* data, std::size_t count, dtype t, reduce_op op) {
+  std::lock_guard lk(run_mu_);
+  if (broken_.load(std::memory_order_seq_cst)) return stop_reason(rank_);
+  const std::size_t bytes = count * size_of(t);
+  const uint64_t tag = tag_of(t, op);
+  const uint64_t k = ++k_;
+  // 1. Our buffer to every peer.
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    if (auto st = wait_for_room(p, k); !st.ok()) return st;
+    out_[static_cast<std::size_t>(p)]->post(k, tag, data, bytes);
+  }
+  posts_.fetch_add(1, std::memory_order_relaxed);
+  // 2. Theirs, folded in rank order so that every rank computes the same bits. With two ranks
+  // the one combination is commutative bit for bit (reduce.hpp): each folds the other in.
+  if (size_ > 2 && bytes) mine_.assign(static_cast<const std::byte*>(data), static_cast<const std::byte*>(data) + bytes);
+  for (int q = 0; q < size_; ++q) {
+    const void* src = mine_.data();
+    shm::mail m;
+    if (q != rank_) {
+      if (auto st = wait_for(q, k, m); !st.ok()) return st;
+      if (m.bytes != bytes || m.tag != tag)
+        return status{errc::protocol, "allreduce of " + describe(bytes, tag) + " on rank " + std::to_string(rank_) +
+                                          ", but rank " + std::to_string(q) + " posted " + describe(m.bytes, m.tag) +
+                                          ": every rank must make the same collective calls in the same order"};
+      src = m.payload;
+    }
+    if (size_ == 2) {
+      if (q != rank_) reduce_into(data, src, count, t, op);
+    } else if (q == 0) {
+      if (q != rank_ && bytes) std::memcpy(data, src, bytes);
+    } else {
+      reduce_into(data, src, count, t, op);
+    }
+    if (q != rank_) in_[static_cast<std::size_t>(q)]->release(k);
+  }
+  if (op == reduce_op::average) divide_by(data, count, t, size_);
+  return {};
+}
+
+}  // namespace chorus

@@ -1,0 +1,74 @@
+// Small allreduces that the calling thread runs itself when every rank shares one host: it
+// posts its buffer to each peer's mailbox (transport/shm/mailbox.hpp), reads theirs and reduces
+// them in rank order, with no I/O thread in between. The blocking communicator::allreduce takes
+// this path for buffers up to mailbox_slot_bytes and CHORUS_SMALL_ALLREDUCE_BYTES; why, and what
+// it measured, in docs/design.md ("Small allreduces on one host").
+// Waiting: the caller polls for CHORUS_SHM_SPIN_US, then sleeps on the mailbox's futex. The I/O
+// thread keeps watching every peer's TCP connection and calls interrupt() when the job breaks
+// (a peer died, an abort) or peer_left() when a peer said goodbye; either wakes the caller, so a
+// dead peer is named as fast as on the I/O thread's path.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "runtime/core/dtype.hpp"
+#include "runtime/core/status.hpp"
+#include "runtime/transport/shm/mailbox.hpp"
+
+namespace chorus {
+
+class direct_allreduce {
+ public:
+  /// `out[p]` / `in[p]`: the mailboxes to / from rank p, present for every p but `rank`.
+  direct_allreduce(int rank, int size, std::vector<std::unique_ptr<shm::mailbox_writer>> out,
+                   std::vector<std::unique_ptr<shm::mailbox_reader>> in, std::size_t max_bytes,
+                   std::chrono::microseconds spin);
+
+  /// Whether an allreduce of `bytes` goes through the mailboxes: the same answer on every rank
+  /// for the same call.
+  bool takes(std::size_t bytes, dtype t, reduce_op op) const;
+  /// In place; one call at a time (later callers wait for the lock; calls from several threads
+  /// must be ordered alike on every rank, as for the communicator). Errors: interrupt()'s
+  /// status, or errc::protocol when a peer's post is not the allreduce we make (naming it).
+  status run(void* data, std::size_t count, dtype t, reduce_op op);
+  /// Any thread: the job broke; the run() waiting now and every later one ends with `why`
+  /// (the first cause stands).
+  void interrupt(const status& why);
+  /// Any thread: `peer` said goodbye. A wait for its post ends with `why` unless the post is
+  /// there (it finished that allreduce before leaving); waits for other peers go on, since a
+  /// peer may leave as soon as it has every post while a slower one is still posting to us.
+  void peer_left(int peer, const status& why);
+  /// Posts made so far (for tests and logs).
+  uint64_t posts() const { return posts_.load(std::memory_order_relaxed); }
+
+ private:
+  /// Post k from `peer`; waits (spin, then sleep) until it arrives or interrupt() is called.
+  status wait_for(int peer, uint64_t k, shm::mail& m);
+  /// Waits until `peer`'s mailbox slot for post k is free (it always is when the peers keep
+  /// to the call order: a peer posts k - 1 only after releasing k - 2).
+  status wait_for_room(int peer, uint64_t k);
+  /// Why waits for `peer` stop: the job's break, else the peer's goodbye.
+  status stop_reason(int peer) const;
+
+  int rank_;
+  int size_;
+  std::vector<std::unique_ptr<shm::mailbox_writer>> out_;
+  std::vector<std::unique_ptr<shm::mailbox_reader>> in_;
+  std::size_t max_bytes_;
+  std::chrono::microseconds spin_;
+  std::mutex run_mu_;             // one run() at a time
+  uint64_t k_ = 0;                // the last post number (under run_mu_)
+  std::vector<std::byte> mine_;   // our contribution while the fold overwrites data (size > 2)
+  std::atomic<uint64_t> posts_{0};
+  std::atomic<bool> broken_{false};                  // interrupt() was called
+  std::unique_ptr<std::atomic<bool>[]> stop_;        // [peer]: stop waiting for it (broken or left)
+  mutable std::mutex why_mu_;
+  status why_;                                       // interrupt()'s cause
+  std::vector<status> left_;                         // [peer]: its goodbye
+};
+
+}  // namespace chorus

@@ -1,0 +1,75 @@
+// Small allreduces on the calling thread (runtime/collectives/direct_allreduce.hpp) across real
+// processes on one host: a rank that dies while the others wait in one (killed before it posts,
+// or killed anywhere in a tight loop) is named by every survivor within the bound the I/O
+// thread's path keeps (10 s, as failure_test.cpp), and ranks whose calls differ all fail with a
+// protocol error instead of hanging or reducing garbage.
+#include <gtest/gtest.h>
+
+#include "tests/multiproc/local_job.hpp"
+
+namespace chorus::testing {
+namespace {
+
+void expect_named(const std::vector<rank_result>& results, int victim) {
+  const std::string name = "rank " + std::to_string(victim);
+  for (auto& r : results) {
+    if (r.rank == victim) continue;
+    EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung after " << name << " died:\n" << r.output;
+    EXPECT_TRUE(r.exited && r.exit_code == 3) << "rank " << r.rank << ":\n" << r.output;
+    EXPECT_NE(r.output.find("small on caller: yes"), std::string::npos) << "the caller's path was not taken:\n"
+                                                                         << r.output;
+    EXPECT_NE(r.output.find("testrank error: connection_lost"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(name), std::string::npos) << "error does not name " << name << ":\n" << r.output;
+  }
+}
+
+class small_killed_rank : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+// The victim dies instead of starting allreduce 300: the survivors are inside it, past their
+// spin, asleep on the mailbox's futex; only the I/O thread's interrupt can wake them.
+TEST_P(small_killed_rank, survivors_waiting_in_it_name_the_victim_within_10s) {
+  auto [size, victim] = GetParam();
+  local_job job(size, {CHORUS_TESTRANK_PATH, "small-loop", "60"},
+                {{"CHORUS_TEST_KILL", std::to_string(victim) + ":300"}});
+  ASSERT_TRUE(job.wait_for_output(victim, "killing myself", std::chrono::seconds(30))) << job.output(victim);
+  auto killed_at = std::chrono::steady_clock::now();
+  auto results = job.wait(std::chrono::seconds(10));
+  auto elapsed = std::chrono::steady_clock::now() - killed_at;
+  EXPECT_LT(elapsed, std::chrono::seconds(10));
+  std::printf("survivors ended %.1f ms after the victim's last words\n",
+              std::chrono::duration<double, std::milli>(elapsed).count());
+  expect_named(results, victim);
+}
+
+INSTANTIATE_TEST_SUITE_P(sizes, small_killed_rank,
+                         ::testing::Values(std::make_tuple(2, 1), std::make_tuple(3, 0)),
+                         [](const auto& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_kill" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// SIGKILL from outside, wherever the victim is in its loop of 4 KiB allreduces.
+TEST(small_killed_rank_anywhere, the_survivor_names_the_victim_within_10s) {
+  local_job job(2, {CHORUS_TESTRANK_PATH, "small-loop", "60"});
+  ASSERT_TRUE(job.wait_for_output(1, "iteration 1000", std::chrono::seconds(30))) << job.output(1);
+  auto killed_at = std::chrono::steady_clock::now();
+  job.kill(1, SIGKILL);
+  auto results = job.wait(std::chrono::seconds(10));
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(10));
+  expect_named(results, 1);
+}
+
+TEST(small_mismatch, every_rank_fails_with_a_protocol_error_saying_what_differs) {
+  local_job job(2, {CHORUS_TESTRANK_PATH, "small-mismatch"});
+  auto results = job.wait(std::chrono::seconds(20));
+  for (auto& r : results) {
+    EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung:\n" << r.output;
+    EXPECT_TRUE(r.exited && r.exit_code == 3) << "rank " << r.rank << ":\n" << r.output;
+    EXPECT_NE(r.output.find("testrank error: protocol"), std::string::npos) << r.output;
+    // Its own reading of the other's post, or the first rank's, passed on with the abort.
+    EXPECT_NE(r.output.find("bytes of f32 sum on rank"), std::string::npos) << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace chorus::testing

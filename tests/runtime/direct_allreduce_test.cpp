@@ -1,0 +1,175 @@
+// The calling thread's small allreduce (runtime/collectives/direct_allreduce.hpp), ranks in
+// threads of one process joined by real shared-memory mailboxes: every rank ends with the same
+// exact result for each dtype and op; a rank waiting for a peer that never posts returns the
+// status interrupt() gives it (and so does every later call); ranks whose calls differ both
+// get a protocol error saying what each posted; what it takes and what it leaves alone.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/collectives/direct_allreduce.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+
+// N ranks' direct_allreduce over fresh mailboxes between every pair.
+std::vector<std::unique_ptr<direct_allreduce>> make_ranks(int n, std::chrono::microseconds spin = 50us) {
+  std::vector<std::vector<std::unique_ptr<shm::mailbox_writer>>> out(n);
+  std::vector<std::vector<std::unique_ptr<shm::mailbox_reader>>> in(n);
+  for (auto& o : out) o.resize(n);
+  for (auto& i : in) i.resize(n);
+  std::random_device rd;
+  for (int from = 0; from < n; ++from)
+    for (int to = 0; to < n; ++to) {
+      if (from == to) continue;
+      const uint64_t nonce = (uint64_t{rd()} << 32) | rd();
+      const std::string name = "/chorus-direct-test-" + std::to_string(::getpid()) + "-" + std::to_string(nonce);
+      auto created = shm::segment::create(name, shm::mailbox_capacity(), nonce);
+      EXPECT_TRUE(created) << created.error().to_string();
+      auto opened = shm::segment::open(name, nonce);
+      EXPECT_TRUE(opened) << opened.error().to_string();
+      out[from][to] = std::make_unique<shm::mailbox_writer>(std::move(*created));
+      in[to][from] = std::make_unique<shm::mailbox_reader>(std::move(*opened), from);
+    }
+  std::vector<std::unique_ptr<direct_allreduce>> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.push_back(std::make_unique<direct_allreduce>(r, n, std::move(out[r]), std::move(in[r]), 64u << 10, spin));
+  return ranks;
+}
+
+// Element i of rank r's buffer in iteration `it`: small integers, exact in every dtype.
+double value(int r, std::size_t i, int it) { return static_cast<double>((r * 3 + static_cast<int>(i % 5) + it) % 7); }
+
+template <class T>
+std::vector<std::byte> buffer_of(int r, std::size_t count, int it) {
+  std::vector<std::byte> b(count * sizeof(T));
+  for (std::size_t i = 0; i < count; ++i) {
+    T v = static_cast<T>(value(r, i, it));
+    std::memcpy(b.data() + i * sizeof(T), &v, sizeof(T));
+  }
+  return b;
+}
+
+template <class T>
+void check_sums_and_maxima(int n, dtype t) {
+  auto ranks = make_ranks(n);
+  for (int it = 0; it < 200; ++it) {
+    const std::size_t count = it % 3 == 0 ? 0 : (it % 2 ? 1024 : (64u << 10) / sizeof(T));
+    const reduce_op op = it % 2 ? reduce_op::sum : reduce_op::max;
+    std::vector<std::vector<std::byte>> bufs;
+    for (int r = 0; r < n; ++r) bufs.push_back(buffer_of<T>(r, count, it));
+    std::vector<std::future<status>> runs;
+    for (int r = 0; r < n; ++r)
+      runs.push_back(std::async(std::launch::async, [&, r] { return ranks[r]->run(bufs[r].data(), count, t, op); }));
+    for (int r = 0; r < n; ++r) {
+      auto st = runs[r].get();
+      ASSERT_TRUE(st.ok()) << "rank " << r << " iteration " << it << ": " << st.to_string();
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      double want = op == reduce_op::sum ? 0 : value(0, i, it);
+      for (int r = 0; r < n; ++r) want = op == reduce_op::sum ? want + value(r, i, it) : std::max(want, value(r, i, it));
+      T got;
+      std::memcpy(&got, bufs[0].data() + i * sizeof(T), sizeof(T));
+      ASSERT_EQ(static_cast<double>(got), want) << "iteration " << it << " element " << i;
+    }
+    for (int r = 1; r < n; ++r) ASSERT_EQ(bufs[r], bufs[0]) << "rank " << r << " differs, iteration " << it;
+  }
+  EXPECT_EQ(ranks[0]->posts(), 200u);
+}
+
+TEST(direct_allreduce, two_ranks_get_exact_identical_results) {
+  check_sums_and_maxima<float>(2, dtype::f32);
+  check_sums_and_maxima<double>(2, dtype::f64);
+  check_sums_and_maxima<int32_t>(2, dtype::i32);
+}
+
+TEST(direct_allreduce, three_and_four_ranks_fold_in_rank_order_to_identical_results) {
+  check_sums_and_maxima<float>(3, dtype::f32);
+  check_sums_and_maxima<int64_t>(4, dtype::i64);
+}
+
+TEST(direct_allreduce, average_divides_once_by_the_number_of_ranks) {
+  auto ranks = make_ranks(2);
+  std::vector<float> a{1, 2, 3}, b{3, 4, 6};
+  auto other = std::async(std::launch::async, [&] { return ranks[1]->run(b.data(), 3, dtype::f32, reduce_op::average); });
+  ASSERT_TRUE(ranks[0]->run(a.data(), 3, dtype::f32, reduce_op::average).ok());
+  ASSERT_TRUE(other.get().ok());
+  EXPECT_EQ(a, (std::vector<float>{2, 3, 4.5f}));
+  EXPECT_EQ(b, a);
+}
+
+TEST(direct_allreduce, a_rank_waiting_for_a_silent_peer_ends_with_the_interrupts_status) {
+  // No spinning: rank 0 sleeps on the futex at once (that wake() ends such a sleep at once is
+  // shm_mailbox_test's to check).
+  auto ranks = make_ranks(2, 0us);
+  std::vector<float> a(1024, 1.0f);
+  const status why{errc::connection_lost, "rank 1 closed its connection"};
+  std::thread io([&] {
+    std::this_thread::sleep_for(50ms);
+    ranks[0]->interrupt(why);
+  });
+  auto st = ranks[0]->run(a.data(), a.size(), dtype::f32, reduce_op::sum);
+  io.join();
+  EXPECT_EQ(st.to_string(), why.to_string());
+  // Later calls fail at once with the first cause.
+  ranks[0]->interrupt(status{errc::shutdown, "later"});
+  EXPECT_EQ(ranks[0]->run(a.data(), a.size(), dtype::f32, reduce_op::sum).to_string(), why.to_string());
+}
+
+TEST(direct_allreduce, a_goodbye_ends_waits_for_that_peer_only_and_its_post_still_counts) {
+  // Three ranks: rank 1 posts, then (as a rank that has every post would) leaves; rank 0 learns
+  // of it before it starts, rank 2 posts late. Rank 0 must use rank 1's post and wait for rank 2.
+  auto ranks = make_ranks(3);
+  std::vector<std::vector<float>> bufs{{1, 2}, {10, 20}, {100, 200}};
+  auto one = std::async(std::launch::async, [&] { return ranks[1]->run(bufs[1].data(), 2, dtype::f32, reduce_op::sum); });
+  std::this_thread::sleep_for(30ms);  // rank 1 has posted (a later post only makes this test pass trivially)
+  ranks[0]->peer_left(1, status{errc::shutdown, "rank 1 shut down"});
+  auto zero = std::async(std::launch::async, [&] { return ranks[0]->run(bufs[0].data(), 2, dtype::f32, reduce_op::sum); });
+  std::this_thread::sleep_for(30ms);
+  auto st2 = ranks[2]->run(bufs[2].data(), 2, dtype::f32, reduce_op::sum);
+  ASSERT_TRUE(st2.ok()) << st2.to_string();
+  auto st0 = zero.get();
+  ASSERT_TRUE(st0.ok()) << st0.to_string();
+  ASSERT_TRUE(one.get().ok());
+  EXPECT_EQ(bufs[0], (std::vector<float>{111, 222}));
+  // The next allreduce needs rank 1's post, which never comes: it ends with the goodbye.
+  EXPECT_EQ(ranks[0]->run(bufs[0].data(), 2, dtype::f32, reduce_op::sum).to_string(), "shutdown: rank 1 shut down");
+}
+
+TEST(direct_allreduce, ranks_whose_calls_differ_both_fail_saying_what_each_posted) {
+  auto ranks = make_ranks(2);
+  std::vector<float> a(10, 1.0f), b(12, 1.0f);
+  auto other = std::async(std::launch::async, [&] { return ranks[1]->run(b.data(), 12, dtype::f32, reduce_op::sum); });
+  auto st0 = ranks[0]->run(a.data(), 10, dtype::f32, reduce_op::sum);
+  auto st1 = other.get();
+  EXPECT_EQ(st0.to_string(),
+            "protocol: allreduce of 40 bytes of f32 sum on rank 0, but rank 1 posted 48 bytes of f32 sum: every rank "
+            "must make the same collective calls in the same order");
+  EXPECT_EQ(st1.to_string(),
+            "protocol: allreduce of 48 bytes of f32 sum on rank 1, but rank 0 posted 40 bytes of f32 sum: every rank "
+            "must make the same collective calls in the same order");
+}
+
+TEST(direct_allreduce, takes_buffers_up_to_its_limit_and_leaves_boolean_averages_alone) {
+  auto ranks = make_ranks(2);
+  EXPECT_TRUE(ranks[0]->takes(64u << 10, dtype::f32, reduce_op::sum));
+  EXPECT_FALSE(ranks[0]->takes((64u << 10) + 4, dtype::f32, reduce_op::sum));
+  EXPECT_TRUE(ranks[0]->takes(16, dtype::boolean, reduce_op::max));
+  EXPECT_FALSE(ranks[0]->takes(16, dtype::boolean, reduce_op::average));
+  direct_allreduce smaller(0, 2, {}, {}, 4096, 0us);
+  EXPECT_TRUE(smaller.takes(4096, dtype::f32, reduce_op::sum));
+  EXPECT_FALSE(smaller.takes(4100, dtype::f32, reduce_op::sum));
+}
+
+}  // namespace
+}  // namespace chorus
