@@ -30,7 +30,9 @@ tuner::tuner(search_space space, tuner_options options, point start)
                    options.search.noise, options.search.min_improvement, double(options.search.min_proposals), options.search.exploration,
                    double(options.search.candidates), double(options.windows_per_sample), double(options.settle_windows),
                    options.drop_threshold, double(options.drop_windows), double(options.retune_samples),
-                   double(options.retune_starts), double(options.confirm_points)})
+                   double(options.retune_starts), double(options.confirm_points),
+                   double(options.retune_stream_steps), double(options.restart_on_drift),
+                   double(options.confirm_drop)})
     fold(std::bit_cast<uint64_t>(x));
   for (const auto& a : space.axes())
     for (double v : a.values) fold(std::bit_cast<uint64_t>(v));
@@ -44,6 +46,56 @@ void tuner::switch_to(point p, tuner_step& out) {
   windows_.clear();
   out.switch_to = current_;
   for (int i : current_) fold(static_cast<uint64_t>(i) + 0x100);
+}
+
+void tuner::search_again(tuner_step& out) {
+  // The network changed: search again, from the best points known and the stream counts next
+  // to the one in force, with a smaller budget.
+  std::vector<observation> known = opt_.history();
+  std::stable_sort(known.begin(), known.end(), [](const auto& a, const auto& b) { return a.score > b.score; });
+  std::vector<point> starts{current_};
+  auto add = [&starts](const point& p) {
+    if (std::find(starts.begin(), starts.end(), p) == starts.end()) starts.push_back(p);
+  };
+  for (const auto& o : known) {
+    if (starts.size() >= static_cast<std::size_t>(std::max(options_.retune_starts, 1))) break;
+    add(o.at);
+  }
+  for (int k = 1; k <= options_.retune_stream_steps; ++k)
+    for (int dir : {-1, 1}) {
+      point q = current_;
+      q[0] += dir * k;
+      if (opt_.space().contains(q)) add(q);
+    }
+  ++search_;
+  auto opts = options_.search;
+  opts.seed = mix64(opts.seed + search_);
+  opts.max_samples = std::max(options_.retune_samples, static_cast<int>(starts.size()));
+  opts.warmup_samples = static_cast<int>(starts.size());
+  opt_ = bayes_optimizer(opt_.space(), opts, starts);
+  phase_ = tuner_phase::searching;
+  confirming_ = false;
+  confirm_.clear();
+  confirmed_.clear();
+  anchor_ = current_;
+  drift_restarted_ = false;
+  baseline_.reset();
+  low_ = 0;
+  windows_.clear();
+  out.searching_again = true;
+  fold(0x5ea4c4 + search_);
+}
+
+bool tuner::drifted() const {
+  // The first and the last sample of the search's first point differ by more than the drop
+  // threshold, either way: the level moved under the search.
+  if (!anchor_) return false;
+  const auto& h = opt_.history();
+  auto first = std::find_if(h.begin(), h.end(), [&](const observation& o) { return o.at == *anchor_; });
+  auto last = std::find_if(h.rbegin(), h.rend(), [&](const observation& o) { return o.at == *anchor_; });
+  if (first == h.end() || &*first == &*last) return false;
+  const double keep = 1 - options_.drop_threshold;
+  return last->score < keep * first->score || first->score < keep * last->score;
 }
 
 point tuner::settle_on() const {
@@ -64,29 +116,8 @@ tuner_step tuner::on_window(double score) {
   if (phase_ == tuner_phase::watching && baseline_) {
     low_ = score < (1 - options_.drop_threshold) * *baseline_ ? low_ + 1 : 0;
     if (low_ < options_.drop_windows) return out;
-    // The network changed: search again, from the best points known, with a smaller budget.
-    std::vector<observation> known = opt_.history();
-    std::stable_sort(known.begin(), known.end(), [](const auto& a, const auto& b) { return a.score > b.score; });
-    std::vector<point> starts{current_};
-    for (const auto& o : known) {
-      if (starts.size() >= static_cast<std::size_t>(std::max(options_.retune_starts, 1))) break;
-      if (std::find(starts.begin(), starts.end(), o.at) == starts.end()) starts.push_back(o.at);
-    }
-    ++search_;
-    auto opts = options_.search;
-    opts.seed = mix64(opts.seed + search_);
-    opts.max_samples = options_.retune_samples;
-    opts.warmup_samples = static_cast<int>(starts.size());
-    opt_ = bayes_optimizer(opt_.space(), opts, starts);
-    phase_ = tuner_phase::searching;
-    confirming_ = false;
-    confirm_.clear();
-    confirmed_.clear();
-    baseline_.reset();
-    low_ = 0;
-    windows_.clear();
-    out.searching_again = true;
-    fold(0x5ea4c4 + search_);
+    if (options_.confirm_drop) before_drop_ = watched{opt_, *baseline_};
+    search_again(out);
     return out;
   }
   windows_.push_back(score);
@@ -95,11 +126,27 @@ tuner_step tuner::on_window(double score) {
   windows_.clear();
   out.sample = sample_record{++samples_, current_, s, phase_, search_};
   fold(samples_);
-  if (phase_ == tuner_phase::watching) {  // the converged level, measured once after converging
-    baseline_ = s;
+  if (phase_ == tuner_phase::watching) {
+    // The converged level: the lower of this sample and the settled point's last one in the
+    // search. One lucky sample must not set a level that the point's own noise falls below.
+    baseline_ = settled_score_ ? std::min(s, *settled_score_) : s;
     return out;
   }
   opt_.observe(current_, s);
+  if (before_drop_) {
+    // The first sample after a drop, at the point in force: is the drop real?
+    auto kept = std::move(*before_drop_);
+    before_drop_.reset();
+    if (s >= (1 - options_.drop_threshold) * kept.baseline) {
+      opt_ = std::move(kept.opt);
+      phase_ = tuner_phase::watching;
+      baseline_ = kept.baseline;
+      anchor_.reset();
+      out.converged = true;
+      fold(0xfa15e);
+      return out;
+    }
+  }
   if (!confirming_) {
     if (auto next = opt_.next()) {
       switch_to(next->at, out);  // never the point in force: sampled points are not proposed
@@ -112,6 +159,10 @@ tuner_step tuner::on_window(double score) {
     confirmed_ = confirm_;
     if (auto here = std::find(confirm_.begin(), confirm_.end(), current_); here != confirm_.end())
       std::rotate(confirm_.begin(), here, here + 1);
+    // A search started by a drop also samples its first point again, last (drifted()).
+    if (options_.restart_on_drift && !drift_restarted_ && anchor_ &&
+        std::find(confirm_.begin(), confirm_.end(), *anchor_) == confirm_.end())
+      confirm_.push_back(*anchor_);
     fold(0xc0f1 + confirm_.size());
   }
   if (!confirm_.empty()) {
@@ -120,11 +171,22 @@ tuner_step tuner::on_window(double score) {
     switch_to(std::move(next), out);
     return out;
   }
+  if (options_.restart_on_drift && !drift_restarted_ && drifted()) {
+    search_again(out);
+    drift_restarted_ = true;
+    fold(0xd21f7);
+    return out;
+  }
   confirming_ = false;
   phase_ = tuner_phase::watching;
   out.converged = true;
   fold(0xc0de);
-  switch_to(settle_on(), out);
+  point settled = settle_on();
+  const auto& h = opt_.history();
+  auto last = std::find_if(h.rbegin(), h.rend(), [&](const observation& o) { return o.at == settled; });
+  settled_score_.reset();
+  if (last != h.rend()) settled_score_ = last->score;
+  switch_to(std::move(settled), out);
   return out;
 }
 

@@ -3,8 +3,10 @@
 // settles; a sample is the median of several windows; samples drive the Bayesian search until
 // it stops; then the tuner watches. When the score stays more than a threshold below the
 // converged level for several windows (the network changed), it searches again, first
-// sampling the best points it knows, with a smaller budget. Before settling, a search samples
-// its best points again. Equal inputs, equal outputs.
+// sampling the best points it knows and the stream counts next to the one in force, with a
+// smaller budget. Before settling, a search samples its best points again, and a search started
+// by a drop its first point too: when that moved, the network changed during the search, which
+// then starts once more. Equal inputs, equal outputs.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,20 @@ struct tuner_options {
   int drop_windows = 3;           ///< ... for this many windows in a row
   int retune_samples = 8;         ///< budget of a search started by a drop
   int retune_starts = 3;          ///< best known points a new search samples first
+  /// A new search also samples the point in force with its stream count moved by 1 .. this many
+  /// steps of the streams axis (axis 0) either way, the other knobs kept: a network change that
+  /// slows some connections moves the best stream count most. 0: none.
+  int retune_stream_steps = 1;
+  /// A search started by a drop samples its first point (the one in force at the drop) again
+  /// before settling. When the two samples differ by more than drop_threshold, the network
+  /// changed during the search and the fit mixes two networks: search again, once, without
+  /// those samples. (The first point is not chosen for a high score, so a lucky first sample of
+  /// the best points does not look like a change.)
+  bool restart_on_drift = true;
+  /// A search started by a drop first samples the point in force; when that sample is not below
+  /// the drop level after all (a few slow windows: load, not the network), the tuner goes back
+  /// to watching with what it knew, and the search ends after that one sample.
+  bool confirm_drop = true;
   /// When a search stops, its best points by posterior mean are sampled once more before the
   /// tuner settles on one: one lucky sample of a noisy window must not decide. 0: settle at once.
   int confirm_points = 2;
@@ -65,6 +81,8 @@ class tuner {
 
  private:
   void switch_to(point p, tuner_step& out);
+  void search_again(tuner_step& out);
+  bool drifted() const;
   point settle_on() const;
   void fold(uint64_t v) { digest_ = mix64(digest_ ^ v); }
 
@@ -76,10 +94,18 @@ class tuner {
   bool confirming_ = false;    // the search stopped; its best points are sampled again
   std::vector<point> confirm_;  // ... these, in this order, still to sample
   std::vector<point> confirmed_;  // every point sampled again (the tuner settles on one of them)
+  std::optional<point> anchor_;   // a search started by a drop: its first point, sampled again
+  bool drift_restarted_ = false;  // this search was started by a drift (no second one in a row)
   int settle_left_ = 0;
   uint64_t samples_ = 0;
   uint32_t search_ = 0;
   std::optional<double> baseline_;  // converged level (watching)
+  std::optional<double> settled_score_;  // the settled point's last sample in the search
+  struct watched {  // what the tuner knew while watching, kept until a drop is confirmed
+    bayes_optimizer opt;
+    double baseline;
+  };
+  std::optional<watched> before_drop_;
   int low_ = 0;                     // consecutive windows below the threshold
   uint64_t digest_ = 0;
 };

@@ -1,7 +1,8 @@
 // The autotuner's sequencing (runtime/tuning/tuner.hpp) on a modelled job: from a poor start
 // it converges near the best configuration within the sample budget, searches again when the
-// "network" changes, samples its best points again before settling, and tuners fed the same
-// scores agree (same switches, same digests).
+// "network" changes (trying the stream counts next to the converged one), searches once more
+// when the network changes during that search, samples its best points again before settling,
+// and tuners fed the same scores agree (same switches, same digests).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -83,10 +84,17 @@ struct life {
   double converged = 0, best = 0;  // the model at the converged point; the model's best
   bool retuned = false;            // the drop was noticed and a new search converged
   uint64_t retune_samples = 0;
+  uint32_t searches_after = 0;  // searches started after the convergence
   double stale = 0, retuned_at = 0, new_best = 0;  // after the change: staying, the retuned point, the best
 };
 
-life live(const search_space& s, const tuner_options& o, uint64_t noise_seed) {
+/// How the network changes after the tuner converged.
+enum class change {
+  at_once,         // while it watches
+  mid_re_search,   // a slump (6 windows at 70%) starts a search first; the change comes 2 samples into it
+};
+
+life live(const search_space& s, const tuner_options& o, uint64_t noise_seed, change how = change::at_once) {
   std::vector<double> peak{0.6, 0.5, 0.55, 0.3, 0.5};
   tuner t(s, o, to_point(s, poor_start()));
   std::mt19937_64 rng(noise_seed);  // measurement noise, about +-2%
@@ -104,14 +112,21 @@ life live(const search_space& s, const tuner_options& o, uint64_t noise_seed) {
   std::vector<double> moved{0.3, 0.8, 0.55, 0.3, 0.5};
   auto scaled = [&](const point& p) { return 0.5 * model(s, p, moved); };
   const uint64_t samples_before = t.samples();
+  const uint32_t searches_before = t.searches();
+  if (how == change::mid_re_search) {
+    for (int w = 0; w < 6; ++w) t.on_window(0.7 * model(s, t.current(), peak) * jitter(rng));
+    const uint64_t spiked = t.samples();
+    for (int w = 0; w < 100 && t.samples() < spiked + 2; ++w) t.on_window(model(s, t.current(), peak) * jitter(rng));
+  }
   out.stale = scaled(t.current());
-  bool again = false;
+  bool again = t.searches() > searches_before;
   for (int after = 0; after < 200 && !out.retuned; ++after) {
     auto step = t.on_window(scaled(t.current()) * jitter(rng));
     again = again || step.searching_again;
     out.retuned = again && step.converged;
   }
   out.retune_samples = t.samples() - samples_before;
+  out.searches_after = t.searches() - searches_before;
   out.retuned_at = scaled(t.current());
   out.new_best = 0.5 * best_of(s, moved);
   return out;
@@ -123,8 +138,9 @@ TEST(TuningTuner, ConvergesFromPoorStartAndRetunesAfterChange) {
   o.search.max_samples = 30;  // the budget: 30 samples in all, the confirmation's included
   o.search.noise = 0.02;
   // A search is a random walk through noisy samples: judge it over seeds. Over 40 seeds this
-  // model gives: first search >= 95% of the best in 35; re-search better than staying in 38,
-  // and both 1.2x staying and >= 75% of the new best in 24 (mean 83% of the new best).
+  // model gives: first search >= 95% of the best in 35; re-search better than staying in 40,
+  // and both 1.2x staying and >= 75% of the new best in 34 (mean 85% of the new best; 24 and
+  // 83% without the stream-count neighbours among the re-search's starts; 8 seeds here: 8 and 5).
   int near_best = 0, good_retunes = 0;
   const int seeds = 8;
   for (int seed = 20; seed < 20 + seeds; ++seed) {
@@ -135,6 +151,9 @@ TEST(TuningTuner, ConvergesFromPoorStartAndRetunesAfterChange) {
     EXPECT_GT(l.converged, 0.9 * l.best) << "seed " << seed;
     near_best += l.converged >= 0.95 * l.best;
     ASSERT_TRUE(l.retuned) << "seed " << seed << ": the drop was not noticed, or the new search did not converge";
+    // One search: a steady level after the change is never taken for a second change.
+    EXPECT_EQ(l.searches_after, 1u) << "seed " << seed;
+    // The budget, the confirmations and the search's first point sampled again (the drift check).
     EXPECT_LE(l.retune_samples, static_cast<uint64_t>(o.retune_samples + o.confirm_points) + 1) << "seed " << seed;
     // Never worse than staying; mostly well above it (the peak moved a long way on two axes;
     // the 5% target is the benchmark's to show).
@@ -142,7 +161,125 @@ TEST(TuningTuner, ConvergesFromPoorStartAndRetunesAfterChange) {
     good_retunes += l.retuned_at > 1.2 * l.stale && l.retuned_at > 0.75 * l.new_best;
   }
   EXPECT_GE(near_best, seeds - 2);
-  EXPECT_GE(good_retunes, seeds / 2);
+  EXPECT_GE(good_retunes, seeds - 2);
+}
+
+TEST(TuningTuner, ReSearchSamplesTheStreamCountsNextToTheConvergedOne) {
+  auto s = knob_space(8).value();
+  tuner_options o;
+  o.search.seed = 5;
+  o.search.max_samples = 12;
+  o.windows_per_sample = 1;
+  o.settle_windows = 0;
+  tuner t(s, o, to_point(s, poor_start()));
+  std::vector<double> peak{0.6, 0.5, 0.55, 0.3, 0.5};
+  for (int w = 0; w < 100 && t.phase() != tuner_phase::watching; ++w) t.on_window(model(s, t.current(), peak));
+  ASSERT_EQ(t.phase(), tuner_phase::watching);
+  t.on_window(model(s, t.current(), peak));  // the converged level
+  const point converged = t.current();
+  ASSERT_GT(converged[0], 0);
+  ASSERT_LT(converged[0], static_cast<int>(s.axes()[0].values.size()) - 1);
+  bool again = false;
+  for (int w = 0; w < o.drop_windows; ++w) again = t.on_window(1.0).searching_again || again;
+  ASSERT_TRUE(again);
+  // The new search's warm-up: the point in force, the best known points, then one stream more
+  // and one fewer with the other knobs kept.
+  std::vector<point> sampled;
+  for (int w = 0; w < 8; ++w) {
+    const point at = t.current();
+    if (t.on_window(1.0).sample) sampled.push_back(at);
+  }
+  for (int dir : {-1, 1}) {
+    point q = converged;
+    q[0] += dir;
+    EXPECT_NE(std::find(sampled.begin(), sampled.begin() + 5, q), sampled.begin() + 5) << s.describe(q);
+  }
+  EXPECT_EQ(sampled.front(), converged);
+}
+
+TEST(TuningTuner, ALuckySampleAfterConvergingDoesNotSetTheLevel) {
+  auto s = knob_space(8).value();
+  std::vector<double> peak{0.6, 0.5, 0.55, 0.3, 0.5};
+  tuner_options o;
+  o.search.seed = 3;
+  o.search.max_samples = 12;
+  o.windows_per_sample = 1;
+  o.settle_windows = 0;
+  tuner t(s, o, to_point(s, poor_start()));
+  for (int w = 0; w < 100 && t.phase() != tuner_phase::watching; ++w) t.on_window(model(s, t.current(), peak));
+  ASSERT_EQ(t.phase(), tuner_phase::watching);
+  const double level = model(s, t.current(), peak);
+  // The first sample watching is 25% lucky; the point then scores its usual level: no search.
+  ASSERT_TRUE(t.on_window(1.25 * level).sample);
+  for (int w = 0; w < 10; ++w) EXPECT_FALSE(t.on_window(level).searching_again) << "window " << w;
+  // A real drop still starts one.
+  bool again = false;
+  for (int w = 0; w < o.drop_windows; ++w) again = t.on_window(0.5 * level).searching_again || again;
+  EXPECT_TRUE(again);
+}
+
+TEST(TuningTuner, AShortSlumpIsCheckedByOneSampleAndTheTunerWatchesOn) {
+  auto s = knob_space(8).value();
+  std::vector<double> peak{0.6, 0.5, 0.55, 0.3, 0.5};
+  tuner_options o;
+  o.search.seed = 3;
+  o.search.max_samples = 12;
+  o.windows_per_sample = 3;
+  o.settle_windows = 0;
+  tuner t(s, o, to_point(s, poor_start()));
+  for (int w = 0; w < 200 && t.phase() != tuner_phase::watching; ++w) t.on_window(model(s, t.current(), peak));
+  ASSERT_EQ(t.phase(), tuner_phase::watching);
+  const point converged = t.current();
+  const double level = model(s, converged, peak);
+  for (int w = 0; w < 3; ++w) t.on_window(level);  // the converged level
+  const uint64_t samples = t.samples();
+  const std::size_t known = t.optimizer().history().size();
+  // Three slow windows (load on the machine) look like a drop; the sample that follows is back
+  // at the level: one sample at the point in force, then watching again with what it knew.
+  bool again = false;
+  for (int w = 0; w < o.drop_windows; ++w) again = t.on_window(0.7 * level).searching_again || again;
+  ASSERT_TRUE(again);
+  bool back = false;
+  for (int w = 0; w < 3; ++w) {
+    auto step = t.on_window(level);
+    EXPECT_FALSE(step.switch_to) << "window " << w;
+    back = back || step.converged;
+  }
+  EXPECT_TRUE(back);
+  EXPECT_EQ(t.phase(), tuner_phase::watching);
+  EXPECT_EQ(t.current(), converged);
+  EXPECT_EQ(t.samples(), samples + 1);
+  EXPECT_EQ(t.optimizer().history().size(), known);
+  // A drop that lasts is searched.
+  again = false;
+  for (int w = 0; w < o.drop_windows; ++w) again = t.on_window(0.5 * level).searching_again || again;
+  ASSERT_TRUE(again);
+  for (int w = 0; w < 3; ++w) t.on_window(0.5 * level);
+  EXPECT_EQ(t.phase(), tuner_phase::searching);
+}
+
+TEST(TuningTuner, ANetworkChangeDuringAReSearchStartsItOnceMore) {
+  // A load spike starts a search; the network changes two samples into it, so its best points
+  // were measured on the old network. Sampled again they all score far lower: the tuner must
+  // search again rather than settle on a fit of two networks.
+  auto s = knob_space(8).value();
+  tuner_options o;
+  o.search.max_samples = 30;
+  o.search.noise = 0.02;
+  // Over 40 seeds: better than staying in 40 (36 without the restart), mean 86% of the new best
+  // (65% without); 8 seeds here: a second search in 8 and 0, mean 0.86 and 0.68.
+  double sum = 0;
+  const int seeds = 8;
+  for (int seed = 20; seed < 20 + seeds; ++seed) {
+    o.search.seed = static_cast<uint64_t>(seed);
+    auto l = live(s, o, static_cast<uint64_t>(seed) * 31 + 5, change::mid_re_search);
+    ASSERT_TRUE(l.retuned) << "seed " << seed;
+    EXPECT_EQ(l.searches_after, 2u) << "seed " << seed << ": the drift during the search was not noticed";
+    EXPECT_GE(l.retuned_at, l.stale) << "seed " << seed;
+    EXPECT_LE(l.retune_samples, 2u * static_cast<uint64_t>(o.retune_samples + o.confirm_points) + 1) << "seed " << seed;
+    sum += l.retuned_at / l.new_best;
+  }
+  EXPECT_GE(sum / seeds, 0.8);
 }
 
 TEST(TuningTuner, BestPointsAreSampledAgainSoALuckySampleDoesNotDecide) {
