@@ -46,6 +46,22 @@ knob_values poor_start() {
   return v;
 }
 
+/// A search of 12 samples on the model, `windows` windows per sample, no settling.
+tuner_options small_search(uint64_t seed, int windows) {
+  tuner_options o;
+  o.search.seed = seed;
+  o.search.max_samples = 12;
+  o.windows_per_sample = windows;
+  o.settle_windows = 0;
+  return o;
+}
+
+/// Feeds `t` the model's scores until it converges; whether it did within `limit` windows.
+bool converge(tuner& t, const search_space& s, const std::vector<double>& peak, int limit) {
+  for (int w = 0; w < limit && t.phase() != tuner_phase::watching; ++w) t.on_window(model(s, t.current(), peak));
+  return t.phase() == tuner_phase::watching;
+}
+
 TEST(TuningTuner, KnobsRoundTripAndCsv) {
   auto s = knob_space(8).value();
   auto v = poor_start();
@@ -166,15 +182,10 @@ TEST(TuningTuner, ConvergesFromPoorStartAndRetunesAfterChange) {
 
 TEST(TuningTuner, ReSearchSamplesTheStreamCountsNextToTheConvergedOne) {
   auto s = knob_space(8).value();
-  tuner_options o;
-  o.search.seed = 5;
-  o.search.max_samples = 12;
-  o.windows_per_sample = 1;
-  o.settle_windows = 0;
+  tuner_options o = small_search(5, 1);
   tuner t(s, o, to_point(s, poor_start()));
   std::vector<double> peak{0.6, 0.5, 0.55, 0.3, 0.5};
-  for (int w = 0; w < 100 && t.phase() != tuner_phase::watching; ++w) t.on_window(model(s, t.current(), peak));
-  ASSERT_EQ(t.phase(), tuner_phase::watching);
+  ASSERT_TRUE(converge(t, s, peak, 100));
   t.on_window(model(s, t.current(), peak));  // the converged level
   const point converged = t.current();
   ASSERT_GT(converged[0], 0);
@@ -200,14 +211,9 @@ TEST(TuningTuner, ReSearchSamplesTheStreamCountsNextToTheConvergedOne) {
 TEST(TuningTuner, ALuckySampleAfterConvergingDoesNotSetTheLevel) {
   auto s = knob_space(8).value();
   std::vector<double> peak{0.6, 0.5, 0.55, 0.3, 0.5};
-  tuner_options o;
-  o.search.seed = 3;
-  o.search.max_samples = 12;
-  o.windows_per_sample = 1;
-  o.settle_windows = 0;
+  tuner_options o = small_search(3, 1);
   tuner t(s, o, to_point(s, poor_start()));
-  for (int w = 0; w < 100 && t.phase() != tuner_phase::watching; ++w) t.on_window(model(s, t.current(), peak));
-  ASSERT_EQ(t.phase(), tuner_phase::watching);
+  ASSERT_TRUE(converge(t, s, peak, 100));
   const double level = model(s, t.current(), peak);
   // The first sample watching is 25% lucky; the point then scores its usual level: no search.
   ASSERT_TRUE(t.on_window(1.25 * level).sample);
@@ -221,14 +227,9 @@ TEST(TuningTuner, ALuckySampleAfterConvergingDoesNotSetTheLevel) {
 TEST(TuningTuner, AShortSlumpIsCheckedByOneSampleAndTheTunerWatchesOn) {
   auto s = knob_space(8).value();
   std::vector<double> peak{0.6, 0.5, 0.55, 0.3, 0.5};
-  tuner_options o;
-  o.search.seed = 3;
-  o.search.max_samples = 12;
-  o.windows_per_sample = 3;
-  o.settle_windows = 0;
+  tuner_options o = small_search(3, 3);
   tuner t(s, o, to_point(s, poor_start()));
-  for (int w = 0; w < 200 && t.phase() != tuner_phase::watching; ++w) t.on_window(model(s, t.current(), peak));
-  ASSERT_EQ(t.phase(), tuner_phase::watching);
+  ASSERT_TRUE(converge(t, s, peak, 200));
   const point converged = t.current();
   const double level = model(s, converged, peak);
   for (int w = 0; w < 3; ++w) t.on_window(level);  // the converged level
