@@ -30,16 +30,9 @@ struct mesh_ranks {
       : rdv(static_cast<std::size_t>(n)), t(static_cast<std::size_t>(n)) {
     const uint16_t port = free_rendezvous_port();
     auto make = [&, port](int r) -> status {
-      process_env env;
-      env.rank = r;
-      env.size = n;
-      env.local_rank = r;
-      env.local_size = n;
-      env.rendezvous_port = port;
-      env.rendezvous_timeout = std::chrono::seconds(10);
+      process_env env = rendezvous_env(r, n, port, std::chrono::seconds(10));
       env.job_secret = secret;
       env.job_id = job_id;
-      env.source = "chorus";
       auto rdv_r = rendezvous::open(env);
       if (!rdv_r) return rdv_r.error();
       rdv[static_cast<std::size_t>(r)] = std::move(*rdv_r);

@@ -4,9 +4,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -19,22 +16,11 @@
 
 #include "actors/pipeline.hpp"
 #include "runtime/collectives/communicator.hpp"
+#include "tests/support/rendezvous_env.hpp"
 
 namespace chorus::testing {
 
 using namespace std::chrono_literals;
-
-inline uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 struct rank_job {
   std::unique_ptr<communicator> comm;
@@ -45,20 +31,13 @@ struct rank_job {
 /// (optional) gives each rank its own telemetry observer.
 inline std::vector<rank_job> start_job(int n, pipeline_options opts = {},
                                        std::function<std::shared_ptr<telemetry::observer>(int)> observer_of_rank = {}) {
-  uint16_t port = n > 1 ? free_port() : 0;
+  uint16_t port = n > 1 ? free_rendezvous_port() : 0;
   std::vector<rank_job> jobs(static_cast<std::size_t>(n));
   std::vector<std::thread> threads;
   std::vector<std::string> errors(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      process_env env;
-      env.rank = r;
-      env.size = n;
-      env.local_rank = r;
-      env.local_size = n;
-      env.rendezvous_port = port;
-      env.rendezvous_timeout = 20s;
-      env.source = "chorus";
+      process_env env = rendezvous_env(r, n, port, 20s);
       mesh::mesh_options t;
       t.connect_timeout = 20s;
       auto comm = communicator::create(env, t, collective_options{});
