@@ -20,6 +20,9 @@ constexpr std::array table{
            "TCP connections (streams) to each peer", owner::config, "connections"},
   variable{"CHORUS_SOCKET_BUFFER_BYTES", "", kind::whole, "0", 0, GiB, "",
            "SO_SNDBUF / SO_RCVBUF of every stream; 0 keeps the kernel's autotuning", owner::config, "bytes"},
+  variable{"CHORUS_FRAME_STEALING", "", kind::choice, "0", 0, 0, "0|1",
+           "1: a data frame waiting on a busy TCP connection moves to an idle one to the same peer, so no "
+           "work waits on a slow connection (including chunks already running on it)", owner::config, ""},
   variable{"CHORUS_SHM_BYTES", "", kind::whole, "2097152", 0, GiB, "",
            "shared-memory ring per stream and direction to each rank on the same host; 0 = TCP only",
            owner::config, "bytes"},
