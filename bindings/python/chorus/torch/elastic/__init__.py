@@ -56,4 +56,4 @@ def check_host_updates(state):
 
 
 __all__ = ["ElasticSampler", "HorovodInternalError", "HostsUpdatedInterrupt", "ObjectState", "Sampler", "State",
-           "TorchState", "check_host_updates", "run"]
+           "TorchState", "WorkerRemovedError", "check_host_updates", "run"]
