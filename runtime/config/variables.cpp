@@ -164,6 +164,9 @@ constexpr std::array table{
   variable{"CHORUS_ELASTIC_WORKER", "", kind::whole, "", 0, 2147483647, "",
            "elastic jobs: this process' worker id; its rank comes from the launcher's store each round "
            "(chorusrun --min-np sets it)", owner::launcher, ""},
+  variable{"CHORUS_ELASTIC_TIMEOUT_SECONDS", "HOROVOD_ELASTIC_TIMEOUT", kind::decimal, "600", 0.001, 1e9, "",
+           "elastic jobs with --host-discovery-script: how long chorusrun waits below --min-np for slots "
+           "(chorusrun --elastic-timeout; workers wait as long for the next round)", owner::launcher, "seconds"},
   // ---- Python ----
   variable{"CHORUS_BUCKET_BYTES", "", kind::whole, "1048576", 0, two_pow_34, "",
            "chorus.torch's DistributedOptimizer: size of its gradient buckets; 0 = one operation per gradient",
