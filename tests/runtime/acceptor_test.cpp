@@ -187,8 +187,9 @@ TEST(Acceptor, HostileClientsOfEveryKindAtOnceWhileTheRealStreamsDial) {
   for (auto& st : client) EXPECT_TRUE(st.ok()) << st.to_string();
   // The 60 one-byte clients can hold all 16 handshake threads until their handshake timeout
   // (5 s) when no newcomer comes to evict them (evictions start at 64 pending): the real
-  // streams may queue behind them that long (seen here: 0.2 s, and 5.0 s), never longer.
-  EXPECT_LT(took, acceptor::handshake_timeout + 3s) << "the real streams waited past the handshake timeout";
+  // streams may queue behind them that long, and a stream whose own handshake ran out in that
+  // queue dials again (seen: 8-30 ms mostly, 5.0 s; 7.1 s under TSan). Not two timeouts.
+  EXPECT_LT(took, 2 * acceptor::handshake_timeout) << "the real streams waited past two handshake timeouts";
   std::printf("the real streams got through in %lld ms\n",
               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   EXPECT_GT(acc->refused(), 0);
