@@ -56,7 +56,8 @@ struct fusion_config {
   /// (host staging overlaps copies and network by chunks).
   bool device_whole = false;
   /// CHORUS_HIERARCHICAL and the job's hosts (null: flat algorithms only): host allreduce
-  /// chunks run what choose_allreduce (runtime/collectives/hier_schedule.hpp) says.
+  /// chunks run what choose_allreduce (runtime/collectives/hier_schedule.hpp) says, allgather
+  /// rows what choose_allgather (hier_allgather.hpp) says.
   hier_mode hierarchical = hier_mode::off;
   std::shared_ptr<const host_groups> hosts;
   /// The job's process sets (null: the global set only): a bucket of another set runs among
