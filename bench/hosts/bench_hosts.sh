@@ -44,7 +44,7 @@ inner() {
   "$build_dir/bindings/cli/chorusrun" -np $((hosts * per_host)) -H "$list" \
     --launcher "$here/hosts.sh exec {host}" --timeout 1200 -- \
     "$build_dir/bench/chorus-bench" $BENCH_MODE "${bench_args[@]}" |
-    sed -u 's/^\(RESULT [a-z0-9_]*\)_tcp /\1_hosts /'
+    sed -u 's/RESULT \([a-z0-9_]*\)_tcp /RESULT \1_hosts /'
   local rc=${PIPESTATUS[0]}
   echo "RESULT link_hosts $hosts $(payload_gbytes "$flow") $(payload_gbytes "$link")"
   echo "# link_hosts: computed from the shaping (link=$link flow=$flow slow=$slow slow-fraction=$fraction), payload GB/s"
