@@ -1,4 +1,4 @@
-// The hierarchical allreduce state machine: segments gated by phase (hier_gate), held frames,
+// The hierarchical allreduce and allgather state machine: segments gated by phase (hier_gate), held frames,
 // waiting sends, segment forwarding.
 #include "runtime/collectives/hier_op.hpp"
 
