@@ -1,5 +1,5 @@
-// The hierarchical allreduce and allgather state machine: segments gated by phase (hier_gate), held frames,
-// waiting sends, segment forwarding.
+// The hierarchical allreduce and allgather state machine: segments gated by phase (hier_gate),
+// held frames, waiting sends, segment forwarding.
 #include "runtime/collectives/hier_op.hpp"
 
 #include <algorithm>
