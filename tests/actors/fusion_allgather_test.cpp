@@ -52,7 +52,8 @@ TEST(fusion_allgather, rows_go_hierarchical_across_hosts_for_the_job_set_only) {
   using a = chunk_algo;
   const std::vector<std::string> two_by_two{"x", "x", "y", "y"};
   for (auto mode : {hier_mode::automatic, hier_mode::on})
-    EXPECT_EQ(planned(state(mode, two_by_two)), (std::vector<a>{a::hier_allgather, a::allgather_data, a::allgather_data}));
+    EXPECT_EQ(planned(state(mode, two_by_two)),
+              (std::vector<a>{a::hier_allgather, a::allgather_data, a::allgather_data}));
   EXPECT_EQ(planned(state(hier_mode::off, two_by_two)),
             (std::vector<a>{a::allgather_data, a::allgather_data, a::allgather_data}));
   EXPECT_EQ(planned(state(hier_mode::on, {"x", "y", "z", "w"})),

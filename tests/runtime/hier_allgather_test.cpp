@@ -79,7 +79,7 @@ const std::vector<std::vector<int>> layouts = {{2, 2}, {2, 1}, {1, 2}, {1, 1, 1}
 std::vector<std::size_t> counts_for(int n, std::size_t base, bool vary) {
   std::vector<std::size_t> c(static_cast<std::size_t>(n), base);
   if (vary)
-    for (int r = 0; r < n; ++r) c[static_cast<std::size_t>(r)] = (base * (r + 1) + static_cast<std::size_t>(r) * 3) % 17;
+    for (std::size_t r = 0; r < c.size(); ++r) c[r] = (base * (r + 1) + r * 3) % 17;
   return c;
 }
 

@@ -41,7 +41,8 @@ status check_one(communicator& c, allreduce_algorithm algo, uint64_t which, dtyp
   if (out != expected) {
     std::size_t i = 0;
     while (out[i] == expected[i]) ++i;
-    return status{errc::internal, what + ": byte " + std::to_string(i) + " differs on rank " + std::to_string(c.rank())};
+    return status{errc::internal,
+                  what + ": byte " + std::to_string(i) + " differs on rank " + std::to_string(c.rank())};
   }
   return {};
 }
