@@ -49,29 +49,6 @@ chunk_algo allreduce_algo(const fusion_config& c, std::size_t bytes) {
   return chunk_algo::ring_allreduce;
 }
 
-/// What the chunks of an allreduce or allgather bucket run, for metrics and the trace: "ring",
-/// "hier_sharded", ... joined by '+' when chunks differ; "ring_allgather" or "hier_allgather"
-/// (its counts chunk is not counted); empty for other collectives.
-std::string algorithm_of(const std::vector<chunk_work>& works) {
-  std::string out;
-  std::vector<const char*> seen;
-  for (const auto& w : works) {
-    if (w.algo == chunk_algo::allgather_counts) continue;
-    const char* name = w.algo == chunk_algo::ring_allreduce       ? "ring"
-                       : w.algo == chunk_algo::exchange_allreduce ? "recursive_doubling"
-                       : w.algo == chunk_algo::hier_sharded       ? "hier_sharded"
-                       : w.algo == chunk_algo::hier_leader        ? "hier_leader"
-                       : w.algo == chunk_algo::allgather_data     ? name_of(allgather_choice::ring)
-                       : w.algo == chunk_algo::hier_allgather     ? name_of(allgather_choice::hier)
-                                                                  : nullptr;
-    if (!name) return {};
-    if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
-    seen.push_back(name);
-    out += (out.empty() ? "" : "+") + std::string(name);
-  }
-  return out;
-}
-
 /// Points job->data at the buffer the collective runs on.
 void prepare_buffer(fusion_state& s, bucket_job& job) {
   const auto& b = job.plan;
@@ -209,6 +186,26 @@ void dispatch(self_ptr self) {
 }
 
 }  // namespace
+
+std::string algorithm_of(const std::vector<chunk_work>& works) {
+  std::string out;
+  std::vector<const char*> seen;
+  for (const auto& w : works) {
+    if (w.algo == chunk_algo::allgather_counts) continue;
+    const char* name = w.algo == chunk_algo::ring_allreduce       ? "ring"
+                       : w.algo == chunk_algo::exchange_allreduce ? "recursive_doubling"
+                       : w.algo == chunk_algo::hier_sharded       ? "hier_sharded"
+                       : w.algo == chunk_algo::hier_leader        ? "hier_leader"
+                       : w.algo == chunk_algo::allgather_data     ? name_of(allgather_choice::ring)
+                       : w.algo == chunk_algo::hier_allgather     ? name_of(allgather_choice::hier)
+                                                                  : nullptr;
+    if (!name) return {};
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+    seen.push_back(name);
+    out += (out.empty() ? "" : "+") + std::string(name);
+  }
+  return out;
+}
 
 std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> plan_batch(fusion_state& s,
                                                                                          const batch_agreed& b) {

@@ -101,6 +101,11 @@ void apply_switch(fusion_state& s, const tunables_switch& sw);
 std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> plan_batch(fusion_state& s,
                                                                                          const batch_agreed& b);
 
+/// What a bucket's chunks run, for metrics and the trace (telemetry::bucket_event::algorithm):
+/// "ring", "hier_sharded", ... joined by '+' when chunks differ; "ring_allgather" or
+/// "hier_allgather" (its counts chunk is not counted); empty for other collectives.
+std::string algorithm_of(const std::vector<chunk_work>& works);
+
 caf::behavior fusion_actor(caf::stateful_actor<fusion_state>* self, fusion_config cfg);
 
 }  // namespace chorus

@@ -36,7 +36,8 @@ fusion_state state(hier_mode mode, std::vector<std::string> identities) {
   return s;
 }
 
-// The data chunk's algorithm of each bucket of [global, set 1, global fp16].
+// The data chunk's algorithm of each bucket of [global, set 1, global fp16]; the name metrics
+// and the trace give each bucket must say the same.
 std::vector<chunk_algo> planned(fusion_state s) {
   batch_agreed b{1, {gather("g", 0), gather("s", 1), gather("c", 0, compression::fp16)}};
   std::vector<chunk_algo> out;
@@ -44,6 +45,7 @@ std::vector<chunk_algo> planned(fusion_state s) {
     EXPECT_EQ(works.size(), 2u);
     EXPECT_EQ(works.front().algo, chunk_algo::allgather_counts);
     out.push_back(works.back().algo);
+    EXPECT_EQ(algorithm_of(works), out.back() == chunk_algo::hier_allgather ? "hier_allgather" : "ring_allgather");
   }
   return out;
 }
