@@ -48,6 +48,7 @@ result<config> read_config(const env_lookup& get) {
   auto& t = c.transport;
   take(st, r.whole("CHORUS_NUM_STREAMS"), t.num_streams);
   take(st, r.whole("CHORUS_SOCKET_BUFFER_BYTES"), t.socket_buffer_bytes);
+  take(st, r.flag("CHORUS_FRAME_STEALING"), t.frame_stealing);
   take(st, r.whole("CHORUS_SHM_BYTES"), t.shm_bytes);
   take(st, r.whole("CHORUS_SHM_SPIN_US"), t.shm_spin,
        [](uint64_t us) { return std::chrono::microseconds(static_cast<int64_t>(us)); });

@@ -20,6 +20,7 @@ namespace chorus {
 struct transport_config {
   int num_streams = 8;                                ///< CHORUS_NUM_STREAMS
   int socket_buffer_bytes = 0;                        ///< CHORUS_SOCKET_BUFFER_BYTES; 0 = kernel autotuning
+  bool frame_stealing = false;                        ///< CHORUS_FRAME_STEALING
   std::size_t shm_bytes = 2u << 20;                   ///< CHORUS_SHM_BYTES; 0 = TCP only
   std::chrono::microseconds shm_spin{50};             ///< CHORUS_SHM_SPIN_US
   std::string host;                                   ///< CHORUS_HOST; empty: towards the rendezvous

@@ -20,6 +20,9 @@ constexpr std::array table{
            "TCP connections (streams) to each peer", owner::config, "connections"},
   variable{"CHORUS_SOCKET_BUFFER_BYTES", "", kind::whole, "0", 0, GiB, "",
            "SO_SNDBUF / SO_RCVBUF of every stream; 0 keeps the kernel's autotuning", owner::config, "bytes"},
+  variable{"CHORUS_FRAME_STEALING", "", kind::choice, "0", 0, 0, "0|1",
+           "1: a data frame waiting on a busy TCP connection moves to an idle one to the same peer, so no "
+           "work waits on a slow connection (including chunks already running on it)", owner::config, ""},
   variable{"CHORUS_SHM_BYTES", "", kind::whole, "2097152", 0, GiB, "",
            "shared-memory ring per stream and direction to each rank on the same host; 0 = TCP only",
            owner::config, "bytes"},
@@ -161,6 +164,9 @@ constexpr std::array table{
   variable{"CHORUS_ELASTIC_WORKER", "", kind::whole, "", 0, 2147483647, "",
            "elastic jobs: this process' worker id; its rank comes from the launcher's store each round "
            "(chorusrun --min-np sets it)", owner::launcher, ""},
+  variable{"CHORUS_ELASTIC_TIMEOUT_SECONDS", "HOROVOD_ELASTIC_TIMEOUT", kind::decimal, "600", 0.001, 1e9, "",
+           "elastic jobs with --host-discovery-script: how long chorusrun waits below --min-np for slots "
+           "(chorusrun --elastic-timeout; workers wait as long for the next round)", owner::launcher, "seconds"},
   // ---- Python ----
   variable{"CHORUS_BUCKET_BYTES", "", kind::whole, "1048576", 0, two_pow_34, "",
            "chorus.torch's DistributedOptimizer: size of its gradient buckets; 0 = one operation per gradient",

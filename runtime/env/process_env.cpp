@@ -379,6 +379,9 @@ result<process_env> read_process_env(const env_lookup& get) {
     auto worker = cfg::reader(get).whole("CHORUS_ELASTIC_WORKER");
     if (!worker) return worker.error();
     env.elastic_worker = static_cast<int>(*worker);
+    auto wait = cfg::reader(get).decimal("CHORUS_ELASTIC_TIMEOUT_SECONDS");
+    if (!wait) return wait.error();
+    env.elastic_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(*wait * 1000.0)));
   }
   return env;
 }

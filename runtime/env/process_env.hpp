@@ -38,6 +38,10 @@ struct process_env {
   /// also gave rank, size and local rank and size (-1 before joining, and when not elastic).
   int elastic_worker = -1;
   int64_t elastic_round = -1;
+  /// CHORUS_ELASTIC_TIMEOUT_SECONDS (HOROVOD_ELASTIC_TIMEOUT), read by elastic workers only: how
+  /// long chorusrun may wait for slots below --min-np before it forms the next round, so a worker
+  /// waiting for that round waits this long on top of rendezvous_timeout.
+  std::chrono::milliseconds elastic_timeout{600000};
   /// Which family of variables gave the rank: "chorus", "torchrun", "openmpi", "pmi", "slurm",
   /// or "default" (no variables: a single-rank job).
   std::string source = "default";
@@ -70,7 +74,7 @@ result<process_env> read_process_env();
 /// on 127.0.0.1, port 0.
 /// Also CHORUS_RENDEZVOUS_FD (a descriptor number), CHORUS_JOB_SECRET (hex), CHORUS_JOB_ID (hex, up to 16 digits) and
 /// CHORUS_RENDEZVOUS_TIMEOUT_SECONDS (runtime/config/variables.hpp: a number in [0.001, 1e9]),
-/// CHORUS_ELASTIC_WORKER (a whole number).
+/// CHORUS_ELASTIC_WORKER (a whole number), CHORUS_ELASTIC_TIMEOUT_SECONDS (elastic workers only).
 /// Numbers are parsed by runtime/config/reader.hpp, with its error text.
 ///
 /// Every failure is errc::config with a message naming the variable and the value seen

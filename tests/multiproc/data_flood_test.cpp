@@ -7,8 +7,6 @@
 // handshake threads filled, and the real streams were refused and the job failed to start.
 // Bounded: the flood is a fixed count, every wait has a deadline, ranks are killed by pid.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,29 +21,13 @@
 #include "runtime/transport/tcp/handshake_io.hpp"
 #include "runtime/transport/tcp/socket_util.hpp"
 #include "tests/multiproc/local_job.hpp"
+#include "tests/support/hostile_clients.hpp"
 
 namespace chorus::testing {
 namespace {
 
 using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
-
-/// A connected socket to `ep`, or -1 (a connect stuck on a full backlog gives up after 1 s).
-int dial(const tcp::endpoint& ep) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  timeval bound{1, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof bound);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(ep.port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 struct target {
   tcp::endpoint ep;
@@ -61,29 +43,24 @@ struct flood {
   int failed = 0;
   void run(int silent, int hostile) {
     for (int i = 0; i < silent; ++i) {
-      int fd = dial(ep);
+      int fd = dial_loopback(ep.port);
       if (fd < 0) ++failed;
       else held.push_back(fd);
     }
     for (int i = 0; i < hostile; ++i) {
-      int fd = dial(ep);
+      int fd = dial_loopback(ep.port);
       if (fd < 0) {
         ++failed;
         continue;
       }
-      std::string bad;
-      switch (i % 4) {
-        case 0: bad.assign(64, '\xa5'); break;                           // garbage where the hello goes
-        case 1: bad = std::string("\xff\xff\xff\x7f", 4) + "x"; break;  // a 2 GiB length prefix
-        case 2: {  // claims rank 1's stream 0 without the secret
-          tcp::handshake_config wrong{session_id, "not-the-job-secret", 1, 4, 9};
-          (void)tcp::client_handshake(fd, wrong, 0, 0, tcp::clock::now() + 2s);
-          break;
-        }
-        default: break;  // connect and close
+      // Garbage, a 2 GiB length prefix, a handshake with a wrong secret, connect and close.
+      if (i % 4 == 2) {  // claims rank 1's stream 0 without the secret
+        tcp::handshake_config wrong{session_id, "not-the-job-secret", 1, 4, 9};
+        (void)tcp::client_handshake(fd, wrong, 0, 0, tcp::clock::now() + 2s);
       }
-      if (!bad.empty()) (void)!::send(fd, bad.data(), bad.size(), MSG_NOSIGNAL);
-      ::close(fd);
+      static constexpr bad_start kinds[] = {bad_start::garbage, bad_start::huge_length, bad_start::nothing,
+                                            bad_start::nothing};
+      send_bad_start_and_close(fd, kinds[i % 4]);
     }
   }
   ~flood() {

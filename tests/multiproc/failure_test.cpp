@@ -4,7 +4,7 @@
 // the job goes on.
 #include <gtest/gtest.h>
 
-#include "tests/multiproc/local_job.hpp"
+#include "tests/multiproc/job_checks.hpp"
 
 namespace chorus::testing {
 namespace {
@@ -20,14 +20,7 @@ TEST_P(killed_rank, survivors_fail_naming_it_within_10s) {
   auto results = job.wait(std::chrono::seconds(10));
   auto elapsed = std::chrono::steady_clock::now() - killed_at;
   EXPECT_LT(elapsed, std::chrono::seconds(10));
-  std::string name = "rank " + std::to_string(victim);
-  for (auto& r : results) {
-    if (r.rank == victim) continue;
-    EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung after rank " << victim << " died:\n" << r.output;
-    EXPECT_TRUE(r.exited && r.exit_code == 3) << "rank " << r.rank << ":\n" << r.output;
-    EXPECT_NE(r.output.find("testrank error: connection_lost"), std::string::npos) << r.output;
-    EXPECT_NE(r.output.find(name), std::string::npos) << "error does not name " << name << ":\n" << r.output;
-  }
+  expect_survivors_name(results, victim);
 }
 
 INSTANTIATE_TEST_SUITE_P(sizes, killed_rank,
@@ -39,12 +32,7 @@ INSTANTIATE_TEST_SUITE_P(sizes, killed_rank,
 
 TEST(mismatched_sizes, every_rank_fails_with_a_protocol_error_instead_of_hanging) {
   local_job job(3, {CHORUS_TESTRANK_PATH, "mismatch"});
-  auto results = job.wait(std::chrono::seconds(20));
-  for (auto& r : results) {
-    EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung:\n" << r.output;
-    EXPECT_TRUE(r.exited && r.exit_code == 3) << "rank " << r.rank << ":\n" << r.output;
-    EXPECT_NE(r.output.find("testrank error: protocol"), std::string::npos) << r.output;
-  }
+  expect_every_rank_failed_with(job.wait(std::chrono::seconds(20)), "testrank error: protocol");
 }
 
 // A peer whose data plane stops reading while its heartbeats still answer (its control link
@@ -74,10 +62,7 @@ TEST(wrong_secret, intruder_is_refused_and_the_job_goes_on) {
   ASSERT_TRUE(job.wait_for_output(0, "ready", std::chrono::seconds(30))) << job.output(0);
   // The intruder knows the rendezvous (it is on the same host) but not the job secret: the store
   // refuses it; told rank 0's data endpoint anyway, the data plane refuses it too.
-  local_job::env_map env = job.env();
-  env["CHORUS_TEST_STORE_SECRET"] = env["CHORUS_JOB_SECRET"];
-  env["CHORUS_JOB_SECRET"] = random_hex(32);
-  local_job intruder_job(1, {CHORUS_TESTRANK_PATH, "intruder"}, env);
+  local_job intruder_job(1, {CHORUS_TESTRANK_PATH, "intruder"}, intruder_env(job.env()));
   auto intruder = intruder_job.wait(std::chrono::seconds(30));
   EXPECT_TRUE(intruder[0].exited && intruder[0].exit_code == 0) << intruder[0].output;
   EXPECT_NE(intruder[0].output.find("intruder refused by the store: rendezvous"), std::string::npos)

@@ -1,7 +1,8 @@
 // Test helper shared by the multi-process tests that start chorus-testrank jobs
-// (local_job.hpp): the job's seed, chosen and printed alike in every test, the checks every
-// such test makes of its ranks (exited 0 within the bound, printed the line that says done)
-// and how Chorus' errors name ranks.
+// (local_job.hpp): the job's seed, chosen and printed alike in every test, the checks such
+// tests make of their ranks (exited 0 within the bound, printed the line that says done; all
+// failed with one error; the survivors of a killed rank name it) and how Chorus' errors name
+// ranks.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -44,6 +45,29 @@ inline void expect_all_passed(const std::vector<rank_result>& results, const std
   for (auto& r : results) {
     EXPECT_FALSE(r.timed_out) << context << "rank " << r.rank << " hung:\n" << r.output;
     EXPECT_TRUE(r.exited && r.exit_code == 0) << context << "rank " << r.rank << " failed:\n" << r.output;
+  }
+}
+
+/// Every rank ended within its deadline with exit 3 (chorus-testrank's error exit), printing
+/// `error` (e.g. "testrank error: protocol").
+inline void expect_every_rank_failed_with(const std::vector<rank_result>& results, const std::string& error) {
+  for (auto& r : results) {
+    EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung:\n" << r.output;
+    EXPECT_TRUE(r.exited && r.exit_code == 3) << "rank " << r.rank << ":\n" << r.output;
+    EXPECT_NE(r.output.find(error), std::string::npos) << r.output;
+  }
+}
+
+/// Every rank but `victim` (which died) ended within its deadline with exit 3 and a lost
+/// connection naming the victim ("rank <victim>").
+inline void expect_survivors_name(const std::vector<rank_result>& results, int victim) {
+  const std::string name = "rank " + std::to_string(victim);
+  for (auto& r : results) {
+    if (r.rank == victim) continue;
+    EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung after " << name << " died:\n" << r.output;
+    EXPECT_TRUE(r.exited && r.exit_code == 3) << "rank " << r.rank << ":\n" << r.output;
+    EXPECT_NE(r.output.find("testrank error: connection_lost"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(name), std::string::npos) << "error does not name " << name << ":\n" << r.output;
   }
 }
 

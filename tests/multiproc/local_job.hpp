@@ -1,25 +1,23 @@
 // Test helper: starts the ranks of a job as real processes on 127.0.0.1 (fresh rendezvous
-// port and job secret), captures each rank's output, waits with a hard deadline and kills
-// whatever is left by its own pid.
+// port and job secret), each a child_process (tests/support/child_process.hpp) with its output
+// in a file, waits with a hard deadline and kills whatever is left by its own pid.
 #pragma once
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <map>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/support/child_process.hpp"
 
 namespace chorus::testing {
 
@@ -58,7 +56,7 @@ struct rank_result {
 
 class local_job {
  public:
-  using env_map = std::map<std::string, std::string>;
+  using env_map = child_process::env_map;
 
   /// Starts the first `started` ranks (all when negative) of a job of `size` ranks of `argv`;
   /// `extra` adds variables. start_rest() starts the others.
@@ -74,31 +72,26 @@ class local_job {
     for (auto& [k, v] : extra) env_[k] = v;
     char tmpl[] = "/tmp/chorus-test-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
+    ranks_.reserve(static_cast<std::size_t>(size));
     for (int r = 0; r < (started < 0 ? size : started); ++r) start(r);
   }
 
   /// Starts the ranks the constructor left out.
   void start_rest() {
-    for (int r = static_cast<int>(results_.size()); r < size_; ++r) start(r);
+    for (int r = static_cast<int>(ranks_.size()); r < size_; ++r) start(r);
   }
 
   ~local_job() {
-    for (auto& r : results_)
-      if (r.pid > 0 && !reaped(r)) ::kill(r.pid, SIGKILL), ::waitpid(r.pid, nullptr, 0);
+    ranks_.clear();  // kills whatever is left, by pid
     std::string cmd = "rm -rf '" + dir_ + "'";
     int rc = std::system(cmd.c_str());
     (void)rc;
   }
 
   const env_map& env() const { return env_; }
-  pid_t pid(int rank) const { return results_[rank].pid; }
-  std::string output(int rank) const {
-    std::ifstream in(dir_ + "/rank-" + std::to_string(rank) + ".log");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  void kill(int rank, int sig) { ::kill(results_[rank].pid, sig); }
+  pid_t pid(int rank) const { return ranks_[rank].pid(); }
+  std::string output(int rank) const { return read_file(log(rank)); }
+  void kill(int rank, int sig) { ranks_[rank].signal(sig); }
 
   /// Waits until `rank`'s output contains `text` (true) or the timeout passes (false).
   bool wait_for_output(int rank, const std::string& text, std::chrono::milliseconds timeout) {
@@ -116,71 +109,42 @@ class local_job {
     auto end = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       bool all = true;
-      for (auto& r : results_) all &= reaped(r) || r.rank == except;
+      for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) all &= ranks_[r].poll() || r == except;
       if (all || std::chrono::steady_clock::now() >= end) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    for (auto& r : results_) {
-      if (!reaped(r)) {
-        r.timed_out = r.rank != except;
-        ::kill(r.pid, SIGKILL);
-        int st = 0;
-        ::waitpid(r.pid, &st, 0);
-        record(r, st);
-      }
-      r.output = output(r.rank);
+    std::vector<rank_result> results;
+    for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
+      const exit_status& st = ranks_[r].kill_now(r != except);
+      results.push_back({r, ranks_[r].pid(), st.exited, st.exit_code, st.signal, st.timed_out, output(r)});
     }
-    return results_;
+    return results;
   }
 
  private:
+  std::string log(int rank) const { return dir_ + "/rank-" + std::to_string(rank) + ".log"; }
+
   void start(int rank) {
-    rank_result r;
-    r.rank = rank;
-    std::string log = dir_ + "/rank-" + std::to_string(rank) + ".log";
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      for (auto& [k, v] : env_) ::setenv(k.c_str(), v.c_str(), 1);
-      ::setenv("CHORUS_RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("CHORUS_LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      std::vector<char*> args;
-      for (auto& a : argv_) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      std::perror("execv");
-      ::_exit(127);
-    }
-    r.pid = pid;
-    results_.push_back(r);
-  }
-
-  bool reaped(rank_result& r) {
-    if (r.exited || r.signal) return true;
-    int st = 0;
-    if (::waitpid(r.pid, &st, WNOHANG) == r.pid) {
-      record(r, st);
-      return true;
-    }
-    return false;
-  }
-
-  static void record(rank_result& r, int st) {
-    if (WIFEXITED(st)) {
-      r.exited = true;
-      r.exit_code = WEXITSTATUS(st);
-    } else if (WIFSIGNALED(st)) {
-      r.signal = WTERMSIG(st);
-    }
+    env_map env = env_;
+    env["CHORUS_RANK"] = std::to_string(rank);
+    env["CHORUS_LOCAL_RANK"] = std::to_string(rank);
+    ranks_.emplace_back(argv_, env, log(rank));
   }
 
   int size_;
   std::vector<std::string> argv_;
   env_map env_;
   std::string dir_;
-  std::vector<rank_result> results_;
+  std::vector<child_process> ranks_;
 };
+
+/// `job`'s environment for a process that knows the rendezvous but not the job secret: a fresh
+/// secret, and the real one as CHORUS_TEST_STORE_SECRET (for the reads a port scan stands for).
+inline local_job::env_map intruder_env(const local_job::env_map& job) {
+  local_job::env_map env = job;
+  env["CHORUS_TEST_STORE_SECRET"] = env["CHORUS_JOB_SECRET"];
+  env["CHORUS_JOB_SECRET"] = random_hex(32);
+  return env;
+}
 
 }  // namespace chorus::testing

@@ -4,8 +4,6 @@
 // trace records the windows and switches (the tunables records that move the gauges change);
 // chorus-trace replay reproduces every bucket plan across the switches and finds the ranks'
 // autotune records identical. Every process has a hard deadline and is killed by its pid after it.
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -18,48 +16,22 @@
 #include <sstream>
 
 #include "tests/multiproc/local_job.hpp"
+#include "tests/support/child_process.hpp"
 
 namespace chorus::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string slurp(const std::string& path) { return read_file(path); }
 
 /// chorus-trace with `args`, stdout and stderr together; "" and a failure after 60 s.
 std::string chorus_trace(const std::vector<std::string>& args, const std::string& scratch, int& code) {
-  std::string out = scratch + "/tool.out";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(o, 1);
-    ::dup2(o, 2);
-    std::vector<std::string> all{CHORUS_TRACE_TOOL_PATH};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  int st = 0;
-  while (::waitpid(pid, &st, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > end) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      code = -1;
-      return slurp(out);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return slurp(out);
+  std::vector<std::string> argv{CHORUS_TRACE_TOOL_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto run = run_bounded(argv, scratch, std::chrono::seconds(60));
+  code = run.status.exited ? run.status.exit_code : -1;
+  return run.out;
 }
 
 TEST(pipeline_autotune, switches_under_traffic_stay_exact_logged_traced_and_replayed) {

@@ -23,12 +23,9 @@ TEST(control_plane_intruder, is_refused_and_the_job_goes_on) {
   ASSERT_TRUE(job.wait_for_output(0, "ready", std::chrono::seconds(30))) << job.output(0);
   ASSERT_TRUE(job.wait_for_output(1, "ready", std::chrono::seconds(30))) << job.output(1);
 
-  local_job::env_map env = job.env();
   // Knows the rendezvous, not the secret: the store refuses it; it learns rank 0's control
   // endpoint anyway (read with CHORUS_TEST_STORE_SECRET, as a port scan would find it).
-  env["CHORUS_TEST_STORE_SECRET"] = env["CHORUS_JOB_SECRET"];
-  env["CHORUS_JOB_SECRET"] = random_hex(32);
-  local_job intruder_job(1, {CHORUS_TESTRANK_PATH, "pipeline-ctrl-intruder"}, env);
+  local_job intruder_job(1, {CHORUS_TESTRANK_PATH, "pipeline-ctrl-intruder"}, intruder_env(job.env()));
   auto intruder = intruder_job.wait(std::chrono::seconds(30));
   EXPECT_TRUE(intruder[0].exited && intruder[0].exit_code == 0) << intruder[0].output;
   EXPECT_NE(intruder[0].output.find("intruder refused by the store"), std::string::npos) << intruder[0].output;

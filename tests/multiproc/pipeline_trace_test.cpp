@@ -3,8 +3,6 @@
 // record moved one cycle later on one rank is reported at that cycle; a truncated trace is
 // an error naming the file and byte offset; the timeline is Chrome-trace JSON with events of
 // every rank. Every process has a hard deadline and is killed by its pid after it.
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -18,6 +16,7 @@
 #include <set>
 
 #include "tests/multiproc/local_job.hpp"
+#include "tests/support/child_process.hpp"
 
 namespace chorus::testing {
 namespace {
@@ -30,45 +29,15 @@ struct tool_result {
   std::string err;     ///< stderr
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string slurp(const std::string& path) { return read_file(path); }
 
 /// Runs chorus-trace with `args`; killed after `limit`.
 tool_result chorus_trace(const std::vector<std::string>& args, const std::string& scratch,
                          std::chrono::seconds limit = std::chrono::seconds(60)) {
-  std::string out = scratch + "/tool.out", err = scratch + "/tool.err";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
-    std::vector<std::string> all{CHORUS_TRACE_TOOL_PATH};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  tool_result r;
-  auto end = std::chrono::steady_clock::now() + limit;
-  int st = 0;
-  while (::waitpid(pid, &st, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > end) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      r.out = slurp(out), r.err = slurp(err);
-      return r;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(out), r.err = slurp(err);
-  return r;
+  std::vector<std::string> argv{CHORUS_TRACE_TOOL_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto run = run_bounded(argv, scratch, limit, true);
+  return {run.status.exited ? run.status.exit_code : -1, std::move(run.out), std::move(run.err)};
 }
 
 /// A strict RFC 8259 syntax check: one JSON value and nothing after it.

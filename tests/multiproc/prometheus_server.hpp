@@ -3,9 +3,7 @@
 // Stopped (SIGTERM, then SIGKILL after 10 s) by its own pid when the object goes.
 #pragma once
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "tests/multiproc/local_job.hpp"
+#include "tests/support/child_process.hpp"
 #include "tests/support/http_get.hpp"
 #include "tests/support/mini_json.hpp"
 
@@ -42,32 +41,14 @@ class prometheus_server {
                                      "--storage.tsdb.path=" + dir_ + "/data",
                                      "--web.listen-address=127.0.0.1:" + std::to_string(port_),
                                      "--log.level=warn"};
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      int fd = ::open((dir_ + "/prometheus.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::chdir(dir_.c_str());
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
+    server_.emplace(argv, child_process::env_map{}, dir_ + "/prometheus.log", "", dir_);
   }
 
   ~prometheus_server() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (::waitpid(pid_, nullptr, WNOHANG) == 0) {
-        if (std::chrono::steady_clock::now() >= end) {
-          ::kill(pid_, SIGKILL);
-          ::waitpid(pid_, nullptr, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
+    if (server_) {
+      server_->signal(SIGTERM);
+      if (!server_->wait_until(child_process::clock::now() + std::chrono::seconds(10))) server_->kill_now(false);
+      server_.reset();
     }
     std::string cmd = "rm -rf '" + dir_ + "'";
     int rc = std::system(cmd.c_str());
@@ -75,10 +56,7 @@ class prometheus_server {
   }
 
   int port() const { return port_; }
-  std::string log() const {
-    std::ifstream in(dir_ + "/prometheus.log");
-    return {std::istreambuf_iterator<char>(in), {}};
-  }
+  std::string log() const { return read_file(dir_ + "/prometheus.log"); }
 
   /// Runs an instant query; the "result" array of a successful answer, nullopt otherwise.
   std::optional<json> query(const std::string& promql) const {
@@ -109,7 +87,7 @@ class prometheus_server {
  private:
   std::string dir_;
   int port_ = 0;
-  pid_t pid_ = -1;
+  std::optional<child_process> server_;
 };
 
 /// The value of one sample of an instant-query result ("value": [time, "text"]).

@@ -11,6 +11,15 @@
         that offers a third slot mid-epoch: a third worker joins, the three go on at size 3 (the
         new one synced, Horovod #2652: no hang in the state broadcast) and end with identical
         parameters; chorusrun exits 0.
+    elastic_kill_test.py CHORUSRUN EXAMPLE remove     3 ranks, --min-np 2, a script whose slots go
+        from 3 to 2 mid-epoch: worker 2 (the highest id) leaves at its next commit with exit status
+        0, workers 0 and 1 go on at size 2 without a rollback and end with identical parameters;
+        chorusrun exits 0 and never needed SIGTERM.
+    elastic_kill_test.py CHORUSRUN EXAMPLE recover    2 ranks, --min-np 2, a script offering 1
+        slot (--min-np keeps 2); SIGKILL worker 1: chorusrun waits (--elastic-timeout 60); 2 s
+        later the script offers 2 slots, worker 2 starts and the two finish at size 2; exit 0.
+    elastic_kill_test.py CHORUSRUN EXAMPLE timeout    as recover, --elastic-timeout 3, and no slot
+        comes: after 3 s every rank ends with chorusrun's reason naming the timeout; exit 1.
 
 The job runs in its own process group, killed at the end whatever happens; the whole test is
 bounded by DEADLINE_S (and by CTest's TIMEOUT)."""
@@ -163,13 +172,11 @@ def check_below_min(job):
     assert not job.events(0, "final"), "the survivor went on training alone"
 
 
-def check_added(job, flag):
+def check_added(job, slots_file):
     job.wait_for(lambda: len([e for e in job.events(0, "commit") if e[3]["epoch"] == "1"]) >= 2, 60,
                  "worker 0 to commit twice in epoch 1")
-    with open(flag, "w"):
-        pass
+    offer_slots(slots_file, 3)
     offered = time.monotonic()
-    print("test: the discovery script offers a third slot", flush=True)
 
     def grown():
         found = {e[1]: e for e in job.events(None, "start", after=offered) if e[3]["size"] == "3"}
@@ -189,27 +196,128 @@ def check_added(job, flag):
     print("JOIN_SECONDS %.2f" % joined, flush=True)
 
 
+def offer_slots(slots_file, n):
+    """What the discovery script prints next: localhost:n (replaced whole, never half written)."""
+    with open(slots_file + ".new", "w") as f:
+        f.write("%d\n" % n)
+    os.replace(slots_file + ".new", slots_file)
+    print("test: the discovery script offers %d slot(s)" % n, flush=True)
+
+
+def said(job, text):
+    return [t for _, t in list(job.lines) if text in t]
+
+
+def check_removed(job, slots_file):
+    job.wait_for(lambda: len([e for e in job.events(0, "commit") if e[3]["epoch"] == "1"]) >= 2, 60,
+                 "worker 0 to commit twice in epoch 1")
+    offer_slots(slots_file, 2)
+    offered = time.monotonic()
+
+    def shrunk():
+        found = {e[1]: e for e in job.events(None, "start", after=offered) if e[3]["size"] == "2"}
+        return list(found.values()) if set(found) == {0, 1} else None
+
+    starts = job.wait_for(shrunk, RECOVERY_BOUND_S, "workers 0 and 1 to start again at size 2")
+    last_commit = max(int(e[3]["step"]) for e in job.events(0, "commit") if e[0] <= min(s[0] for s in starts))
+    steps = {e[1]: int(e[3]["step"]) for e in starts}
+    print("test: size 2 at steps %s, %.2f s after the slots shrank" % (steps, max(e[0] for e in starts) - offered),
+          flush=True)
+    assert len(set(steps.values())) == 1, steps
+    assert steps[0] >= last_commit, "worker 0 rolled back past its last commit %d" % last_commit
+    rc = job.finish(DEADLINE_S)
+    finals = {e[1]: e[3] for e in job.events(None, "final")}
+    print("test: chorusrun exited %d; finals %s" % (rc, finals), flush=True)
+    assert rc == 0, rc
+    assert set(finals) == {0, 1}, finals
+    assert len({f["sha"] for f in finals.values()}) == 1, "parameters differ between ranks: %s" % finals
+    assert said(job, "chorusrun: --host-discovery-script offers 2 slot(s) for 3 worker(s): worker(s) 2 leave"), \
+        "chorusrun did not say which worker leaves"
+    assert [t for t in said(job, "was removed from the job by chorusrun") if t.startswith("[2] chorus: ")], \
+        "worker 2 did not end on the launcher's word"
+    assert not said(job, "still runs; sending SIGTERM"), "the removed worker had to be signalled"
+    assert not said(job, "Traceback"), "a worker ended with a traceback"
+
+
+def wait_below_min(job, slots_file):
+    """Offers 1 slot for the 2 workers (--min-np keeps both), then SIGKILLs worker 1; returns
+    when chorusrun says it waits for slots."""
+    job.wait_for(lambda: said(job, "--min-np 2 keeps 1 more than that"), 30, "chorusrun to keep 2 workers")
+    killed = kill_mid_epoch(job, 1)
+    job.wait_for(lambda: said(job, "fewer than --min-np 2: waiting up to --elastic-timeout"), 20,
+                 "chorusrun to wait for slots")
+    return killed
+
+
+def check_recovered(job, slots_file):
+    killed = wait_below_min(job, slots_file)
+    time.sleep(2)
+    assert job.proc.poll() is None, "chorusrun ended while it should wait for slots"
+    offer_slots(slots_file, 2)
+    offered = time.monotonic()
+
+    def recovered():
+        found = {e[1]: e for e in job.events(None, "start", after=offered) if e[3]["size"] == "2"}
+        return list(found.values()) if set(found) == {0, 2} else None
+
+    starts = job.wait_for(recovered, RECOVERY_BOUND_S, "workers 0 and 2 to start at size 2")
+    print("test: recovered at size 2, %.2f s after the slot came back (%.2f s after the kill)"
+          % (max(e[0] for e in starts) - offered, max(e[0] for e in starts) - killed), flush=True)
+    rc = job.finish(DEADLINE_S)
+    finals = {e[1]: e[3] for e in job.events(None, "final")}
+    print("test: chorusrun exited %d; finals %s" % (rc, finals), flush=True)
+    assert rc == 0, rc
+    assert set(finals) == {0, 2}, finals
+    assert len({f["sha"] for f in finals.values()}) == 1, "parameters differ between ranks: %s" % finals
+
+
+def check_timed_out(job, slots_file):
+    killed = wait_below_min(job, slots_file)
+    rc = job.finish(40)
+    ended = time.monotonic() - killed
+    text = "\n".join(t for _, t in job.lines)
+    print("test: chorusrun exited %d, %.2f s after the kill" % (rc, ended), flush=True)
+    assert rc == 1, rc
+    assert ended >= 3, "chorusrun did not wait its --elastic-timeout"
+    assert "no slots for more within --elastic-timeout 3 s: ending the job" in text, "no message naming the timeout"
+    assert re.search(r"^\[0\] .*--elastic-timeout 3 s", text, re.M), "the survivor did not report the reason"
+    assert not job.events(0, "final"), "the survivor went on training alone"
+
+
 def main():
     chorusrun, example, mode = sys.argv[1:4]
+    tmp = tempfile.mkdtemp(prefix="chorus-elastic-")
+    slots_file, script = os.path.join(tmp, "slots"), os.path.join(tmp, "discover.sh")
+    with open(script, "w") as f:  # prints localhost:<the number in the slots file>
+        f.write("echo localhost:$(cat %s)\n" % slots_file)
+    discovery = ["--host-discovery-script", "sh " + script]
     if mode == "add":
-        tmp = tempfile.mkdtemp(prefix="chorus-elastic-")
-        flag, script = os.path.join(tmp, "third-slot"), os.path.join(tmp, "discover.sh")
-        with open(script, "w") as f:
-            f.write("if [ -e %s ]; then echo localhost:3; else echo localhost:2; fi\n" % flag)
-        job = Job(chorusrun, example, 2, 2, 3, ["--host-discovery-script", "sh " + script])
+        offer_slots(slots_file, 2)
+        job = Job(chorusrun, example, 2, 2, 3, discovery)
+    elif mode == "remove":
+        offer_slots(slots_file, 3)
+        job = Job(chorusrun, example, 3, 2, 3, discovery)
+    elif mode in ("recover", "timeout"):
+        offer_slots(slots_file, 1)
+        job = Job(chorusrun, example, 2, 2, 3, discovery + ["--elastic-timeout", "60" if mode == "recover" else "3"])
     else:
         job = Job(chorusrun, example, 3 if mode.startswith("continue") else 2, 2)
     try:
         if mode == "add":
-            check_added(job, flag)
+            check_added(job, slots_file)
+        elif mode == "remove":
+            check_removed(job, slots_file)
+        elif mode == "recover":
+            check_recovered(job, slots_file)
+        elif mode == "timeout":
+            check_timed_out(job, slots_file)
         elif mode == "continue0":
             check_continue(job, victim=0)  # rank 0 is not special: worker 1 becomes rank 0
         else:
             (check_continue if mode == "continue" else check_below_min)(job)
     finally:
         job.kill()
-        if mode == "add":
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     print("PASS", flush=True)
 
 

@@ -78,6 +78,7 @@ std::vector<row> config_rows() {
       {"CHORUS_CONTROL_PLANE", "caf", "caf", [](const config& c) { return c.pipeline.control_plane; }, "udp"},
       {"CHORUS_CYCLE_TIME_MS", "0.25", "250", [](const config& c) { return str(c.pipeline.cycle_time.count()); },
        "-1"},
+      {"CHORUS_FRAME_STEALING", "1", "1", [](const config& c) { return str(c.transport.frame_stealing); }, "yes"},
       {"CHORUS_EARLY_START", "1", "1", [](const config& c) { return str(c.pipeline.early_start); }, "yes"},
       {"CHORUS_HOLD_WHEN_AHEAD", "0", "0", [](const config& c) { return str(c.pipeline.hold_when_ahead); }, "2"},
       {"CHORUS_DYNAMIC_PROCESS_SETS", "1", "1", [](const config& c) { return str(c.pipeline.dynamic_process_sets); }, "2"},

@@ -45,6 +45,7 @@ struct launcher {
     process_env env;
     env.rendezvous_port = port;
     env.rendezvous_timeout = 1500ms;
+    env.elastic_timeout = 0ms;
     env.job_secret = creds.secret;
     env.job_id = creds.job_id;
     env.elastic_worker = id;
@@ -68,6 +69,11 @@ TEST(ElasticRound, AssignmentsRoundTripAndBadOnesAreNamed) {
   ASSERT_FALSE(stop.ok());
   EXPECT_EQ(stop.error().code(), errc::rendezvous);
   EXPECT_EQ(stop.error().message(), "too few");
+  EXPECT_FALSE(elastic::removed(stop.error()));
+  auto leave = elastic::decode_assignment(elastic::encode_leave("2 slots for 3 workers"), 7, 4);
+  ASSERT_FALSE(leave.ok());
+  EXPECT_TRUE(elastic::removed(leave.error())) << leave.error().to_string();
+  EXPECT_EQ(leave.error().message(), "worker 7 was removed from the job by chorusrun in round 4: 2 slots for 3 workers");
 }
 
 TEST(ElasticRound, FirstJoinTakesTheNewestRoundAndALaterOneAsksForTheNext) {
@@ -117,6 +123,23 @@ TEST(ElasticRound, NoNewRoundEndsByTheRendezvousTimeout) {
   ASSERT_FALSE(joined.ok());
   EXPECT_LT(clock::now() - start, 2s);
   EXPECT_NE(joined.error().message().find("round after round 4"), std::string::npos);
+}
+
+// Below --min-np chorusrun may wait its --elastic-timeout for slots before it forms the next
+// round: a worker waits that long on top of its rendezvous timeout, and says so.
+TEST(ElasticRound, TheWaitForTheNextRoundTakesTheElasticTimeoutToo) {
+  launcher l;
+  auto env = l.worker(0);
+  env.rendezvous_timeout = 300ms;
+  env.elastic_timeout = 500ms;
+  auto start = clock::now();
+  auto joined = elastic::join_round(env, 4);
+  ASSERT_FALSE(joined.ok());
+  EXPECT_GE(clock::now() - start, 750ms);
+  EXPECT_LT(clock::now() - start, 3s);
+  EXPECT_NE(joined.error().message().find("waited 800 ms for the launcher to form the round after round 4"),
+            std::string::npos)
+      << joined.error().message();
 }
 
 TEST(ElasticRound, RanksOfARoundMeetUnderItsPrefixInTheLaunchersStore) {

@@ -351,6 +351,24 @@ TEST(ProcessEnv, RendezvousTimeout) {
                       {"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS='inf'"});
 }
 
+// An elastic worker waits for the next round as long as chorusrun may wait for slots
+// (--elastic-timeout, passed on under both names); other processes do not read it.
+TEST(ProcessEnv, ElasticTimeoutIsReadByElasticWorkersOnly) {
+  auto worker = read({{"CHORUS_ELASTIC_WORKER", "3"}, {"HOROVOD_ELASTIC_TIMEOUT", "2.5"}});
+  ASSERT_TRUE(worker.ok()) << worker.error().to_string();
+  EXPECT_EQ(worker->elastic_worker, 3);
+  EXPECT_EQ(worker->elastic_timeout, std::chrono::milliseconds(2500));
+  auto fallback = read({{"CHORUS_ELASTIC_WORKER", "0"}});
+  ASSERT_TRUE(fallback.ok()) << fallback.error().to_string();
+  EXPECT_EQ(fallback->elastic_timeout, std::chrono::milliseconds(600000));
+  expect_config_error({{"CHORUS_ELASTIC_WORKER", "0"}, {"CHORUS_ELASTIC_TIMEOUT_SECONDS", "0"}},
+                      {"CHORUS_ELASTIC_TIMEOUT_SECONDS='0'"});
+  expect_config_error({{"CHORUS_ELASTIC_WORKER", "0"}, {"CHORUS_ELASTIC_TIMEOUT_SECONDS", "5"},
+                       {"HOROVOD_ELASTIC_TIMEOUT", "6"}},
+                      {"HOROVOD_ELASTIC_TIMEOUT"});
+  EXPECT_TRUE(read({{"CHORUS_ELASTIC_TIMEOUT_SECONDS", "soon"}}).ok());  // not an elastic worker
+}
+
 TEST(ProcessEnv, MissingLocalVariablesAssumeOneHost) {
   auto env = read({{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}, {"CHORUS_RENDEZVOUS", "h:1"}});
   ASSERT_TRUE(env.ok()) << env.error().to_string();

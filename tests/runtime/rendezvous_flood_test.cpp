@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "tests/support/hostile_clients.hpp"
 #include "tests/support/rendezvous_env.hpp"
 
 namespace chorus {
@@ -26,24 +27,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
-
-/// A connected TCP socket to 127.0.0.1:port, or -1 (the store not listening yet, or it closed
-/// the connection at accept).
-int connect_to(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  timeval bound{1, 0};  // a connect stuck on a full backlog gives up after 1 s
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof bound);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 /// The flood: `silent` connections that never send a byte (held open until `release`), and
 /// `hostile` clients that each send one bad start and close. Retries a connection refused while
@@ -54,7 +37,7 @@ struct flood {
   void run(uint16_t port, int silent, int hostile) {
     const auto until = clock::now() + 3s;
     while (static_cast<int>(held.size()) < silent && clock::now() < until) {
-      int fd = connect_to(port);
+      int fd = testing::dial_loopback(port);
       if (fd < 0) {
         ++refused;
         std::this_thread::sleep_for(5ms);
@@ -63,16 +46,9 @@ struct flood {
       held.push_back(fd);
     }
     for (int i = 0; i < hostile; ++i) {
-      int fd = connect_to(port);
+      int fd = testing::dial_loopback(port);
       if (fd < 0) continue;
-      std::string bad;
-      switch (i % 3) {
-        case 0: bad.assign(64, '\xa5'); break;  // garbage where the hello goes
-        case 1: bad = std::string("\xff\xff\xff\x7f", 4) + "x"; break;  // a 2 GiB length prefix
-        default: break;                                                  // connect and close
-      }
-      if (!bad.empty()) (void)!::send(fd, bad.data(), bad.size(), MSG_NOSIGNAL);
-      ::close(fd);
+      testing::send_bad_start_and_close(fd, static_cast<testing::bad_start>(i % 3));
     }
   }
   ~flood() {

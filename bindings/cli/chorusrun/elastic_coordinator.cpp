@@ -67,7 +67,7 @@ status elastic_coordinator::set(const std::string& key, const std::string& value
   return {};
 }
 
-status elastic_coordinator::form_round(const std::vector<int>& workers) {
+status elastic_coordinator::form_round(const std::vector<int>& workers, const std::vector<leaving_worker>& leaving) {
   const int64_t next = round_ + 1;
   const int n = static_cast<int>(workers.size());
   for (int i = 0; i < n; ++i) {
@@ -75,12 +75,15 @@ status elastic_coordinator::form_round(const std::vector<int>& workers) {
                   elastic::encode_assignment(elastic::assignment{i, n, i, n}));
     if (!st) return st;
   }
+  for (const auto& w : leaving)
+    if (auto st = set(elastic::assign_key(next, w.id), elastic::encode_leave(w.why)); !st) return st;
   if (auto st = set(elastic::latest_key(), std::to_string(next)); !st) return st;
   if (round_ >= 0)
     if (auto st = set(elastic::next_key(round_), std::to_string(next)); !st) return st;
   round_ = next;
   want_seen_.reset();
-  CHORUS_LOG(info, "chorusrun", "elastic round formed round=" << round_ << " size=" << n);
+  CHORUS_LOG(info, "chorusrun", "elastic round formed round=" << round_ << " size=" << n
+                                                                << " leaving=" << leaving.size());
   return {};
 }
 

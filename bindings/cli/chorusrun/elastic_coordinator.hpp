@@ -1,7 +1,7 @@
 // chorusrun's side of an elastic job (--min-np/--max-np): the launcher serves the rendezvous
 // store itself, so no rank is special, and forms the job in numbered rounds there
-// (runtime/rendezvous/elastic_round.hpp lists the keys). The supervisor calls form_round when a
-// worker dies or asks for a new round, and end_job when too few workers are left.
+// (runtime/rendezvous/elastic_round.hpp lists the keys). The membership (elastic_membership.hpp)
+// calls form_round when the workers change, and end_job when too few are left.
 #pragma once
 
 #include <chrono>
@@ -29,10 +29,17 @@ class elastic_coordinator {
   static result<std::unique_ptr<elastic_coordinator>> start(const job_identity& job);
   ~elastic_coordinator();
 
+  /// A worker the launcher removed, told so in every round until it is gone, with why.
+  struct leaving_worker {
+    int id = -1;
+    std::string why;
+  };
+
   /// Forms the next round (the first call: round 0) of `workers` (their ids, ascending): worker
-  /// workers[i] gets rank i, all on this host. Publishes the assignments, then latest, then
-  /// next/<previous> (a worker that sees next/<r> finds latest at least as new).
-  status form_round(const std::vector<int>& workers);
+  /// workers[i] gets rank i, all on this host; each of `leaving` gets "leave <why>". Publishes
+  /// the assignments, then latest, then next/<previous> (a worker that sees next/<r> finds latest
+  /// at least as new).
+  status form_round(const std::vector<int>& workers, const std::vector<leaving_worker>& leaving = {});
 
   /// Forms a last round in which each of `workers` is told to stop, with `why`.
   status end_job(const std::vector<int>& workers, const std::string& why);

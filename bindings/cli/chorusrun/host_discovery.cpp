@@ -109,23 +109,18 @@ result<std::string> run_discovery_script(const std::string& script, std::chrono:
   return out;
 }
 
-int workers_wanted(const std::string& script, const std::string& this_host, std::chrono::milliseconds bound,
-                   int max_np, int live, const std::function<void(const std::string&)>& say_once) {
+std::optional<int> offered_slots(const std::string& script, const std::string& this_host,
+                                 std::chrono::milliseconds bound,
+                                 const std::function<void(const std::string&)>& say_once) {
   auto out = run_discovery_script(script, bound);
   auto hosts = out ? parse_discovery(*out, this_host) : result<discovered_hosts>(out.error());
   if (!hosts) {
     say_once(hosts.error().message() + "; keeping the workers as they are");
-    return live;
+    return std::nullopt;
   }
   for (const auto& h : hosts->other_hosts)
     say_once("--host-discovery-script offers host '" + h + "': elastic jobs use this host only for now");
-  const int wanted = std::min(hosts->local_slots, max_np);
-  if (wanted < live) {
-    say_once("--host-discovery-script offers " + std::to_string(hosts->local_slots) + " slot(s) here for " +
-             std::to_string(live) + " running worker(s); removing workers is not supported yet");
-    return live;
-  }
-  return wanted;
+  return hosts->local_slots;
 }
 
 rank_launch new_worker_launch(const rank_launch& first, int id) {

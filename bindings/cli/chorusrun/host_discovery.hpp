@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,12 +31,12 @@ result<discovered_hosts> parse_discovery(std::string_view text, const std::strin
 /// `bound` (then it is killed).
 result<std::string> run_discovery_script(const std::string& script, std::chrono::milliseconds bound);
 
-/// One discovery step of an elastic job: runs `script` and returns how many workers should run
-/// here: the slots it offers on this host, at most `max_np`, and never fewer than `live` (fewer
-/// slots than workers, a failing script and other hosts are reported through `say_once` and
-/// change nothing).
-int workers_wanted(const std::string& script, const std::string& this_host, std::chrono::milliseconds bound,
-                   int max_np, int live, const std::function<void(const std::string&)>& say_once);
+/// One discovery step of an elastic job: runs `script` and returns the slots it offers on this
+/// host; nullopt when the script failed or printed a bad line. Other hosts and failures are
+/// reported through `say_once` (what to do with the slots is elastic_policy.hpp's).
+std::optional<int> offered_slots(const std::string& script, const std::string& this_host,
+                                 std::chrono::milliseconds bound,
+                                 const std::function<void(const std::string&)>& say_once);
 
 /// The launch of a worker added later: `first`'s (a local elastic worker), with worker id `id`.
 rank_launch new_worker_launch(const rank_launch& first, int id);

@@ -4,6 +4,8 @@
 #include <map>
 #include <sstream>
 
+#include "runtime/config/variables.hpp"
+
 namespace chorus::chorusrun {
 namespace {
 
@@ -71,6 +73,13 @@ std::vector<std::pair<std::string, std::string>> job_variables(const launch_opti
   v.emplace_back("HOROVOD_HOSTNAME", p.host);
   if (opts.elastic()) {  // the worker id is its first rank; rounds renumber ranks, not workers
     v.emplace_back("CHORUS_ELASTIC_WORKER", std::to_string(p.rank));
+    // How long chorusrun may wait for slots, so a worker waits as long for the next round. Both
+    // names, alike: an alias inherited with another value would contradict it.
+    if (opts.elastic_timeout_seconds) {
+      const std::string seconds = cfg::number_text(*opts.elastic_timeout_seconds);
+      v.emplace_back("CHORUS_ELASTIC_TIMEOUT_SECONDS", seconds);
+      v.emplace_back("HOROVOD_ELASTIC_TIMEOUT", seconds);
+    }
   }
   return v;
 }

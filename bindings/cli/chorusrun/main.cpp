@@ -15,6 +15,7 @@
 #include "bindings/cli/chorusrun/options.hpp"
 #include "bindings/cli/chorusrun/shm_cleanup.hpp"
 #include "bindings/cli/chorusrun/supervisor.hpp"
+#include "runtime/config/reader.hpp"
 
 extern char** environ;
 
@@ -94,6 +95,16 @@ int main(int argc, char** argv) {
   if (auto st = check_options(*opts); !st.ok()) {
     write_text(2, "chorusrun: " + st.message() + "\n" + usage_text());
     return 2;
+  }
+  if (opts->elastic() && !opts->elastic_timeout_seconds) {
+    // horovodrun's convention: the option, else HOROVOD_ELASTIC_TIMEOUT (here also
+    // CHORUS_ELASTIC_TIMEOUT_SECONDS), else 600 s.
+    auto seconds = chorus::cfg::reader(chorus::cfg::process_lookup()).decimal("CHORUS_ELASTIC_TIMEOUT_SECONDS");
+    if (!seconds) {
+      write_text(2, "chorusrun: " + seconds.error().message() + "\n");
+      return 2;
+    }
+    opts->elastic_timeout_seconds = *seconds;
   }
   auto placements = plan_placements(*opts, this_host_name());
   if (!placements) {

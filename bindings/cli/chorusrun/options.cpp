@@ -152,12 +152,12 @@ result<launch_options> parse_options(std::span<const char* const> argv) {
       else opts.node_rank = *n;
       continue;
     }
-    if (name == "--timeout") {
+    if (name == "--timeout" || name == "--elastic-timeout") {
       auto v = take_value(name, inline_value);
       if (!v) return v.error();
       auto s = parse_positive_seconds(name, *v);
       if (!s) return s.error();
-      opts.timeout_seconds = *s;
+      (name == "--timeout" ? opts.timeout_seconds : opts.elastic_timeout_seconds) = *s;
       continue;
     }
     return usage_error("unknown option '" + std::string(arg) + "'");
@@ -191,11 +191,17 @@ status check_options(const launch_options& opts) {
   } else if (opts.node_rank != 0) {
     return usage_error("--node-rank needs --nnodes");
   }
+  if (opts.elastic_timeout_seconds && !opts.elastic())
+    return usage_error("--elastic-timeout needs an elastic job (--min-np, --max-np or --host-discovery-script)");
   if (opts.elastic()) {
     const int min_np = opts.min_np.value_or(opts.num_ranks), max_np = opts.max_np.value_or(opts.num_ranks);
     if (!(min_np <= opts.num_ranks && opts.num_ranks <= max_np))
       return usage_error("elastic mode needs --min-np <= -np <= --max-np, got " + std::to_string(min_np) + ", " +
                          std::to_string(opts.num_ranks) + ", " + std::to_string(max_np));
+    for (const auto& [name, value] : opts.extra_env)
+      if (name == "CHORUS_ELASTIC_TIMEOUT_SECONDS" || name == "HOROVOD_ELASTIC_TIMEOUT")
+        return usage_error("-x " + name + "=" + value + ": chorusrun sets " + name +
+                           " for elastic workers from --elastic-timeout; give that instead");
     if (!opts.hosts.empty() || opts.hostfile || opts.nnodes || opts.rendezvous)
       return usage_error("--min-np/--max-np run on this host only for now (no -H, --hostfile, --nnodes or "
                          "--rendezvous)");
@@ -232,7 +238,12 @@ std::string usage_text() {
          "                      others form a new round without it, as long as N are left\n"
          "  --host-discovery-script S\n"
          "                      elastic: run S every second ('host[:slots]' lines; this host only\n"
-         "                      for now) and start workers for new slots, up to --max-np\n"
+         "                      for now); start workers for new slots, up to --max-np, and stop\n"
+         "                      the highest worker ids when it offers fewer, down to --min-np\n"
+         "  --elastic-timeout SECONDS\n"
+         "                      elastic with S: below --min-np, wait this long for S to offer\n"
+         "                      slots before ending the job (default 600, or\n"
+         "                      CHORUS_ELASTIC_TIMEOUT_SECONDS / HOROVOD_ELASTIC_TIMEOUT)\n"
          "  --no-prefix         do not prefix output lines with [rank]\n"
          "  -h, --help          print this help\n"
          "\n"

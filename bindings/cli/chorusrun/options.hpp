@@ -31,6 +31,9 @@ struct launch_options {
   std::optional<int> min_np;              // --min-np: elastic; the job ends below this many workers
   std::optional<int> max_np;              // --max-np: elastic; at most this many workers
   std::optional<std::string> discovery_script;  // --host-discovery-script: elastic; slots to fill
+  // --elastic-timeout: elastic with a discovery script; how long to wait below --min-np for
+  // slots. Unset after parsing: main takes CHORUS_ELASTIC_TIMEOUT_SECONDS (HOROVOD_ELASTIC_TIMEOUT).
+  std::optional<double> elastic_timeout_seconds;
 
   /// True with --min-np, --max-np or --host-discovery-script: a dying worker does not end the
   /// job (elastic_coordinator).

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 
+#include "bindings/cli/chorusrun/elastic_membership.hpp"
 #include "bindings/cli/chorusrun/job_env.hpp"
 #include "bindings/cli/chorusrun/launch_plan.hpp"
 #include "bindings/cli/chorusrun/options.hpp"
@@ -17,24 +18,22 @@ struct supervisor_config {
   // Time the ranks get between SIGTERM (or a forwarded SIGINT) and SIGKILL.
   std::chrono::milliseconds kill_grace{3000};
   // Elastic mode (--min-np/--max-np) when set: a failing rank does not stop the job; the
-  // coordinator forms a new round of the workers left (or ends the job below --min-np).
+  // membership (elastic_membership.hpp) forms a new round of the workers left, waits for slots,
+  // or ends the job below --min-np.
   elastic_coordinator* elastic = nullptr;
   // Elastic mode: how long workers told to stop get to exit on their own before SIGTERM.
   std::chrono::milliseconds elastic_end_grace{10000};
-  // Elastic mode: how long a worker's request for a new round waits, so that a death behind it
-  // is reaped first and left out of the new round.
-  std::chrono::milliseconds elastic_settle{500};
-  // Elastic mode with --host-discovery-script: how often the script runs, and its time bound.
-  std::chrono::milliseconds discovery_interval{1000};
-  std::chrono::milliseconds discovery_bound{5000};
+  // Elastic mode: the membership's timings (requests, discovery, removed workers).
+  elastic_timing elastic_timings;
   // This host's name, for the discovery script's lines.
   std::string host_name;
 };
 
 /// Runs the job to the end and returns the exit status for chorusrun:
 ///  - 0 when every rank exited 0 (elastic mode: every rank of the last round; ranks lost before
-///    it do not count);
-///  - 1 in elastic mode when fewer than --min-np workers were left;
+///    it, and workers removed because the discovery script offered fewer slots, do not count);
+///  - 1 in elastic mode when fewer than --min-np workers were left (after --elastic-timeout,
+///    with a discovery script);
 ///  - the first failing rank's exit status if in 1..255, else 1 (killed by a signal);
 ///  - 128 + signal number when chorusrun got SIGINT or SIGTERM first;
 ///  - 124 when --timeout expired first;

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "module_support.hpp"
+#include "runtime/rendezvous/elastic_round.hpp"
 
 namespace py = pybind11;
 using namespace chorus;
@@ -24,6 +25,7 @@ namespace {
 struct exception_types {
   py::object internal;  // HorovodInternalError: the job failed (peer lost, shutdown, ...)
   py::object argument;  // ChorusArgumentError (ValueError and RuntimeError): bad arguments
+  py::object removed;   // WorkerRemovedError (a RuntimeError): chorusrun removed this worker
 };
 
 exception_types& types() {
@@ -84,8 +86,8 @@ op_options wire_options(int compression_code, int nan_check_code) {
   switch (st.code()) {
     case errc::invalid_argument:
     case errc::mismatch: cls = types().argument.ptr(); break;
-    case errc::config:
-    case errc::rendezvous: cls = PyExc_RuntimeError; break;
+    case errc::config: cls = PyExc_RuntimeError; break;
+    case errc::rendezvous: cls = elastic::removed(st) ? types().removed.ptr() : PyExc_RuntimeError; break;
     default: cls = types().internal.ptr(); break;
   }
   PyErr_SetString(cls, st.to_string().c_str());
@@ -104,6 +106,7 @@ PYBIND11_MODULE(_chorus_torch, m) {
   auto exc = py::module_::import("chorus.common.exceptions");
   types().internal = exc.attr("HorovodInternalError");
   types().argument = exc.attr("ChorusArgumentError");
+  types().removed = exc.attr("WorkerRemovedError");
 
   m.def(
       "init",

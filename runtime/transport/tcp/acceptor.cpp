@@ -30,6 +30,7 @@ struct acceptor::pending {
   unique_fd fd;
   std::string who;
   clock::time_point accepted;
+  clock::time_point on_thread{};  // when a handshake thread took it
   stage at = stage::silent;
   clock::time_point deadline() const { return accepted + handshake_timeout; }
 };
@@ -83,6 +84,10 @@ void acceptor::run() {
       timeout_ms = static_cast<int>(std::max<long long>(
           0, std::chrono::duration_cast<std::chrono::milliseconds>(silent_.front()->deadline() - clock::now()).count() +
                  1));
+    {
+      std::lock_guard lock(mu_);  // connections wait for a thread: look again soon (free_stuck_threads)
+      if (!queue_.empty() && (timeout_ms < 0 || timeout_ms > 50)) timeout_ms = 50;
+    }
     int rc = ::poll(fds.data(), fds.size(), timeout_ms);
     if (rc < 0) continue;
     if (fds[1].revents) return;
@@ -115,6 +120,7 @@ void acceptor::sort_silent(const std::vector<short>& revents) {
       }
     }
     silent_ = std::move(still);
+    free_stuck_threads(now, expired);
     // A thread for each queued connection that no idle one will take, up to the bound (a new
     // thread counts as idle only once it runs, so this may start more than needed, never more
     // than max_handshakes).
@@ -194,6 +200,24 @@ std::optional<acceptor::refusal> acceptor::evict_oldest() {
   return r;
 }
 
+void acceptor::free_stuck_threads(clock::time_point now, std::vector<refusal>& out) {
+  if (queue_.empty() || idle_workers_ > 0 || static_cast<int>(workers_.size()) < max_handshakes) return;
+  for (std::size_t n = queue_.size(); n > 0; --n) {
+    pending_ptr oldest;
+    for (const auto& p : handshaking_)
+      if (p->at == pending::stage::handshaking && now - p->on_thread >= stuck_handshake &&
+          (!oldest || p->on_thread < oldest->on_thread))
+        oldest = p;
+    if (!oldest) return;
+    out.emplace_back(oldest->who, "held a handshake thread for " + std::to_string(ms_since(oldest->on_thread)) +
+                                      " ms while " + std::to_string(queue_.size()) +
+                                      " connections waited for one (a real handshake takes milliseconds)");
+    ::shutdown(oldest->fd.get(), SHUT_RDWR);  // its thread sees the socket end and takes the next
+    end(*oldest);
+    ++evicted_;
+  }
+}
+
 void acceptor::end(pending& p) {
   if (p.at == pending::stage::ended) return;
   p.at = pending::stage::ended;
@@ -210,6 +234,7 @@ void acceptor::work() {
     pending_ptr p = std::move(queue_.front());
     queue_.pop_front();
     p->at = pending::stage::handshaking;
+    p->on_thread = clock::now();
     handshaking_.insert(p);
     lock.unlock();
     handle(p);

@@ -9,6 +9,8 @@
 //      in steps 1-2 at once: a newcomer that finds them all taken evicts the one that has been
 //      there longest (a real client takes milliseconds, so silent ones go; one that is evicted
 //      anyway dials again: peer_dial.hpp).
+//   4. When every handshake thread is busy and connections that spoke wait for one, a handshake
+//      that has held its thread for stuck_handshake (a client stalled mid-hello) is ended.
 // Every thread sleeps in poll(2) or on a condition variable and costs nothing while idle.
 #pragma once
 
@@ -35,6 +37,9 @@ class acceptor {
   /// Connections accepted and not yet through their handshake (silent, queued or handshaking);
   /// a newcomer that finds them all taken evicts the oldest.
   static constexpr std::size_t max_pending = 64;
+  /// A handshake on its thread this long, while every thread is busy and others wait, is ended
+  /// (a client stalled mid-hello; a real one takes milliseconds and dials again if it was slow).
+  static constexpr std::chrono::milliseconds stuck_handshake{500};
   /// How long one client may take for its handshake, from accept.
   static constexpr std::chrono::seconds handshake_timeout{5};
 
@@ -66,6 +71,10 @@ class acceptor {
   void sort_silent(const std::vector<short>& revents);
   /// Accepts one connection; false when the accept thread should stop.
   bool accept_one();
+  /// Every handshake thread busy while connections that spoke wait for one: ends the handshakes
+  /// that have held their thread for stuck_handshake, oldest first, one per waiting connection
+  /// (mu_ held); what to log goes to `out`.
+  void free_stuck_threads(clock::time_point now, std::vector<refusal>& out);
   /// Ends the oldest pending connection to make room (mu_ held); what to log, if one was found.
   std::optional<refusal> evict_oldest();
   /// Marks `p` ended and frees its slot (mu_ held).

@@ -33,15 +33,17 @@ TEST(host_discovery, a_script_runs_within_its_bound) {
   EXPECT_NE(slow.error().message().find("longer than 200 ms"), std::string::npos);
 }
 
-TEST(host_discovery, fewer_slots_or_a_failing_script_change_nothing_and_are_said_once_each) {
+TEST(host_discovery, offered_slots_are_this_hosts_and_failures_and_other_hosts_are_said_once) {
   std::vector<std::string> said;
   auto say = [&](const std::string& m) { said.push_back(m); };
-  EXPECT_EQ(workers_wanted("echo localhost:4; echo far:2", "here", 5s, 3, 2, say), 3);  // capped by --max-np
+  EXPECT_EQ(offered_slots("echo localhost:4; echo far:2", "here", 5s, say), 4);
+  ASSERT_EQ(said.size(), 1u);
   EXPECT_NE(said.at(0).find("'far'"), std::string::npos);
-  EXPECT_EQ(workers_wanted("echo localhost:1", "here", 5s, 3, 2, say), 2);
-  EXPECT_NE(said.back().find("not supported yet"), std::string::npos);
-  EXPECT_EQ(workers_wanted("exit 1", "here", 5s, 3, 2, say), 2);
+  EXPECT_EQ(offered_slots("echo localhost:1", "here", 5s, say), 1);  // fewer: elastic_policy's to judge
+  EXPECT_EQ(offered_slots("exit 1", "here", 5s, say), std::nullopt);
   EXPECT_NE(said.back().find("keeping the workers"), std::string::npos);
+  EXPECT_EQ(offered_slots("echo localhost:x", "here", 5s, say), std::nullopt);
+  EXPECT_NE(said.back().find("'localhost:x'"), std::string::npos);
 }
 
 TEST(host_discovery, a_new_worker_starts_like_the_first_with_its_own_id) {

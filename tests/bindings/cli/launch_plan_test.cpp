@@ -206,6 +206,12 @@ TEST(options, elastic_bounds_and_scope) {
   EXPECT_NE(check({"-np", "2", "--min-np", "1", "-H", "a:1,b:1", "p"}).find("this host only"), std::string::npos);
   EXPECT_NE(check({"-np", "1", "--min-np", "1", "-x", "CHORUS_ELASTIC_WORKER=3", "p"}).find("per rank"),
             std::string::npos);
+  EXPECT_EQ(check({"-np", "2", "--min-np", "1", "--elastic-timeout", "2.5", "p"}), "");
+  EXPECT_NE(check({"-np", "2", "--elastic-timeout", "5", "p"}).find("needs an elastic job"), std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--min-np", "1", "--elastic-timeout", "0", "p"}).find("positive number of seconds"),
+            std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--min-np", "1", "-x", "HOROVOD_ELASTIC_TIMEOUT=3", "p"}).find("--elastic-timeout"),
+            std::string::npos);
 }
 
 TEST(launch_plan, elastic_workers_get_their_id_and_no_rank_serves_the_store) {
@@ -223,6 +229,14 @@ TEST(launch_plan, elastic_workers_get_their_id_and_no_rank_serves_the_store) {
     EXPECT_EQ(env.count("CHORUS_RENDEZVOUS_FD"), 0u);
     EXPECT_EQ(l.inherit_fd, -1);
   }
+  // The wait for slots (main fills it in from the option or the environment) reaches the workers
+  // under both names, so an alias inherited with another value cannot contradict it.
+  auto timed = parse({"-np", "2", "--min-np", "1", "--elastic-timeout", "7.5", "python3", "t.py"});
+  auto with_timeout = plan_launch(timed, job, *p, {"PATH=/usr/bin", "HOROVOD_ELASTIC_TIMEOUT=99"}, "/w");
+  ASSERT_TRUE(with_timeout);
+  auto env = as_map((*with_timeout)[1].env);
+  EXPECT_EQ(env["CHORUS_ELASTIC_TIMEOUT_SECONDS"], "7.5");
+  EXPECT_EQ(env["HOROVOD_ELASTIC_TIMEOUT"], "7.5");
   auto plain = plan_launch(parse({"-np", "2", "p"}), job, *p, {"PATH=/usr/bin"}, "/w");
   ASSERT_TRUE(plain);
   EXPECT_EQ(as_map((*plain)[0].env).count("CHORUS_ELASTIC_WORKER"), 0u);

@@ -22,3 +22,9 @@ class ChorusArgumentError(ValueError, RuntimeError):
     pending) or found when the ranks compared their tensors (shape, dtype or op differ across
     ranks). Both a ValueError and a RuntimeError, so code written for either Horovod behaviour
     catches it."""
+
+
+class WorkerRemovedError(RuntimeError):
+    """Raised by init() in an elastic job when chorusrun removed this worker (its host
+    discovery script offers fewer slots than workers run). hvd.elastic.run ends the process
+    with exit status 0 on it; chorusrun does not count the worker's exit either way."""

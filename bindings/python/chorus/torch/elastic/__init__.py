@@ -6,9 +6,11 @@ next operation raises HorovodInternalError, `run` restores the last commit, shut
 init()s into the launcher's next round (new size, new ranks, new mesh) and carries on. Outside
 such a job, a reset is shutdown() and init() of the same job."""
 
+import sys
+
 from chorus.common.elastic import State, run_fn
 from chorus.common.elastic import ObjectState as _ObjectState
-from chorus.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+from chorus.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt, WorkerRemovedError
 from chorus.torch.basics import init, rank, shutdown
 from chorus.torch.elastic.sampler import ElasticSampler
 from chorus.torch.elastic.state import TorchState, _agree_max, _current_round, _latest_round
@@ -35,8 +37,16 @@ def run(func):
 
 
 def _reset():
+    """shutdown() and init() into the launcher's next round. A worker that chorusrun removed (its
+    discovery script offers fewer slots than workers run) has no place there: it ends here, with
+    exit status 0 (SystemExit, so `finally` blocks run), as Horovod's removed workers end."""
     shutdown()
-    init()
+    try:
+        init()
+    except WorkerRemovedError as e:
+        sys.stderr.write("chorus: %s; this worker ends here\n" % e)
+        sys.stderr.flush()
+        raise SystemExit(0)
 
 
 def check_host_updates(state):
@@ -46,4 +56,4 @@ def check_host_updates(state):
 
 
 __all__ = ["ElasticSampler", "HorovodInternalError", "HostsUpdatedInterrupt", "ObjectState", "Sampler", "State",
-           "TorchState", "check_host_updates", "run"]
+           "TorchState", "WorkerRemovedError", "check_host_updates", "run"]

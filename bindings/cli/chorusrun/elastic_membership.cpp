@@ -1,0 +1,203 @@
+// The membership of an elastic job, step by step (elastic_membership.hpp):
+//  1. A worker exits: removed ones are forgotten; exit 0 marks the job as finishing; anything
+//     else is a change (2).
+//  2. A change: at least --min-np workers left, a new round of them; fewer, with a discovery
+//     script, a wait of up to --elastic-timeout for slots (the workers wait in init()); else,
+//     or when the wait runs out, every worker is told to stop and the job ends with status 1.
+//  3. Discovery (every interval): more slots, new workers and a round with them; fewer, the
+//     highest ids are told to leave (a "leave" assignment in the new round: they end at their
+//     next commit, with SIGTERM after leave_grace), never below --min-np.
+#include "bindings/cli/chorusrun/elastic_membership.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+
+#include "bindings/cli/chorusrun/elastic_coordinator.hpp"
+#include "bindings/cli/chorusrun/elastic_policy.hpp"
+#include "bindings/cli/chorusrun/host_discovery.hpp"
+#include "runtime/config/variables.hpp"
+#include "runtime/core/log.hpp"
+
+namespace chorus::chorusrun {
+namespace {
+
+std::string ids_text(const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) s += (s.empty() ? "" : ", ") + std::to_string(id);
+  return s;
+}
+
+std::string ranks_left(size_t n) { return std::to_string(n) + " rank(s) left"; }
+
+}  // namespace
+
+elastic_membership::elastic_membership(const launch_options& opts, const elastic_timing& timing,
+                                       std::string host_name, elastic_coordinator& store,
+                                       std::vector<int> workers, membership_hooks hooks)
+    : min_np_(opts.min_np.value_or(opts.num_ranks)),
+      max_np_(opts.max_np.value_or(opts.num_ranks)),
+      script_(opts.discovery_script),
+      timeout_seconds_(opts.elastic_timeout_seconds.value_or(600)),
+      timing_(timing),
+      host_name_(std::move(host_name)),
+      store_(store),
+      hooks_(std::move(hooks)),
+      active_(std::move(workers)),
+      next_id_(active_.empty() ? 0 : active_.back() + 1) {}
+
+// Step 1.
+void elastic_membership::on_exit(int worker, int wait_status, const std::string& how) {
+  if (ended_) return;
+  if (leaving_.erase(worker) > 0) {
+    CHORUS_LOG(info, "chorusrun", "removed worker ended worker=" << worker << " how=\"" << how << "\"");
+    return;
+  }
+  auto it = std::find(active_.begin(), active_.end(), worker);
+  if (it == active_.end()) return;
+  active_.erase(it);
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
+    finishing_ = true;
+    return;
+  }
+  change("rank " + std::to_string(worker) + " " + how);
+}
+
+void elastic_membership::tick() {
+  if (ended_) return;
+  const auto now = clock::now();
+  enforce_leave_deadlines(now);
+  if (wait_until_ && now >= *wait_until_) {
+    end(ranks_left(active_.size()) + ", fewer than " + min_np_text() +
+        ", and --host-discovery-script offered no slots for more within --elastic-timeout " +
+        cfg::number_text(timeout_seconds_) + " s: ending the job");
+    return;
+  }
+  // While waiting for slots the workers' requests are what the wait serves.
+  if (!wait_until_ && store_.wants_new_round(timing_.settle)) change("a rank asked for a new round");
+  if (!ended_ && script_ && !finishing_ && now >= next_discovery_) discover(now);
+}
+
+elastic_membership::clock::time_point elastic_membership::next_wakeup() const {
+  auto next = clock::now() + std::chrono::milliseconds(100);
+  if (ended_) return next;
+  if (script_ && !finishing_) next = std::min(next, next_discovery_);
+  if (wait_until_) next = std::min(next, *wait_until_);
+  for (const auto& [id, l] : leaving_)
+    if (l.due) next = std::min(next, *l.due);
+  return next;
+}
+
+// Step 2.
+void elastic_membership::change(const std::string& cause) {
+  const auto now = clock::now();
+  const bool can_wait = script_ && !finishing_ && !active_.empty();
+  const bool waited_out = wait_until_ && now >= *wait_until_;
+  switch (decide_after_change(static_cast<int>(active_.size()), min_np_, can_wait, waited_out)) {
+    case after_change::form_round:
+      form(cause);
+      return;
+    case after_change::wait_for_slots:
+      if (wait_until_) {
+        hooks_.say(cause + "; " + ranks_left(active_.size()) + ", still waiting for slots");
+        return;
+      }
+      wait_until_ = now + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_seconds_));
+      next_discovery_ = now;  // look for slots at once
+      hooks_.say(cause + "; " + ranks_left(active_.size()) + ", fewer than " + min_np_text() +
+                 ": waiting up to --elastic-timeout " + cfg::number_text(timeout_seconds_) +
+                 " s for --host-discovery-script to offer slots");
+      return;
+    case after_change::end_job:
+      end(cause + "; " + ranks_left(active_.size()) + ", fewer than " + min_np_text() + ": ending the job");
+      return;
+  }
+}
+
+void elastic_membership::form(const std::string& cause) {
+  std::vector<elastic_coordinator::leaving_worker> told;
+  for (const auto& [id, l] : leaving_) told.push_back({id, l.why});
+  if (auto st = store_.form_round(active_, told); !st) {
+    ended_ = true;
+    hooks_.say("cannot form a new round: " + st.message() + "; stopping the job");
+    hooks_.end_job(false);
+    return;
+  }
+  wait_until_.reset();
+  hooks_.say(cause + "; elastic round " + std::to_string(store_.round()) + " goes on with " +
+             std::to_string(active_.size()) + " rank(s)");
+}
+
+void elastic_membership::end(const std::string& what) {
+  ended_ = true;
+  hooks_.say(what);
+  std::vector<int> everyone = active_;
+  for (const auto& [id, l] : leaving_) everyone.push_back(id);
+  if (auto st = store_.end_job(everyone, "chorusrun: " + what); !st) {
+    hooks_.say("cannot tell the ranks to stop: " + st.message() + "; stopping them");
+    hooks_.end_job(false);
+    return;
+  }
+  hooks_.end_job(true);
+}
+
+// Step 3.
+void elastic_membership::discover(clock::time_point now) {
+  next_discovery_ = now + timing_.discovery_interval;
+  auto offered = offered_slots(*script_, host_name_, timing_.discovery_bound,
+                               [this](const std::string& m) { say_once(m); });
+  if (!offered) return;
+  const auto plan = plan_slots(active_, *offered, min_np_, max_np_);
+  if (plan.kept_for_min_np > 0)
+    say_once("--host-discovery-script offers " + std::to_string(*offered) + " slot(s) here for " +
+             std::to_string(active_.size()) + " worker(s); " + min_np_text() + " keeps " +
+             std::to_string(plan.kept_for_min_np) + " more than that");
+  if (!plan.remove.empty()) {
+    remove(plan.remove, *offered);
+    return;
+  }
+  int added = 0;
+  for (; added < plan.start; ++added) {
+    const int id = next_id_++;
+    if (!hooks_.start_worker(id)) break;
+    active_.push_back(id);  // the highest id yet: active_ stays ascending
+  }
+  if (added > 0) change("host discovery added " + std::to_string(added) + " worker(s)");
+}
+
+void elastic_membership::remove(const std::vector<int>& ids, int offered) {
+  const std::string why = "--host-discovery-script offers " + std::to_string(offered) + " slot(s) for " +
+                          std::to_string(active_.size()) + " worker(s)";
+  const auto due = clock::now() + timing_.leave_grace;
+  for (int id : ids) {
+    active_.erase(std::find(active_.begin(), active_.end(), id));
+    leaving_[id] = leaving{why, due, 0};
+  }
+  form(why + ": worker(s) " + ids_text(ids) + " leave (the highest ids; each at its next commit, SIGTERM after " +
+       cfg::number_text(std::chrono::duration<double>(timing_.leave_grace).count()) + " s)");
+}
+
+void elastic_membership::enforce_leave_deadlines(clock::time_point now) {
+  for (auto& [id, l] : leaving_) {
+    if (!l.due || now < *l.due) continue;
+    if (l.signals_sent == 0) {
+      hooks_.say("worker " + std::to_string(id) + " was told to leave and still runs; sending SIGTERM");
+      hooks_.signal_worker(id, SIGTERM);
+      l.due = now + timing_.kill_grace;
+    } else {
+      hooks_.say("worker " + std::to_string(id) + " outlived SIGTERM; sending SIGKILL");
+      hooks_.signal_worker(id, SIGKILL);
+      l.due.reset();
+    }
+    ++l.signals_sent;
+  }
+}
+
+void elastic_membership::say_once(const std::string& message) {
+  if (said_.insert(message).second) hooks_.say(message);
+}
+
+std::string elastic_membership::min_np_text() const { return "--min-np " + std::to_string(min_np_); }
+
+}  // namespace chorus::chorusrun

@@ -1,0 +1,199 @@
+// chorusrun's elastic membership (elastic_membership.hpp) against a real elastic store on
+// 127.0.0.1, with a fake supervisor (hooks that record) and real discovery scripts: surplus
+// workers told to leave and signalled when they stay, the wait below --min-np ending in new
+// workers or in the end of the job, and no wait without a script. What a worker reads is read
+// as a worker reads it (elastic::join_round). Timings are shortened; every wait is bounded.
+#include "bindings/cli/chorusrun/elastic_membership.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "bindings/cli/chorusrun/elastic_coordinator.hpp"
+#include "bindings/cli/chorusrun/job_env.hpp"
+#include "bindings/cli/chorusrun/launch_plan.hpp"
+#include "runtime/env/process_env.hpp"
+#include "runtime/rendezvous/elastic_round.hpp"
+
+using namespace chorus;
+using namespace chorus::chorusrun;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int exit_0 = 0;          // waitpid status of exit(0)
+constexpr int killed_by_9 = SIGKILL;  // waitpid status of death by SIGKILL
+
+// A store served as chorusrun serves it, a slots file behind a discovery script, and a
+// supervisor that only records what it is asked.
+struct fixture {
+  launch_options opts;
+  job_identity job;
+  std::unique_ptr<elastic_coordinator> store;
+  std::string slots_file;
+  std::vector<std::string> said;
+  std::vector<int> started;
+  std::vector<std::pair<int, int>> signalled;  // (worker, signal)
+  std::optional<bool> ended;                   // end_job's `told`
+  std::unique_ptr<elastic_membership> m;
+
+  fixture(int np, int min_np, int max_np, bool script, double timeout_s = 600) {
+    opts.num_ranks = np;
+    opts.min_np = min_np;
+    opts.max_np = max_np;
+    opts.elastic_timeout_seconds = timeout_s;
+    char name[] = "/tmp/chorus-membership-XXXXXX";
+    int fd = ::mkstemp(name);
+    EXPECT_GE(fd, 0);
+    ::close(fd);
+    slots_file = name;
+    offer(np);
+    if (script) opts.discovery_script = "echo localhost:$(cat " + slots_file + ")";
+    auto places = plan_placements(opts, "here");
+    EXPECT_TRUE(places);
+    auto j = make_job_identity(opts, *places);
+    EXPECT_TRUE(j) << (j ? "" : j.error().message());
+    job = *j;
+    auto s = elastic_coordinator::start(job);
+    EXPECT_TRUE(s) << (s ? "" : s.error().message());
+    store = std::move(*s);
+    std::vector<int> workers;
+    for (int r = 0; r < np; ++r) workers.push_back(r);
+    EXPECT_TRUE(store->form_round(workers).ok());
+    elastic_timing t;
+    t.settle = 20ms;
+    t.discovery_interval = 30ms;
+    t.discovery_bound = 2s;
+    t.leave_grace = 200ms;
+    t.kill_grace = 100ms;
+    membership_hooks h;
+    h.say = [this](const std::string& s) { said.push_back(s); };
+    h.start_worker = [this](int id) {
+      started.push_back(id);
+      return true;
+    };
+    h.signal_worker = [this](int id, int sig) { signalled.emplace_back(id, sig); };
+    h.end_job = [this](bool told) { ended = told; };
+    m = std::make_unique<elastic_membership>(opts, t, "here", *store, workers, h);
+  }
+  ~fixture() { std::remove(slots_file.c_str()); }
+
+  void offer(int n) {
+    std::ofstream(slots_file) << n << "\n";
+  }
+
+  // Ticks until `done` or `bound` passed; returns done().
+  template <class F>
+  bool tick_until(F done, std::chrono::milliseconds bound = 3000ms) {
+    auto end = clock_type::now() + bound;
+    while (!done() && clock_type::now() < end) {
+      m->tick();
+      std::this_thread::sleep_for(5ms);
+    }
+    return done();
+  }
+
+  bool said_with(const std::string& part) const {
+    for (const auto& s : said)
+      if (s.find(part) != std::string::npos) return true;
+    return false;
+  }
+
+  // What worker `id` finds in the newest round, as its init() would.
+  result<process_env> join(int id) const {
+    std::map<std::string, std::string> vars = {{"CHORUS_RENDEZVOUS", job.rendezvous},
+                                               {"CHORUS_JOB_SECRET", job.secret},
+                                               {"CHORUS_JOB_ID", job.job_id},
+                                               {"CHORUS_RANK", "0"},
+                                               {"CHORUS_SIZE", "1"},
+                                               {"CHORUS_ELASTIC_WORKER", std::to_string(id)},
+                                               {"CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "0.5"}};
+    auto env = read_process_env([&](const char* n) -> const char* {
+      auto it = vars.find(n);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    });
+    if (!env) return env.error();
+    return elastic::join_round(*env, -1);
+  }
+};
+
+TEST(elastic_membership, fewer_slots_remove_the_highest_id_which_is_told_to_leave) {
+  fixture f(3, 2, 3, true);
+  f.offer(2);
+  ASSERT_TRUE(f.tick_until([&] { return f.store->round() == 1; })) << "no round without the surplus worker";
+  EXPECT_TRUE(f.said_with("offers 2 slot(s) for 3 worker(s): worker(s) 2 leave")) << testing::PrintToString(f.said);
+  auto kept = f.join(1);
+  ASSERT_TRUE(kept) << kept.error().to_string();
+  EXPECT_EQ(kept->size, 2);
+  EXPECT_EQ(kept->rank, 1);
+  auto gone = f.join(2);
+  ASSERT_FALSE(gone);
+  EXPECT_TRUE(elastic::removed(gone.error())) << gone.error().to_string();
+  // It leaves by itself (exit 0 or not): nothing else changes, and it is not signalled.
+  f.m->on_exit(2, exit_0, "exited with status 0");
+  f.tick_until([] { return false; }, 400ms);
+  EXPECT_EQ(f.store->round(), 1);
+  EXPECT_TRUE(f.signalled.empty());
+  EXPECT_FALSE(f.ended);
+  // Worker 1 dies now: the job is below --min-np 2 and waits for slots (2 offered: none missing
+  // for the one left, so one is started and a round formed with it).
+  f.m->on_exit(1, killed_by_9, "was killed by signal 9");
+  ASSERT_TRUE(f.tick_until([&] { return f.store->round() == 2; }));
+  EXPECT_EQ(f.started, (std::vector<int>{3}));  // a fresh id, never a removed one's
+  auto fresh = f.join(3);
+  ASSERT_TRUE(fresh) << fresh.error().to_string();
+  EXPECT_EQ(fresh->size, 2);
+}
+
+TEST(elastic_membership, a_removed_worker_that_stays_gets_sigterm_then_sigkill_and_min_np_holds) {
+  fixture f(3, 2, 3, true);
+  f.offer(1);  // one slot: --min-np 2 keeps two workers
+  ASSERT_TRUE(f.tick_until([&] { return f.signalled.size() >= 2; }));
+  EXPECT_EQ(f.signalled, (std::vector<std::pair<int, int>>{{2, SIGTERM}, {2, SIGKILL}}));
+  EXPECT_TRUE(f.said_with("--min-np 2 keeps 1 more than that")) << testing::PrintToString(f.said);
+  EXPECT_EQ(f.store->round(), 1);
+  EXPECT_TRUE(f.join(0));
+  EXPECT_TRUE(f.join(1));
+  f.m->on_exit(2, killed_by_9, "was killed by signal 9");  // its exit does not count
+  f.tick_until([] { return false; }, 200ms);
+  EXPECT_EQ(f.store->round(), 1);
+  EXPECT_FALSE(f.ended);
+}
+
+TEST(elastic_membership, below_min_np_the_job_waits_for_slots_and_ends_when_none_come) {
+  fixture f(2, 2, 3, true, 0.4);
+  f.offer(1);
+  f.m->on_exit(1, killed_by_9, "was killed by signal 9");
+  EXPECT_TRUE(f.said_with("1 rank(s) left, fewer than --min-np 2: waiting up to --elastic-timeout 0.4 s"))
+      << testing::PrintToString(f.said);
+  EXPECT_FALSE(f.ended);
+  auto start = clock_type::now();
+  ASSERT_TRUE(f.tick_until([&] { return f.ended.has_value(); }));
+  EXPECT_GE(clock_type::now() - start, 300ms);
+  EXPECT_TRUE(*f.ended);
+  EXPECT_TRUE(f.started.empty());
+  auto told = f.join(0);
+  ASSERT_FALSE(told);
+  EXPECT_NE(told.error().message().find("no slots for more within --elastic-timeout 0.4 s"), std::string::npos)
+      << told.error().to_string();
+}
+
+TEST(elastic_membership, without_a_script_below_min_np_ends_at_once) {
+  fixture f(2, 2, 2, false);
+  f.m->on_exit(0, killed_by_9, "was killed by signal 9");
+  ASSERT_TRUE(f.ended.has_value());
+  EXPECT_TRUE(*f.ended);
+  EXPECT_TRUE(f.said_with("rank 0 was killed by signal 9; 1 rank(s) left, fewer than --min-np 2: ending the job"));
+  auto told = f.join(1);
+  ASSERT_FALSE(told);
+  EXPECT_FALSE(elastic::removed(told.error()));
+}
+
+}  // namespace

@@ -1,0 +1,144 @@
+// Test helper: one child process of a test (fork and exec, the test's environment plus
+// overrides, stdout and stderr to files), polled or waited for with a hard deadline and
+// killed by its own pid (SIGKILL) at that deadline or when the object goes. run_bounded()
+// runs a program to its end that way; local_job.hpp starts a job's ranks with it.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace chorus::testing {
+
+/// The whole file at `path` ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// How a child ended, as far as it has.
+struct exit_status {
+  bool exited = false;     ///< exited normally, with exit_code
+  int exit_code = -1;
+  int signal = 0;          ///< killed by this signal
+  bool timed_out = false;  ///< still running at its deadline, then killed
+  bool ended() const { return exited || signal != 0; }
+};
+
+class child_process {
+ public:
+  using env_map = std::map<std::string, std::string>;
+  using clock = std::chrono::steady_clock;
+
+  /// Starts argv[0] (a path) with `argv`, the test's environment with `env` set over it, and
+  /// stdout to `out_path`, stderr to `err_path` ("": the same file). `dir`: its working folder
+  /// ("": the test's). A failed exec exits 127 after saying why in that file.
+  child_process(const std::vector<std::string>& argv, const env_map& env, const std::string& out_path,
+                const std::string& err_path = "", const std::string& dir = "") {
+    pid_ = ::fork();
+    if (pid_ != 0) return;
+    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = err_path.empty() ? out : ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    if (!dir.empty() && ::chdir(dir.c_str()) != 0) std::perror("chdir");
+    for (auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    std::perror("execv");
+    ::_exit(127);
+  }
+
+  child_process(child_process&& o) noexcept : pid_(std::exchange(o.pid_, -1)), status_(o.status_) {}
+  child_process& operator=(child_process&&) = delete;
+  child_process(const child_process&) = delete;
+  ~child_process() { kill_now(false); }
+
+  pid_t pid() const { return pid_; }
+  const exit_status& status() const { return status_; }
+  void signal(int sig) {
+    if (pid_ > 0 && !status_.ended()) ::kill(pid_, sig);
+  }
+
+  /// Whether it has ended (reaps it if it just did).
+  bool poll() {
+    if (status_.ended() || pid_ <= 0) return true;
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) != pid_) return false;
+    record(st);
+    return true;
+  }
+
+  /// Waits until it ends or `end` passes; whether it ended. Kills nothing.
+  bool wait_until(clock::time_point end) {
+    while (!poll()) {
+      if (clock::now() >= end) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  }
+
+  /// SIGKILL and reap unless it has ended; `timed_out` marks it as killed at its deadline.
+  const exit_status& kill_now(bool timed_out) {
+    if (pid_ > 0 && !poll()) {
+      ::kill(pid_, SIGKILL);
+      int st = 0;
+      ::waitpid(pid_, &st, 0);
+      record(st);
+      status_.timed_out = timed_out;
+    }
+    return status_;
+  }
+
+ private:
+  void record(int st) {
+    if (WIFEXITED(st)) {
+      status_.exited = true;
+      status_.exit_code = WEXITSTATUS(st);
+    } else if (WIFSIGNALED(st)) {
+      status_.signal = WTERMSIG(st);
+    }
+  }
+
+  pid_t pid_ = -1;
+  exit_status status_;
+};
+
+struct bounded_run {
+  exit_status status;
+  std::string out;  ///< stdout (and stderr, unless asked apart)
+  std::string err;  ///< stderr when asked apart
+};
+
+/// Runs `argv` to its end, killed after `limit`; its output goes through files in `scratch`
+/// (tool.out, tool.err). `apart`: stderr kept apart from stdout.
+inline bounded_run run_bounded(const std::vector<std::string>& argv, const std::string& scratch,
+                               std::chrono::milliseconds limit, bool apart = false, const child_process::env_map& env = {}) {
+  const std::string out = scratch + "/tool.out", err = apart ? scratch + "/tool.err" : "";
+  bounded_run r;
+  {
+    child_process p(argv, env, out, err);
+    if (!p.wait_until(child_process::clock::now() + limit)) p.kill_now(true);
+    r.status = p.status();
+  }
+  r.out = read_file(out);
+  if (apart) r.err = read_file(err);
+  return r;
+}
+
+}  // namespace chorus::testing
