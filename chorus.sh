@@ -15,10 +15,11 @@
 #                               the same, N executions per target however long they take
 #   ./chorus.sh fuzz --seeds    rewrites tests/fuzz/corpus with the real encoders
 #   ./chorus.sh bench [args]    chorus-bench allreduce under chorusrun, with Gloo beside it
-#   ./chorus.sh bench --emulated-hosts H [--ranks-per-host L] [--link R] [--flow R]
-#                     [--slow-fraction F] [allreduce options]
+#   ./chorus.sh bench --emulated-hosts H [--ranks-per-host L] [--op allreduce|allgather]
+#                     [--link R] [--flow R] [--slow-fraction F] [allreduce options]
 #                               the same across H emulated hosts (bench/hosts/hosts.sh, root):
-#                               RESULT chorus_hosts / gloo_hosts lines, and RESULT link_hosts H
+#                               RESULT chorus_hosts / gloo_hosts lines (--op allgather:
+#                               chorus_{hier_,flat_,}allgather_hosts), and RESULT link_hosts H
 #                               <flow_GBps> <link_GBps> computed from the shaping
 #   ./chorus.sh bench-autotune [-np N | --emulated-hosts H [--ranks-per-host L] [--link R] [--flow R]
 #                     [--slow-fraction F]] [--log FILE] [--plot PNG] [autotune options]

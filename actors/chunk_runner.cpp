@@ -205,6 +205,19 @@ void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(c
       op = make_ring_allgather(w.sequence, stream, rank, size, w.job->gathered.data(), *counts, w.type, segment);
       break;
     }
+    case chunk_algo::hier_allgather: {
+      // Fusion chose it only for the job's own set (job ranks), so the hosts' ranks are the op's.
+      auto counts = prepare_gather(*w.job, rank, size);
+      if (!counts) {
+        done(counts.error());
+        return;
+      }
+      std::vector<hier_block> blocks;
+      for (const auto& b : slices_of(*counts, elem)) blocks.push_back({b.offset, b.length});
+      op = make_hier_allgather(w.sequence, stream, comm_.hosts(), rank, w.job->gathered.data(), blocks, w.type,
+                               segment);
+      break;
+    }
     case chunk_algo::reducescatter: {
       const auto& job = *w.job;
       auto slices = split_rows(static_cast<std::size_t>(job.ops.front().spec.shape[0]), job.row_bytes, size);

@@ -1,7 +1,7 @@
 // How a sender actor runs one chunk: chunk_runner builds the chunk op a chunk_work asks for
-// (ring allreduce, recursive doubling, broadcast, ring allgather, ring reduce-scatter,
-// alltoall) on the sender's stream and
-// hands it to the data plane. Tests replace it with a runner that holds chunks until told.
+// (ring allreduce, recursive doubling, hierarchical allreduce, broadcast, ring or hierarchical
+// allgather, ring reduce-scatter, alltoall) on the sender's stream and hands it to the data
+// plane. Tests replace it with a runner that holds chunks until told.
 // comm_runner's done callbacks run on the data plane's I/O thread; they only ever post an
 // actor message (chunk_ran), through a gate that shutdown closes before the actors go away.
 #pragma once

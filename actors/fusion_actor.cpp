@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "actors/bucket_ranges.hpp"
+#include "runtime/collectives/hier_allgather.hpp"
 #include "runtime/collectives/stream_board.hpp"
 #include "runtime/collectives/wire_ring_op.hpp"
 #include "runtime/collectives/scatter_plan.hpp"
@@ -46,25 +47,6 @@ chunk_algo allreduce_algo(const fusion_config& c, std::size_t bytes) {
     case allreduce_choice::ring: break;
   }
   return chunk_algo::ring_allreduce;
-}
-
-/// What the allreduce chunks of a bucket run, for metrics and the trace: "ring",
-/// "hier_sharded", ... joined by '+' when chunks differ; empty for other collectives.
-std::string algorithm_of(const std::vector<chunk_work>& works) {
-  std::string out;
-  std::vector<const char*> seen;
-  for (const auto& w : works) {
-    const char* name = w.algo == chunk_algo::ring_allreduce       ? "ring"
-                       : w.algo == chunk_algo::exchange_allreduce ? "recursive_doubling"
-                       : w.algo == chunk_algo::hier_sharded       ? "hier_sharded"
-                       : w.algo == chunk_algo::hier_leader        ? "hier_leader"
-                                                                  : nullptr;
-    if (!name) return {};
-    if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
-    seen.push_back(name);
-    out += (out.empty() ? "" : "+") + std::string(name);
-  }
-  return out;
 }
 
 /// Points job->data at the buffer the collective runs on.
@@ -187,7 +169,8 @@ void dispatch(self_ptr self) {
       continue;
     }
     if (w.sequence >= s.oldest_unfinished + s.cfg.start_window) break;
-    const bool counted = w.algo == chunk_algo::allgather_data || w.algo == chunk_algo::alltoall_data;
+    const bool counted = w.algo == chunk_algo::allgather_data || w.algo == chunk_algo::hier_allgather ||
+                         w.algo == chunk_algo::alltoall_data;
     if (counted && s.oldest_unfinished < w.sequence) break;
     if (!counted && w.algo != chunk_algo::allgather_counts && w.algo != chunk_algo::alltoall_counts)
       ready_chunk(s, s.waiting.front());
@@ -203,6 +186,26 @@ void dispatch(self_ptr self) {
 }
 
 }  // namespace
+
+std::string algorithm_of(const std::vector<chunk_work>& works) {
+  std::string out;
+  std::vector<const char*> seen;
+  for (const auto& w : works) {
+    if (w.algo == chunk_algo::allgather_counts) continue;
+    const char* name = w.algo == chunk_algo::ring_allreduce       ? "ring"
+                       : w.algo == chunk_algo::exchange_allreduce ? "recursive_doubling"
+                       : w.algo == chunk_algo::hier_sharded       ? "hier_sharded"
+                       : w.algo == chunk_algo::hier_leader        ? "hier_leader"
+                       : w.algo == chunk_algo::allgather_data     ? name_of(allgather_choice::ring)
+                       : w.algo == chunk_algo::hier_allgather     ? name_of(allgather_choice::hier)
+                                                                  : nullptr;
+    if (!name) return {};
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+    seen.push_back(name);
+    out += (out.empty() ? "" : "+") + std::string(name);
+  }
+  return out;
+}
 
 std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> plan_batch(fusion_state& s,
                                                                                          const batch_agreed& b) {
@@ -252,7 +255,14 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       job->first_dims[static_cast<std::size_t>(grank)] = job->ops.front().first_dim;
       chunk_work counts{s.next_sequence++, chunk_algo::allgather_counts, nullptr,
                         static_cast<std::size_t>(gsize) * sizeof(int64_t), dtype::i64, reduce_op::sum, 0, job};
-      chunk_work rows{s.next_sequence++, chunk_algo::allgather_data, nullptr, 0, spec.type, reduce_op::sum, 0, job};
+      // The rows by the hierarchy where it pays (hier_allgather.hpp); process sets, CUDA tensors,
+      // compression and the NaN/Inf check keep the flat ring (wire_ring_op.hpp).
+      static const host_groups no_hosts;
+      const bool flat = spec.process_set != 0 || job->on_device() || bk.wire_mode != 0;
+      const bool hier = !flat && choose_allgather(s.cfg.hierarchical, s.cfg.hosts ? *s.cfg.hosts : no_hosts) ==
+                                     allgather_choice::hier;
+      chunk_work rows{s.next_sequence++, hier ? chunk_algo::hier_allgather : chunk_algo::allgather_data, nullptr, 0,
+                      spec.type, reduce_op::sum, 0, job};
       works.push_back(std::move(counts));
       works.push_back(std::move(rows));
     } else if (bk.kind == fusable_kind::alltoall) {

@@ -56,7 +56,8 @@ struct fusion_config {
   /// (host staging overlaps copies and network by chunks).
   bool device_whole = false;
   /// CHORUS_HIERARCHICAL and the job's hosts (null: flat algorithms only): host allreduce
-  /// chunks run what choose_allreduce (runtime/collectives/hier_schedule.hpp) says.
+  /// chunks run what choose_allreduce (runtime/collectives/hier_schedule.hpp) says, allgather
+  /// rows what choose_allgather (hier_allgather.hpp) says.
   hier_mode hierarchical = hier_mode::off;
   std::shared_ptr<const host_groups> hosts;
   /// The job's process sets (null: the global set only): a bucket of another set runs among
@@ -99,6 +100,11 @@ void apply_switch(fusion_state& s, const tunables_switch& sw);
 /// Exposed for tests; the actor calls it and then dispatches.
 std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> plan_batch(fusion_state& s,
                                                                                          const batch_agreed& b);
+
+/// What a bucket's chunks run, for metrics and the trace (telemetry::bucket_event::algorithm):
+/// "ring", "hier_sharded", ... joined by '+' when chunks differ; "ring_allgather" or
+/// "hier_allgather" (its counts chunk is not counted); empty for other collectives.
+std::string algorithm_of(const std::vector<chunk_work>& works);
 
 caf::behavior fusion_actor(caf::stateful_actor<fusion_state>* self, fusion_config cfg);
 

@@ -92,6 +92,7 @@ enum class chunk_algo : uint8_t {
   alltoall_data,     ///< alltoall_op of the rows; starts only after its counts chunk ended
   hier_sharded,      ///< hier_op, sharded variant (runtime/collectives/hier_schedule.hpp)
   hier_leader,       ///< hier_op, leader variant
+  hier_allgather,    ///< allgather_data by hier_op over hier_allgather.hpp's steps (same start rule)
 };
 
 /// One bucket in flight: the plan, its ops, the buffer the collective runs on. Shared by

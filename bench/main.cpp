@@ -6,6 +6,8 @@
 //       chorus and gloo, all adds floor: a bare-socket ring of two ranks (bench/floor);
 //       --variants adds Chorus with compression on the wire / the NaN check (chorus_fp16_tcp,
 //       chorus_bf16_tcp, chorus_nancheck_tcp; busbw in the caller's float32 bytes)
+//   chorus-bench allgather [--sizes 4K,64M] [--streams S] [--chunk-bytes B] [--segment-bytes B]
+//       communicator::allgather under auto, hierarchical and flat (bench/allgather_bench.hpp)
 //   chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace]
 //       ResNet-50 gradients through the actor pipeline vs the bare collectives; --metrics adds
 //       as many steps with Prometheus metrics on, interleaved (RESULT pipeline_metrics ...);
@@ -35,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/allgather_bench.hpp"
 #include "bench/allreduce_protocol.hpp"
 #include "bench/floor/tcp_floor.hpp"
 #include "runtime/config/config.hpp"
@@ -97,6 +100,7 @@ struct options {
                "usage: chorus-bench allreduce [--impl chorus|gloo|floor|both|all] [--sizes 4K,64K,1M,16M,64M]\n"
                "                              [--streams S] [--chunk-bytes B] [--segment-bytes B] [--hierarchical]\n"
                "                              [--variants none,fp16,bf16,nancheck]\n"
+               "       chorus-bench allgather [--sizes 4K,64M] [--streams S] [--chunk-bytes B] [--segment-bytes B]\n"
                "       chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace]\n"
                "       chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]\n"
                "                                [--tensors T] [--threads X] [--busy-poll]   (one process)\n"
@@ -363,6 +367,11 @@ int main(int argc, char** argv) {
   try {
     if (o.mode == "allreduce") return run_allreduce(o, *env);
     if (o.mode == "demo") return run_demo(*env);
+    if (o.mode == "allgather") {
+      auto comm = communicator::create(*env);
+      if (!comm) throw std::runtime_error(comm.error().to_string());
+      return bench::run_allgather_bench(**comm, o.sizes);
+    }
     if (o.mode == "pipeline") {
 #ifdef CHORUS_WITH_PIPELINE
       auto comm = communicator::create(*env);

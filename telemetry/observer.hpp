@@ -70,7 +70,8 @@ struct bucket_event {
   std::string kind;                   ///< "allreduce", "broadcast", "allgather", ...
   std::vector<std::string> tensors;   ///< member names, in plan order
   /// Allreduce buckets: the algorithm of its chunks ("ring", "recursive_doubling",
-  /// "hier_sharded", "hier_leader"; several joined by '+'); empty for other collectives.
+  /// "hier_sharded", "hier_leader"; several joined by '+'); allgather buckets:
+  /// "ring_allgather" or "hier_allgather"; empty for other collectives.
   std::string algorithm;
 };
 

@@ -2,11 +2,13 @@
 # `./chorus.sh bench --emulated-hosts H ...`: chorus-bench allreduce (Chorus and Gloo, same run,
 # same shaped network) across H emulated hosts of L ranks each, started by chorusrun -H with the
 # namespace launcher. Prints chorus-bench's RESULT lines with kinds chorus_hosts (CHORUS_HIERARCHICAL
-# decides, auto by default), chorus_hier_hosts and chorus_flat_hosts (forced on, off) and gloo_hosts,
+# decides, auto by default), chorus_hier_hosts and chorus_flat_hosts (forced on, off) and gloo_hosts;
+# with --op allgather, chorus-bench allgather instead: chorus_allgather_hosts,
+# chorus_hier_allgather_hosts and chorus_flat_allgather_hosts (no Gloo peer);
 # then "RESULT link_hosts H <flow_GBps> <link_GBps>": the payload rates one flow and one link
 # allow, computed from the shaping (rate x 1448/1514 for TCP in 1500-byte frames), not measured.
-#   bench_hosts.sh BUILD_DIR H [--ranks-per-host L] [--link R] [--flow R] [--slow R]
-#                  [--slow-fraction F] [chorus-bench allreduce options]
+#   bench_hosts.sh BUILD_DIR H [--ranks-per-host L] [--op allreduce|allgather] [--link R] [--flow R]
+#                  [--slow R] [--slow-fraction F] [chorus-bench allreduce / allgather options]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/shape.sh"
@@ -14,6 +16,7 @@ build_dir="$1"; shift
 hosts="${1:-}"; shift || true
 [[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 2 ] || { echo "bench --emulated-hosts: H must be 2 or more, got '$hosts'" >&2; exit 2; }
 per_host=1
+op=allreduce
 shape_defaults
 parse_shaping "bench --emulated-hosts" "$@" || exit 2
 link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction"
@@ -22,10 +25,16 @@ bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks-per-host) per_host="${2:-}"; shift 2 ;;
+    --op) op="${2:-}"; shift 2 ;;
     *) bench_args+=("$1"); shift ;;
   esac
 done
 [[ "$per_host" =~ ^[1-9][0-9]*$ ]] || { echo "--ranks-per-host must be a positive integer, got '$per_host'" >&2; exit 2; }
+case "$op" in
+  allreduce) mode=(allreduce --hierarchical) ;;
+  allgather) mode=(allgather) ;;
+  *) echo "--op must be allreduce or allgather, got '$op'" >&2; exit 2 ;;
+esac
 why="$("$here/hosts.sh" check)" || { echo "bench --emulated-hosts: $why" >&2; exit 77; }
 
 # Runs inside `hosts.sh run`, which sets CHORUS_HOSTS_ADDRS and removes the hosts afterwards.
@@ -34,9 +43,8 @@ inner() {
   list="$(echo "$CHORUS_HOSTS_ADDRS" | sed "s/,/:$per_host,/g"):$per_host"
   "$build_dir/bindings/cli/chorusrun" -np $((hosts * per_host)) -H "$list" \
     --launcher "$here/hosts.sh exec {host}" --timeout 1200 -- \
-    "$build_dir/bench/chorus-bench" allreduce --hierarchical "${bench_args[@]}" |
-    sed -u 's/RESULT chorus_tcp /RESULT chorus_hosts /; s/RESULT chorus_\([a-z0-9]*\)_tcp /RESULT chorus_\1_hosts /;
-            s/RESULT gloo_tcp /RESULT gloo_hosts /'
+    "$build_dir/bench/chorus-bench" $BENCH_MODE "${bench_args[@]}" |
+    sed -u 's/RESULT \([a-z0-9_]*\)_tcp /RESULT \1_hosts /'
   local rc=${PIPESTATUS[0]}
   echo "RESULT link_hosts $hosts $(payload_gbytes "$flow") $(payload_gbytes "$link")"
   echo "# link_hosts: computed from the shaping (link=$link flow=$flow slow=$slow slow-fraction=$fraction), payload GB/s"
@@ -44,7 +52,7 @@ inner() {
 }
 export -f inner payload_gbytes rate_bits
 export build_dir hosts per_host here link flow slow fraction
-export BENCH_ARGS="${bench_args[*]:-}"
+export BENCH_ARGS="${bench_args[*]:-}" BENCH_MODE="${mode[*]}"
 shaping_args
 exec "$here/hosts.sh" run "$hosts" "${shape_args[@]}" -- \
   bash -c 'bench_args=($BENCH_ARGS); inner' 

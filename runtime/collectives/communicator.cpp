@@ -242,8 +242,15 @@ void communicator::broadcast_async(void* data, std::size_t count, dtype t, int r
   launch(std::move(jobs), std::move(done));
 }
 
-void communicator::allgather_async(const void* in, void* out, std::vector<std::size_t> counts, dtype t,
-                                   callback done) {
+allgather_choice communicator::choose_allgather(allreduce_algorithm algo) const {
+  const hier_mode mode = algo == allreduce_algorithm::hierarchical ? hier_mode::on
+                         : algo == allreduce_algorithm::automatic  ? opts_.hierarchical
+                                                                   : hier_mode::off;
+  return chorus::choose_allgather(mode, hosts());
+}
+
+void communicator::allgather_async(const void* in, void* out, std::vector<std::size_t> counts, dtype t, callback done,
+                                   allreduce_algorithm algo) {
   if (static_cast<int>(counts.size()) != size()) {
     done(status{errc::invalid_argument, "allgather: " + std::to_string(counts.size()) + " counts for " +
                                             std::to_string(size()) + " ranks"});
@@ -253,14 +260,25 @@ void communicator::allgather_async(const void* in, void* out, std::vector<std::s
   for (int r = 0; r < rank(); ++r) before += counts[r];
   auto* mine = static_cast<std::byte*>(out) + before * e;
   if (counts[rank()] && mine != in) std::memmove(mine, in, counts[rank()] * e);
-  // One chunk: the ring moves each rank's block; large blocks are pipelined by segments.
-  uint64_t seq = next_sequence_++;
-  std::size_t total = 0;
-  for (auto c : counts) total += c * e;
+  // One chunk per window of every rank's block (identical on every rank: same counts), so the
+  // blocks go over every stream; each chunk pipelines its blocks by segments.
+  const bool hier = choose_allgather(algo) == allgather_choice::hier;
+  auto slices = slices_of(counts, e);
   std::vector<chunk_job> jobs;
-  jobs.push_back({seq, total, [=, r = rank(), n = size(), segment = opts_.segment_bytes](int stream) {
-                    return make_ring_allgather(seq, stream, r, n, out, counts, t, segment);
-                  }});
+  const int r = rank(), n = size();
+  const std::size_t segment = opts_.segment_bytes;
+  for (const auto& w : scatter_windows(slices, e, opts_.chunk_bytes, n)) {
+    uint64_t seq = next_sequence_++;
+    auto win = window_of(slices, w);
+    std::size_t bytes = 0;
+    for (const auto& b : win) bytes += b.length;
+    jobs.push_back({seq, bytes, [=, this](int stream) -> std::unique_ptr<chunk_op> {
+                      if (!hier) return make_ring_allgather(seq, stream, r, n, out, win, t, segment);
+                      std::vector<hier_block> blocks;
+                      for (const auto& b : win) blocks.push_back({b.offset, b.length});
+                      return make_hier_allgather(seq, stream, hosts(), r, out, blocks, t, segment);
+                    }});
+  }
   launch(std::move(jobs), std::move(done));
 }
 
@@ -350,8 +368,9 @@ status communicator::broadcast(void* data, std::size_t count, dtype t, int root)
   return wait([&](callback cb) { broadcast_async(data, count, t, root, std::move(cb)); });
 }
 
-status communicator::allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t) {
-  return wait([&](callback cb) { allgather_async(in, out, std::move(counts), t, std::move(cb)); });
+status communicator::allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t,
+                               allreduce_algorithm algo) {
+  return wait([&](callback cb) { allgather_async(in, out, std::move(counts), t, std::move(cb), algo); });
 }
 
 status communicator::reducescatter(void* data, std::vector<std::size_t> counts, dtype t, reduce_op op) {

@@ -14,6 +14,7 @@
 #include "runtime/collectives/chunk_scheduler.hpp"
 #include "runtime/collectives/direct_allreduce.hpp"
 #include "runtime/collectives/engine.hpp"
+#include "runtime/collectives/hier_allgather.hpp"
 #include "runtime/collectives/hier_schedule.hpp"
 #include "runtime/collectives/stream_board.hpp"
 #include "runtime/collectives/wire_ring_op.hpp"
@@ -104,7 +105,14 @@ class communicator {
   void allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire, callback done);
   void broadcast_async(void* data, std::size_t count, dtype t, int root, callback done);
   /// `out` receives counts[r] elements from each rank r, in rank order; `in` holds counts[rank()].
-  void allgather_async(const void* in, void* out, std::vector<std::size_t> counts, dtype t, callback done);
+  /// Counts identical on every rank. Cut into chunks that each move a window of every rank's
+  /// block (scatter_plan.hpp), spread over the streams; each chunk runs the flat ring or the
+  /// hierarchical allgather (hier_allgather.hpp) as choose_allgather() says: `algo` flat or
+  /// hierarchical forces the hierarchy off or on, anything else leaves it to CHORUS_HIERARCHICAL.
+  void allgather_async(const void* in, void* out, std::vector<std::size_t> counts, dtype t, callback done,
+                       allreduce_algorithm algo = allreduce_algorithm::automatic);
+  /// What allgather_async runs under `algo`.
+  allgather_choice choose_allgather(allreduce_algorithm algo) const;
   /// Reduce-scatter in place: `data` holds counts[r] elements for each rank r, in rank order
   /// (counts identical on every rank). Every slice serves as scratch; at the end ours (at
   /// element sum(counts[0..rank()))) holds the reduction over all ranks (average: divided by
@@ -129,7 +137,8 @@ class communicator {
   }
   status allreduce(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire);
   status broadcast(void* data, std::size_t count, dtype t, int root);
-  status allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t);
+  status allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t,
+                   allreduce_algorithm algo = allreduce_algorithm::automatic);
   status reducescatter(void* data, std::vector<std::size_t> counts, dtype t, reduce_op op);
   status alltoall(const void* in, std::vector<std::size_t> send_counts, void* out,
                   std::vector<std::size_t> recv_counts, dtype t);

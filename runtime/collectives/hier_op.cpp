@@ -1,25 +1,43 @@
-// The hierarchical allreduce state machine: segments gated by phase (hier_gate), held frames,
-// waiting sends, segment forwarding.
+// The hierarchical allreduce and allgather state machine: segments gated by phase (hier_gate),
+// held frames, waiting sends, segment forwarding.
 #include "runtime/collectives/hier_op.hpp"
 
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/collectives/hier_allgather.hpp"
 #include "runtime/collectives/reduce.hpp"
 
 namespace chorus {
 
+namespace {
+// The shape of the groups, for layout tags: identical on every rank.
+uint64_t shape_of(const host_groups& g) {
+  uint64_t shape = 0;
+  for (const auto& h : g.hosts) shape = shape * 131 + h.size();
+  return shape;
+}
+}  // namespace
+
 hier_op::hier_op(uint64_t sequence, int stream, const host_groups& g, int rank, void* data, std::size_t count,
                  dtype t, reduce_op op, std::size_t segment_bytes, allreduce_choice variant)
+    : hier_op(sequence, stream,
+              variant == allreduce_choice::hier_leader ? hier_leader_steps(g, rank, count, size_of(t))
+                                                       : hier_sharded_steps(g, rank, count, size_of(t)),
+              data, count * size_of(t), t, op, segment_bytes,
+              op == reduce_op::average ? static_cast<int>(g.host_of.size()) : 1,
+              variant == allreduce_choice::hier_leader ? 21u : 20u, shape_of(g) * 8191 + g.host_of.size()) {}
+
+hier_op::hier_op(uint64_t sequence, int stream, std::vector<hier_step> steps, void* data, std::size_t total_bytes,
+                 dtype t, reduce_op op, std::size_t segment_bytes, int divisor, uint64_t layout, uint64_t shape)
     : chunk_op(sequence, stream),
       base_(static_cast<std::byte*>(data)),
-      total_bytes_(count * size_of(t)),
-      steps_(variant == allreduce_choice::hier_leader ? hier_leader_steps(g, rank, count, size_of(t))
-                                                      : hier_sharded_steps(g, rank, count, size_of(t))),
+      total_bytes_(total_bytes),
+      steps_(std::move(steps)),
       gate_(steps_),
       dtype_(t),
       op_(op),
-      divisor_(op == reduce_op::average ? static_cast<int>(g.host_of.size()) : 1) {
+      divisor_(divisor) {
   const std::size_t e = size_of(t);
   segment_bytes_ = std::max(e, segment_bytes / e * e);
   step_left_.resize(steps_.size());
@@ -36,11 +54,8 @@ hier_op::hier_op(uint64_t sequence, int stream, const host_groups& g, int rank, 
       for (std::size_t done = 0; done < s.send.length; done += segment_bytes_)
         waiting_.push_back({i, s.send.offset + done, std::min(segment_bytes_, s.send.length - done)});
   }
-  // Identical on every rank: the variant, the data, and the shape of the groups.
-  uint64_t shape = 0;
-  for (const auto& h : g.hosts) shape = shape * 131 + h.size();
-  set_layout({variant == allreduce_choice::hier_leader ? 21u : 20u, static_cast<uint64_t>(t),
-              static_cast<uint64_t>(op), total_bytes_, segment_bytes_, g.host_of.size(), shape});
+  // Identical on every rank: the step-list builder, the data, and the shape of the groups.
+  set_layout({layout, static_cast<uint64_t>(t), static_cast<uint64_t>(op), total_bytes_, segment_bytes_, shape});
 }
 
 void hier_op::start(transport& t) {
@@ -151,6 +166,19 @@ std::unique_ptr<chunk_op> make_hier_allreduce(uint64_t sequence, int stream, con
                                               void* data, std::size_t count, dtype t, reduce_op op,
                                               std::size_t segment_bytes, allreduce_choice variant) {
   return std::make_unique<hier_op>(sequence, stream, g, rank, data, count, t, op, segment_bytes, variant);
+}
+
+std::unique_ptr<chunk_op> make_hier_allgather(uint64_t sequence, int stream, const host_groups& g, int rank, void* out,
+                                              const std::vector<hier_block>& blocks, dtype t,
+                                              std::size_t segment_bytes) {
+  std::size_t total = 0;
+  uint64_t shape = shape_of(g);
+  for (const auto& b : blocks) {
+    total = std::max(total, b.offset + b.length);
+    shape = shape * 1000003 + b.length;
+  }
+  return std::make_unique<hier_op>(sequence, stream, hier_allgather_steps(g, rank, blocks), out, total, t,
+                                   reduce_op::sum, segment_bytes, 1, 22, shape);
 }
 
 }  // namespace chorus

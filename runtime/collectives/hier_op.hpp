@@ -1,4 +1,5 @@
-// Hierarchical allreduce of one chunk (hier_schedule.hpp's steps) as a chunk op: driven frame
+// Hierarchical allreduce or allgather of one chunk (hier_schedule.hpp's, hier_allgather.hpp's
+// steps) as a chunk op: driven frame
 // by frame on the I/O thread like ring_op, never blocking. Phases follow each other segment by
 // segment, not chunk by chunk (hier_gate.hpp): a segment goes on to the cross-host ring once the
 // host has reduced it, and to the allgather inside the host once it is final, while the rest of
@@ -24,6 +25,10 @@ class hier_op final : public chunk_op {
   /// Frames are at most `segment_bytes` (hier_segment_bytes picks it for a chunk).
   hier_op(uint64_t sequence, int stream, const host_groups& g, int rank, void* data, std::size_t count, dtype t,
           reduce_op op, std::size_t segment_bytes, allreduce_choice variant);
+  /// Any step list over `total_bytes` of `data` (an allgather's: no step reduces). `layout`
+  /// goes into the layout tag with the sizes; it must differ between step-list builders.
+  hier_op(uint64_t sequence, int stream, std::vector<hier_step> steps, void* data, std::size_t total_bytes, dtype t,
+          reduce_op op, std::size_t segment_bytes, int divisor, uint64_t layout, uint64_t shape);
 
   void start(transport& t) override;
   std::byte* destination(int peer, const wire::frame_header& h) override;
@@ -71,5 +76,11 @@ class hier_op final : public chunk_op {
 std::unique_ptr<chunk_op> make_hier_allreduce(uint64_t sequence, int stream, const host_groups& g, int rank,
                                               void* data, std::size_t count, dtype t, reduce_op op,
                                               std::size_t segment_bytes, allreduce_choice variant);
+
+/// Hierarchical allgather of one chunk (hier_allgather.hpp): blocks[r] is where rank r's block
+/// lies in `out`; ours is in place already.
+std::unique_ptr<chunk_op> make_hier_allgather(uint64_t sequence, int stream, const host_groups& g, int rank, void* out,
+                                              const std::vector<hier_block>& blocks, dtype t,
+                                              std::size_t segment_bytes);
 
 }  // namespace chorus

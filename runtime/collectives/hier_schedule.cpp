@@ -9,9 +9,7 @@
 namespace chorus {
 namespace {
 
-struct range {
-  std::size_t offset = 0, length = 0;
-};
+using range = hier_block;
 
 // Element range [lo, hi) of `parts` equal parts of [first, first + count), as bytes.
 range part_of(std::size_t first, std::size_t count, int parts, int b, std::size_t elem) {
@@ -21,25 +19,24 @@ range part_of(std::size_t first, std::size_t count, int parts, int b, std::size_
 
 hier_transfer to(int peer, range r, uint16_t wire) { return {peer, r.offset, r.length, wire}; }
 
-// Appends the ring steps `ring` (ring_schedule.hpp) of `members` at our position `pos`, block
-// b lying at blocks[b]; every step after the first forwards what the one before received.
-void append_ring(std::vector<hier_step>& out, int phase, int round, const std::vector<int>& members, int pos,
-                 const std::vector<range>& blocks, const std::vector<ring_step>& ring) {
+}  // namespace
+
+void append_ring(std::vector<hier_step>& out, int phase, uint16_t wire_base, const std::vector<int>& members, int pos,
+                 const std::vector<hier_block>& blocks, const std::vector<ring_step>& ring) {
   const int n = static_cast<int>(members.size());
   const int right = members[static_cast<std::size_t>((pos + 1) % n)];
   const int left = members[static_cast<std::size_t>((pos + n - 1) % n)];
   for (std::size_t g = 0; g < ring.size(); ++g) {
+    const auto wire = static_cast<uint16_t>(wire_base + g);
     hier_step s;
     s.phase = phase;
-    s.send = to(right, blocks[static_cast<std::size_t>(ring[g].send_block)], hier_wire(phase, round, static_cast<int>(g)));
+    s.send = to(right, blocks[static_cast<std::size_t>(ring[g].send_block)], wire);
     s.forward = g > 0;
-    s.recv = to(left, blocks[static_cast<std::size_t>(ring[g].recv_block)], hier_wire(phase, round, static_cast<int>(g)));
+    s.recv = to(left, blocks[static_cast<std::size_t>(ring[g].recv_block)], wire);
     s.reduce = ring[g].reduce;
     out.push_back(s);
   }
 }
-
-}  // namespace
 
 int host_groups::max_local() const {
   std::size_t m = 0;
@@ -98,7 +95,7 @@ std::vector<hier_step> hier_sharded_steps(const host_groups& g, int rank, std::s
     for (int k = 0; k < rounds; ++k) {
       std::vector<range> blocks(static_cast<std::size_t>(l));
       for (int b = 0; b < l; ++b) blocks[static_cast<std::size_t>(b)] = shard(k * l + (b + l - 1) % l);
-      append_ring(out, 0, k, mine, i, blocks, ring_reducescatter_steps(i, l));
+      append_ring(out, 0, hier_wire(0, k, 0), mine, i, blocks, ring_reducescatter_steps(i, l));
     }
   // Phase 1: every shard we own, allreduced by the ring of its owners (one per host).
   if (H > 1)
@@ -108,14 +105,14 @@ std::vector<hier_step> hier_sharded_steps(const host_groups& g, int rank, std::s
       std::size_t first = block_begin(count, S, s), n = block_begin(count, S, s + 1) - first;
       std::vector<range> blocks;
       for (int b = 0; b < H; ++b) blocks.push_back(part_of(first, n, H, b, elem));
-      append_ring(out, 1, s, owners, h, blocks, ring_allreduce_steps(h, H));
+      append_ring(out, 1, hier_wire(1, s, 0), owners, h, blocks, ring_allreduce_steps(h, H));
     }
   // Phase 2: round k gathers shards k*l .. k*l+l-1; local rank j starts with its own.
   if (l > 1)
     for (int k = 0; k < rounds; ++k) {
       std::vector<range> blocks(static_cast<std::size_t>(l));
       for (int b = 0; b < l; ++b) blocks[static_cast<std::size_t>(b)] = shard(k * l + b);
-      append_ring(out, 2, k, mine, i, blocks, ring_allgather_steps(i, l));
+      append_ring(out, 2, hier_wire(2, k, 0), mine, i, blocks, ring_allgather_steps(i, l));
     }
   return out;
 }
@@ -152,7 +149,7 @@ std::vector<hier_step> hier_leader_steps(const host_groups& g, int rank, std::si
     for (const auto& host : g.hosts) leaders.push_back(host.front());
     std::vector<range> blocks;
     for (int b = 0; b < H; ++b) blocks.push_back(part_of(0, count, H, b, elem));
-    append_ring(out, 1, 0, leaders, h, blocks, ring_allreduce_steps(h, H));
+    append_ring(out, 1, hier_wire(1, 0, 0), leaders, h, blocks, ring_allreduce_steps(h, H));
   }
   // Phase 2: the chain 0 -> 1 -> ... -> l-1, copying (link j -> j+1 is wire g = j).
   if (l > 1) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/collectives/ring_schedule.hpp"
 #include "runtime/core/dtype.hpp"
 
 namespace chorus {
@@ -52,6 +53,17 @@ struct hier_step {
   hier_transfer recv;
   bool reduce = true;  ///< the receive is reduced into our bytes (else copied over them)
 };
+
+/// A byte range of a chunk (a ring's block); may be empty.
+struct hier_block {
+  std::size_t offset = 0;
+  std::size_t length = 0;
+};
+/// Appends the steps `ring` (ring_schedule.hpp) of the ring of `members` at our position `pos`,
+/// block b lying at blocks[b]: every step after the first forwards what the one before
+/// received. Step g's transfers carry wire id `wire_base + g` (the caller leaves room for them).
+void append_ring(std::vector<hier_step>& out, int phase, uint16_t wire_base, const std::vector<int>& members, int pos,
+                 const std::vector<hier_block>& blocks, const std::vector<ring_step>& ring);
 
 /// Wire id of step g of ring `round` in `phase` (2 + 6 + 8 bits).
 uint16_t hier_wire(int phase, int round, int g);

@@ -129,6 +129,11 @@ std::unique_ptr<chunk_op> make_ring_allgather(uint64_t sequence, int stream, int
     blocks[b] = {at, counts[b] * e};
     at += counts[b] * e;
   }
+  return make_ring_allgather(sequence, stream, rank, size, out, std::move(blocks), t, segment_bytes);
+}
+
+std::unique_ptr<chunk_op> make_ring_allgather(uint64_t sequence, int stream, int rank, int size, void* out,
+                                              std::vector<byte_range> blocks, dtype t, std::size_t segment_bytes) {
   return std::make_unique<ring_op>(sequence, stream, rank, size, static_cast<std::byte*>(out), std::move(blocks),
                                    ring_allgather_steps(rank, size), t, reduce_op::sum, segment_bytes, 1);
 }

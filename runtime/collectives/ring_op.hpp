@@ -71,5 +71,9 @@ std::unique_ptr<chunk_op> make_ring_reducescatter(uint64_t sequence, int stream,
 std::unique_ptr<chunk_op> make_ring_allgather(uint64_t sequence, int stream, int rank, int size, void* out,
                                               const std::vector<std::size_t>& counts, dtype t,
                                               std::size_t segment_bytes);
+/// Ring allgather of given blocks: blocks[r] (bytes of `out`, whole elements) is rank r's,
+/// ours in place already; they need not be adjacent (one window of every rank's block).
+std::unique_ptr<chunk_op> make_ring_allgather(uint64_t sequence, int stream, int rank, int size, void* out,
+                                              std::vector<byte_range> blocks, dtype t, std::size_t segment_bytes);
 
 }  // namespace chorus

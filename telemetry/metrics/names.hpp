@@ -55,7 +55,7 @@ inline constexpr const char* stall_warnings = "chorus_negotiation_stall_warnings
 /// Histogram: payload bytes per fusion bucket (an in-place tensor is a bucket of its own).
 inline constexpr const char* bucket_bytes = "chorus_fusion_bucket_bytes";
 /// Counter: fusion buckets by algorithm (label algorithm = "ring", "hier_sharded", ... for
-/// allreduce buckets, else the collective's name).
+/// allreduce buckets, "ring_allgather" or "hier_allgather" for allgather, else the collective's name).
 inline constexpr const char* buckets = "chorus_fusion_buckets_total";
 
 // ---- operations (labels rank, op = "allreduce", "broadcast", ...) ----

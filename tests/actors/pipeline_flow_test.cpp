@@ -106,7 +106,8 @@ struct fake_plane {
         for (auto& [r, s] : by_rank) s.work.job->first_dims = dims;
         break;
       }
-      case chunk_algo::allgather_data: {
+      case chunk_algo::allgather_data:
+      case chunk_algo::hier_allgather: {
         std::vector<std::byte> all;
         for (auto& [r, s] : by_rank) {
           auto counts = prepare_gather(*s.work.job, r, ranks);

@@ -1,5 +1,6 @@
 // chorus-bench allreduce across real processes: every implementation it measures (Chorus, the
-// bare-socket floor, Gloo when built with it) prints its RESULT line for every size. The bench
+// bare-socket floor, Gloo when built with it) prints its RESULT line for every size; so does
+// chorus-bench allgather for auto, hierarchical and flat. The bench
 // checks each iteration's result itself and exits non-zero on a wrong element, so a floor or a
 // Chorus that sums wrongly fails here too.
 #include <gtest/gtest.h>
@@ -31,6 +32,21 @@ TEST(bench_allreduce, every_implementation_reports_a_checked_result_per_size) {
     EXPECT_EQ(count_results(out, "tcp_floor", bytes), 1) << out;
   }
   EXPECT_EQ(results.at(1).output.find("RESULT"), std::string::npos) << "only rank 0 prints results";
+}
+
+TEST(bench_allgather, auto_hierarchical_and_flat_report_a_checked_result_per_size) {
+  // One host: all three run the flat ring (no hierarchy to use), each checked by the bench.
+  local_job job(2, {CHORUS_BENCH_PATH, "allgather", "--sizes", "8,4K,1M"});
+  auto results = job.wait(std::chrono::seconds(90));
+  for (auto& r : results) {
+    EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung:\n" << r.output;
+    EXPECT_TRUE(r.exited && r.exit_code == 0) << "rank " << r.rank << " failed:\n" << r.output;
+  }
+  const auto& out = results.at(0).output;
+  EXPECT_NE(out.find("auto runs ring_allgather"), std::string::npos) << out;
+  for (const char* bytes : {"8", "4096", "1048576"})
+    for (const char* impl : {"chorus_allgather_tcp", "chorus_hier_allgather_tcp", "chorus_flat_allgather_tcp"})
+      EXPECT_EQ(count_results(out, impl, bytes), 1) << impl << " " << bytes << "\n" << out;
 }
 
 TEST(bench_allreduce, an_unknown_implementation_is_refused_with_the_choices) {

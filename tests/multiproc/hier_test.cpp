@@ -1,8 +1,8 @@
-// Hierarchical allreduce across real processes on 127.0.0.1, hosts faked per rank with
+// Hierarchical allreduce and allgather across real processes on 127.0.0.1, hosts faked per rank with
 // CHORUS_HOST_ID (chorus-testrank's CHORUS_TEST_HOSTS): 2x2, 2+1 and 3x1 (where auto must run
 // the flat algorithms), every dtype and reduce op, sizes 0, 1, odd and several chunks; the
-// actor pipeline with the hierarchy forced on; a rank killed in the middle named by every
-// other rank. (tests/hosts/hier_hosts_test.cpp runs the same across emulated hosts.)
+// actor pipeline with the hierarchy forced on; a rank killed in the middle of either named by
+// every other rank. (tests/hosts/hier_hosts_test.cpp runs the same across emulated hosts.)
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -19,6 +19,7 @@ struct hier_layout {
   int size;
   std::string groups;  // how the ranks print them
   std::string large;   // what auto runs at 64 MiB
+  std::string gather;  // what auto runs for an allgather
 };
 
 void PrintTo(const hier_layout& p, std::ostream* os) { *os << "hosts " << p.hosts; }
@@ -38,14 +39,15 @@ TEST_P(hier_across_processes, forced_and_auto_are_exact_for_every_dtype_and_op) 
   expect_all_passed(results);
   expect_every_rank_printed(results, "testrank: hosts " + p.groups + "; auto runs recursive_doubling at 4 KiB and " +
                                          p.large + " at 64 MiB");
+  expect_every_rank_printed(results, "testrank: allgather auto runs " + p.gather);
   for (auto& r : results)
     EXPECT_NE(r.output.find("hier exact on rank " + std::to_string(r.rank)), std::string::npos) << r.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(layouts, hier_across_processes,
-                         ::testing::Values(hier_layout{"2,2", 4, "2 hosts: [0,1] [2,3]", "hier_sharded"},
-                                           hier_layout{"2,1", 3, "2 hosts: [0,1] [2]", "hier_sharded"},
-                                           hier_layout{"1,1,1", 3, "3 hosts: [0] [1] [2]", "ring"}),
+                         ::testing::Values(hier_layout{"2,2", 4, "2 hosts: [0,1] [2,3]", "hier_sharded", "hier_allgather"},
+                                           hier_layout{"2,1", 3, "2 hosts: [0,1] [2]", "hier_sharded", "hier_allgather"},
+                                           hier_layout{"1,1,1", 3, "3 hosts: [0] [1] [2]", "ring", "ring_allgather"}),
                          [](const auto& info) {
                            std::string s = info.param.hosts;
                            for (auto& ch : s)
@@ -63,9 +65,11 @@ TEST(hier_pipeline, mixed_tensors_through_fusion_and_senders_are_exact) {
   expect_every_rank_printed(results, "pipeline-exact: all exact", context);
 }
 
-TEST(hier_killed_rank, survivors_fail_naming_it_within_10s) {
+class hier_killed_rank : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(hier_killed_rank, survivors_fail_naming_it_within_10s) {
   const int victim = 3;
-  local_job job(4, {CHORUS_TESTRANK_PATH, "hier-loop", "60"}, {{"CHORUS_TEST_HOSTS", "2,2"}});
+  local_job job(4, {CHORUS_TESTRANK_PATH, GetParam(), "60"}, {{"CHORUS_TEST_HOSTS", "2,2"}});
   ASSERT_TRUE(job.wait_for_output(victim, "iteration 3", std::chrono::seconds(30))) << job.output(victim);
   auto killed_at = std::chrono::steady_clock::now();
   job.kill(victim, SIGKILL);
@@ -79,6 +83,10 @@ TEST(hier_killed_rank, survivors_fail_naming_it_within_10s) {
     EXPECT_NE(r.output.find("rank " + std::to_string(victim)), std::string::npos) << r.output;
   }
 }
+
+// The hierarchical allreduce and the hierarchical allgather.
+INSTANTIATE_TEST_SUITE_P(loops, hier_killed_rank, ::testing::Values("hier-loop", "hier-gather-loop"),
+                         [](const auto& info) { return info.param == "hier-loop" ? "allreduce" : "allgather"; });
 
 }  // namespace
 }  // namespace chorus::testing

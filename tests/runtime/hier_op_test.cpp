@@ -1,7 +1,8 @@
 // The hierarchical allreduce op (runtime/collectives/hier_op.hpp) driven by the real engine over
 // the deterministic local fabric, hosts given by identities: every dtype and reduce_op, sizes
 // 0, 1, odd and many segments, even and uneven hosts, ranks starting in random orders (held
-// frames and early-frame replay), and a killed rank ending every op with its name.
+// frames and early-frame replay), and a killed rank ending every op with its name; the same for
+// the hierarchical allgather (hier_allgather.hpp) with per-rank counts that differ.
 // Randomised: each test prints its seed; CHORUS_TEST_SEED=<n> re-runs with another base seed.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "runtime/collectives/engine.hpp"
+#include "runtime/collectives/hier_allgather.hpp"
 #include "runtime/collectives/hier_op.hpp"
 #include "runtime/transport/local/local_transport.hpp"
 #include "tests/support/reduce_reference.hpp"
@@ -106,9 +108,10 @@ struct cluster {
 };
 
 // Every rank starts every case in its own random order, with random fabric progress between.
-void run_all(cluster& c, std::deque<hier_case>& cases, std::mt19937_64& rng) {
+template <class Case>
+void run_all(cluster& c, std::deque<Case>& cases, std::mt19937_64& rng) {
   const int n = static_cast<int>(c.engines.size());
-  std::vector<std::vector<hier_case*>> order(n);
+  std::vector<std::vector<Case*>> order(n);
   for (auto& o : order) {
     for (auto& k : cases) o.push_back(&k);
     std::shuffle(o.begin(), o.end(), rng);
@@ -190,6 +193,116 @@ TEST(hier_op, ranks_running_flat_and_hierarchical_fail_instead_of_waiting) {
   hier_case sharded(g, allreduce_choice::hier_sharded, dtype::f32, reduce_op::sum, 64, 16, 3, rng);
   hier_case leader(g, allreduce_choice::hier_leader, dtype::f32, reduce_op::sum, 64, 16, 3, rng);
   EXPECT_NE(sharded.make(0)->layout_tag(), leader.make(0)->layout_tag());
+}
+
+// An allgather(v) of counts[r] elements from rank r: each rank starts with only its block in
+// place (the rest holds junk that must be overwritten) and must end with every block.
+struct gather_case {
+  host_groups g;
+  dtype type;
+  std::vector<std::size_t> counts;
+  std::size_t segment;
+  uint64_t sequence;
+  int n;
+  std::vector<std::vector<std::byte>> buf;
+  std::vector<std::byte> expected;
+  std::vector<hier_block> blocks;
+  std::vector<int> calls;
+  std::vector<status> result;
+
+  gather_case(host_groups groups, dtype t, std::vector<std::size_t> c, std::size_t seg, uint64_t seq,
+              std::mt19937_64& rng)
+      : g(std::move(groups)), type(t), counts(std::move(c)), segment(seg), sequence(seq),
+        n(static_cast<int>(g.host_of.size())), calls(n, 0), result(n) {
+    const std::size_t e = size_of(t);
+    std::size_t at = 0;
+    for (auto k : counts) {
+      blocks.push_back({at, k * e});
+      at += k * e;
+    }
+    expected.resize(at);
+    for (auto& b : expected) b = static_cast<std::byte>(rng());
+    for (int r = 0; r < n; ++r) {
+      buf.emplace_back(at, std::byte{0x5a});
+      const auto& b = blocks[static_cast<std::size_t>(r)];
+      std::memcpy(buf.back().data() + b.offset, expected.data() + b.offset, b.length);
+    }
+  }
+  std::string what() const {
+    std::string c;
+    for (auto k : counts) c += (c.empty() ? "" : ",") + std::to_string(k);
+    return "hier_allgather " + g.describe() + " " + std::string(name_of(type)) + " counts=" + c +
+           " segment=" + std::to_string(segment);
+  }
+  std::unique_ptr<chunk_op> make(int r) {
+    return make_hier_allgather(sequence, static_cast<int>(sequence % 2), g, r, buf[r].data(), blocks, type, segment);
+  }
+  engine::done_fn done(int r) {
+    return [this, r](const status& st) {
+      ++calls[r];
+      result[r] = st;
+    };
+  }
+  void expect_success() const {
+    for (int r = 0; r < n; ++r) {
+      SCOPED_TRACE(what() + " rank " + std::to_string(r));
+      EXPECT_EQ(calls[r], 1);
+      EXPECT_TRUE(result[r].ok()) << result[r].to_string();
+      if (buf[r] == expected) continue;
+      std::size_t i = 0;
+      while (buf[r][i] == expected[i]) ++i;
+      ADD_FAILURE() << "byte " << i << " differs";
+    }
+  }
+};
+
+TEST(hier_allgather_op, every_dtype_layout_and_size_with_varying_counts) {
+  std::mt19937_64 rng(seed_for(1000));
+  for (const auto& sizes : layouts) {
+    SCOPED_TRACE("hosts " + show(sizes));
+    auto g = hosts_of(sizes);
+    const int n = static_cast<int>(g.host_of.size());
+    cluster c(n, rng());
+    std::deque<gather_case> cases;
+    uint64_t seq = 1;
+    for (dtype t : all_dtypes)
+      for (int pattern = 0; pattern < 4; ++pattern) {
+        // 0 everywhere, 1 each, odd and differing (some 0), many segments.
+        std::vector<std::size_t> counts(static_cast<std::size_t>(n));
+        for (int r = 0; r < n; ++r)
+          counts[static_cast<std::size_t>(r)] = pattern == 0   ? 0
+                                                : pattern == 1 ? 1
+                                                : pattern == 2 ? static_cast<std::size_t>((r * 5 + 3) % 7)
+                                                               : 700 + static_cast<std::size_t>(r) * 33;
+        std::size_t seg = (pattern == 3 ? 1 + rng() % 64 : 1 + rng() % 2) * size_of(t);
+        cases.emplace_back(g, t, counts, seg, seq++, rng);
+      }
+    run_all(c, cases, rng);
+    for (auto& k : cases) k.expect_success();
+  }
+}
+
+TEST(hier_allgather_op, a_killed_rank_ends_the_op_on_every_rank_naming_it) {
+  std::mt19937_64 rng(seed_for(1001));
+  for (const auto& sizes : layouts) {
+    auto g = hosts_of(sizes);
+    const int n = static_cast<int>(g.host_of.size());
+    const int victim = static_cast<int>(rng() % n);
+    SCOPED_TRACE(show(sizes) + " victim " + std::to_string(victim));
+    cluster c(n, rng());
+    gather_case k(g, dtype::f32, std::vector<std::size_t>(static_cast<std::size_t>(n), 3000), 64, 7, rng);
+    for (int r = 0; r < n; ++r) c.engines[r]->run(k.make(r), k.done(r));
+    c.fabric.run_until_idle(rng() % 40);
+    c.fabric.kill(victim);
+    c.fabric.run_until_idle();
+    const std::string name = "rank " + std::to_string(victim) + " was killed";
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(k.calls[r], 1) << "rank " << r;
+      if (r == victim) continue;
+      EXPECT_EQ(k.result[r].code(), errc::connection_lost) << "rank " << r << ": " << k.result[r].to_string();
+      EXPECT_NE(k.result[r].message().find(name), std::string::npos) << k.result[r].message();
+    }
+  }
 }
 
 }  // namespace

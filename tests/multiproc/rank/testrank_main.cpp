@@ -10,10 +10,12 @@
 //                          it ("intruder refused by the store"); then, with rank 0's data endpoint
 //                          read using CHORUS_TEST_STORE_SECRET (as a port scan would find it), the
 //                          data plane must refuse it too ("intruder refused: ...")
-//   hier                   hierarchical allreduce checks (hier_checks.hpp); prints "testrank: hier exact"
+//   hier                   hierarchical allreduce and allgather checks (hier_checks.hpp,
+//                          hier_gather_checks.hpp); prints "testrank: hier exact"
 //   wire-shm EXPECT        fp16 through communicator::allreduce: exact or rounded (wire_shm.cpp)
 //   hier-loop SECS         forced-hierarchical 4 MiB allreduces until SECS pass; prints "iteration N";
 //                          CHORUS_TEST_KILL="R:I": rank R kills itself (SIGKILL) in iteration I's allreduce
+//   hier-gather-loop SECS  the same with forced-hierarchical allgathers of 4 MiB per rank
 //   small-loop SECS        4 KiB allreduces on the calling thread (small_checks.hpp); prints "iteration N";
 //                          CHORUS_TEST_KILL="R:I": rank R kills itself instead of starting iteration I
 //   small-mismatch         rank r allreduces 1024 + 256 r floats on the calling thread: every rank must fail
@@ -33,6 +35,7 @@
 #include "tests/multiproc/rank/collective_checks.hpp"
 #include "tests/multiproc/rank/small_checks.hpp"
 #include "tests/multiproc/rank/hier_checks.hpp"
+#include "tests/multiproc/rank/hier_gather_checks.hpp"
 
 using namespace chorus;
 
@@ -182,6 +185,7 @@ int main(int argc, char** argv) {
   if (mode == "wire-shm") return testrank::run_wire_shm(c, argc, argv);
   if (mode == "hier") {
     auto st = testrank::check_hierarchical(c);
+    if (st.ok()) st = testrank::check_hier_allgather(c);
     if (!st.ok()) return fail(st);
     std::printf("testrank: hier exact on rank %d of %d\n", c.rank(), c.size());
     return 0;
@@ -192,6 +196,18 @@ int main(int argc, char** argv) {
     for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
       if (i == kill_at) testrank::die_during_allreduce(c, i);
       auto st = testrank::hier_allreduce_once(c, 1u << 20, i);
+      if (!st.ok()) return fail(st);
+      std::printf("iteration %d\n", i);
+      std::fflush(stdout);
+    }
+    return 0;
+  }
+  if (mode == "hier-gather-loop" && argc >= 3) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(std::atoi(argv[2]));
+    const int kill_at = testrank::self_kill_iteration(c.rank());
+    for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
+      if (i == kill_at) testrank::die_during_allgather(c, i);
+      auto st = testrank::hier_allgather_once(c, 1u << 20, i);
       if (!st.ok()) return fail(st);
       std::printf("iteration %d\n", i);
       std::fflush(stdout);
