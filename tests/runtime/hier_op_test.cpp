@@ -42,23 +42,46 @@ std::string show(const std::vector<int>& sizes) {
   return s;
 }
 
-struct hier_case {
-  host_groups g;
-  allreduce_choice variant;
+// What every case keeps per rank and checks at the end, for the allreduce and the allgather.
+struct case_outcome {
   dtype type;
-  reduce_op op;
-  std::size_t count, segment;
-  uint64_t sequence;
   int n;
   std::vector<std::vector<std::byte>> buf;
   std::vector<std::byte> expected;
   std::vector<int> calls;
   std::vector<status> result;
 
+  case_outcome(dtype t, int ranks) : type(t), n(ranks), calls(ranks, 0), result(ranks) {}
+  engine::done_fn done(int r) {
+    return [this, r](const status& st) {
+      ++calls[r];
+      result[r] = st;
+    };
+  }
+  void expect_success(const std::string& what) const {
+    for (int r = 0; r < n; ++r) {
+      SCOPED_TRACE(what + " rank " + std::to_string(r));
+      EXPECT_EQ(calls[r], 1);
+      EXPECT_TRUE(result[r].ok()) << result[r].to_string();
+      if (buf[r] == expected) continue;
+      std::size_t i = 0;
+      while (buf[r][i] == expected[i]) ++i;
+      ADD_FAILURE() << "element " << i / size_of(type) << " differs";
+    }
+  }
+};
+
+struct hier_case : case_outcome {
+  host_groups g;
+  allreduce_choice variant;
+  reduce_op op;
+  std::size_t count, segment;
+  uint64_t sequence;
+
   hier_case(host_groups groups, allreduce_choice v, dtype t, reduce_op o, std::size_t c, std::size_t seg,
             uint64_t seq, std::mt19937_64& rng)
-      : g(std::move(groups)), variant(v), type(t), op(o), count(c), segment(seg), sequence(seq),
-        n(static_cast<int>(g.host_of.size())), calls(n, 0), result(n) {
+      : case_outcome(t, static_cast<int>(groups.host_of.size())), g(std::move(groups)), variant(v), op(o), count(c),
+        segment(seg), sequence(seq) {
     const std::size_t e = size_of(t);
     buf.assign(n, std::vector<std::byte>(c * e));
     expected.assign(c * e, std::byte{0});
@@ -76,23 +99,6 @@ struct hier_case {
   std::unique_ptr<chunk_op> make(int r) {
     return make_hier_allreduce(sequence, static_cast<int>(sequence % 2), g, r, buf[r].data(), count, type, op, segment,
                                variant);
-  }
-  engine::done_fn done(int r) {
-    return [this, r](const status& st) {
-      ++calls[r];
-      result[r] = st;
-    };
-  }
-  void expect_success() const {
-    for (int r = 0; r < n; ++r) {
-      SCOPED_TRACE(what() + " rank " + std::to_string(r));
-      EXPECT_EQ(calls[r], 1);
-      EXPECT_TRUE(result[r].ok()) << result[r].to_string();
-      if (buf[r] == expected) continue;
-      std::size_t e = size_of(type), i = 0;
-      while (std::memcmp(buf[r].data() + i * e, expected.data() + i * e, e) == 0) ++i;
-      ADD_FAILURE() << "element " << i << " differs";
-    }
   }
 };
 
@@ -150,7 +156,7 @@ TEST_P(hier_exact, both_variants_every_layout_and_size) {
         cases.emplace_back(g, v, t, op, count, seg, seq++, rng);
       }
     run_all(c, cases, rng);
-    for (auto& k : cases) k.expect_success();
+    for (auto& k : cases) k.expect_success(k.what());
   }
 }
 
@@ -197,23 +203,17 @@ TEST(hier_op, ranks_running_flat_and_hierarchical_fail_instead_of_waiting) {
 
 // An allgather(v) of counts[r] elements from rank r: each rank starts with only its block in
 // place (the rest holds junk that must be overwritten) and must end with every block.
-struct gather_case {
+struct gather_case : case_outcome {
   host_groups g;
-  dtype type;
   std::vector<std::size_t> counts;
   std::size_t segment;
   uint64_t sequence;
-  int n;
-  std::vector<std::vector<std::byte>> buf;
-  std::vector<std::byte> expected;
   std::vector<hier_block> blocks;
-  std::vector<int> calls;
-  std::vector<status> result;
 
   gather_case(host_groups groups, dtype t, std::vector<std::size_t> c, std::size_t seg, uint64_t seq,
               std::mt19937_64& rng)
-      : g(std::move(groups)), type(t), counts(std::move(c)), segment(seg), sequence(seq),
-        n(static_cast<int>(g.host_of.size())), calls(n, 0), result(n) {
+      : case_outcome(t, static_cast<int>(groups.host_of.size())), g(std::move(groups)), counts(std::move(c)),
+        segment(seg), sequence(seq) {
     const std::size_t e = size_of(t);
     std::size_t at = 0;
     for (auto k : counts) {
@@ -236,23 +236,6 @@ struct gather_case {
   }
   std::unique_ptr<chunk_op> make(int r) {
     return make_hier_allgather(sequence, static_cast<int>(sequence % 2), g, r, buf[r].data(), blocks, type, segment);
-  }
-  engine::done_fn done(int r) {
-    return [this, r](const status& st) {
-      ++calls[r];
-      result[r] = st;
-    };
-  }
-  void expect_success() const {
-    for (int r = 0; r < n; ++r) {
-      SCOPED_TRACE(what() + " rank " + std::to_string(r));
-      EXPECT_EQ(calls[r], 1);
-      EXPECT_TRUE(result[r].ok()) << result[r].to_string();
-      if (buf[r] == expected) continue;
-      std::size_t i = 0;
-      while (buf[r][i] == expected[i]) ++i;
-      ADD_FAILURE() << "byte " << i << " differs";
-    }
   }
 };
 
@@ -278,7 +261,7 @@ TEST(hier_allgather_op, every_dtype_layout_and_size_with_varying_counts) {
         cases.emplace_back(g, t, counts, seg, seq++, rng);
       }
     run_all(c, cases, rng);
-    for (auto& k : cases) k.expect_success();
+    for (auto& k : cases) k.expect_success(k.what());
   }
 }
 
