@@ -69,6 +69,16 @@ struct case_outcome {
       ADD_FAILURE() << "element " << i / size_of(type) << " differs";
     }
   }
+  /// Every op ended once; every rank but `victim` with connection_lost naming it.
+  void expect_every_survivor_names(int victim) const {
+    const std::string name = "rank " + std::to_string(victim) + " was killed";
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(calls[r], 1) << "rank " << r;
+      if (r == victim) continue;
+      EXPECT_EQ(result[r].code(), errc::connection_lost) << "rank " << r << ": " << result[r].to_string();
+      EXPECT_NE(result[r].message().find(name), std::string::npos) << result[r].message();
+    }
+  }
 };
 
 struct hier_case : case_outcome {
@@ -181,13 +191,7 @@ TEST(hier_op, a_killed_rank_ends_every_op_on_every_rank_naming_it) {
       c.fabric.run_until_idle(rng() % 40);
       c.fabric.kill(victim);
       c.fabric.run_until_idle();
-      const std::string name = "rank " + std::to_string(victim) + " was killed";
-      for (int r = 0; r < n; ++r) {
-        EXPECT_EQ(k.calls[r], 1) << "rank " << r;
-        if (r == victim) continue;
-        EXPECT_EQ(k.result[r].code(), errc::connection_lost) << "rank " << r << ": " << k.result[r].to_string();
-        EXPECT_NE(k.result[r].message().find(name), std::string::npos) << k.result[r].message();
-      }
+      k.expect_every_survivor_names(victim);
     }
   }
 }
@@ -278,13 +282,7 @@ TEST(hier_allgather_op, a_killed_rank_ends_the_op_on_every_rank_naming_it) {
     c.fabric.run_until_idle(rng() % 40);
     c.fabric.kill(victim);
     c.fabric.run_until_idle();
-    const std::string name = "rank " + std::to_string(victim) + " was killed";
-    for (int r = 0; r < n; ++r) {
-      EXPECT_EQ(k.calls[r], 1) << "rank " << r;
-      if (r == victim) continue;
-      EXPECT_EQ(k.result[r].code(), errc::connection_lost) << "rank " << r << ": " << k.result[r].to_string();
-      EXPECT_NE(k.result[r].message().find(name), std::string::npos) << k.result[r].message();
-    }
+    k.expect_every_survivor_names(victim);
   }
 }
 
