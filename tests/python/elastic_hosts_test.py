@@ -50,7 +50,7 @@ def inner(chorusrun, example, hosts_sh):
     hosts_file = os.path.join(tmp, "hosts")
     both = [addrs[0] + ":1", addrs[1] + ":1"]
     offer(hosts_file, both)
-    job = Job(chorusrun, example, 2, 1, 2, epochs=6, deadline=DEADLINE_S, prefix=[hosts_sh, "exec", "0"],
+    job = Job(chorusrun, example, 2, 1, 2, epochs=12, deadline=DEADLINE_S, prefix=[hosts_sh, "exec", "0"],
               extra=["--host-discovery-script", "cat " + hosts_file, "--launcher", hosts_sh + " exec {host}"])
     try:
         starts = job.wait_for(lambda: len({e[1] for e in job.events(None, "start")}) == 2 and job.events(None, "start"),

@@ -156,7 +156,13 @@ void elastic_membership::discover(clock::time_point now) {
   auto offered = offered_hosts(*script_, host_name_, timing_.discovery_bound,
                                [this](const std::string& m) { say_once(m); });
   if (!offered) return;
-  std::erase_if(*offered, [&](const host_slots& h) { return refused_.count(h.host) > 0; });
+  // A host that refused a worker gets no more: its slots shrink to the workers it runs.
+  for (auto& h : *offered) {
+    if (refused_.count(h.host) == 0) continue;
+    h.slots = std::min<int>(h.slots, std::count_if(active_.begin(), active_.end(),
+                                                   [&](const worker_at& w) { return w.host == h.host; }));
+  }
+  std::erase_if(*offered, [](const host_slots& h) { return h.slots == 0; });
   const int slots = total_slots(*offered);
   const auto plan = plan_slots(active_, *offered, min_np_, max_np_);
   if (plan.kept_for_min_np > 0)
