@@ -85,7 +85,7 @@ std::vector<std::pair<std::string, std::string>> job_variables(const launch_opti
 }
 
 bool starts_directly(const launch_options& opts, const std::string& host, const std::string& this_host) {
-  if (opts.elastic() && !opts.launcher_template) return is_loopback_name(host) || host == this_host;
+  if (opts.elastic()) return is_loopback_name(host) || host == this_host;
   if (opts.hosts.empty() && !opts.elastic()) return true;
   return !opts.launcher_template && is_loopback_name(host);
 }

@@ -40,7 +40,8 @@ std::vector<std::pair<std::string, std::string>> job_variables(const launch_opti
 
 /// True when ranks on `host` start without a launcher: no -H or per-node mode (all local), or a
 /// loopback name with no --launcher. An elastic job names its hosts even without -H (its
-/// --host-discovery-script does): there this host's own name (`this_host`) starts directly too.
+/// --host-discovery-script does): there this host's names (loopback ones and `this_host`, to
+/// which main renames them) always start directly, as horovodrun's local workers do.
 bool starts_directly(const launch_options& opts, const std::string& host, const std::string& this_host = {});
 
 /// The launch of every rank. `base_env` is chorusrun's own environment ("NAME=VALUE"),

@@ -276,9 +276,10 @@ TEST(launch_plan, elastic_workers_start_on_any_host_like_minus_h_ranks) {
   EXPECT_EQ(vars["HOROVOD_CROSS_SIZE"], "2");
   EXPECT_EQ(vars["HOROVOD_HOSTNAME"], "10.0.0.2");
   EXPECT_EQ(vars["CHORUS_RENDEZVOUS"], "10.0.0.1:4000");
-  // With a launcher, even this host goes through it (as with -H); without one, this host's name
-  // and the loopback names start directly, other hosts through ssh.
-  EXPECT_FALSE(starts_directly(opts, "here", "here"));
+  // This host's name and the loopback names start directly, launcher or not; other hosts
+  // through the launcher, ssh by default.
+  EXPECT_TRUE(starts_directly(opts, "here", "here"));
+  EXPECT_FALSE(starts_directly(opts, "10.0.0.2", "here"));
   auto direct = parse({"-np", "2", "--min-np", "1", "prog"});
   EXPECT_TRUE(starts_directly(direct, "here", "here"));
   EXPECT_TRUE(starts_directly(direct, "localhost", "here"));
