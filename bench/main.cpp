@@ -207,6 +207,20 @@ bench::allreduce_impl chorus_impl(communicator& c, allreduce_algorithm algo = al
   return impl;
 }
 
+// Where the peers' sockets listen: where Chorus' data plane does (CHORUS_HOST, CHORUS_IFACE,
+// else towards the rendezvous), so across emulated hosts all of them use the same network.
+std::string peer_host(const process_env& env) {
+  auto cfg = read_config();
+  if (!cfg) throw std::runtime_error(cfg.error().to_string());
+  if (!cfg->transport.host.empty()) return cfg->transport.host;
+  if (!cfg->transport.iface.empty()) {
+    auto addr = tcp::interface_address(cfg->transport.iface);
+    if (!addr) throw std::runtime_error(addr.error().to_string());
+    return *addr;
+  }
+  return tcp::local_address_towards(env.rendezvous_host);
+}
+
 int run_allreduce(const options& o, const process_env& env) {
   auto comm = communicator::create(env);
   if (!comm) throw std::runtime_error(comm.error().to_string());
@@ -241,18 +255,7 @@ int run_allreduce(const options& o, const process_env& env) {
   char dir[128];
   std::snprintf(dir, sizeof dir, "/tmp/chorus-bench-gloo-%016llx", static_cast<unsigned long long>(env.job_id));
   if (run_gloo) {
-    // Gloo listens where Chorus' data plane does (CHORUS_HOST, CHORUS_IFACE, else towards the
-    // rendezvous), so across emulated hosts both use the same network.
-    auto cfg = read_config();
-    if (!cfg) throw std::runtime_error(cfg.error().to_string());
-    std::string gloo_host = cfg->transport.host;
-    if (gloo_host.empty() && !cfg->transport.iface.empty()) {
-      auto addr = tcp::interface_address(cfg->transport.iface);
-      if (!addr) throw std::runtime_error(addr.error().to_string());
-      gloo_host = *addr;
-    }
-    if (gloo_host.empty()) gloo_host = tcp::local_address_towards(env.rendezvous_host);
-    gloo = bench::gloo_peer::connect(env.rank, env.size, dir, gloo_host);
+    gloo = bench::gloo_peer::connect(env.rank, env.size, dir, peer_host(env));
     if (!gloo) throw std::runtime_error("Gloo rendezvous failed");
     theirs.name = "gloo_tcp";
     theirs.rank = env.rank;
@@ -267,7 +270,7 @@ int run_allreduce(const options& o, const process_env& env) {
   std::unique_ptr<bench::tcp_floor> floor;
   bench::allreduce_impl bare;
   if (run_floor) {
-    floor = bench::tcp_floor::connect(c);
+    floor = bench::tcp_floor::connect(c, peer_host(env));
     if (!floor && c.rank() == 0) std::printf("# tcp_floor: measured with 2 ranks only, skipped\n");
     bare.name = "tcp_floor";
     bare.rank = c.rank();

@@ -1,8 +1,9 @@
-// Bare-socket ring allreduce of two ranks: the loopback TCP floor chorus-bench reports.
+// Bare-socket ring allreduce of two ranks: the TCP floor chorus-bench reports.
 #include "bench/floor/tcp_floor.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -36,37 +38,56 @@ void wait_for(int fd, short events) {
     if (errno != EINTR) sys_fail("poll");
 }
 
+using addrinfo_ptr = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
+
+// `host` as a numeric socket address with `port` (IPv4 or IPv6).
+addrinfo_ptr numeric_address(const std::string& host, const std::string& port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+  if (rc != 0) throw std::runtime_error("tcp_floor: address '" + host + "': " + gai_strerror(rc));
+  return addrinfo_ptr(found, &freeaddrinfo);
+}
+
 }  // namespace
 
-std::unique_ptr<tcp_floor> tcp_floor::connect(communicator& c) {
+std::unique_ptr<tcp_floor> tcp_floor::connect(communicator& c, const std::string& host) {
   if (c.size() != 2) return nullptr;
-  int32_t announce[3] = {0, 0, 0};  // port, token low, token high
+  // port, token low, token high, then rank 0's address as text (NUL-terminated)
+  constexpr std::size_t head = 3, text_words = 16;
+  int32_t announce[head + text_words] = {};
+  if (host.size() >= text_words * sizeof(int32_t)) throw std::runtime_error("tcp_floor: address too long: " + host);
   int listener = -1;
   if (c.rank() == 0) {
-    listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    auto where = numeric_address(host, "0");
+    listener = socket(where->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (listener < 0) sys_fail("socket");
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_storage a{};
     socklen_t len = sizeof a;
-    if (bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0 || listen(listener, 4) < 0 ||
+    if (bind(listener, where->ai_addr, where->ai_addrlen) < 0 || listen(listener, 4) < 0 ||
         getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) < 0)
-      sys_fail("listen on 127.0.0.1");
+      sys_fail("listen on " + host);
     std::random_device rd;
-    announce[0] = ntohs(a.sin_port);
+    announce[0] = a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port)
+                                          : ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
     announce[1] = static_cast<int32_t>(rd());
     announce[2] = static_cast<int32_t>(rd());
+    std::memcpy(&announce[head], host.data(), host.size());
   }
-  auto st = c.broadcast(announce, 3, dtype::i32, 0);
+  auto st = c.broadcast(announce, head + text_words, dtype::i32, 0);
   if (!st.ok()) throw std::runtime_error("tcp_floor: handing out the port: " + st.to_string());
   int fd = -1;
   if (c.rank() == 1) {
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(announce[0]));
-    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0) sys_fail("connect to rank 0");
+    char text[text_words * sizeof(int32_t)];
+    std::memcpy(text, &announce[head], sizeof text);
+    text[sizeof text - 1] = '\0';
+    auto where = numeric_address(text, std::to_string(announce[0]));
+    fd = socket(where->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || ::connect(fd, where->ai_addr, where->ai_addrlen) < 0)
+      sys_fail(std::string("connect to rank 0 at ") + text);
     if (send(fd, &announce[1], 8, MSG_NOSIGNAL) != 8) sys_fail("send the token");
   } else {
     for (;;) {

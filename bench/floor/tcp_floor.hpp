@@ -1,4 +1,4 @@
-// The floor a two-rank allreduce meets on this host's loopback TCP: a ring allreduce over one
+// The floor a two-rank allreduce meets on the ranks' TCP path: a ring allreduce over one
 // bare socket, with no framing, no authentication and no actors, one thread per rank polling a
 // non-blocking socket. chorus-bench measures it beside Chorus and Gloo (`--impl all`), so that
 // both can be read against what the kernel's TCP path itself allows here.
@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace chorus {
@@ -14,15 +15,15 @@ class communicator;
 
 namespace chorus::bench {
 
-/// Two local ranks only: rank 0 listens on 127.0.0.1, rank 1 connects. Blocking calls, one
+/// Two ranks only: rank 0 listens on `host` (where Chorus' data plane listens), rank 1 connects. Blocking calls, one
 /// thread, the same order on both ranks. Every failure throws std::runtime_error naming the
 /// call and the rank.
 class tcp_floor {
  public:
-  /// Rank 0 hands rank 1 its port and a random token through `c`; rank 1 proves the token on
+  /// Rank 0 hands rank 1 its address, port and a random token through `c`; rank 1 proves the token on
   /// connecting, so a stranger's connection is closed and waited past. Returns nullptr when the
   /// job does not have exactly two ranks.
-  static std::unique_ptr<tcp_floor> connect(communicator& c);
+  static std::unique_ptr<tcp_floor> connect(communicator& c, const std::string& host);
 
   ~tcp_floor();
   tcp_floor(const tcp_floor&) = delete;

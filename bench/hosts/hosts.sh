@@ -5,12 +5,13 @@
 # (shape.sh). Needs root, ip netns, veth, bridge and tc's htb and u32.
 #
 #   hosts.sh up H [--link R] [--flow R] [--slow R] [--slow-fraction F] [--port-bits B]
-#   hosts.sh exec HOST cmd...     run cmd inside HOST (index 0..H-1, address 10.77.0.x or name)
+#   hosts.sh exec HOST cmd...     run cmd inside HOST (index 0..H-1, address 10.77.0.x or name);
+#                                 under `run`, also from inside another host (a launcher there)
 #   hosts.sh down                 remove everything the last `up` created
 #   hosts.sh reshape [--link R] [--flow R] [--slow R] [--slow-fraction F]
 #                                 change the shaping of the hosts that are up, in place (options
 #                                 left out keep their values; connections stay open)
-#   hosts.sh run H [up options] -- cmd...   up, run cmd (CHORUS_HOSTS_ADDRS set), down on exit
+#   hosts.sh run H [up options] -- cmd...   up, run cmd (CHORUS_HOSTS_ADDRS, _TAG, _RUN_PID set), down on exit
 #   hosts.sh addrs | status       the hosts' addresses (comma separated) | what is up
 #   hosts.sh check                exit 0 when this machine can build hosts, else say why (exit 77)
 # Rates use tc's units (4gbit, 250mbit). Host i has address 10.77.0.<i+1>/24, reachable only
@@ -185,6 +186,14 @@ cmd_exec() {
   load_active
   local found; found="$(find_host "$1")"; shift
   local ns="${found% *}" i="${found#* }"
+  # Called inside a host (a launcher started there, e.g. an elastic chorusrun's): the
+  # namespace files are not visible from its mount namespace, so go back to the namespaces
+  # of `hosts.sh run` first (through /proc, which every host shares).
+  local root="${CHORUS_HOSTS_RUN_PID:-}"
+  if [ -n "$root" ] && [ "$(readlink /proc/self/ns/mnt)" != "$(readlink "/proc/$root/ns/mnt" 2>/dev/null)" ]; then
+    exec nsenter --mount="/proc/$root/ns/mnt" --net="/proc/$root/ns/net" --wd="$PWD" -- \
+      nsenter --net="/run/netns/$ns" --mount="$dir/mnt$i" --wd="$PWD" -- "$@"
+  fi
   exec nsenter --net="/run/netns/$ns" --mount="$dir/mnt$i" --wd="$PWD" -- "$@"
 }
 
@@ -209,7 +218,7 @@ cmd_run() {
   cmd_up "${args[@]}"
   # In the background so a signal reaches this shell at once; a non-interactive shell's
   # background job ignores SIGINT, so both signals are passed on as SIGTERM.
-  CHORUS_HOSTS_ADDRS="$(cmd_addrs)" CHORUS_HOSTS_TAG="$tag" "$@" &
+  CHORUS_HOSTS_ADDRS="$(cmd_addrs)" CHORUS_HOSTS_TAG="$tag" CHORUS_HOSTS_RUN_PID=$$ "$@" &
   child=$!
   trap 'stop_child 130' INT
   trap 'stop_child 143' TERM

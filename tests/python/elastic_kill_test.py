@@ -15,8 +15,8 @@
         from 3 to 2 mid-epoch: worker 2 (the highest id) leaves at its next commit with exit status
         0, workers 0 and 1 go on at size 2 without a rollback and end with identical parameters;
         chorusrun exits 0 and never needed SIGTERM.
-    elastic_kill_test.py CHORUSRUN EXAMPLE recover    2 ranks, --min-np 2, a script offering 1
-        slot (--min-np keeps 2); SIGKILL worker 1: chorusrun waits (--elastic-timeout 60); 2 s
+    elastic_kill_test.py CHORUSRUN EXAMPLE recover    2 ranks, --min-np 2, a script offering 2
+        slots, then 1 (--min-np keeps 2); SIGKILL worker 1: chorusrun waits (--elastic-timeout 60); 2 s
         later the script offers 2 slots, worker 2 starts and the two finish at size 2; exit 0.
     elastic_kill_test.py CHORUSRUN EXAMPLE timeout    as recover, --elastic-timeout 3, and no slot
         comes: after 3 s every rank ends with chorusrun's reason naming the timeout; exit 1.
@@ -43,9 +43,10 @@ LINE = re.compile(r"^\[(\d+)\] (start|commit|final) (.*)$")
 class Job:
     """chorusrun with the example; every output line kept with its arrival time."""
 
-    def __init__(self, chorusrun, example, np, min_np, max_np=None, extra=()):
-        cmd = [chorusrun, "-np", str(np), "--min-np", str(min_np), "--max-np", str(max_np or np),
-               "--timeout", str(DEADLINE_S), *extra, "--", sys.executable, example, "--epochs", "3", "--batch-sleep", "0.03", "--batches-per-commit", "4"]
+    def __init__(self, chorusrun, example, np, min_np, max_np=None, extra=(), prefix=(), epochs=3, deadline=DEADLINE_S):
+        cmd = [*prefix, chorusrun, "-np", str(np), "--min-np", str(min_np), "--max-np", str(max_np or np),
+               "--timeout", str(deadline), *extra, "--", sys.executable, example, "--epochs", str(epochs),
+               "--batch-sleep", "0.03", "--batches-per-commit", "4"]
         print("running:", " ".join(cmd), flush=True)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
@@ -242,6 +243,8 @@ def check_removed(job, slots_file):
 def wait_below_min(job, slots_file):
     """Offers 1 slot for the 2 workers (--min-np keeps both), then SIGKILLs worker 1; returns
     when chorusrun says it waits for slots."""
+    job.wait_for(lambda: job.events(1, "start"), 60, "worker 1 to start")
+    offer_slots(slots_file, 1)
     job.wait_for(lambda: said(job, "--min-np 2 keeps 1 more than that"), 30, "chorusrun to keep 2 workers")
     killed = kill_mid_epoch(job, 1)
     job.wait_for(lambda: said(job, "fewer than --min-np 2: waiting up to --elastic-timeout"), 20,
@@ -298,7 +301,7 @@ def main():
         offer_slots(slots_file, 3)
         job = Job(chorusrun, example, 3, 2, 3, discovery)
     elif mode in ("recover", "timeout"):
-        offer_slots(slots_file, 1)
+        offer_slots(slots_file, 2)  # both start (chorusrun waits for --min-np slots first)
         job = Job(chorusrun, example, 2, 2, 3, discovery + ["--elastic-timeout", "60" if mode == "recover" else "3"])
     else:
         job = Job(chorusrun, example, 3 if mode.startswith("continue") else 2, 2)

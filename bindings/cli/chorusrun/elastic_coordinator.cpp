@@ -67,12 +67,15 @@ status elastic_coordinator::set(const std::string& key, const std::string& value
   return {};
 }
 
-status elastic_coordinator::form_round(const std::vector<int>& workers, const std::vector<leaving_worker>& leaving) {
+status elastic_coordinator::form_round(const std::vector<worker_at>& workers,
+                                       const std::vector<leaving_worker>& leaving) {
   const int64_t next = round_ + 1;
   const int n = static_cast<int>(workers.size());
-  for (int i = 0; i < n; ++i) {
-    auto st = set(elastic::assign_key(next, workers[static_cast<size_t>(i)]),
-                  elastic::encode_assignment(elastic::assignment{i, n, i, n}));
+  const auto places = round_places(workers);
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const auto& p = places[i];
+    auto st = set(elastic::assign_key(next, workers[i].id),
+                  elastic::encode_assignment(elastic::assignment{p.rank, n, p.local_rank, p.local_size}));
     if (!st) return st;
   }
   for (const auto& w : leaving)

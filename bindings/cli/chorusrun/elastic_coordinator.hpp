@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bindings/cli/chorusrun/elastic_policy.hpp"
 #include "bindings/cli/chorusrun/job_env.hpp"
 #include "runtime/core/status.hpp"
 
@@ -35,11 +36,12 @@ class elastic_coordinator {
     std::string why;
   };
 
-  /// Forms the next round (the first call: round 0) of `workers` (their ids, ascending): worker
-  /// workers[i] gets rank i, all on this host; each of `leaving` gets "leave <why>". Publishes
+  /// Forms the next round (the first call: round 0) of `workers` (ascending by id): each gets its
+  /// place from round_places (rank i for workers[i], local rank and size on its host); each of
+  /// `leaving` gets "leave <why>". Publishes
   /// the assignments, then latest, then next/<previous> (a worker that sees next/<r> finds latest
   /// at least as new).
-  status form_round(const std::vector<int>& workers, const std::vector<leaving_worker>& leaving = {});
+  status form_round(const std::vector<worker_at>& workers, const std::vector<leaving_worker>& leaving = {});
 
   /// Forms a last round in which each of `workers` is told to stop, with `why`.
   status end_job(const std::vector<int>& workers, const std::string& why);

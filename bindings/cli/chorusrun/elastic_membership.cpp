@@ -4,9 +4,11 @@
 //  2. A change: at least --min-np workers left, a new round of them; fewer, with a discovery
 //     script, a wait of up to --elastic-timeout for slots (the workers wait in init()); else,
 //     or when the wait runs out, every worker is told to stop and the job ends with status 1.
-//  3. Discovery (every interval): more slots, new workers and a round with them; fewer, the
-//     highest ids are told to leave (a "leave" assignment in the new round: they end at their
-//     next commit, with SIGTERM after leave_grace), never below --min-np.
+//  3. Discovery (every interval): free slots on any offered host, new workers there (through
+//     the supervisor: directly or through the launcher) and a round with them; workers of a
+//     host no longer offered, or beyond its slots, are told to leave (a "leave" assignment in
+//     the new round: they end at their next commit, with SIGTERM after leave_grace), never
+//     below --min-np.
 #include "bindings/cli/chorusrun/elastic_membership.hpp"
 
 #include <signal.h>
@@ -23,6 +25,12 @@
 namespace chorus::chorusrun {
 namespace {
 
+std::vector<int> ids_of(const std::vector<worker_at>& workers) {
+  std::vector<int> ids;
+  for (const auto& w : workers) ids.push_back(w.id);
+  return ids;
+}
+
 std::string ids_text(const std::vector<int>& ids) {
   std::string s;
   for (int id : ids) s += (s.empty() ? "" : ", ") + std::to_string(id);
@@ -35,7 +43,7 @@ std::string ranks_left(size_t n) { return std::to_string(n) + " rank(s) left"; }
 
 elastic_membership::elastic_membership(const launch_options& opts, const elastic_timing& timing,
                                        std::string host_name, elastic_coordinator& store,
-                                       std::vector<int> workers, membership_hooks hooks)
+                                       std::vector<worker_at> workers, membership_hooks hooks)
     : min_np_(opts.min_np.value_or(opts.num_ranks)),
       max_np_(opts.max_np.value_or(opts.num_ranks)),
       script_(opts.discovery_script),
@@ -45,7 +53,7 @@ elastic_membership::elastic_membership(const launch_options& opts, const elastic
       store_(store),
       hooks_(std::move(hooks)),
       active_(std::move(workers)),
-      next_id_(active_.empty() ? 0 : active_.back() + 1) {}
+      next_id_(active_.empty() ? 0 : active_.back().id + 1) {}
 
 // Step 1.
 void elastic_membership::on_exit(int worker, int wait_status, const std::string& how) {
@@ -54,7 +62,7 @@ void elastic_membership::on_exit(int worker, int wait_status, const std::string&
     CHORUS_LOG(info, "chorusrun", "removed worker ended worker=" << worker << " how=\"" << how << "\"");
     return;
   }
-  auto it = std::find(active_.begin(), active_.end(), worker);
+  auto it = std::find_if(active_.begin(), active_.end(), [&](const worker_at& w) { return w.id == worker; });
   if (it == active_.end()) return;
   active_.erase(it);
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
@@ -132,7 +140,7 @@ void elastic_membership::form(const std::string& cause) {
 void elastic_membership::end(const std::string& what) {
   ended_ = true;
   hooks_.say(what);
-  std::vector<int> everyone = active_;
+  std::vector<int> everyone = ids_of(active_);
   for (const auto& [id, l] : leaving_) everyone.push_back(id);
   if (auto st = store_.end_job(everyone, "chorusrun: " + what); !st) {
     hooks_.say("cannot tell the ranks to stop: " + st.message() + "; stopping them");
@@ -145,37 +153,64 @@ void elastic_membership::end(const std::string& what) {
 // Step 3.
 void elastic_membership::discover(clock::time_point now) {
   next_discovery_ = now + timing_.discovery_interval;
-  auto offered = offered_slots(*script_, host_name_, timing_.discovery_bound,
+  auto offered = offered_hosts(*script_, host_name_, timing_.discovery_bound,
                                [this](const std::string& m) { say_once(m); });
   if (!offered) return;
+  // A host that refused a worker gets no more: its slots shrink to the workers it runs.
+  for (auto& h : *offered) {
+    if (refused_.count(h.host) == 0) continue;
+    h.slots = std::min<int>(h.slots, std::count_if(active_.begin(), active_.end(),
+                                                   [&](const worker_at& w) { return w.host == h.host; }));
+  }
+  std::erase_if(*offered, [](const host_slots& h) { return h.slots == 0; });
+  const int slots = total_slots(*offered);
   const auto plan = plan_slots(active_, *offered, min_np_, max_np_);
   if (plan.kept_for_min_np > 0)
-    say_once("--host-discovery-script offers " + std::to_string(*offered) + " slot(s) here for " +
+    say_once("--host-discovery-script offers " + std::to_string(slots) + " slot(s) for " +
              std::to_string(active_.size()) + " worker(s); " + min_np_text() + " keeps " +
              std::to_string(plan.kept_for_min_np) + " more than that");
+  std::string why;
   if (!plan.remove.empty()) {
-    remove(plan.remove, *offered);
-    return;
+    why = "--host-discovery-script offers " + std::to_string(slots) + " slot(s) for " +
+          std::to_string(active_.size()) + " worker(s)";
+    remove(plan.remove);
   }
-  int added = 0;
-  for (; added < plan.start; ++added) {
-    const int id = next_id_++;
-    if (!hooks_.start_worker(id)) break;
-    active_.push_back(id);  // the highest id yet: active_ stays ascending
+  const int added = start(plan.start);
+  if (added > 0) {
+    change("host discovery added " + std::to_string(added) + " worker(s)" +
+           (why.empty() ? "" : "; " + why + ": worker(s) " + ids_text(plan.remove) + " leave"));
+  } else if (!plan.remove.empty()) {
+    form(why + ": worker(s) " + ids_text(plan.remove) + " leave (no slot on their host; each at its next commit, " +
+         "SIGTERM after " + cfg::number_text(std::chrono::duration<double>(timing_.leave_grace).count()) + " s)");
   }
-  if (added > 0) change("host discovery added " + std::to_string(added) + " worker(s)");
 }
 
-void elastic_membership::remove(const std::vector<int>& ids, int offered) {
-  const std::string why = "--host-discovery-script offers " + std::to_string(offered) + " slot(s) for " +
-                          std::to_string(active_.size()) + " worker(s)";
+void elastic_membership::remove(const std::vector<int>& ids) {
   const auto due = clock::now() + timing_.leave_grace;
   for (int id : ids) {
-    active_.erase(std::find(active_.begin(), active_.end(), id));
-    leaving_[id] = leaving{why, due, 0};
+    auto it = std::find_if(active_.begin(), active_.end(), [&](const worker_at& w) { return w.id == id; });
+    leaving_[id] = leaving{"--host-discovery-script offers no slot for it on host '" + it->host + "'", due, 0};
+    active_.erase(it);
   }
-  form(why + ": worker(s) " + ids_text(ids) + " leave (the highest ids; each at its next commit, SIGTERM after " +
-       cfg::number_text(std::chrono::duration<double>(timing_.leave_grace).count()) + " s)");
+}
+
+// Starts a worker on each of `hosts` with the next ids, each told (in its variables) its place
+// in the round it joins; returns how many started.
+int elastic_membership::start(const std::vector<std::string>& hosts) {
+  std::vector<worker_at> next = active_;
+  for (size_t i = 0; i < hosts.size(); ++i) next.push_back({next_id_ + static_cast<int>(i), hosts[i]});
+  const auto places = round_places(next);
+  int added = 0;
+  for (size_t i = active_.size(); i < next.size(); ++i) {
+    const int id = next_id_++;
+    if (!hooks_.start_worker(id, places[i], static_cast<int>(next.size()))) {
+      refused_.insert(next[i].host);
+      continue;
+    }
+    active_.push_back({id, next[i].host});  // the highest id yet: active_ stays ascending
+    ++added;
+  }
+  return added;
 }
 
 void elastic_membership::enforce_leave_deadlines(clock::time_point now) {

@@ -1,8 +1,9 @@
 // Who is in an elastic job (chorusrun --min-np/--max-np). The supervisor reports every worker's
 // exit and calls tick() from its loop; the membership forms rounds in the store
-// (elastic_coordinator.hpp) when workers die or ask, starts workers for slots a discovery script
-// adds and removes the surplus when it offers fewer (elastic_policy.hpp), and below --min-np
-// waits up to --elastic-timeout for slots before it ends the job. Processes stay the supervisor's.
+// (elastic_coordinator.hpp) when workers die or ask, starts workers on the hosts and slots a
+// discovery script adds and removes those of hosts and slots it drops (elastic_policy.hpp), and
+// below --min-np waits up to --elastic-timeout for slots before it ends the job. Processes stay
+// the supervisor's.
 #pragma once
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bindings/cli/chorusrun/elastic_policy.hpp"
 #include "bindings/cli/chorusrun/options.hpp"
 
 namespace chorus::chorusrun {
@@ -36,7 +38,9 @@ struct elastic_timing {
 /// What the membership needs from the supervisor.
 struct membership_hooks {
   std::function<void(const std::string&)> say;              ///< a "chorusrun: ..." line
-  std::function<bool(int worker)> start_worker;              ///< a new worker; false: not started (said)
+  /// Starts worker `worker` at `at` (its place in the round it joins, of `world_size` workers,
+  /// on host at.host); false: not started (said), and no worker is started on that host again.
+  std::function<bool(int worker, const placement& at, int world_size)> start_worker;
   std::function<void(int worker, int signo)> signal_worker;  ///< signals one worker's process group
   /// The job ends with exit status 1. `told`: every worker was told to stop through the store
   /// (they get a grace period); false: the store failed, stop them now.
@@ -48,10 +52,10 @@ class elastic_membership {
  public:
   using clock = std::chrono::steady_clock;
 
-  /// `workers`: the ids of round 0, which main formed, ascending. `opts` gives --min-np,
+  /// `workers`: those of round 0, which main formed, ascending by id. `opts` gives --min-np,
   /// --max-np, --host-discovery-script and --elastic-timeout (filled in by main).
   elastic_membership(const launch_options& opts, const elastic_timing& timing, std::string host_name,
-                     elastic_coordinator& store, std::vector<int> workers, membership_hooks hooks);
+                     elastic_coordinator& store, std::vector<worker_at> workers, membership_hooks hooks);
 
   /// Worker `worker` ended (`wait_status` from waitpid, `how` in words). A removed worker's exit
   /// does not count, whatever its status. One that exited 0 marks the job as finishing: no worker
@@ -80,7 +84,8 @@ class elastic_membership {
   void form(const std::string& cause);
   void end(const std::string& what);
   void discover(clock::time_point now);
-  void remove(const std::vector<int>& ids, int offered);
+  void remove(const std::vector<int>& ids);
+  int start(const std::vector<std::string>& hosts);
   void enforce_leave_deadlines(clock::time_point now);
   void say_once(const std::string& message);
   std::string min_np_text() const;
@@ -93,7 +98,7 @@ class elastic_membership {
   std::string host_name_;
   elastic_coordinator& store_;
   membership_hooks hooks_;
-  std::vector<int> active_;             // in the newest round (or about to be), ascending
+  std::vector<worker_at> active_;       // in the newest round (or about to be), ascending by id
   std::map<int, leaving> leaving_;      // removed, not yet exited
   int next_id_;                         // id of the next worker started
   bool finishing_ = false;              // a worker exited 0
@@ -101,6 +106,7 @@ class elastic_membership {
   std::optional<clock::time_point> wait_until_;  // below --min-np, waiting for slots until then
   clock::time_point next_discovery_{};
   std::set<std::string> said_;          // messages said once
+  std::set<std::string> refused_;       // hosts where a worker could not be started
 };
 
 }  // namespace chorus::chorusrun

@@ -1,29 +1,50 @@
 // Pure decisions of an elastic job (no I/O, no clock, no processes): how the workers follow the
-// slots a --host-discovery-script offers, and what follows when a worker leaves. The membership
-// (elastic_membership.hpp) carries them out; tests/bindings/cli/elastic_policy_test.cpp holds
-// them to the rules below.
+// hosts and slots a --host-discovery-script offers, how a round numbers its workers per host,
+// and what follows when a worker leaves. The membership (elastic_membership.hpp) carries them
+// out; tests/bindings/cli/elastic_policy_test.cpp holds them to the rules below.
 #pragma once
 
+#include <string>
 #include <vector>
+
+#include "bindings/cli/chorusrun/host_list.hpp"
 
 namespace chorus::chorusrun {
 
-/// What to do with the workers after one run of the discovery script.
-struct slot_plan {
-  int start = 0;            ///< new workers to start (with ids after every id used so far)
-  std::vector<int> remove;  ///< workers to remove, ascending: the highest ids of `active`
-  int kept_for_min_np = 0;  ///< workers that stay only because --min-np forbids removing them
+/// A worker of an elastic job and the host it runs on.
+struct worker_at {
+  int id = -1;
+  std::string host;
+  bool operator==(const worker_at&) const = default;
 };
 
-/// `active`: the ids of the workers in the job (not those already leaving), ascending.
-/// `offered`: the slots the script offers here. Rules:
-///  1. The job wants min(offered, max_np) workers.
-///  2. More than active: start the difference, unless the job would still be below --min-np with
-///     them (a worker started then finds no round to join): then none.
-///  3. Fewer: remove the highest ids until that many are left, never below --min-np (so a job
-///     already below --min-np loses nobody). Highest ids go first: the newest workers, never the
-///     lowest id (rank 0, whose state the others take).
-slot_plan plan_slots(const std::vector<int>& active, int offered, int min_np, int max_np);
+/// What to do with the workers after one run of the discovery script.
+struct slot_plan {
+  std::vector<std::string> start;  ///< one host per new worker (ids after every id used so far)
+  std::vector<int> remove;         ///< workers to remove, ascending
+  int kept_for_min_np = 0;         ///< workers without a slot that stay only because of --min-np
+};
+
+/// `active`: the workers in the job (not those already leaving), ascending by id. `offered`: the
+/// hosts and slots the script offers, in its order (one entry per host). Rules:
+///  1. Each host keeps its lowest ids up to its slots; workers on a host no longer offered, and
+///     the highest ids beyond a host's slots, have no slot. Highest ids go first: the newest
+///     workers, never the lowest id (rank 0, whose state the others take).
+///  2. The job wants min(all slots offered, max_np) workers. More than it keeps: new workers on
+///     the free slots, hosts in the script's order.
+///  3. Those without a slot are removed when the workers kept and started reach --min-np (a
+///     host swapped for another in one run). Otherwise only down to --min-np, highest ids first
+///     (a job already below it loses nobody), and new workers start only if they bring the job
+///     to --min-np (one started below it finds no round to join). Never every worker: the
+///     lowest id stays (counted in kept_for_min_np) to hand the state on.
+slot_plan plan_slots(const std::vector<worker_at>& active, const std::vector<host_slots>& offered, int min_np,
+                     int max_np);
+
+/// The places of `workers` (ascending by id) in one round: worker workers[i] gets rank i (the
+/// lowest id, a worker that holds the state, is rank 0), its local rank among the workers on
+/// its host, and horovodrun's cross rank and size (placement in host_list.hpp). Hosts are
+/// numbered in the order their first worker appears.
+std::vector<placement> round_places(const std::vector<worker_at>& workers);
 
 /// What follows a change of the workers (one died, one asked for a new round).
 enum class after_change { form_round, wait_for_slots, end_job };

@@ -1,5 +1,5 @@
 // The host discovery script: one bounded run (spawned like a rank, its output read until EOF or
-// the bound, then reaped) and the parse of what it printed.
+// the bound, then reaped), the parse of what it printed, and the wait for --min-np slots.
 #include "bindings/cli/chorusrun/host_discovery.hpp"
 
 #include <poll.h>
@@ -11,8 +11,10 @@
 #include <cerrno>
 #include <charconv>
 #include <sstream>
+#include <thread>
 
 #include "bindings/cli/chorusrun/rank_process.hpp"
+#include "runtime/config/variables.hpp"
 
 extern char** environ;
 
@@ -40,8 +42,8 @@ bool read_some(int fd, std::string& into) {
 
 }  // namespace
 
-result<discovered_hosts> parse_discovery(std::string_view text, const std::string& this_host) {
-  discovered_hosts out;
+result<std::vector<host_slots>> parse_discovery(std::string_view text, const std::string& this_host) {
+  std::vector<host_slots> out;
   std::istringstream in{std::string(text)};
   for (std::string raw; std::getline(in, raw);) {
     std::string line = trim(raw);
@@ -60,10 +62,13 @@ result<discovered_hosts> parse_discovery(std::string_view text, const std::strin
                                                   "': expected 'host' or 'host:slots' with slots > 0"};
     }
     if (bracketed && host.size() > 2 && host.back() == ']') host = host.substr(1, host.size() - 2);
-    if (host == this_host || host == "localhost" || host == "127.0.0.1" || host == "::1")
-      out.local_slots += slots;
-    else
-      out.other_hosts.push_back(host);
+    if (host == this_host || is_loopback_name(host)) host = this_host;
+    auto same = std::find_if(out.begin(), out.end(), [&](const host_slots& h) { return h.host == host; });
+    if (same != out.end()) {
+      same->slots += slots;
+    } else {
+      out.push_back({host, slots});
+    }
   }
   return out;
 }
@@ -109,27 +114,47 @@ result<std::string> run_discovery_script(const std::string& script, std::chrono:
   return out;
 }
 
-std::optional<int> offered_slots(const std::string& script, const std::string& this_host,
-                                 std::chrono::milliseconds bound,
-                                 const std::function<void(const std::string&)>& say_once) {
+std::optional<std::vector<host_slots>> offered_hosts(const std::string& script, const std::string& this_host,
+                                                     std::chrono::milliseconds bound,
+                                                     const std::function<void(const std::string&)>& say_once) {
   auto out = run_discovery_script(script, bound);
-  auto hosts = out ? parse_discovery(*out, this_host) : result<discovered_hosts>(out.error());
+  auto hosts = out ? parse_discovery(*out, this_host) : result<std::vector<host_slots>>(out.error());
   if (!hosts) {
     say_once(hosts.error().message() + "; keeping the workers as they are");
     return std::nullopt;
   }
-  for (const auto& h : hosts->other_hosts)
-    say_once("--host-discovery-script offers host '" + h + "': elastic jobs use this host only for now");
-  return hosts->local_slots;
+  return std::move(*hosts);
 }
 
-rank_launch new_worker_launch(const rank_launch& first, int id) {
-  rank_launch l = first;
-  l.rank = id;
-  l.inherit_fd = -1;
-  for (auto& e : l.env)
-    if (e.rfind("CHORUS_ELASTIC_WORKER=", 0) == 0) e = "CHORUS_ELASTIC_WORKER=" + std::to_string(id);
-  return l;
+int total_slots(const std::vector<host_slots>& hosts) {
+  int n = 0;
+  for (const auto& h : hosts) n += h.slots;
+  return n;
+}
+
+result<std::vector<host_slots>> wait_for_slots(const std::string& script, const std::string& this_host, int min_np,
+                                               std::chrono::duration<double> timeout,
+                                               std::chrono::milliseconds interval, std::chrono::milliseconds bound,
+                                               const std::function<void(const std::string&)>& say) {
+  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(timeout);
+  std::string last = "no answer";
+  bool said_wait = false;
+  while (true) {
+    auto out = run_discovery_script(script, bound);
+    auto hosts = out ? parse_discovery(*out, this_host) : result<std::vector<host_slots>>(out.error());
+    if (hosts && total_slots(*hosts) >= min_np) return std::move(*hosts);
+    last = hosts ? std::to_string(total_slots(*hosts)) + " slot(s)" : hosts.error().message();
+    if (clock::now() + interval > deadline) break;
+    if (!said_wait) {
+      say("--host-discovery-script offers " + last + ", fewer than --min-np " + std::to_string(min_np) +
+          ": waiting up to --elastic-timeout " + cfg::number_text(timeout.count()) + " s before starting workers");
+      said_wait = true;
+    }
+    std::this_thread::sleep_for(interval);
+  }
+  return status{errc::config, "--host-discovery-script offered fewer than --min-np " + std::to_string(min_np) +
+                                  " slots within --elastic-timeout " + cfg::number_text(timeout.count()) +
+                                  " s (last: " + last + "); no worker started"};
 }
 
 }  // namespace chorus::chorusrun

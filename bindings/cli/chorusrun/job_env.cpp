@@ -5,6 +5,7 @@
 #include "runtime/env/process_env.hpp"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/rand.h>
 #include <sys/socket.h>
@@ -97,15 +98,61 @@ std::string configured_text(const char* name) {
 
 }  // namespace
 
-result<job_identity> make_job_identity(const launch_options& opts, const std::vector<placement>& placements) {
+result<std::string> address_toward(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), "9", &hints, &found); rc != 0)
+    return status{errc::config, "cannot resolve host '" + host + "': " + ::gai_strerror(rc)};
+  std::string why = "no address";
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    char text[INET6_ADDRSTRLEN] = {};
+    bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+              ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+    if (!ok) why = std::strerror(errno);
+    ::close(fd);
+    if (!ok) continue;
+    const void* raw = local.ss_family == AF_INET6
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6&>(local).sin6_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in&>(local).sin_addr);
+    if (::inet_ntop(local.ss_family, raw, text, sizeof text)) {
+      ::freeaddrinfo(found);
+      return std::string(text);
+    }
+  }
+  ::freeaddrinfo(found);
+  return status{errc::config, "no route from this host to host '" + host + "': " + why};
+}
+
+result<job_identity> make_job_identity(const launch_options& opts, const std::vector<placement>& placements,
+                                       const std::string& this_host) {
   job_identity job;
+  std::string elastic_host = "127.0.0.1";  // where chorusrun serves an elastic job's store
+  if (opts.elastic()) {
+    for (const auto& p : placements) {
+      if (starts_directly(opts, p.host, this_host)) continue;
+      auto addr = address_toward(p.host);
+      if (!addr) return status{errc::config, "the elastic store must be reachable from host '" + p.host +
+                                                 "': " + addr.error().message()};
+      elastic_host = *addr;
+      break;
+    }
+  }
   if (auto rdv = configured_text("CHORUS_RENDEZVOUS"); !rdv.empty()) {
     job.rendezvous = std::move(rdv);
   } else if (opts.rendezvous) {
     job.rendezvous = *opts.rendezvous;
-  } else if (std::string host = opts.hosts.empty() || placements.empty() ? "127.0.0.1" : placements.front().host;
-             starts_directly(opts, host)) {
-    // Rank 0 runs here: hold the port from now until rank 0 inherits the socket.
+  } else if (std::string host = opts.elastic()                               ? elastic_host
+                                : opts.hosts.empty() || placements.empty() ? "127.0.0.1"
+                                                                           : placements.front().host;
+             opts.elastic() || starts_directly(opts, host, this_host)) {
+    // Rank 0 runs here: hold the port from now until rank 0 inherits the socket (elastic:
+    // until chorusrun serves the store on it).
     if (host == "localhost") host = "127.0.0.1";
     auto fd = listen_on_free_port(host);
     if (!fd) return fd.error();

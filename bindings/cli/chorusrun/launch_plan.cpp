@@ -53,7 +53,7 @@ result<std::vector<placement>> plan_placements(const launch_options& opts, const
 }
 
 std::vector<std::pair<std::string, std::string>> job_variables(const launch_options& opts, const job_identity& job,
-                                                               const placement& p, int world_size) {
+                                                               const placement& p, int world_size, int worker) {
   std::vector<std::pair<std::string, std::string>> v;
   v.emplace_back("CHORUS_RENDEZVOUS", job.rendezvous);
   v.emplace_back("CHORUS_JOB_SECRET", job.secret);
@@ -72,7 +72,7 @@ std::vector<std::pair<std::string, std::string>> job_variables(const launch_opti
   v.emplace_back("HOROVOD_CROSS_SIZE", std::to_string(p.cross_size));
   v.emplace_back("HOROVOD_HOSTNAME", p.host);
   if (opts.elastic()) {  // the worker id is its first rank; rounds renumber ranks, not workers
-    v.emplace_back("CHORUS_ELASTIC_WORKER", std::to_string(p.rank));
+    v.emplace_back("CHORUS_ELASTIC_WORKER", std::to_string(worker >= 0 ? worker : p.rank));
     // How long chorusrun may wait for slots, so a worker waits as long for the next round. Both
     // names, alike: an alias inherited with another value would contradict it.
     if (opts.elastic_timeout_seconds) {
@@ -84,65 +84,89 @@ std::vector<std::pair<std::string, std::string>> job_variables(const launch_opti
   return v;
 }
 
-bool starts_directly(const launch_options& opts, const std::string& host) {
-  if (opts.hosts.empty()) return true;
+bool starts_directly(const launch_options& opts, const std::string& host, const std::string& this_host) {
+  if (opts.elastic()) return is_loopback_name(host) || host == this_host;
+  if (opts.hosts.empty() && !opts.elastic()) return true;
   return !opts.launcher_template && is_loopback_name(host);
 }
 
 std::string shell_quote(const std::string& s) { return "'" + replace_all(s, "'", "'\\''") + "'"; }
 
+namespace {
+
+// One rank's (or elastic worker's) start: its variables in its environment, or on the stdin of
+// the launcher that starts it on its host.
+result<rank_launch> launch_of(const launch_options& opts, const job_identity& job, const placement& p,
+                              int world_size, int worker, bool direct, const std::vector<std::string>& base_env,
+                              const std::string& workdir) {
+  rank_launch l;
+  l.rank = worker >= 0 ? worker : p.rank;
+  l.host = opts.hosts.empty() && direct ? "" : p.host;
+  auto vars = job_variables(opts, job, p, world_size, worker);
+  // Later entries replace earlier ones of the same name; ordered by name for stable runs.
+  std::map<std::string, std::string> env;
+  for (const auto& e : base_env) {
+    auto eq = e.find('=');
+    if (eq != std::string::npos) env[e.substr(0, eq)] = e.substr(eq + 1);
+  }
+  // Only the rank handed chorusrun's listener may name one (not a value left in our own
+  // environment by an outer launcher).
+  env.erase("CHORUS_RENDEZVOUS_FD");
+  if (direct) {
+    for (const auto& [k, v] : vars) env[k] = v;
+    if (p.rank == 0 && job.store_listener >= 0 && !opts.elastic()) {  // elastic: chorusrun serves
+      l.inherit_fd = job.store_listener;
+      env["CHORUS_RENDEZVOUS_FD"] = std::to_string(job.store_listener);
+    }
+    l.argv = opts.command;
+  } else {
+    for (const auto& [k, v] : vars) {
+      if (v.find('\n') != std::string::npos)
+        return status{errc::invalid_argument, "rank " + std::to_string(l.rank) + " on " + p.host + ": " + k +
+                                                  " holds a newline; it cannot be passed to a remote rank"};
+      l.stdin_data += k + "=" + v + "\n";
+    }
+    l.stdin_data += "\n";
+    auto words = split_words(opts.launcher_template.value_or(default_ssh_template));
+    for (auto& w : words) w = replace_all(w, "{host}", p.host);
+    if (is_ssh(words)) {
+      // ssh hands one string to the remote shell: quote every word, start in our directory.
+      std::string remote = "cd " + shell_quote(workdir) + " 2>/dev/null; exec sh -c " + shell_quote(env_prologue) +
+                           " chorus-rank";
+      for (const auto& a : opts.command) remote += " " + shell_quote(a);
+      words.push_back(remote);
+    } else {
+      words.insert(words.end(), {"sh", "-c", env_prologue, "chorus-rank"});
+      words.insert(words.end(), opts.command.begin(), opts.command.end());
+    }
+    l.argv = std::move(words);
+  }
+  for (auto& [k, v] : env) l.env.push_back(k + "=" + v);
+  return l;
+}
+
+}  // namespace
+
 result<std::vector<rank_launch>> plan_launch(const launch_options& opts, const job_identity& job,
                                              const std::vector<placement>& placements,
-                                             const std::vector<std::string>& base_env, const std::string& workdir) {
-  const int world_size = opts.nnodes ? *opts.nnodes * opts.num_ranks : opts.num_ranks;
+                                             const std::vector<std::string>& base_env, const std::string& workdir,
+                                             const std::string& this_host) {
+  // An elastic job may start fewer workers than -np (the slots its script offered).
+  const int world_size = opts.nnodes ? *opts.nnodes * opts.num_ranks
+                                     : opts.elastic() ? static_cast<int>(placements.size()) : opts.num_ranks;
   std::vector<rank_launch> out;
   for (const auto& p : placements) {
-    rank_launch l;
-    l.rank = p.rank;
-    l.host = opts.hosts.empty() ? "" : p.host;
-    auto vars = job_variables(opts, job, p, world_size);
-    // Later entries replace earlier ones of the same name; ordered by name for stable runs.
-    std::map<std::string, std::string> env;
-    for (const auto& e : base_env) {
-      auto eq = e.find('=');
-      if (eq != std::string::npos) env[e.substr(0, eq)] = e.substr(eq + 1);
-    }
-    // Only the rank handed chorusrun's listener may name one (not a value left in our own
-    // environment by an outer launcher).
-    env.erase("CHORUS_RENDEZVOUS_FD");
-    if (starts_directly(opts, p.host)) {
-      for (const auto& [k, v] : vars) env[k] = v;
-      if (p.rank == 0 && job.store_listener >= 0 && !opts.elastic()) {  // elastic: chorusrun serves
-        l.inherit_fd = job.store_listener;
-        env["CHORUS_RENDEZVOUS_FD"] = std::to_string(job.store_listener);
-      }
-      l.argv = opts.command;
-    } else {
-      for (const auto& [k, v] : vars) {
-        if (v.find('\n') != std::string::npos)
-          return status{errc::invalid_argument, "rank " + std::to_string(p.rank) + " on " + p.host + ": " + k +
-                                                    " holds a newline; it cannot be passed to a remote rank"};
-        l.stdin_data += k + "=" + v + "\n";
-      }
-      l.stdin_data += "\n";
-      auto words = split_words(opts.launcher_template.value_or(default_ssh_template));
-      for (auto& w : words) w = replace_all(w, "{host}", p.host);
-      if (is_ssh(words)) {
-        // ssh hands one string to the remote shell: quote every word, start in our directory.
-        std::string remote = "cd " + shell_quote(workdir) + " 2>/dev/null; exec sh -c " + shell_quote(env_prologue) +
-                             " chorus-rank";
-        for (const auto& a : opts.command) remote += " " + shell_quote(a);
-        words.push_back(remote);
-      } else {
-        words.insert(words.end(), {"sh", "-c", env_prologue, "chorus-rank"});
-        words.insert(words.end(), opts.command.begin(), opts.command.end());
-      }
-      l.argv = std::move(words);
-    }
-    for (auto& [k, v] : env) l.env.push_back(k + "=" + v);
-    out.push_back(std::move(l));
+    auto l = launch_of(opts, job, p, world_size, -1, starts_directly(opts, p.host, this_host), base_env, workdir);
+    if (!l) return l.error();
+    out.push_back(std::move(*l));
   }
   return out;
+}
+
+result<rank_launch> elastic_worker_launch(const launch_options& opts, const job_identity& job, const placement& p,
+                                          int world_size, int worker, const std::vector<std::string>& base_env,
+                                          const std::string& workdir, const std::string& this_host) {
+  return launch_of(opts, job, p, world_size, worker, starts_directly(opts, p.host, this_host), base_env, workdir);
 }
 
 }  // namespace chorus::chorusrun

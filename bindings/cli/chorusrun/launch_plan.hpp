@@ -34,18 +34,30 @@ struct rank_launch {
 result<std::vector<placement>> plan_placements(const launch_options& opts, const std::string& local_host_name);
 
 /// The variables chorusrun sets for one rank, in a fixed order (job, -x, per-rank, HOROVOD_*).
+/// An elastic worker's id is `worker`, or its first rank when -1.
 std::vector<std::pair<std::string, std::string>> job_variables(const launch_options& opts, const job_identity& job,
-                                                               const placement& p, int world_size);
+                                                               const placement& p, int world_size, int worker = -1);
 
-/// True when ranks on `host` start without a launcher (no -H, per-node mode, or a loopback
-/// name with no --launcher).
-bool starts_directly(const launch_options& opts, const std::string& host);
+/// True when ranks on `host` start without a launcher: no -H or per-node mode (all local), or a
+/// loopback name with no --launcher. An elastic job names its hosts even without -H (its
+/// --host-discovery-script does): there this host's names (loopback ones and `this_host`, to
+/// which main renames them) always start directly, as horovodrun's local workers do.
+bool starts_directly(const launch_options& opts, const std::string& host, const std::string& this_host = {});
 
-/// The launch of every rank. `base_env` is chorusrun's own environment ("NAME=VALUE").
+/// The launch of every rank. `base_env` is chorusrun's own environment ("NAME=VALUE"),
+/// `this_host` this host's name (starts_directly).
 /// Fails when a job variable for a remote rank holds a newline (it cannot cross stdin).
 result<std::vector<rank_launch>> plan_launch(const launch_options& opts, const job_identity& job,
                                              const std::vector<placement>& placements,
-                                             const std::vector<std::string>& base_env, const std::string& workdir);
+                                             const std::vector<std::string>& base_env, const std::string& workdir,
+                                             const std::string& this_host);
+
+/// The launch of elastic worker `worker` added to a running job, at `p` (its place in the round
+/// it joins, elastic_policy.hpp's round_places) of `world_size` workers: started like the first
+/// workers, directly or through the launcher on p.host, with CHORUS_ELASTIC_WORKER=`worker`.
+result<rank_launch> elastic_worker_launch(const launch_options& opts, const job_identity& job, const placement& p,
+                                          int world_size, int worker, const std::vector<std::string>& base_env,
+                                          const std::string& workdir, const std::string& this_host);
 
 /// `s` quoted for a POSIX shell ('...' with embedded quotes escaped).
 std::string shell_quote(const std::string& s);

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "bindings/cli/chorusrun/elastic_coordinator.hpp"
+#include "bindings/cli/chorusrun/host_discovery.hpp"
 #include "bindings/cli/chorusrun/job_env.hpp"
 #include "bindings/cli/chorusrun/launch_plan.hpp"
 #include "bindings/cli/chorusrun/options.hpp"
@@ -60,6 +63,29 @@ std::vector<std::string> own_environment() {
   return env;
 }
 
+// The first workers of an elastic job: on -H/--hostfile's hosts; else, with a discovery script,
+// on the hosts it offers once they have --min-np slots (up to -np workers; horovodrun waits the
+// same --elastic-timeout); else -np on this host. This host's names become `host_name`, as the
+// script's lines do, so that both name a host alike.
+chorus::result<std::vector<chorus::chorusrun::placement>> elastic_placements(chorus::chorusrun::launch_options& opts,
+                                                                             const std::string& host_name) {
+  using namespace chorus::chorusrun;
+  for (auto& h : opts.hosts)
+    if (is_loopback_name(h.host)) h.host = host_name;
+  if (!opts.hosts.empty() || !opts.discovery_script) return plan_placements(opts, host_name);
+  const elastic_timing timing;
+  auto offered = wait_for_slots(*opts.discovery_script, host_name, opts.min_np.value_or(opts.num_ranks),
+                                std::chrono::duration<double>(*opts.elastic_timeout_seconds),
+                                timing.discovery_interval, timing.discovery_bound,
+                                [](const std::string& m) { write_text(2, "chorusrun: " + m + "\n"); });
+  if (!offered) return offered.error();
+  return place_ranks(*offered, std::min(opts.num_ranks, total_slots(*offered)));
+}
+
+bool is_loopback_address(const std::string& host_port) {
+  return host_port.rfind("127.", 0) == 0 || host_port.rfind("[::1]", 0) == 0 || host_port.rfind("localhost", 0) == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,36 +132,46 @@ int main(int argc, char** argv) {
     }
     opts->elastic_timeout_seconds = *seconds;
   }
-  auto placements = plan_placements(*opts, this_host_name());
+  const std::string host_name = this_host_name();
+  auto placements = opts->elastic() ? elastic_placements(*opts, host_name) : plan_placements(*opts, host_name);
   if (!placements) {
     write_text(2, "chorusrun: " + placements.error().message() + "\n");
-    return 2;
+    return placements.error().code() == chorus::errc::invalid_argument ? 2 : 1;
   }
-  auto job = make_job_identity(*opts, *placements);
+  auto job = make_job_identity(*opts, *placements, host_name);
   if (!job) {
     write_text(2, "chorusrun: cannot set up the job: " + job.error().to_string() + "\n");
     return 1;
   }
-  auto launches = plan_launch(*opts, *job, *placements, own_environment(), current_dir());
+  const auto base_env = own_environment();
+  const auto workdir = current_dir();
+  auto launches = plan_launch(*opts, *job, *placements, base_env, workdir, host_name);
   if (!launches) {
     write_text(2, "chorusrun: " + launches.error().message() + "\n");
     return 2;
   }
   supervisor_config config;
-  config.host_name = this_host_name();
+  config.host_name = host_name;
   std::unique_ptr<elastic_coordinator> elastic;
   if (opts->elastic()) {
     // chorusrun serves the store (no rank is special) and starts every worker into round 0.
     auto started = elastic_coordinator::start(*job);
-    std::vector<int> workers;
-    for (const auto& l : *launches) workers.push_back(l.rank);
-    chorus::status st = started ? (*started)->form_round(workers) : started.error();
+    chorus::status st = started ? (*started)->form_round(first_workers(*launches, host_name)) : started.error();
     if (!st) {
       write_text(2, "chorusrun: cannot serve the elastic rendezvous store: " + st.message() + "\n");
       return 1;
     }
     elastic = std::move(*started);
     config.elastic = elastic.get();
+    config.elastic_launch = [&](int worker, const placement& at, int world_size) -> chorus::result<rank_launch> {
+      if (!starts_directly(*opts, at.host, host_name) && is_loopback_address(job->rendezvous))
+        return chorus::status{chorus::errc::config,
+                              "the elastic store listens on " + job->rendezvous +
+                                  " (every worker started on this host), which host " + at.host +
+                                  " cannot reach; name a remote host at the start (-H, --hostfile or the "
+                                  "script's first offer)"};
+      return elastic_worker_launch(*opts, *job, at, world_size, worker, base_env, workdir, host_name);
+    };
   }
   int rc = run_job(*opts, *job, *launches, config);
   elastic.reset();

@@ -202,9 +202,9 @@ status check_options(const launch_options& opts) {
       if (name == "CHORUS_ELASTIC_TIMEOUT_SECONDS" || name == "HOROVOD_ELASTIC_TIMEOUT")
         return usage_error("-x " + name + "=" + value + ": chorusrun sets " + name +
                            " for elastic workers from --elastic-timeout; give that instead");
-    if (!opts.hosts.empty() || opts.hostfile || opts.nnodes || opts.rendezvous)
-      return usage_error("--min-np/--max-np run on this host only for now (no -H, --hostfile, --nnodes or "
-                         "--rendezvous)");
+    if (opts.nnodes || opts.rendezvous)
+      return usage_error("--min-np/--max-np: chorusrun serves the elastic store itself; --nnodes and --rendezvous "
+                         "cannot be used with them (give the hosts with -H, --hostfile or --host-discovery-script)");
   }
   if (!opts.hosts.empty()) {
     auto placed = place_ranks(opts.hosts, opts.num_ranks);
@@ -236,13 +236,17 @@ std::string usage_text() {
          "  --min-np N, --max-np M\n"
          "                      elastic (hvd.elastic): a worker that dies does not end the job; the\n"
          "                      others form a new round without it, as long as N are left\n"
+         "                      (-H/--hostfile: the hosts to start on; the elastic store listens on\n"
+         "                      this host's address toward the first remote one)\n"
          "  --host-discovery-script S\n"
-         "                      elastic: run S every second ('host[:slots]' lines; this host only\n"
-         "                      for now); start workers for new slots, up to --max-np, and stop\n"
-         "                      the highest worker ids when it offers fewer, down to --min-np\n"
+         "                      elastic: run S every second ('host[:slots]' lines, any hosts;\n"
+         "                      remote ones start through --launcher); start workers on new slots,\n"
+         "                      up to --max-np, and stop the workers of hosts it no longer offers\n"
+         "                      (highest ids first), down to --min-np. Without -H, S also gives\n"
+         "                      the first hosts: up to -np workers once it offers --min-np slots\n"
          "  --elastic-timeout SECONDS\n"
-         "                      elastic with S: below --min-np, wait this long for S to offer\n"
-         "                      slots before ending the job (default 600, or\n"
+         "                      elastic with S: below --min-np (at the start too), wait this long\n"
+         "                      for S to offer slots before ending the job (default 600, or\n"
          "                      CHORUS_ELASTIC_TIMEOUT_SECONDS / HOROVOD_ELASTIC_TIMEOUT)\n"
          "  --no-prefix         do not prefix output lines with [rank]\n"
          "  -h, --help          print this help\n"

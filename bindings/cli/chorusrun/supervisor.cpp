@@ -19,6 +19,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -102,11 +103,11 @@ class job_supervisor {
 
   // Elastic mode: the membership of round 0 (main formed it), with what it may ask of this loop.
   void start_membership() {
-    std::vector<int> workers;
-    for (const auto& slot : slots_) workers.push_back(slot.proc.rank);
     membership_hooks hooks;
     hooks.say = [this](const std::string& m) { relay_.say(m); };
-    hooks.start_worker = [this](int id) { return start_worker(id); };
+    hooks.start_worker = [this](int id, const placement& at, int world_size) {
+      return start_worker(id, at, world_size);
+    };
     hooks.signal_worker = [this](int id, int signo) {
       for (const auto& slot : slots_)
         if (slot.proc.rank == id) signal_rank(slot.proc, signo);
@@ -120,17 +121,22 @@ class job_supervisor {
       }
     };
     membership_ = std::make_unique<elastic_membership>(opts_, config_.elastic_timings, config_.host_name,
-                                                       *config_.elastic, std::move(workers), std::move(hooks));
+                                                       *config_.elastic, first_workers(launches_, config_.host_name),
+                                                       std::move(hooks));
   }
 
-  // A worker the membership adds: started like the first one, with its own id.
-  bool start_worker(int id) {
-    rank_launch l = new_worker_launch(launches_.front(), id);
-    auto proc = spawn_rank(id, l.argv, l.env, l.stdin_data, -1);
+  // A worker the membership adds: started like the first ones (directly or through the
+  // launcher on its host), with its own id.
+  bool start_worker(int id, const placement& at, int world_size) {
+    auto l = config_.elastic_launch ? config_.elastic_launch(id, at, world_size)
+                                    : result<rank_launch>(status{errc::internal, "no way to start workers"});
+    auto proc = l ? spawn_rank(id, l->argv, l->env, l->stdin_data, -1) : result<rank_process>(l.error());
     if (!proc) {
-      relay_.say("cannot start worker " + std::to_string(id) + ": " + proc.error().message());
+      relay_.say("cannot start worker " + std::to_string(id) + " on host " + at.host + ": " + proc.error().message() +
+                 "; no more workers there");
       return false;
     }
+    hosts_[id] = at.host;
     slots_.push_back(make_slot(*proc, opts_.prefix_output));
     ++live_;
     return true;
@@ -199,7 +205,8 @@ class job_supervisor {
       relay_.flush();
     }
     if (membership_) {
-      membership_->on_exit(rank, st, describe_exit(st));
+      const std::string host = where(rank);  // " on host H" across hosts
+      membership_->on_exit(rank, st, (host.empty() ? "" : host.substr(1) + " ") + describe_exit(st));
       return;
     }
     if (exited_cleanly(st)) return;
@@ -304,6 +311,7 @@ class job_supervisor {
 
   // " on host H" when the job spans hosts.
   std::string where(int rank) const {
+    if (auto it = hosts_.find(rank); it != hosts_.end()) return " on host " + it->second;
     for (const auto& l : launches_)
       if (l.rank == rank && !l.host.empty()) return " on host " + l.host;
     return "";
@@ -323,6 +331,7 @@ class job_supervisor {
   output_relay relay_;
   std::vector<rank_slot> slots_;
   std::unique_ptr<elastic_membership> membership_;  // elastic mode
+  std::map<int, std::string> hosts_;                // elastic: hosts of the workers added
   int live_ = 0;  // ranks started and not yet reaped
   stop_reason reason_ = stop_reason::none;
   int exit_status_ = 0;
@@ -332,6 +341,12 @@ class job_supervisor {
 };
 
 }  // namespace
+
+std::vector<worker_at> first_workers(const std::vector<rank_launch>& launches, const std::string& host_name) {
+  std::vector<worker_at> out;
+  for (const auto& l : launches) out.push_back({l.rank, l.host.empty() ? host_name : l.host});
+  return out;
+}
 
 int run_job(const launch_options& opts, const job_identity& job, const std::vector<rank_launch>& launches,
             const supervisor_config& config) {

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "bindings/cli/chorusrun/elastic_membership.hpp"
+#include "bindings/cli/chorusrun/elastic_policy.hpp"
 #include "bindings/cli/chorusrun/job_env.hpp"
 #include "bindings/cli/chorusrun/launch_plan.hpp"
 #include "bindings/cli/chorusrun/options.hpp"
@@ -27,7 +30,14 @@ struct supervisor_config {
   elastic_timing elastic_timings;
   // This host's name, for the discovery script's lines.
   std::string host_name;
+  // Elastic mode: the start of a worker the membership adds (worker id, its place in the round it
+  // joins, the size of that round); an error says why it cannot start there.
+  std::function<result<rank_launch>(int worker, const placement& at, int world_size)> elastic_launch;
 };
+
+/// The workers of an elastic job's first round, from their launches: a launch without a host
+/// (a job all on this host) is on `host_name`.
+std::vector<worker_at> first_workers(const std::vector<rank_launch>& launches, const std::string& host_name);
 
 /// Runs the job to the end and returns the exit status for chorusrun:
 ///  - 0 when every rank exited 0 (elastic mode: every rank of the last round; ranks lost before

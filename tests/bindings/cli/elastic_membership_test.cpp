@@ -40,11 +40,16 @@ struct fixture {
   std::string slots_file;
   std::vector<std::string> said;
   std::vector<int> started;
+  std::vector<placement> started_at;  // the place each started worker was given
+  std::vector<int> started_world;
+  std::string refuse_host;            // start_worker fails there
   std::vector<std::pair<int, int>> signalled;  // (worker, signal)
   std::optional<bool> ended;                   // end_job's `told`
   std::unique_ptr<elastic_membership> m;
 
-  fixture(int np, int min_np, int max_np, bool script, double timeout_s = 600) {
+  // `hosts`: the script prints the slots file as it is ("host:slots" lines, offer_hosts);
+  // else "localhost:<the number in it>" (offer).
+  fixture(int np, int min_np, int max_np, bool script, double timeout_s = 600, bool hosts = false) {
     opts.num_ranks = np;
     opts.min_np = min_np;
     opts.max_np = max_np;
@@ -55,17 +60,18 @@ struct fixture {
     ::close(fd);
     slots_file = name;
     offer(np);
-    if (script) opts.discovery_script = "echo localhost:$(cat " + slots_file + ")";
+    if (script) opts.discovery_script = hosts ? "cat " + slots_file : "echo localhost:$(cat " + slots_file + ")";
+    if (hosts) offer_hosts("localhost:" + std::to_string(np));
     auto places = plan_placements(opts, "here");
     EXPECT_TRUE(places);
-    auto j = make_job_identity(opts, *places);
+    auto j = make_job_identity(opts, *places, "here");
     EXPECT_TRUE(j) << (j ? "" : j.error().message());
     job = *j;
     auto s = elastic_coordinator::start(job);
     EXPECT_TRUE(s) << (s ? "" : s.error().message());
     store = std::move(*s);
-    std::vector<int> workers;
-    for (int r = 0; r < np; ++r) workers.push_back(r);
+    std::vector<worker_at> workers;
+    for (int r = 0; r < np; ++r) workers.push_back({r, "here"});
     EXPECT_TRUE(store->form_round(workers).ok());
     elastic_timing t;
     t.settle = 20ms;
@@ -75,8 +81,11 @@ struct fixture {
     t.kill_grace = 100ms;
     membership_hooks h;
     h.say = [this](const std::string& s) { said.push_back(s); };
-    h.start_worker = [this](int id) {
+    h.start_worker = [this](int id, const placement& at, int world_size) {
+      if (at.host == refuse_host) return false;
       started.push_back(id);
+      started_at.push_back(at);
+      started_world.push_back(world_size);
       return true;
     };
     h.signal_worker = [this](int id, int sig) { signalled.emplace_back(id, sig); };
@@ -88,6 +97,8 @@ struct fixture {
   void offer(int n) {
     std::ofstream(slots_file) << n << "\n";
   }
+
+  void offer_hosts(const std::string& lines) { std::ofstream(slots_file) << lines; }
 
   // Ticks until `done` or `bound` passed; returns done().
   template <class F>
@@ -194,6 +205,61 @@ TEST(elastic_membership, without_a_script_below_min_np_ends_at_once) {
   auto told = f.join(1);
   ASSERT_FALSE(told);
   EXPECT_FALSE(elastic::removed(told.error()));
+}
+
+TEST(elastic_membership, workers_follow_the_hosts_the_script_offers) {
+  fixture f(2, 1, 3, true, 600, true);  // workers 0 and 1 on this host ("here")
+  // This host keeps one slot, host far offers one: worker 1 leaves, worker 2 starts on far, and
+  // one round has both changes.
+  f.offer_hosts("localhost:1\nfar:1\n");
+  ASSERT_TRUE(f.tick_until([&] { return f.store->round() == 1; })) << testing::PrintToString(f.said);
+  ASSERT_EQ(f.started, (std::vector<int>{2}));
+  EXPECT_EQ(f.started_at[0].host, "far");
+  EXPECT_EQ(f.started_at[0].rank, 1);  // its place in the round it joins, in its variables
+  EXPECT_EQ(f.started_at[0].local_rank, 0);
+  EXPECT_EQ(f.started_at[0].cross_rank, 1);
+  EXPECT_EQ(f.started_at[0].cross_size, 2);
+  EXPECT_EQ(f.started_world[0], 2);
+  EXPECT_TRUE(f.said_with("host discovery added 1 worker(s); --host-discovery-script offers 2 slot(s) for 2 "
+                          "worker(s): worker(s) 1 leave"))
+      << testing::PrintToString(f.said);
+  auto far = f.join(2);
+  ASSERT_TRUE(far) << far.error().to_string();
+  EXPECT_EQ(far->rank, 1);
+  EXPECT_EQ(far->size, 2);
+  EXPECT_EQ(far->local_rank, 0);
+  EXPECT_EQ(far->local_size, 1);
+  auto gone = f.join(1);
+  ASSERT_FALSE(gone);
+  EXPECT_TRUE(elastic::removed(gone.error())) << gone.error().to_string();
+  EXPECT_NE(gone.error().message().find("no slot for it on host 'here'"), std::string::npos)
+      << gone.error().to_string();
+  f.m->on_exit(1, exit_0, "exited with status 0");
+  // Host far disappears: its worker leaves (--min-np 1 allows it), nobody starts.
+  f.offer_hosts("localhost:1\n");
+  ASSERT_TRUE(f.tick_until([&] { return f.store->round() == 2; })) << testing::PrintToString(f.said);
+  EXPECT_EQ(f.started.size(), 1u);
+  auto left = f.join(2);
+  ASSERT_FALSE(left);
+  EXPECT_TRUE(elastic::removed(left.error()));
+  auto kept = f.join(0);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->size, 1);
+  f.m->on_exit(2, exit_0, "exited with status 0");
+  // A host where no worker can be started is not tried again.
+  f.refuse_host = "broken";
+  f.offer_hosts("localhost:1\nbroken:1\n");
+  f.tick_until([] { return false; }, 300ms);
+  EXPECT_EQ(f.store->round(), 2);
+  EXPECT_EQ(f.started.size(), 1u);
+  // Host far comes back: a worker with a fresh id joins at the next round.
+  f.offer_hosts("localhost:1\nbroken:1\nfar:1\n");
+  ASSERT_TRUE(f.tick_until([&] { return f.store->round() == 3; })) << testing::PrintToString(f.said);
+  EXPECT_EQ(f.started.back(), 4);  // id 3 went to the host that refused it
+  EXPECT_EQ(f.started_at.back().host, "far");
+  auto back = f.join(4);
+  ASSERT_TRUE(back) << back.error().to_string();
+  EXPECT_EQ(back->size, 2);
 }
 
 }  // namespace

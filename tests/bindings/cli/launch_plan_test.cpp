@@ -2,6 +2,8 @@
 // variables (CHORUS_* and HOROVOD_*); the secret never on a command line.
 #include "bindings/cli/chorusrun/launch_plan.hpp"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,7 +29,7 @@ job_identity test_job() { return {"10.0.0.1:4000", "s3cr3t", "00000000000000ab"}
 std::vector<rank_launch> plan(const launch_options& opts) {
   auto p = plan_placements(opts, "here");
   EXPECT_TRUE(p);
-  auto l = plan_launch(opts, test_job(), *p, {"PATH=/usr/bin", "HOME=/root"}, "/work dir");
+  auto l = plan_launch(opts, test_job(), *p, {"PATH=/usr/bin", "HOME=/root"}, "/work dir", "here");
   EXPECT_TRUE(l) << (l ? "" : l.error().message());
   return l ? *l : std::vector<rank_launch>{};
 }
@@ -137,11 +139,11 @@ TEST(launch_plan, per_node_mode_needs_a_shared_secret) {
   ASSERT_TRUE(p);
   ::unsetenv("CHORUS_JOB_SECRET");
   ::unsetenv("CHORUS_RENDEZVOUS");
-  auto job = make_job_identity(opts, *p);
+  auto job = make_job_identity(opts, *p, "here");
   ASSERT_FALSE(job);
   EXPECT_NE(job.error().message().find("CHORUS_JOB_SECRET"), std::string::npos);
   ::setenv("CHORUS_JOB_SECRET", "abcd", 1);
-  job = make_job_identity(opts, *p);
+  job = make_job_identity(opts, *p, "here");
   ::unsetenv("CHORUS_JOB_SECRET");
   ASSERT_TRUE(job) << job.error().message();
   EXPECT_EQ(job->rendezvous, "10.0.0.1:29500");
@@ -152,13 +154,13 @@ TEST(launch_plan, multi_host_rendezvous_is_on_rank_zeros_host) {
   auto opts = parse({"-np", "2", "-H", "10.77.0.1:1,10.77.0.2:1", "--launcher", "x {host}", "prog"});
   auto p = plan_placements(opts, "here");
   ::unsetenv("CHORUS_RENDEZVOUS");
-  auto job = make_job_identity(opts, *p);
+  auto job = make_job_identity(opts, *p, "here");
   ASSERT_TRUE(job);
   EXPECT_EQ(job->rendezvous.rfind("10.77.0.1:", 0), 0u) << job->rendezvous;
   EXPECT_EQ(job->secret.size(), 64u);
   auto v6 = parse({"-np", "1", "-H", "[fd00::1]:1", "--launcher", "x {host}", "prog"});
   auto p6 = plan_placements(v6, "here");
-  job = make_job_identity(v6, *p6);
+  job = make_job_identity(v6, *p6, "here");
   ASSERT_TRUE(job);
   EXPECT_EQ(job->rendezvous.rfind("[fd00::1]:", 0), 0u) << job->rendezvous;
 }
@@ -166,7 +168,7 @@ TEST(launch_plan, multi_host_rendezvous_is_on_rank_zeros_host) {
 TEST(launch_plan, remote_variable_with_newline_is_refused) {
   auto opts = parse({"-np", "1", "-H", "n1:1", "-x", "A=two\nlines", "prog"});
   auto p = plan_placements(opts, "here");
-  auto l = plan_launch(opts, test_job(), *p, {}, "/");
+  auto l = plan_launch(opts, test_job(), *p, {}, "/", "here");
   ASSERT_FALSE(l);
   EXPECT_NE(l.error().message().find("A holds a newline"), std::string::npos) << l.error().message();
 }
@@ -203,7 +205,10 @@ TEST(options, elastic_bounds_and_scope) {
   EXPECT_NE(check({"-np", "3", "--min-np", "4", "p"}).find("--min-np <= -np <= --max-np"), std::string::npos);
   EXPECT_NE(check({"-np", "3", "--max-np", "2", "p"}).find("--min-np <= -np <= --max-np"), std::string::npos);
   EXPECT_NE(check({"-np", "3", "--min-np", "0", "p"}).find("positive"), std::string::npos);
-  EXPECT_NE(check({"-np", "2", "--min-np", "1", "-H", "a:1,b:1", "p"}).find("this host only"), std::string::npos);
+  EXPECT_EQ(check({"-np", "2", "--min-np", "1", "-H", "a:1,b:1", "p"}), "");  // across hosts
+  EXPECT_NE(check({"-np", "2", "--min-np", "1", "-H", "a:1", "p"}).find("slots"), std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--min-np", "1", "--rendezvous", "a:1", "p"}).find("serves the elastic store"),
+            std::string::npos);
   EXPECT_NE(check({"-np", "1", "--min-np", "1", "-x", "CHORUS_ELASTIC_WORKER=3", "p"}).find("per rank"),
             std::string::npos);
   EXPECT_EQ(check({"-np", "2", "--min-np", "1", "--elastic-timeout", "2.5", "p"}), "");
@@ -221,7 +226,7 @@ TEST(launch_plan, elastic_workers_get_their_id_and_no_rank_serves_the_store) {
   ASSERT_TRUE(p);
   auto job = test_job();
   job.store_listener = 9;  // held by chorusrun, which serves the store itself in elastic mode
-  auto launches = plan_launch(opts, job, *p, {"PATH=/usr/bin"}, "/w");
+  auto launches = plan_launch(opts, job, *p, {"PATH=/usr/bin"}, "/w", "here");
   ASSERT_TRUE(launches);
   for (const auto& l : *launches) {
     auto env = as_map(l.env);
@@ -232,13 +237,88 @@ TEST(launch_plan, elastic_workers_get_their_id_and_no_rank_serves_the_store) {
   // The wait for slots (main fills it in from the option or the environment) reaches the workers
   // under both names, so an alias inherited with another value cannot contradict it.
   auto timed = parse({"-np", "2", "--min-np", "1", "--elastic-timeout", "7.5", "python3", "t.py"});
-  auto with_timeout = plan_launch(timed, job, *p, {"PATH=/usr/bin", "HOROVOD_ELASTIC_TIMEOUT=99"}, "/w");
+  auto with_timeout = plan_launch(timed, job, *p, {"PATH=/usr/bin", "HOROVOD_ELASTIC_TIMEOUT=99"}, "/w", "here");
   ASSERT_TRUE(with_timeout);
   auto env = as_map((*with_timeout)[1].env);
   EXPECT_EQ(env["CHORUS_ELASTIC_TIMEOUT_SECONDS"], "7.5");
   EXPECT_EQ(env["HOROVOD_ELASTIC_TIMEOUT"], "7.5");
-  auto plain = plan_launch(parse({"-np", "2", "p"}), job, *p, {"PATH=/usr/bin"}, "/w");
+  auto plain = plan_launch(parse({"-np", "2", "p"}), job, *p, {"PATH=/usr/bin"}, "/w", "here");
   ASSERT_TRUE(plain);
   EXPECT_EQ(as_map((*plain)[0].env).count("CHORUS_ELASTIC_WORKER"), 0u);
   EXPECT_EQ((*plain)[0].inherit_fd, 9);
+}
+
+TEST(launch_plan, elastic_workers_start_on_any_host_like_minus_h_ranks) {
+  auto opts = parse({"-np", "2", "--min-np", "1", "--max-np", "4", "--launcher", "hosts.sh exec {host}", "prog"});
+  auto job = test_job();
+  // A worker added on a remote host: through the launcher, its variables (the secret too) on
+  // stdin, its id and its place in the round it joins.
+  placement at;
+  at.rank = 2;
+  at.host = "10.0.0.2";
+  at.local_rank = 1;
+  at.local_size = 2;
+  at.cross_rank = 1;
+  at.cross_size = 2;
+  auto far = elastic_worker_launch(opts, job, at, 3, 7, {"PATH=/usr/bin"}, "/w", "here");
+  ASSERT_TRUE(far) << far.error().message();
+  EXPECT_EQ(far->rank, 7);
+  EXPECT_EQ(far->host, "10.0.0.2");
+  ASSERT_GE(far->argv.size(), 3u);
+  EXPECT_EQ(far->argv[2], "10.0.0.2");
+  EXPECT_FALSE(argv_mentions(*far, "s3cr3t"));
+  auto vars = stdin_vars(far->stdin_data);
+  EXPECT_EQ(vars["CHORUS_ELASTIC_WORKER"], "7");
+  EXPECT_EQ(vars["CHORUS_RANK"], "2");
+  EXPECT_EQ(vars["CHORUS_SIZE"], "3");
+  EXPECT_EQ(vars["HOROVOD_LOCAL_RANK"], "1");
+  EXPECT_EQ(vars["HOROVOD_CROSS_RANK"], "1");
+  EXPECT_EQ(vars["HOROVOD_CROSS_SIZE"], "2");
+  EXPECT_EQ(vars["HOROVOD_HOSTNAME"], "10.0.0.2");
+  EXPECT_EQ(vars["CHORUS_RENDEZVOUS"], "10.0.0.1:4000");
+  // This host's name and the loopback names start directly, launcher or not; other hosts
+  // through the launcher, ssh by default.
+  EXPECT_TRUE(starts_directly(opts, "here", "here"));
+  EXPECT_FALSE(starts_directly(opts, "10.0.0.2", "here"));
+  auto direct = parse({"-np", "2", "--min-np", "1", "prog"});
+  EXPECT_TRUE(starts_directly(direct, "here", "here"));
+  EXPECT_TRUE(starts_directly(direct, "localhost", "here"));
+  EXPECT_FALSE(starts_directly(direct, "node2", "here"));
+  at.host = "here";
+  auto local = elastic_worker_launch(direct, job, at, 3, 7, {"PATH=/usr/bin"}, "/w", "here");
+  ASSERT_TRUE(local);
+  EXPECT_EQ(local->argv, (std::vector<std::string>{"prog"}));
+  EXPECT_EQ(as_map(local->env)["CHORUS_ELASTIC_WORKER"], "7");
+  EXPECT_EQ(local->inherit_fd, -1);
+  auto ssh = elastic_worker_launch(direct, job, placement{0, 0, "node2"}, 3, 8, {}, "/w", "here");
+  ASSERT_TRUE(ssh);
+  EXPECT_EQ(ssh->argv.front(), "ssh");
+}
+
+TEST(launch_plan, an_elastic_store_listens_where_remote_workers_reach_it) {
+  // Every worker here: loopback. A remote host: this host's address on the route there (here
+  // the route to 127.0.0.2 leaves from 127.0.0.1 or 127.0.0.2, a loopback address either way;
+  // emulated hosts check a real one in tests/hosts).
+  auto local = parse({"-np", "2", "--min-np", "1", "prog"});
+  auto p = plan_placements(local, "here");
+  ASSERT_TRUE(p);
+  auto job = make_job_identity(local, *p, "here");
+  ASSERT_TRUE(job) << job.error().message();
+  EXPECT_EQ(job->rendezvous.rfind("127.0.0.1:", 0), 0u) << job->rendezvous;
+  EXPECT_GE(job->store_listener, 0);
+  ::close(job->store_listener);
+  auto toward = address_toward("127.0.0.2");
+  ASSERT_TRUE(toward) << toward.error().message();
+  EXPECT_EQ(toward->rfind("127.", 0), 0u) << *toward;
+  auto remote = parse({"-np", "2", "--min-np", "1", "-H", "127.0.0.2:2", "--launcher", "x {host}", "prog"});
+  auto rp = plan_placements(remote, "here");
+  ASSERT_TRUE(rp);
+  auto rjob = make_job_identity(remote, *rp, "here");
+  ASSERT_TRUE(rjob) << rjob.error().message();
+  EXPECT_EQ(rjob->rendezvous.rfind(*toward + ":", 0), 0u) << rjob->rendezvous;
+  EXPECT_GE(rjob->store_listener, 0) << "chorusrun holds the port it serves the store on";
+  ::close(rjob->store_listener);
+  auto nowhere = address_toward("no-such-host.invalid");
+  ASSERT_FALSE(nowhere);
+  EXPECT_NE(nowhere.error().message().find("'no-such-host.invalid'"), std::string::npos);
 }

@@ -1,0 +1,130 @@
+"""Elastic training across two emulated hosts (bench/hosts/hosts.sh; issue 22, the multi-host part).
+
+    elastic_hosts_test.py CHORUSRUN EXAMPLE HOSTS_SH
+
+chorusrun runs on host 0 with --host-discovery-script (a file this test rewrites) offering one
+slot on each host and the namespace launcher: worker 0 starts on host 0, worker 1 on host 1,
+both through the launcher, and reach chorusrun's store on host 0's address. Then:
+  1. host 1 is no longer offered and worker 1 is SIGKILLed mid-epoch: worker 0 rolls back to its
+     last commit and goes on alone (size 1); no worker starts on host 1 while it is not offered;
+  2. host 1 is offered again: worker 2 starts there and joins at the next commit (size 2);
+  3. the job ends with exit status 0, workers 0 and 2 with identical parameters, after exactly
+     rounds 0, 1 (without worker 1) and 2 (with worker 2).
+Skips (exit 77) where hosts cannot be built (not root, no ip netns). Bounded twice: `timeout`
+around `hosts.sh run` (whose trap removes the namespaces, also on failure), and chorusrun's
+--timeout; every process of the job is SIGKILLed by pid at the end."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from elastic_kill_test import Job, RECOVERY_BOUND_S  # noqa: E402
+
+BOUND_S = 170
+DEADLINE_S = 140
+
+
+def offer(hosts_file, lines):
+    """What the discovery script prints next, replaced whole."""
+    with open(hosts_file + ".new", "w") as f:
+        f.write("".join(line + "\n" for line in lines))
+    os.replace(hosts_file + ".new", hosts_file)
+    print("test: the discovery script offers %s" % ",".join(lines), flush=True)
+
+
+def netns_of(pid):
+    """The name of the network namespace (emulated host) process `pid` runs in."""
+    return subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True, text=True).stdout.strip()
+
+
+def inner(chorusrun, example, hosts_sh):
+    addrs = os.environ["CHORUS_HOSTS_ADDRS"].split(",")
+    tag = os.environ["CHORUS_HOSTS_TAG"]
+    tmp = tempfile.mkdtemp(prefix="chorus-elastic-hosts-")
+    hosts_file = os.path.join(tmp, "hosts")
+    both = [addrs[0] + ":1", addrs[1] + ":1"]
+    offer(hosts_file, both)
+    job = Job(chorusrun, example, 2, 1, 2, epochs=12, deadline=DEADLINE_S, prefix=[hosts_sh, "exec", "0"],
+              extra=["--host-discovery-script", "cat " + hosts_file, "--launcher", hosts_sh + " exec {host}"])
+    try:
+        starts = job.wait_for(lambda: len({e[1] for e in job.events(None, "start")}) == 2 and job.events(None, "start"),
+                              90, "workers 0 and 1 to start")
+        pids = {e[1]: int(e[3]["pid"]) for e in starts}
+        assert netns_of(pids[0]) == tag + "0", "worker 0 is not on host 0: %s" % netns_of(pids[0])
+        assert netns_of(pids[1]) == tag + "1", "worker 1 is not on host 1: %s" % netns_of(pids[1])
+
+        # 1. Host 1 goes away with its worker.
+        job.wait_for(lambda: len([e for e in job.events(1, "commit") if e[3]["epoch"] == "1"]) >= 2, 60,
+                     "worker 1 to commit twice in epoch 1")
+        time.sleep(0.08)  # mid-way between two commits: some batches are lost
+        offer(hosts_file, both[:1])  # right before the kill: a discovery run between the two is unlikely
+        os.kill(pids[1], signal.SIGKILL)
+        killed = time.monotonic()
+        print("test: SIGKILL worker 1 (pid %d)" % pids[1], flush=True)
+        alone = job.wait_for(lambda: [e for e in job.events(0, "start", after=killed) if e[3]["size"] == "1"],
+                             RECOVERY_BOUND_S, "worker 0 to go on alone")
+        last_commit = max(int(e[3]["step"]) for e in job.events(0, "commit") if e[0] <= killed)
+        resumed = int(alone[0][3]["step"])
+        print("test: worker 0 goes on alone from step %d (last commit before the kill: %d), %.2f s after the kill"
+              % (resumed, last_commit, alone[0][0] - killed), flush=True)
+        assert resumed >= last_commit, "worker 0 rolled back past its last commit %d" % last_commit
+        time.sleep(3)  # three discovery runs without host 1
+        assert not [e for e in job.events(None, "start") if e[1] >= 2], "a worker started on a host not offered"
+        assert job.proc.poll() is None, "the job ended while worker 0 trained alone"
+
+        # 2. Host 1 comes back.
+        offer(hosts_file, both)
+        offered = time.monotonic()
+
+        def joined():
+            found = {e[1]: e for e in job.events(None, "start", after=offered) if e[3]["size"] == "2"}
+            return list(found.values()) if set(found) == {0, 2} else None
+
+        starts = job.wait_for(joined, 60, "workers 0 and 2 to start at size 2")
+        steps = {e[1]: int(e[3]["step"]) for e in starts}
+        print("test: size 2 again at steps %s, %.2f s after host 1 came back"
+              % (steps, max(e[0] for e in starts) - offered), flush=True)
+        assert len(set(steps.values())) == 1, steps
+        pid2 = int([e for e in starts if e[1] == 2][0][3]["pid"])
+        assert netns_of(pid2) == tag + "1", "worker 2 is not on host 1: %s" % netns_of(pid2)
+
+        # 3. The end.
+        rc = job.finish(DEADLINE_S)
+        text = "\n".join(t for _, t in job.lines)
+        finals = {e[1]: e[3] for e in job.events(None, "final")}
+        print("test: chorusrun exited %d; finals %s" % (rc, finals), flush=True)
+        assert rc == 0, rc
+        assert set(finals) == {0, 2}, finals
+        assert len({f["sha"] for f in finals.values()}) == 1, "parameters differ between workers: %s" % finals
+        rounds = [int(r) for r in re.findall(r"elastic round (\d+) goes on with", text)]
+        assert rounds == [1, 2], "rounds after round 0: %s" % rounds
+        assert re.search(r"rank 1 on host %s was killed by signal 9" % re.escape(addrs[1]), text), \
+            "chorusrun did not name the dead worker's host"
+        assert "Traceback" not in text, "a worker ended with a traceback"
+    finally:
+        job.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS", flush=True)
+
+
+def main():
+    if sys.argv[1] == "--inner":
+        inner(*sys.argv[2:5])
+        return 0
+    chorusrun, example, hosts_sh = sys.argv[1:4]
+    check = subprocess.run([hosts_sh, "check"], capture_output=True, text=True)
+    if check.returncode != 0:
+        print("SKIP: emulated hosts unavailable: %s" % (check.stdout + check.stderr).strip(), flush=True)
+        return 77
+    return subprocess.run(["timeout", "-s", "TERM", "-k", "10", str(BOUND_S), hosts_sh, "run", "2", "--",
+                           sys.executable, os.path.abspath(__file__), "--inner", chorusrun, example, hosts_sh]).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
