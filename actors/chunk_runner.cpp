@@ -13,6 +13,7 @@
 #include "runtime/collectives/ring_op.hpp"
 #include "runtime/collectives/scatter_plan.hpp"
 #include "runtime/collectives/wire_ring_op.hpp"
+#include "runtime/core/tsan_edge.hpp"
 
 namespace chorus {
 
@@ -21,9 +22,10 @@ void chunk_gate::wire(std::vector<caf::actor> senders) {
   senders_ = std::move(senders);
 }
 
-void chunk_gate::post(int stream, uint64_t sequence, const status& st) {
+void chunk_gate::post(int stream, uint64_t sequence, const status& st, const bucket_job* job) {
   std::lock_guard lk(mu_);
   if (stream < 0 || static_cast<std::size_t>(stream) >= senders_.size()) return;
+  tsan_edge::publish(job);  // the sender observes it on chunk_ran (actors/sender_actor.cpp)
   caf::anon_send(senders_[static_cast<std::size_t>(stream)], chunk_ran{sequence, st});
 }
 
@@ -112,7 +114,9 @@ result<alltoall_layout> prepare_alltoall(bucket_job& job, int rank, int size) {
 }
 
 void comm_runner::run(const chunk_work& w, int stream) {
-  run_then(w, stream, [gate = gate_, stream, seq = w.sequence](const status& st) { gate->post(stream, seq, st); });
+  run_then(w, stream, [gate = gate_, stream, seq = w.sequence, job = w.job.get()](const status& st) {
+    gate->post(stream, seq, st, job);  // run_then's callback keeps the job alive meanwhile
+  });
 }
 
 namespace {

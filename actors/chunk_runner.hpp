@@ -45,8 +45,10 @@ class chunk_runner {
 class chunk_gate {
  public:
   void wire(std::vector<caf::actor> senders);
-  /// Sends chunk_ran to the sender of `stream`, unless closed.
-  void post(int stream, uint64_t sequence, const status& st);
+  /// Sends chunk_ran to the sender of `stream`, unless closed. `job` is the chunk's bucket
+  /// (null when none): the data plane's writes to it happen before the sender's handler, an
+  /// edge through CAF's mailbox that TSan is told of (runtime/core/tsan_edge.hpp).
+  void post(int stream, uint64_t sequence, const status& st, const bucket_job* job);
   /// Drops the actor handles (call while the actor system still lives); later posts do nothing.
   void close();
 

@@ -35,7 +35,7 @@ void device_runner::run_nccl(const chunk_work& w, int stream) {
   call.name = op.spec.name;
   executor_->collective(w.job->device_order, op.device_index, std::move(call),
                         [keep = w.job, gate = gate_, stream, seq = w.sequence](const status& st) {
-                          gate->post(stream, seq, st);
+                          gate->post(stream, seq, st, keep.get());
                         });
 }
 
@@ -54,7 +54,9 @@ result<std::byte*> device_runner::staging_of(bucket_job& job) {
 void device_runner::run_staged(const chunk_work& w, int stream) {
   auto& job = *w.job;
   const auto& op = job.ops.front();
-  auto post = [gate = gate_, stream, seq = w.sequence](const status& st) { gate->post(stream, seq, st); };
+  auto post = [gate = gate_, stream, seq = w.sequence, job = w.job.get()](const status& st) {
+    gate->post(stream, seq, st, job);
+  };
   auto index = w.sequence - job.first_sequence;
   auto host = staging_of(job);
   if (!host) return post(host.error());
@@ -83,7 +85,8 @@ void device_runner::run_staged(const chunk_work& w, int stream) {
 void device_runner::run_nccl(const chunk_work& w, int stream) { run_staged(w, stream); }
 void device_runner::skip_order(const chunk_work&) {}
 void device_runner::run_staged(const chunk_work& w, int stream) {
-  gate_->post(stream, w.sequence, {errc::config, "this build of Chorus has no CUDA support (CHORUS_WITH_CUDA is off)"});
+  gate_->post(stream, w.sequence, {errc::config, "this build of Chorus has no CUDA support (CHORUS_WITH_CUDA is off)"},
+              w.job.get());
 }
 result<std::byte*> device_runner::staging_of(bucket_job&) {
   return status{errc::config, "this build of Chorus has no CUDA support"};

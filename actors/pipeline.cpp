@@ -27,6 +27,7 @@
 #include "actors/sender_actor.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/core/log.hpp"
+#include "runtime/core/tsan_edge.hpp"
 
 namespace chorus {
 
@@ -347,8 +348,9 @@ void pipeline::enqueue(op_request r) {
   {
     std::shared_lock lk(mu_);
     if (!stopped_) {
-      caf::anon_send(impl_->actors.producer,
-                     op_enqueued{std::make_shared<op_request>(std::move(r)), std::chrono::steady_clock::now()});
+      auto request = std::make_shared<op_request>(std::move(r));
+      tsan_edge::publish(request.get());  // the caller's buffers, to the producer (admit)
+      caf::anon_send(impl_->actors.producer, op_enqueued{std::move(request), std::chrono::steady_clock::now()});
       return;
     }
   }
@@ -362,7 +364,10 @@ void pipeline::enqueue_all(std::vector<op_request> rs) {
     if (!stopped_) {
       ops_enqueued e{{}, std::chrono::steady_clock::now()};
       e.requests.reserve(rs.size());
-      for (auto& r : rs) e.requests.push_back(std::make_shared<op_request>(std::move(r)));
+      for (auto& r : rs) {
+        e.requests.push_back(std::make_shared<op_request>(std::move(r)));
+        tsan_edge::publish(e.requests.back().get());
+      }
       caf::anon_send(impl_->actors.producer, std::move(e));
       return;
     }

@@ -10,6 +10,7 @@
 
 #include "runtime/collectives/ring_schedule.hpp"
 #include "runtime/core/log.hpp"
+#include "runtime/core/tsan_edge.hpp"
 
 namespace chorus {
 
@@ -88,6 +89,7 @@ void fail_remaining(caf::stateful_actor<producer_state>* self) {
 
 /// Checks a request and, when it may run, records it and tells the negotiator; else ends it.
 void admit(caf::stateful_actor<producer_state>* self, const std::shared_ptr<op_request>& request, steady_time at) {
+  tsan_edge::observe(request.get());  // published by pipeline::enqueue on the caller's thread
   auto& s = self->state;
   const auto& r = *request;
   auto set = check_process_set(r.spec, s.cfg.rank, s.cfg.process_sets.get());

@@ -5,6 +5,7 @@
 
 #include "runtime/collectives/stream_board.hpp"
 #include "runtime/core/log.hpp"
+#include "runtime/core/tsan_edge.hpp"
 
 namespace chorus {
 
@@ -99,6 +100,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
           CHORUS_LOG(error, "sender", "stream=" << s.cfg.stream << " sequence=" << r.sequence << " ended but is not in flight");
           return;
         }
+        tsan_edge::observe(it->second.job.get());  // published by chunk_gate::post on the I/O thread
         ++s.stats.chunks;
         s.stats.bytes += it->second.bytes;
         observer_of(s.wired).on_chunk_end(s.cfg.stream, r.sequence, it->second.bytes, r.result, it->second.started,
