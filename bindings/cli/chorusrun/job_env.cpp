@@ -5,7 +5,6 @@
 #include "runtime/env/process_env.hpp"
 
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/rand.h>
 #include <sys/socket.h>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "bindings/cli/chorusrun/launch_plan.hpp"
+#include "runtime/transport/tcp/socket_util.hpp"
 #include "runtime/config/reader.hpp"
 
 namespace chorus::chorusrun {
@@ -98,37 +98,6 @@ std::string configured_text(const char* name) {
 
 }  // namespace
 
-result<std::string> address_toward(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), "9", &hints, &found); rc != 0)
-    return status{errc::config, "cannot resolve host '" + host + "': " + ::gai_strerror(rc)};
-  std::string why = "no address";
-  for (addrinfo* a = found; a; a = a->ai_next) {
-    int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_storage local{};
-    socklen_t len = sizeof local;
-    char text[INET6_ADDRSTRLEN] = {};
-    bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-              ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
-    if (!ok) why = std::strerror(errno);
-    ::close(fd);
-    if (!ok) continue;
-    const void* raw = local.ss_family == AF_INET6
-                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6&>(local).sin6_addr)
-                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in&>(local).sin_addr);
-    if (::inet_ntop(local.ss_family, raw, text, sizeof text)) {
-      ::freeaddrinfo(found);
-      return std::string(text);
-    }
-  }
-  ::freeaddrinfo(found);
-  return status{errc::config, "no route from this host to host '" + host + "': " + why};
-}
-
 result<job_identity> make_job_identity(const launch_options& opts, const std::vector<placement>& placements,
                                        const std::string& this_host) {
   job_identity job;
@@ -136,7 +105,7 @@ result<job_identity> make_job_identity(const launch_options& opts, const std::ve
   if (opts.elastic()) {
     for (const auto& p : placements) {
       if (starts_directly(opts, p.host, this_host)) continue;
-      auto addr = address_toward(p.host);
+      auto addr = tcp::address_toward(p.host);
       if (!addr) return status{errc::config, "the elastic store must be reachable from host '" + p.host +
                                                  "': " + addr.error().message()};
       elastic_host = *addr;

@@ -33,14 +33,10 @@ struct job_identity {
 /// from the rendezvous address, alike on every node). Fails when the OS or OpenSSL does.
 /// Elastic jobs: chorusrun serves the store itself, on 127.0.0.1 when every worker starts here
 /// (`this_host` is this host's name, launch_plan.hpp's starts_directly), else on the address
-/// this host reaches the first remote worker's host from (address_toward), so that every host
+/// this host reaches the first remote worker's host from (tcp::address_toward), so that every host
 /// on that network reaches it.
 result<job_identity> make_job_identity(const launch_options& opts, const std::vector<placement>& placements,
                                        const std::string& this_host);
 
-/// This host's address on the route to `host` (a name or a numeric address): the source address
-/// a UDP socket connected there gets (no packet is sent). errc::config naming the host when the
-/// name does not resolve or no route leads there.
-result<std::string> address_toward(const std::string& host);
 
 }  // namespace chorus::chorusrun

@@ -275,16 +275,23 @@ std::string peer_name(int fd) {
   return address_text(sa, true);
 }
 
-std::string local_address_towards(const std::string& host) {
-  if (host == "127.0.0.1" || host == "localhost" || host.empty()) return "127.0.0.1";
+result<std::string> address_toward(const std::string& host) {
   auto sa = resolve(host, 9);
-  if (!sa) return "127.0.0.1";
+  if (!sa) return sa.error();
   unique_fd fd(::socket(sa->family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0 || ::connect(fd.get(), sa->get(), sa->len) != 0) return "127.0.0.1";
+  if (fd.get() < 0 || ::connect(fd.get(), sa->get(), sa->len) != 0)
+    return status{errc::config, "no route from this host to host '" + host + "': " + std::strerror(errno)};
   sockaddr_storage me{};
   socklen_t len = sizeof me;
-  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&me), &len);
+  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&me), &len) != 0)
+    return status{errc::config, "no local address toward host '" + host + "': " + std::strerror(errno)};
   return address_text(me, false);
+}
+
+std::string local_address_towards(const std::string& host) {
+  if (host == "127.0.0.1" || host == "localhost" || host.empty()) return "127.0.0.1";
+  auto addr = address_toward(host);
+  return addr ? *addr : "127.0.0.1";
 }
 
 }  // namespace chorus::tcp

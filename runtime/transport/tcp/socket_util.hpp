@@ -65,8 +65,12 @@ void tune_socket(int fd, int buffer_bytes);
 void set_liveness(int fd, std::chrono::milliseconds timeout);
 /// "127.0.0.1:51234" or "[fd00::1]:51234" of the remote side.
 std::string peer_name(int fd);
-/// The local address a packet to `host` would leave from (for publishing our endpoint); IPv6
-/// addresses come without brackets.
+/// This host's address on the route to `host` (a name or a numeric address): the source address
+/// a UDP socket connected there gets (no packet is sent); IPv6 addresses come without brackets.
+/// errc::config naming the host when the name does not resolve or no route leads there.
+result<std::string> address_toward(const std::string& host);
+/// The same for publishing our endpoint: 127.0.0.1 for a local or empty `host`, or when
+/// address_toward fails.
 std::string local_address_towards(const std::string& host);
 
 }  // namespace chorus::tcp

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <map>
 
+#include "runtime/transport/tcp/socket_util.hpp"
+
 using namespace chorus::chorusrun;
 
 namespace {
@@ -307,7 +309,7 @@ TEST(launch_plan, an_elastic_store_listens_where_remote_workers_reach_it) {
   EXPECT_EQ(job->rendezvous.rfind("127.0.0.1:", 0), 0u) << job->rendezvous;
   EXPECT_GE(job->store_listener, 0);
   ::close(job->store_listener);
-  auto toward = address_toward("127.0.0.2");
+  auto toward = chorus::tcp::address_toward("127.0.0.2");
   ASSERT_TRUE(toward) << toward.error().message();
   EXPECT_EQ(toward->rfind("127.", 0), 0u) << *toward;
   auto remote = parse({"-np", "2", "--min-np", "1", "-H", "127.0.0.2:2", "--launcher", "x {host}", "prog"});
@@ -318,7 +320,7 @@ TEST(launch_plan, an_elastic_store_listens_where_remote_workers_reach_it) {
   EXPECT_EQ(rjob->rendezvous.rfind(*toward + ":", 0), 0u) << rjob->rendezvous;
   EXPECT_GE(rjob->store_listener, 0) << "chorusrun holds the port it serves the store on";
   ::close(rjob->store_listener);
-  auto nowhere = address_toward("no-such-host.invalid");
+  auto nowhere = chorus::tcp::address_toward("no-such-host.invalid");
   ASSERT_FALSE(nowhere);
   EXPECT_NE(nowhere.error().message().find("'no-such-host.invalid'"), std::string::npos);
 }
