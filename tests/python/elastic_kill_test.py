@@ -173,27 +173,40 @@ def check_below_min(job):
     assert not job.events(0, "final"), "the survivor went on training alone"
 
 
-def check_added(job, slots_file):
+def resize(job, slots_file, n, workers, what):
+    """After worker 0's second commit in epoch 1, offers n slots and waits until exactly
+    `workers` start at size n; returns their start events and when the slots were offered."""
     job.wait_for(lambda: len([e for e in job.events(0, "commit") if e[3]["epoch"] == "1"]) >= 2, 60,
                  "worker 0 to commit twice in epoch 1")
-    offer_slots(slots_file, 3)
+    offer_slots(slots_file, n)
     offered = time.monotonic()
 
-    def grown():
-        found = {e[1]: e for e in job.events(None, "start", after=offered) if e[3]["size"] == "3"}
-        return list(found.values()) if set(found) == {0, 1, 2} else None
+    def resized():
+        found = {e[1]: e for e in job.events(None, "start", after=offered) if e[3]["size"] == str(n)}
+        return list(found.values()) if set(found) == set(workers) else None
 
-    starts = job.wait_for(grown, RECOVERY_BOUND_S, "three workers to start at size 3")
-    joined = max(e[0] for e in starts) - offered
+    starts = job.wait_for(resized, RECOVERY_BOUND_S, what)
     steps = {e[1]: int(e[3]["step"]) for e in starts}
-    print("test: size 3 at steps %s, %.2f s after the slot appeared" % (steps, joined), flush=True)
+    print("test: size %d at steps %s, %.2f s after the slots changed" % (n, steps, max(e[0] for e in starts) - offered),
+          flush=True)
     assert len(set(steps.values())) == 1, steps
+    return starts, offered
+
+
+def finish_identical(job, workers):
+    """Waits for chorusrun; every worker in `workers` ends with the same parameters."""
     rc = job.finish(DEADLINE_S)
     finals = {e[1]: e[3] for e in job.events(None, "final")}
     print("test: chorusrun exited %d; finals %s" % (rc, finals), flush=True)
     assert rc == 0, rc
-    assert set(finals) == {0, 1, 2}, finals
+    assert set(finals) == set(workers), finals
     assert len({f["sha"] for f in finals.values()}) == 1, "parameters differ between ranks: %s" % finals
+
+
+def check_added(job, slots_file):
+    starts, offered = resize(job, slots_file, 3, {0, 1, 2}, "three workers to start at size 3")
+    joined = max(e[0] for e in starts) - offered
+    finish_identical(job, {0, 1, 2})
     print("JOIN_SECONDS %.2f" % joined, flush=True)
 
 
@@ -210,28 +223,11 @@ def said(job, text):
 
 
 def check_removed(job, slots_file):
-    job.wait_for(lambda: len([e for e in job.events(0, "commit") if e[3]["epoch"] == "1"]) >= 2, 60,
-                 "worker 0 to commit twice in epoch 1")
-    offer_slots(slots_file, 2)
-    offered = time.monotonic()
-
-    def shrunk():
-        found = {e[1]: e for e in job.events(None, "start", after=offered) if e[3]["size"] == "2"}
-        return list(found.values()) if set(found) == {0, 1} else None
-
-    starts = job.wait_for(shrunk, RECOVERY_BOUND_S, "workers 0 and 1 to start again at size 2")
+    starts, _ = resize(job, slots_file, 2, {0, 1}, "workers 0 and 1 to start again at size 2")
     last_commit = max(int(e[3]["step"]) for e in job.events(0, "commit") if e[0] <= min(s[0] for s in starts))
-    steps = {e[1]: int(e[3]["step"]) for e in starts}
-    print("test: size 2 at steps %s, %.2f s after the slots shrank" % (steps, max(e[0] for e in starts) - offered),
-          flush=True)
-    assert len(set(steps.values())) == 1, steps
-    assert steps[0] >= last_commit, "worker 0 rolled back past its last commit %d" % last_commit
-    rc = job.finish(DEADLINE_S)
-    finals = {e[1]: e[3] for e in job.events(None, "final")}
-    print("test: chorusrun exited %d; finals %s" % (rc, finals), flush=True)
-    assert rc == 0, rc
-    assert set(finals) == {0, 1}, finals
-    assert len({f["sha"] for f in finals.values()}) == 1, "parameters differ between ranks: %s" % finals
+    restart = int(starts[0][3]["step"])
+    assert restart >= last_commit, "worker 0 rolled back past its last commit %d" % last_commit
+    finish_identical(job, {0, 1})
     assert said(job, "chorusrun: --host-discovery-script offers 2 slot(s) for 3 worker(s): worker(s) 2 leave"), \
         "chorusrun did not say which worker leaves"
     assert [t for t in said(job, "was removed from the job by chorusrun") if t.startswith("[2] chorus: ")], \
