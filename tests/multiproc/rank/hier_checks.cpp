@@ -109,8 +109,12 @@ void die_during_allreduce(communicator& c, int iteration) {
   auto* buf = new std::vector<float>(1u << 20, static_cast<float>(c.rank() + iteration));
   c.allreduce_async(buf->data(), buf->size(), dtype::f32, reduce_op::sum, [](const status&) {},
                     allreduce_algorithm::hierarchical);
+  die_soon("an allreduce");
+}
+
+void die_soon(const char* what) {
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
-  std::printf("testrank: killing myself in the middle of an allreduce\n");
+  std::printf("testrank: killing myself in the middle of %s\n", what);
   std::fflush(stdout);
   ::raise(SIGKILL);
   std::abort();

@@ -18,6 +18,9 @@ status check_hierarchical(communicator& c);
 status hier_allreduce_once(communicator& c, std::size_t count, int iteration);
 /// CHORUS_TEST_KILL="R:I": I on rank R, else -1.
 int self_kill_iteration(int rank);
+/// Lets the operation just started run a moment, says so ("killing myself in the middle of
+/// <what>"), then SIGKILLs this process.
+[[noreturn]] void die_soon(const char* what);
 /// Starts a forced-hierarchical 4 MiB allreduce, as hier_allreduce_once(c, 1 << 20, iteration)
 /// would (the same values: where it finishes its part before the kill, the survivors that
 /// complete the op get the right sum), lets it run a moment, then SIGKILLs this process.

@@ -2,16 +2,14 @@
 // from its seed, so each checks the whole result; counts differ by rank (allgatherv).
 #include "tests/multiproc/rank/hier_gather_checks.hpp"
 
-#include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "tests/multiproc/rank/hier_checks.hpp"
 #include "tests/support/reduce_reference.hpp"
 
 namespace chorus::testrank {
@@ -91,11 +89,7 @@ void die_during_allgather(communicator& c, int iteration) {
   auto* out = new std::vector<float>(count * static_cast<std::size_t>(c.size()));
   c.allgather_async(mine->data(), out->data(), std::vector<std::size_t>(static_cast<std::size_t>(c.size()), count),
                     dtype::f32, [](const status&) {}, allreduce_algorithm::hierarchical);
-  std::this_thread::sleep_for(std::chrono::milliseconds(3));
-  std::printf("testrank: killing myself in the middle of an allgather\n");
-  std::fflush(stdout);
-  ::raise(SIGKILL);
-  std::abort();
+  die_soon("an allgather");
 }
 
 }  // namespace chorus::testrank

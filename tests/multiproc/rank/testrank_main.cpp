@@ -73,6 +73,22 @@ int fail(const status& st) {
   return 3;
 }
 
+// hier-loop and hier-gather-loop: `once` for `seconds`, printing each iteration; the rank that
+// CHORUS_TEST_KILL names calls `die` (which never returns) at its iteration instead.
+int hier_loop(communicator& c, int seconds, status (*once)(communicator&, std::size_t, int),
+              void (*die)(communicator&, int)) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  const int kill_at = testrank::self_kill_iteration(c.rank());
+  for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
+    if (i == kill_at) die(c, i);
+    auto st = once(c, 1u << 20, i);
+    if (!st.ok()) return fail(st);
+    std::printf("iteration %d\n", i);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int run_intruder(process_env env) {
   env.rank = env.size - 1;
   // 1. Without the secret, rank 0's store lets it read nothing.
@@ -190,30 +206,10 @@ int main(int argc, char** argv) {
     std::printf("testrank: hier exact on rank %d of %d\n", c.rank(), c.size());
     return 0;
   }
-  if (mode == "hier-loop" && argc >= 3) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(std::atoi(argv[2]));
-    const int kill_at = testrank::self_kill_iteration(c.rank());
-    for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
-      if (i == kill_at) testrank::die_during_allreduce(c, i);
-      auto st = testrank::hier_allreduce_once(c, 1u << 20, i);
-      if (!st.ok()) return fail(st);
-      std::printf("iteration %d\n", i);
-      std::fflush(stdout);
-    }
-    return 0;
-  }
-  if (mode == "hier-gather-loop" && argc >= 3) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(std::atoi(argv[2]));
-    const int kill_at = testrank::self_kill_iteration(c.rank());
-    for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
-      if (i == kill_at) testrank::die_during_allgather(c, i);
-      auto st = testrank::hier_allgather_once(c, 1u << 20, i);
-      if (!st.ok()) return fail(st);
-      std::printf("iteration %d\n", i);
-      std::fflush(stdout);
-    }
-    return 0;
-  }
+  if (mode == "hier-loop" && argc >= 3)
+    return hier_loop(c, std::atoi(argv[2]), testrank::hier_allreduce_once, testrank::die_during_allreduce);
+  if (mode == "hier-gather-loop" && argc >= 3)
+    return hier_loop(c, std::atoi(argv[2]), testrank::hier_allgather_once, testrank::die_during_allgather);
   if (mode == "allreduce-loop" && argc >= 3) {
     auto end = std::chrono::steady_clock::now() + std::chrono::seconds(std::atoi(argv[2]));
     for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
