@@ -1,27 +1,23 @@
 // Multi-process tests of the chorusrun launcher: the real binary starts real ranks (sh).
-// Every run has a hard time bound; a chorusrun that outlives it is killed by pid, and rank pids
-// the ranks report are killed in TearDown if a failed test left them alive.
+// chorusrun runs as a child_process (tests/support/child_process.hpp) with a hard time bound
+// (scaled in slow builds); one that outlives it is killed by pid, and rank pids the ranks report
+// are killed in TearDown if a failed test left them alive.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <fstream>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -29,19 +25,21 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "tests/support/child_process.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
+using chorus::testing::child_process;
+using chorus::testing::exit_status;
 using steady = std::chrono::steady_clock;
 
-// Generous bound for one chorusrun run; the tests expect far less.
+// Generous bound for one chorusrun run (scaled in slow builds); the tests expect far less.
 constexpr auto run_limit = 30s;
 
 struct run_result {
   int exit_code = -1;      // exit status, or 128 + signal if chorusrun itself was killed
-  bool timed_out = false;  // the hard bound expired and chorusrun was killed
+  bool timed_out = false;  // the hard bound (scaled, test_time.hpp) expired and chorusrun was killed
   std::string out;
   std::string err;
 };
@@ -96,146 +94,22 @@ std::vector<pid_t> still_running(const std::vector<pid_t>& pids, std::chrono::mi
   return alive;
 }
 
-// One chorusrun process with its stdout and stderr on pipes.
-class chorusrun_process {
- public:
-  // Runs CHORUSRUN_PATH with `args`. The environment is the test's own without
-  // CHORUS_JOB_SECRET and CHORUS_RENDEZVOUS, plus `extra_env` ("NAME=VALUE").
-  explicit chorusrun_process(const std::vector<std::string>& args,
-                             const std::vector<std::string>& extra_env = {}) {
-    std::vector<std::string> argv_s{CHORUSRUN_PATH};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e; ++e) {
-      std::string entry(*e);
-      if (entry.starts_with("CHORUS_JOB_SECRET=") || entry.starts_with("CHORUS_RENDEZVOUS=")) {
-        continue;
-      }
-      env_s.push_back(entry);
-    }
-    env_s.insert(env_s.end(), extra_env.begin(), extra_env.end());
-    std::vector<char*> argv, envp;
-    for (auto& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    for (auto& s : env_s) envp.push_back(s.data());
-    envp.push_back(nullptr);
-
-    int out_pipe[2], err_pipe[2];
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-      ADD_FAILURE() << "pipe2: " << std::strerror(errno);
-      return;
-    }
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out_pipe[1], 1);
-      ::dup2(err_pipe[1], 2);
-      ::execve(argv[0], argv.data(), envp.data());
-      _exit(126);
-    }
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    out_fd_ = out_pipe[0];
-    err_fd_ = err_pipe[0];
-    if (pid_ < 0) ADD_FAILURE() << "fork: " << std::strerror(errno);
-  }
-
-  ~chorusrun_process() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_fd_ >= 0) ::close(out_fd_);
-    if (err_fd_ >= 0) ::close(err_fd_);
-  }
-
-  pid_t pid() const { return pid_; }
-  const run_result& output_so_far() const { return result_; }
-
-  // Reads output until `done(output so far)` holds or `limit` passes; returns whether it held.
-  bool read_until(const std::function<bool(const run_result&)>& done,
-                  std::chrono::milliseconds limit) {
-    auto deadline = steady::now() + limit;
-    while (!done(result_)) {
-      if (steady::now() >= deadline || !pump(deadline)) return done(result_);
-    }
-    return true;
-  }
-
-  // Reads until chorusrun has exited and closed its output, killing it at `limit`.
-  run_result finish(std::chrono::milliseconds limit = run_limit) {
-    if (pid_ <= 0) return result_;  // never started; the constructor reported why
-    auto deadline = steady::now() + limit;
-    while (!(exited_ && out_fd_ < 0 && err_fd_ < 0)) {
-      if (steady::now() >= deadline) {
-        if (!exited_) {
-          result_.timed_out = true;
-          ::kill(pid_, SIGKILL);
-          reap(0);
-        }
-        break;
-      }
-      pump(deadline);
-      reap(WNOHANG);
-    }
-    return result_;
-  }
-
- private:
-  // One poll round over the output pipes (at most 50 ms, so exit is noticed without output).
-  // Returns false when there is nothing left to wait for.
-  bool pump(steady::time_point deadline) {
-    pollfd fds[2];
-    int n = 0;
-    for (int fd : {out_fd_, err_fd_}) {
-      if (fd >= 0) fds[n++] = {fd, POLLIN, 0};
-    }
-    if (n == 0) {
-      reap(WNOHANG);
-      if (exited_) return false;
-      std::this_thread::sleep_for(10ms);
-      return true;
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
-    int timeout = static_cast<int>(std::clamp<long long>(left.count(), 0, 50));
-    if (::poll(fds, static_cast<nfds_t>(n), timeout) <= 0) return true;
-    for (int i = 0; i < n; ++i) {
-      if (fds[i].revents == 0) continue;
-      bool is_out = fds[i].fd == out_fd_;
-      char buf[4096];
-      ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
-      if (got > 0) {
-        (is_out ? result_.out : result_.err).append(buf, static_cast<size_t>(got));
-      } else if (got == 0 || errno != EINTR) {
-        ::close(fds[i].fd);
-        (is_out ? out_fd_ : err_fd_) = -1;
-      }
-    }
-    return true;
-  }
-
-  void reap(int flags) {
-    if (exited_ || pid_ <= 0) return;
-    int st = 0;
-    if (::waitpid(pid_, &st, flags) != pid_) return;
-    exited_ = true;
-    result_.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  }
-
-  pid_t pid_ = -1;
-  int out_fd_ = -1;
-  int err_fd_ = -1;
-  bool exited_ = false;
-  run_result result_;
-};
-
-run_result run_chorusrun(const std::vector<std::string>& args,
-                         const std::vector<std::string>& extra_env = {}) {
-  chorusrun_process p(args, extra_env);
-  return p.finish();
+// Waits for chorusrun to end, killing it at `limit`; what it printed and how it ended.
+run_result finish(child_process& job, std::chrono::milliseconds limit = run_limit) {
+  const exit_status& st = job.finish(limit);
+  return {st.exited ? st.exit_code : 128 + st.signal, st.timed_out, job.output(), job.errors()};
 }
 
 class chorusrun_test : public ::testing::Test {
  protected:
+  // Every test gets a scratch folder: chorusrun's output files, and the ranks' $DIR.
+  void SetUp() override {
+    char tmpl[] = "/tmp/chorusrun_test.XXXXXX";
+    const char* dir = ::mkdtemp(tmpl);
+    ASSERT_NE(dir, nullptr) << std::strerror(errno);
+    scratch_dir_ = dir;
+  }
+
   void TearDown() override {
     // Only a failed test leaves ranks behind; never leave them to the next test.
     for (pid_t p : rank_pids_) {
@@ -253,12 +127,19 @@ class chorusrun_test : public ::testing::Test {
     }
   }
 
-  std::string make_scratch_dir() {
-    char tmpl[] = "/tmp/chorusrun_test.XXXXXX";
-    const char* dir = ::mkdtemp(tmpl);
-    EXPECT_NE(dir, nullptr) << std::strerror(errno);
-    scratch_dir_ = dir ? dir : "";
-    return scratch_dir_;
+  // Starts chorusrun with `args`. Its environment is the test's own without CHORUS_JOB_SECRET
+  // and CHORUS_RENDEZVOUS, plus `extra_env`; stdout and stderr go to files in the scratch folder.
+  child_process start_chorusrun(const std::vector<std::string>& args, const child_process::env_map& extra_env = {}) {
+    std::vector<std::string> argv{CHORUSRUN_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return child_process(argv, extra_env, scratch_dir_ + "/chorusrun.out", scratch_dir_ + "/chorusrun.err", "",
+                         {"CHORUS_JOB_SECRET", "CHORUS_RENDEZVOUS"});
+  }
+
+  // One chorusrun run to its end, bounded by run_limit.
+  run_result run_chorusrun(const std::vector<std::string>& args, const child_process::env_map& extra_env = {}) {
+    child_process job = start_chorusrun(args, extra_env);
+    return finish(job);
   }
 
   // Records the "pid=" and "child=" pids ranks printed, for TearDown.
@@ -328,7 +209,7 @@ TEST_F(chorusrun_test, keeps_secret_and_rendezvous_from_its_environment) {
   const std::string secret(64, 'a');
   auto r = run_chorusrun(
       {"-np", "2", "--", "sh", "-c", "echo $CHORUS_JOB_SECRET $CHORUS_RENDEZVOUS"},
-      {"CHORUS_JOB_SECRET=" + secret, "CHORUS_RENDEZVOUS=127.0.0.1:4711"});
+      {{"CHORUS_JOB_SECRET", secret}, {"CHORUS_RENDEZVOUS", "127.0.0.1:4711"}});
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(sorted_lines(r.out), (std::vector<std::string>{"[0] " + secret + " 127.0.0.1:4711",
@@ -337,7 +218,7 @@ TEST_F(chorusrun_test, keeps_secret_and_rendezvous_from_its_environment) {
 
 TEST_F(chorusrun_test, failing_rank_stops_the_others) {
   // Rank 1 fails only once ranks 0 and 2 have printed their pids and started sleeping.
-  const std::string dir = make_scratch_dir();
+  const std::string dir = scratch_dir_;
   const std::string script =
       "if [ \"$CHORUS_RANK\" = 1 ]; then i=0;"
       " while [ ! -e \"$DIR/ready.0\" ] || [ ! -e \"$DIR/ready.2\" ]; do"
@@ -395,18 +276,18 @@ TEST_F(chorusrun_test, rank_ignoring_sigterm_is_killed_after_the_grace_period) {
 }
 
 TEST_F(chorusrun_test, second_signal_kills_at_once) {
-  chorusrun_process job({"-np", "2", "--", "sh", "-c",
+  child_process job = start_chorusrun({"-np", "2", "--", "sh", "-c",
                          "trap '' TERM INT; echo pid=$$; exec sleep 30"});
   bool started = job.read_until(
-      [](const run_result& r) { return pids_after(r.out, "pid").size() == 2; }, 10s);
-  remember_pids(job.output_so_far().out);
+      [](const std::string& out, const std::string&) { return pids_after(out, "pid").size() == 2; }, 10s);
+  remember_pids(job.output());
   ASSERT_TRUE(started) << "ranks did not report their pids in time";
   ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
   ASSERT_TRUE(job.read_until(
-      [](const run_result& r) { return r.err.find("received SIGTERM") != std::string::npos; },
+      [](const std::string&, const std::string& err) { return err.find("received SIGTERM") != std::string::npos; },
       10s));
   ASSERT_EQ(::kill(job.pid(), SIGINT), 0);
-  auto r = job.finish();
+  auto r = finish(job);
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 128 + SIGTERM);
   EXPECT_NE(r.err.find("received SIGINT while stopping; killing all ranks"), std::string::npos)
@@ -416,16 +297,15 @@ TEST_F(chorusrun_test, second_signal_kills_at_once) {
 }
 
 TEST_F(chorusrun_test, sigterm_stops_every_rank) {
-  make_scratch_dir();
-  chorusrun_process job({"-np", "2", "-x", "DIR=" + scratch_dir_, "--", "sh", "-c",
+  child_process job = start_chorusrun({"-np", "2", "-x", "DIR=" + scratch_dir_, "--", "sh", "-c",
                          sleeping_rank});
   bool started = job.read_until(
-      [](const run_result& r) { return pids_after(r.out, "child").size() == 2; }, 10s);
-  remember_pids(job.output_so_far().out);
+      [](const std::string& out, const std::string&) { return pids_after(out, "child").size() == 2; }, 10s);
+  remember_pids(job.output());
   ASSERT_TRUE(started) << "ranks did not report their pids in time";
   auto sent = steady::now();
   ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
-  auto r = job.finish();
+  auto r = finish(job);
   auto elapsed = steady::now() - sent;
   auto shells = pids_after(r.out, "pid");
   auto children = pids_after(r.out, "child");
@@ -446,16 +326,15 @@ TEST_F(chorusrun_test, sigterm_stops_every_rank) {
 }
 
 TEST_F(chorusrun_test, ranks_die_with_a_sigkilled_chorusrun) {
-  make_scratch_dir();
-  chorusrun_process job({"-np", "2", "-x", "DIR=" + scratch_dir_, "--", "sh", "-c", sleeping_rank});
+  child_process job = start_chorusrun({"-np", "2", "-x", "DIR=" + scratch_dir_, "--", "sh", "-c", sleeping_rank});
   bool started = job.read_until(
-      [](const run_result& r) { return pids_after(r.out, "child").size() == 2; }, 10s);
-  remember_pids(job.output_so_far().out);
+      [](const std::string& out, const std::string&) { return pids_after(out, "child").size() == 2; }, 10s);
+  remember_pids(job.output());
   ASSERT_TRUE(started) << "ranks did not report their pids in time";
-  auto shells = pids_after(job.output_so_far().out, "pid");
+  auto shells = pids_after(job.output(), "pid");
   ASSERT_EQ(shells.size(), 2u);
   ASSERT_EQ(::kill(job.pid(), SIGKILL), 0);  // no chance to forward anything
-  job.finish();
+  finish(job);
   // The ranks (the shells chorusrun started) get SIGKILL from the kernel when it dies.
   EXPECT_EQ(still_running(shells, 3000ms), std::vector<pid_t>{});
 }
@@ -512,18 +391,17 @@ std::vector<std::string> fd_targets(pid_t pid) {
 // no other process can take it in between (rank 0 serves the store on it). Only rank 0 holds it,
 // chorusrun keeps no copy, and it is free again when the job is over.
 TEST_F(chorusrun_test, the_rendezvous_port_is_held_for_rank_0_alone) {
-  make_scratch_dir();
   const std::string script =
       "fd=${CHORUS_RENDEZVOUS_FD:-none}; what=none; "
       "[ \"$fd\" != none ] && what=$(readlink /proc/$$/fd/$fd); "
       "echo rank=$CHORUS_RANK rdv=$CHORUS_RENDEZVOUS fd=$fd what=$what pid=$$; i=0; "
       "while [ ! -e \"$DIR/go\" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done";
-  chorusrun_process job({"-np", "2", "-x", "DIR=" + scratch_dir_, "--", "sh", "-c", script});
+  child_process job = start_chorusrun({"-np", "2", "-x", "DIR=" + scratch_dir_, "--", "sh", "-c", script});
   bool started = job.read_until(
-      [](const run_result& r) { return pids_after(r.out, "pid").size() == 2; }, 10s);
-  remember_pids(job.output_so_far().out);
-  ASSERT_TRUE(started) << job.output_so_far().out << job.output_so_far().err;
-  const std::string out = job.output_so_far().out;
+      [](const std::string& out, const std::string&) { return pids_after(out, "pid").size() == 2; }, 10s);
+  remember_pids(job.output());
+  ASSERT_TRUE(started) << job.output() << job.errors();
+  const std::string out = job.output();
   std::smatch m0, m1;
   ASSERT_TRUE(std::regex_search(out, m0, std::regex(R"(rank=0 rdv=127\.0\.0\.1:([0-9]+) fd=([0-9]+) what=(socket:\[[0-9]+\]))")))
       << out;
@@ -534,7 +412,7 @@ TEST_F(chorusrun_test, the_rendezvous_port_is_held_for_rank_0_alone) {
   EXPECT_EQ(std::count(launcher_fds.begin(), launcher_fds.end(), m0[3].str()), 0)
       << "chorusrun still holds the store's socket " << m0[3];
   { std::ofstream(scratch_dir_ + "/go") << "x"; }
-  auto r = job.finish();
+  auto r = finish(job);
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(bind_errno(port), 0) << "port " << port << " still taken after the job";
@@ -544,7 +422,7 @@ TEST_F(chorusrun_test, the_rendezvous_port_is_held_for_rank_0_alone) {
 // rank: it names a descriptor they do not have.
 TEST_F(chorusrun_test, an_inherited_rendezvous_fd_variable_is_not_passed_on) {
   auto r = run_chorusrun({"-np", "2", "--", "sh", "-c", "echo fd=${CHORUS_RENDEZVOUS_FD:-none}"},
-                         {"CHORUS_RENDEZVOUS=127.0.0.1:4711", "CHORUS_RENDEZVOUS_FD=9"});
+                         {{"CHORUS_RENDEZVOUS", "127.0.0.1:4711"}, {"CHORUS_RENDEZVOUS_FD", "9"}});
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(sorted_lines(r.out), (std::vector<std::string>{"[0] fd=none", "[1] fd=none"}));

@@ -1,6 +1,7 @@
 // Test helper: starts the ranks of a job as real processes on 127.0.0.1 (fresh rendezvous
 // port and job secret), each a child_process (tests/support/child_process.hpp) with its output
-// in a file, waits with a hard deadline and kills whatever is left by its own pid.
+// in a file, waits with a hard deadline (scaled by test_time.hpp) and kills whatever is left by
+// its own pid.
 #pragma once
 
 #include <netinet/in.h>
@@ -93,20 +94,17 @@ class local_job {
   std::string output(int rank) const { return read_file(log(rank)); }
   void kill(int rank, int sig) { ranks_[rank].signal(sig); }
 
-  /// Waits until `rank`'s output contains `text` (true) or the timeout passes (false).
+  /// Waits until `rank`'s output contains `text` (true), or it ends or the timeout (scaled)
+  /// passes without it (false).
   bool wait_for_output(int rank, const std::string& text, std::chrono::milliseconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < end) {
-      if (output(rank).find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    return ranks_[rank].read_until(
+        [&](const std::string& out, const std::string&) { return out.find(text) != std::string::npos; }, timeout);
   }
 
-  /// Waits for every rank but `except` up to `timeout`, then kills the rest (SIGKILL, `except`
-  /// too) and marks those timed out (`except` is only killed, e.g. a rank a test froze).
+  /// Waits for every rank but `except` up to `timeout` (scaled), then kills the rest (SIGKILL,
+  /// `except` too) and marks those timed out (`except` is only killed, e.g. a rank a test froze).
   std::vector<rank_result> wait(std::chrono::milliseconds timeout, int except = -1) {
-    auto end = std::chrono::steady_clock::now() + timeout;
+    const auto end = deadline_in(timeout);
     for (;;) {
       bool all = true;
       for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) all &= ranks_[r].poll() || r == except;

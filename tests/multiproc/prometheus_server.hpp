@@ -1,6 +1,6 @@
 // Test helper: a real Prometheus server (Debian's /usr/bin/prometheus) on 127.0.0.1 with its own
 // temporary data dir and a generated config that scrapes the given targets every 200 ms.
-// Stopped (SIGTERM, then SIGKILL after 10 s) by its own pid when the object goes.
+// Stopped (SIGTERM, then SIGKILL after 10 s, scaled) by its own pid when the object goes.
 #pragma once
 
 #include <signal.h>
@@ -47,7 +47,7 @@ class prometheus_server {
   ~prometheus_server() {
     if (server_) {
       server_->signal(SIGTERM);
-      if (!server_->wait_until(child_process::clock::now() + std::chrono::seconds(10))) server_->kill_now(false);
+      if (!server_->wait_until(deadline_in(std::chrono::seconds(10)))) server_->kill_now(false);
       server_.reset();
     }
     std::string cmd = "rm -rf '" + dir_ + "'";
@@ -71,10 +71,10 @@ class prometheus_server {
     }
   }
 
-  /// Polls query(promql) until `accept(result)` holds or `timeout` passes; the last result.
+  /// Polls query(promql) until `accept(result)` holds or `timeout` (scaled) passes; the last result.
   template <class Accept>
   std::optional<json> wait_for(const std::string& promql, Accept accept, std::chrono::milliseconds timeout) const {
-    auto end = std::chrono::steady_clock::now() + timeout;
+    const auto end = deadline_in(timeout);
     std::optional<json> last;
     for (;;) {
       last = query(promql);
