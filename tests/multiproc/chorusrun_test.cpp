@@ -2,11 +2,8 @@
 // chorusrun runs as a child_process (tests/support/child_process.hpp) with a hard time bound
 // (scaled in slow builds); one that outlives it is killed by pid, and rank pids the ranks report
 // are killed in TearDown if a failed test left them alive.
-#include <arpa/inet.h>
 #include <dirent.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,11 +22,13 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/bind_probe.hpp"
 #include "tests/support/child_process.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
+using chorus::testing::bind_errno;
 using chorus::testing::child_process;
 using chorus::testing::exit_status;
 using steady = std::chrono::steady_clock;
@@ -356,20 +355,6 @@ TEST_F(chorusrun_test, removes_the_jobs_leftover_segments_from_dev_shm_even_when
   EXPECT_NE(::stat(seg.c_str(), &st), 0) << seg << " is still there";
   EXPECT_EQ(::stat(other.c_str(), &st), 0) << "another job's segment was removed";
   ::unlink(other.c_str());
-}
-
-// errno of binding a socket to 127.0.0.1:port as a store would (0: it bound).
-int bind_errno(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  int err = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 0 : errno;
-  ::close(fd);
-  return err;
 }
 
 // What each descriptor of `pid` is ("socket:[123]", a path).

@@ -20,11 +20,13 @@
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/inherited_listener.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
+#include "tests/support/bind_probe.hpp"
 
 namespace chorus {
 namespace {
 
 using namespace std::chrono_literals;
+using chorus::testing::bind_errno;
 
 // A TCP socket on 127.0.0.1 with a port the kernel picked; listening unless told otherwise.
 // Inheritable, as a launcher hands it over.
@@ -39,20 +41,6 @@ int loopback_socket(uint16_t* port, bool listen = true) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   *port = ntohs(addr.sin_port);
   return fd;
-}
-
-// errno of binding another socket to 127.0.0.1:port (0: it bound).
-int bind_errno(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as kv_server binds
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  int err = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 0 : errno;
-  ::close(fd);
-  return err;
 }
 
 process_env make_env(int rank, uint16_t port, int fd = -1) {
