@@ -58,24 +58,28 @@ class child_process {
                 const std::string& err_path = "", const std::string& dir = "",
                 const std::vector<std::string>& unset = {})
       : out_path_(out_path), err_path_(err_path) {
-    // Everything the child needs is built before fork: between fork and exec it only opens,
-    // duplicates and changes folder (the test may have threads holding the allocator's lock).
+    // Everything the child needs is made before fork: between fork and exec it only duplicates
+    // descriptors and changes folder (the test may have threads holding the allocator's lock).
+    // The files are emptied here, so output() never shows what a previous child left in them.
     std::vector<std::string> envs = environment(env, unset);
     std::vector<char*> args, envp;
     for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     for (auto& e : envs) envp.push_back(e.data());
     envp.push_back(nullptr);
+    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int err = err_path.empty() ? out : ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     pid_ = ::fork();
-    if (pid_ != 0) return;
-    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int err = err_path.empty() ? out : ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    if (!dir.empty() && ::chdir(dir.c_str()) != 0) std::perror("chdir");
-    ::execve(args[0], args.data(), envp.data());
-    std::perror("execve");
-    ::_exit(127);
+    if (pid_ == 0) {
+      ::dup2(out, 1);  // the copies lose close-on-exec; the originals close at exec
+      ::dup2(err, 2);
+      if (!dir.empty() && ::chdir(dir.c_str()) != 0) std::perror("chdir");
+      ::execve(args[0], args.data(), envp.data());
+      std::perror("execve");
+      ::_exit(127);
+    }
+    ::close(out);
+    if (err != out) ::close(err);
   }
 
   child_process(child_process&& o) noexcept
