@@ -298,7 +298,7 @@ std::string elastic_membership::blacklist_host(const std::string& host, std::vec
     stopping.push_back(w->id);
     w = active_.erase(w);
   }
-  if (!stopping.empty()) text += "; worker(s) " + ids_text(stopping) + " there stop (SIGTERM)";
+  if (!stopping.empty()) text += "; worker(s) " + ids_text(stopping) + " there stop";
   return text;
 }
 
