@@ -1,8 +1,9 @@
 """Elastic training with chorus.torch, written as for horovod.torch (hvd.elastic): a small
 regression model on a synthetic data set, an ElasticSampler, a TorchState committed every few
-batches. Run it so that ranks may die and the others carry on:
+batches. Run it so that ranks may die and the others carry on (on one host, --no-blacklist:
+chorusrun, as horovodrun, would blacklist the host of a failed rank and end the job):
 
-    chorusrun -np 3 --min-np 2 --max-np 3 -- python3 examples/pytorch/elastic_train.py
+    chorusrun -np 3 --min-np 2 --max-np 3 --no-blacklist -- python3 examples/pytorch/elastic_train.py
 
 Each rank prints one line per event (start of a round of training, commit, end), which
 tests/python/elastic_kill_test.py reads:

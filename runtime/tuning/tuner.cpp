@@ -31,7 +31,7 @@ tuner::tuner(search_space space, tuner_options options, point start)
                    double(options.search.candidates), double(options.windows_per_sample), double(options.settle_windows),
                    options.drop_threshold, double(options.drop_windows), double(options.retune_samples),
                    double(options.retune_starts), double(options.confirm_points),
-                   double(options.retune_stream_steps), double(options.restart_on_drift),
+                   double(options.retune_stream_steps), double(options.retune_chunk_steps), double(options.restart_on_drift),
                    double(options.confirm_drop)})
     fold(std::bit_cast<uint64_t>(x));
   for (const auto& a : space.axes())
@@ -49,8 +49,8 @@ void tuner::switch_to(point p, tuner_step& out) {
 }
 
 void tuner::search_again(tuner_step& out) {
-  // The network changed: search again, from the best points known and the stream counts next
-  // to the one in force, with a smaller budget.
+  // The network changed: search again, from the best points known and the stream counts and
+  // chunk sizes next to the ones in force, with a smaller budget.
   std::vector<observation> known = opt_.history();
   std::stable_sort(known.begin(), known.end(), [](const auto& a, const auto& b) { return a.score > b.score; });
   std::vector<point> starts{current_};
@@ -61,12 +61,14 @@ void tuner::search_again(tuner_step& out) {
     if (starts.size() >= static_cast<std::size_t>(std::max(options_.retune_starts, 1))) break;
     add(o.at);
   }
-  for (int k = 1; k <= options_.retune_stream_steps; ++k)
-    for (int dir : {-1, 1}) {
-      point q = current_;
-      q[0] += dir * k;
-      if (opt_.space().contains(q)) add(q);
-    }
+  const std::pair<std::size_t, int> neighbours[] = {{0, options_.retune_stream_steps}, {1, options_.retune_chunk_steps}};
+  for (auto [axis, steps] : neighbours)
+    for (int k = 1; k <= steps && axis < current_.size(); ++k)
+      for (int dir : {-1, 1}) {
+        point q = current_;
+        q[axis] += dir * k;
+        if (opt_.space().contains(q)) add(q);
+      }
   ++search_;
   auto opts = options_.search;
   opts.seed = mix64(opts.seed + search_);

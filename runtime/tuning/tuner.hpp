@@ -3,8 +3,8 @@
 // settles; a sample is the median of several windows; samples drive the Bayesian search until
 // it stops; then the tuner watches. When the score stays more than a threshold below the
 // converged level for several windows (the network changed), it searches again, first
-// sampling the best points it knows and the stream counts next to the one in force, with a
-// smaller budget. Before settling, a search samples its best points again, and a search started
+// sampling the best points it knows and the stream counts and chunk sizes next to the ones in
+// force, with a smaller budget. Before settling, a search samples its best points again, and a search started
 // by a drop its first point too: when that moved, the network changed during the search, which
 // then starts once more. Equal inputs, equal outputs.
 #pragma once
@@ -23,12 +23,16 @@ struct tuner_options {
   int settle_windows = 1;         ///< windows ignored after each switch (mixed old and new work)
   double drop_threshold = 0.15;   ///< search again when the score is below (1 - this) * converged
   int drop_windows = 3;           ///< ... for this many windows in a row
-  int retune_samples = 8;         ///< budget of a search started by a drop
-  int retune_starts = 3;          ///< best known points a new search samples first
+  int retune_samples = 10;        ///< budget of a search started by a drop
+  int retune_starts = 2;          ///< best known points a new search samples first (the one in force among them)
   /// A new search also samples the point in force with its stream count moved by 1 .. this many
   /// steps of the streams axis (axis 0) either way, the other knobs kept: a network change that
   /// slows some connections moves the best stream count most. 0: none.
   int retune_stream_steps = 1;
+  /// ... and with its chunk size moved by 1 .. this many steps of the chunk axis (axis 1, powers
+  /// of two) either way: slow connections leave a tail of large chunks that smaller ones let the
+  /// fast streams take, and a faster network favours larger ones. 0: none.
+  int retune_chunk_steps = 1;
   /// A search started by a drop samples its first point (the one in force at the drop) again
   /// before settling. When the two samples differ by more than drop_threshold, the network
   /// changed during the search and the fit mixes two networks: search again, once, without

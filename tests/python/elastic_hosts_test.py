@@ -1,15 +1,20 @@
 """Elastic training across two emulated hosts (bench/hosts/hosts.sh; issue 22, the multi-host part).
 
-    elastic_hosts_test.py CHORUSRUN EXAMPLE HOSTS_SH
+    elastic_hosts_test.py CHORUSRUN EXAMPLE HOSTS_SH [leave|cooldown]
 
 chorusrun runs on host 0 with --host-discovery-script (a file this test rewrites) offering one
 slot on each host and the namespace launcher: worker 0 starts on host 0, worker 1 on host 1,
-both through the launcher, and reach chorusrun's store on host 0's address. Then:
+both through the launcher, and reach chorusrun's store on host 0's address. Then (`leave`, the
+default, with --blacklist-cooldown-range 1 1):
   1. host 1 is no longer offered and worker 1 is SIGKILLed mid-epoch: worker 0 rolls back to its
-     last commit and goes on alone (size 1); no worker starts on host 1 while it is not offered;
+     last commit and goes on alone (size 1); the failure blacklists host 1 (for 1 s: horovodrun
+     would keep it out for good without the range); no worker starts there while not offered;
   2. host 1 is offered again: worker 2 starts there and joins at the next commit (size 2);
   3. the job ends with exit status 0, workers 0 and 2 with identical parameters, after exactly
      rounds 0, 1 (without worker 1) and 2 (with worker 2).
+`cooldown` (--blacklist-cooldown-range 4 4): host 1 stays offered; worker 1 is SIGKILLed: worker 0
+goes on alone, no worker starts on host 1 for the 4 s of its cooldown although its slot is
+offered, then worker 2 starts there and joins (size 2); the end as in 3.
 Skips (exit 77) where hosts cannot be built (not root, no ip netns). Bounded twice: `timeout`
 around `hosts.sh run` (whose trap removes the namespaces, also on failure), and chorusrun's
 --timeout; every process of the job is SIGKILLed by pid at the end."""
@@ -43,15 +48,17 @@ def netns_of(pid):
     return subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True, text=True).stdout.strip()
 
 
-def inner(chorusrun, example, hosts_sh):
+def inner(chorusrun, example, hosts_sh, mode):
     addrs = os.environ["CHORUS_HOSTS_ADDRS"].split(",")
     tag = os.environ["CHORUS_HOSTS_TAG"]
     tmp = tempfile.mkdtemp(prefix="chorus-elastic-hosts-")
     hosts_file = os.path.join(tmp, "hosts")
     both = [addrs[0] + ":1", addrs[1] + ":1"]
     offer(hosts_file, both)
+    cooldown = 1 if mode == "leave" else 4
     job = Job(chorusrun, example, 2, 1, 2, epochs=12, deadline=DEADLINE_S, prefix=[hosts_sh, "exec", "0"],
-              extra=["--host-discovery-script", "cat " + hosts_file, "--launcher", hosts_sh + " exec {host}"])
+              extra=["--host-discovery-script", "cat " + hosts_file, "--launcher", hosts_sh + " exec {host}",
+                     "--blacklist-cooldown-range", str(cooldown), str(cooldown)])
     try:
         starts = job.wait_for(lambda: len({e[1] for e in job.events(None, "start")}) == 2 and job.events(None, "start"),
                               90, "workers 0 and 1 to start")
@@ -63,7 +70,8 @@ def inner(chorusrun, example, hosts_sh):
         job.wait_for(lambda: len([e for e in job.events(1, "commit") if e[3]["epoch"] == "1"]) >= 2, 60,
                      "worker 1 to commit twice in epoch 1")
         time.sleep(0.08)  # mid-way between two commits: some batches are lost
-        offer(hosts_file, both[:1])  # right before the kill: a discovery run between the two is unlikely
+        if mode == "leave":
+            offer(hosts_file, both[:1])  # right before the kill: a discovery run between the two is unlikely
         os.kill(pids[1], signal.SIGKILL)
         killed = time.monotonic()
         print("test: SIGKILL worker 1 (pid %d)" % pids[1], flush=True)
@@ -74,19 +82,27 @@ def inner(chorusrun, example, hosts_sh):
         print("test: worker 0 goes on alone from step %d (last commit before the kill: %d), %.2f s after the kill"
               % (resumed, last_commit, alone[0][0] - killed), flush=True)
         assert resumed >= last_commit, "worker 0 rolled back past its last commit %d" % last_commit
-        time.sleep(3)  # three discovery runs without host 1
-        assert not [e for e in job.events(None, "start") if e[1] >= 2], "a worker started on a host not offered"
-        assert job.proc.poll() is None, "the job ended while worker 0 trained alone"
-
-        # 2. Host 1 comes back.
-        offer(hosts_file, both)
-        offered = time.monotonic()
+        if mode == "leave":
+            time.sleep(3)  # three discovery runs without host 1
+            assert not [e for e in job.events(None, "start") if e[1] >= 2], "a worker started on a host not offered"
+            assert job.proc.poll() is None, "the job ended while worker 0 trained alone"
+            # 2. Host 1 comes back.
+            offer(hosts_file, both)
+            offered = time.monotonic()
+        else:
+            offered = killed  # host 1 stays offered: only its cooldown keeps it out
 
         def joined():
             found = {e[1]: e for e in job.events(None, "start", after=offered) if e[3]["size"] == "2"}
             return list(found.values()) if set(found) == {0, 2} else None
 
         starts = job.wait_for(joined, 60, "workers 0 and 2 to start at size 2")
+        if mode == "cooldown":
+            # When chorusrun started worker 2 (its own line), not when the worker first trained.
+            added = min(t for t, text in job.lines if "host discovery added 1 worker(s)" in text)
+            print("test: chorusrun added worker 2 %.2f s after the kill (cooldown %d s)" % (added - killed, cooldown),
+                  flush=True)
+            assert added - killed >= cooldown, "a worker started on host 1 during its cooldown"
         steps = {e[1]: int(e[3]["step"]) for e in starts}
         print("test: size 2 again at steps %s, %.2f s after host 1 came back"
               % (steps, max(e[0] for e in starts) - offered), flush=True)
@@ -106,6 +122,9 @@ def inner(chorusrun, example, hosts_sh):
         assert rounds == [1, 2], "rounds after round 0: %s" % rounds
         assert re.search(r"rank 1 on host %s was killed by signal 9" % re.escape(addrs[1]), text), \
             "chorusrun did not name the dead worker's host"
+        assert re.search(r"host %s is blacklisted for %d s \(failure 1 there" % (re.escape(addrs[1]), cooldown), text), \
+            "chorusrun did not say that it blacklisted host 1"
+        assert "host %s's blacklist cooldown is over" % addrs[1] in text, "chorusrun did not readmit host 1"
         assert "Traceback" not in text, "a worker ended with a traceback"
     finally:
         job.kill()
@@ -115,15 +134,16 @@ def inner(chorusrun, example, hosts_sh):
 
 def main():
     if sys.argv[1] == "--inner":
-        inner(*sys.argv[2:5])
+        inner(*sys.argv[2:6])
         return 0
     chorusrun, example, hosts_sh = sys.argv[1:4]
+    mode = sys.argv[4] if len(sys.argv) > 4 else "leave"
     check = subprocess.run([hosts_sh, "check"], capture_output=True, text=True)
     if check.returncode != 0:
         print("SKIP: emulated hosts unavailable: %s" % (check.stdout + check.stderr).strip(), flush=True)
         return 77
     return subprocess.run(["timeout", "-s", "TERM", "-k", "10", str(BOUND_S), hosts_sh, "run", "2", "--",
-                           sys.executable, os.path.abspath(__file__), "--inner", chorusrun, example, hosts_sh]).returncode
+                           sys.executable, os.path.abspath(__file__), "--inner", chorusrun, example, hosts_sh, mode]).returncode
 
 
 if __name__ == "__main__":

@@ -1,12 +1,20 @@
 """Kills a rank of an elastic job and checks what Horovod promises (issue 22's target).
 
-    elastic_kill_test.py CHORUSRUN EXAMPLE continue   3 ranks, --min-np 2; SIGKILL one mid-epoch:
+    elastic_kill_test.py CHORUSRUN EXAMPLE continue   3 ranks, --min-np 2, --no-blacklist (all on this
+        host, which horovodrun would blacklist, ending the job: see `blacklist`); SIGKILL one mid-epoch:
         the survivors start again within 30 s, from no earlier than their last commit, and end
         with identical parameters; chorusrun exits 0.
     elastic_kill_test.py CHORUSRUN EXAMPLE continue0  the same, killing rank 0 (nothing is special
         about it: chorusrun serves the store, worker 1 becomes rank 0 and its state wins).
     elastic_kill_test.py CHORUSRUN EXAMPLE below      2 ranks, --min-np 2; SIGKILL one: every rank
         ends with the launcher's error (no hang, Horovod #3494); chorusrun exits 1.
+    elastic_kill_test.py CHORUSRUN EXAMPLE blacklist  3 ranks, --min-np 2, a script offering 3 slots
+        on this host, blacklisting on (the default, as horovodrun): SIGKILL one; this host is
+        blacklisted for the rest of the job, so the survivors there are stopped and none replaces
+        them: every rank ends with the launcher's reason naming the blacklist; chorusrun exits 1.
+    elastic_kill_test.py CHORUSRUN EXAMPLE resetlimit 3 ranks, --min-np 1, --no-blacklist, --reset-limit
+        1: SIGKILL worker 2, the others go on (reset 1); SIGKILL worker 1: the job ends instead of a
+        second reset, worker 0 with the launcher's reason naming --reset-limit; chorusrun exits 1.
     elastic_kill_test.py CHORUSRUN EXAMPLE add        2 ranks, --max-np 3, a --host-discovery-script
         that offers a third slot mid-epoch: a third worker joins, the three go on at size 3 (the
         new one synced, Horovod #2652: no hang in the state broadcast) and end with identical
@@ -15,7 +23,7 @@
         from 3 to 2 mid-epoch: worker 2 (the highest id) leaves at its next commit with exit status
         0, workers 0 and 1 go on at size 2 without a rollback and end with identical parameters;
         chorusrun exits 0 and never needed SIGTERM.
-    elastic_kill_test.py CHORUSRUN EXAMPLE recover    2 ranks, --min-np 2, a script offering 2
+    elastic_kill_test.py CHORUSRUN EXAMPLE recover    2 ranks, --min-np 2, --no-blacklist, a script offering 2
         slots, then 1 (--min-np keeps 2); SIGKILL worker 1: chorusrun waits (--elastic-timeout 60); 2 s
         later the script offers 2 slots, worker 2 starts and the two finish at size 2; exit 0.
     elastic_kill_test.py CHORUSRUN EXAMPLE timeout    as recover, --elastic-timeout 3, and no slot
@@ -173,6 +181,38 @@ def check_below_min(job):
     assert not job.events(0, "final"), "the survivor went on training alone"
 
 
+def check_blacklisted(job):
+    killed = kill_mid_epoch(job, 2)
+    rc = job.finish(40)
+    ended = time.monotonic() - killed
+    text = "\n".join(t for _, t in job.lines)
+    print("test: chorusrun exited %d, %.2f s after the kill" % (rc, ended), flush=True)
+    assert rc == 1, rc
+    assert re.search(r"^chorusrun: rank 2 was killed by signal 9 \(Killed\); host \S+ is blacklisted for the rest of the job"
+                     r" \(no --blacklist-cooldown-range\); worker\(s\) 0, 1 there stop", text, re.M), \
+        "chorusrun did not say that it blacklisted this host"
+    for w in (0, 1):
+        assert re.search(r"^\[%d\] .*is blacklisted" % w, text, re.M), "worker %d did not report the reason" % w
+    assert not job.events(None, "final"), "a survivor went on training on a blacklisted host"
+    assert not [e for e in job.events(None, "start") if e[1] >= 3], "a worker started on a blacklisted host"
+    assert ended < RECOVERY_BOUND_S, ended
+
+
+def check_reset_limit(job):
+    kill_mid_epoch(job, 2)
+    job.wait_for(lambda: said(job, "elastic round 1 goes on with 2 rank(s)"), RECOVERY_BOUND_S, "reset 1")
+    killed = kill_mid_epoch(job, 1)
+    rc = job.finish(40)
+    text = "\n".join(t for _, t in job.lines)
+    print("test: chorusrun exited %d, %.2f s after the second kill" % (rc, time.monotonic() - killed), flush=True)
+    assert rc == 1, rc
+    assert "the job was already reset 1 time(s), all --reset-limit 1 allows: ending the job" in text, \
+        "no message naming --reset-limit"
+    assert re.search(r"^\[0\] .*--reset-limit 1", text, re.M), "worker 0 did not report the reason"
+    assert not said(job, "elastic round 2"), "a second reset happened"
+    assert not job.events(0, "final"), "worker 0 went on training"
+
+
 def resize(job, slots_file, n, workers, what):
     """After worker 0's second commit in epoch 1, offers n slots and waits until exactly
     `workers` start at size n; returns their start events and when the slots were offered."""
@@ -298,9 +338,17 @@ def main():
         job = Job(chorusrun, example, 3, 2, 3, discovery)
     elif mode in ("recover", "timeout"):
         offer_slots(slots_file, 2)  # both start (chorusrun waits for --min-np slots first)
-        job = Job(chorusrun, example, 2, 2, 3, discovery + ["--elastic-timeout", "60" if mode == "recover" else "3"])
+        job = Job(chorusrun, example, 2, 2, 3,
+                  discovery + ["--no-blacklist", "--elastic-timeout", "60" if mode == "recover" else "3"])
+    elif mode == "blacklist":
+        offer_slots(slots_file, 3)
+        job = Job(chorusrun, example, 3, 2, 3, discovery)
+    elif mode == "resetlimit":
+        job = Job(chorusrun, example, 3, 1, 3, ["--no-blacklist", "--reset-limit", "1"])
+    elif mode.startswith("continue"):
+        job = Job(chorusrun, example, 3, 2, 3, ["--no-blacklist"])
     else:
-        job = Job(chorusrun, example, 3 if mode.startswith("continue") else 2, 2)
+        job = Job(chorusrun, example, 2, 2)
     try:
         if mode == "add":
             check_added(job, slots_file)
@@ -310,6 +358,10 @@ def main():
             check_recovered(job, slots_file)
         elif mode == "timeout":
             check_timed_out(job, slots_file)
+        elif mode == "blacklist":
+            check_blacklisted(job)
+        elif mode == "resetlimit":
+            check_reset_limit(job)
         elif mode == "continue0":
             check_continue(job, victim=0)  # rank 0 is not special: worker 1 becomes rank 0
         else:

@@ -1,20 +1,26 @@
 // The membership of an elastic job, step by step (elastic_membership.hpp):
 //  1. A worker exits: removed ones are forgotten; exit 0 marks the job as finishing; anything
-//     else is a change (2).
+//     else blacklists its host (unless --no-blacklist: Horovod's HostManager.blacklist), whose
+//     other workers are told to leave and get SIGTERM at once (Horovod's host event), and is a
+//     change (2).
 //  2. A change: at least --min-np workers left, a new round of them; fewer, with a discovery
 //     script, a wait of up to --elastic-timeout for slots (the workers wait in init()); else,
 //     or when the wait runs out, every worker is told to stop and the job ends with status 1.
+//     Every round after the first counts against --reset-limit: past it, the job ends instead.
 //  3. Discovery (every interval): free slots on any offered host, new workers there (through
 //     the supervisor: directly or through the launcher) and a round with them; workers of a
 //     host no longer offered, or beyond its slots, are told to leave (a "leave" assignment in
 //     the new round: they end at their next commit, with SIGTERM after leave_grace), never
-//     below --min-np.
+//     below --min-np. Blacklisted hosts are left out of the offer until their cooldown ends.
 #include "bindings/cli/chorusrun/elastic_membership.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
 
 #include "bindings/cli/chorusrun/elastic_coordinator.hpp"
 #include "bindings/cli/chorusrun/elastic_policy.hpp"
@@ -39,6 +45,18 @@ std::string ids_text(const std::vector<int>& ids) {
 
 std::string ranks_left(size_t n) { return std::to_string(n) + " rank(s) left"; }
 
+std::string names_text(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// Horovod draws its cooldown jitter from Python's random.uniform(0, 1).
+std::function<double()> random_jitter() {
+  auto engine = std::make_shared<std::mt19937_64>(std::random_device{}());
+  return [engine] { return std::uniform_real_distribution<double>(0.0, 1.0)(*engine); };
+}
+
 }  // namespace
 
 elastic_membership::elastic_membership(const launch_options& opts, const elastic_timing& timing,
@@ -53,7 +71,10 @@ elastic_membership::elastic_membership(const launch_options& opts, const elastic
       store_(store),
       hooks_(std::move(hooks)),
       active_(std::move(workers)),
-      next_id_(active_.empty() ? 0 : active_.back().id + 1) {}
+      next_id_(active_.empty() ? 0 : active_.back().id + 1),
+      blacklisting_(opts.blacklist),
+      blacklist_(opts.blacklist_cooldown, timing.cooldown_jitter ? timing.cooldown_jitter : random_jitter()),
+      reset_limit_(opts.reset_limit) {}
 
 // Step 1.
 void elastic_membership::on_exit(int worker, int wait_status, const std::string& how) {
@@ -64,12 +85,24 @@ void elastic_membership::on_exit(int worker, int wait_status, const std::string&
   }
   auto it = std::find_if(active_.begin(), active_.end(), [&](const worker_at& w) { return w.id == worker; });
   if (it == active_.end()) return;
+  const std::string host = it->host;
   active_.erase(it);
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
     finishing_ = true;
     return;
   }
-  change("rank " + std::to_string(worker) + " " + how);
+  std::vector<int> stopping;
+  std::string cause = "rank " + std::to_string(worker) + " " + how;
+  if (blacklisting_) cause += blacklist_host(host, stopping);
+  change(cause);
+  // Signalled only when the job goes on: a job that ends tells them why through the store.
+  if (ended_) return;
+  const auto now = clock::now();
+  for (int id : stopping) {
+    hooks_.signal_worker(id, SIGTERM);
+    leaving_[id].due = now + timing_.kill_grace;
+    leaving_[id].signals_sent = 1;
+  }
 }
 
 void elastic_membership::tick() {
@@ -79,7 +112,7 @@ void elastic_membership::tick() {
   if (wait_until_ && now >= *wait_until_) {
     end(ranks_left(active_.size()) + ", fewer than " + min_np_text() +
         ", and --host-discovery-script offered no slots for more within --elastic-timeout " +
-        cfg::number_text(timeout_seconds_) + " s: ending the job");
+        cfg::number_text(timeout_seconds_) + " s" + blacklisted_text() + ": ending the job");
     return;
   }
   // While waiting for slots the workers' requests are what the wait serves.
@@ -115,15 +148,24 @@ void elastic_membership::change(const std::string& cause) {
       next_discovery_ = now;  // look for slots at once
       hooks_.say(cause + "; " + ranks_left(active_.size()) + ", fewer than " + min_np_text() +
                  ": waiting up to --elastic-timeout " + cfg::number_text(timeout_seconds_) +
-                 " s for --host-discovery-script to offer slots");
+                 " s for --host-discovery-script to offer slots" + blacklisted_text());
       return;
     case after_change::end_job:
-      end(cause + "; " + ranks_left(active_.size()) + ", fewer than " + min_np_text() + ": ending the job");
+      end(cause + "; " + ranks_left(active_.size()) + ", fewer than " + min_np_text() +
+          (active_.empty() && !blacklist_.blocked_hosts(now).empty()
+               ? " and none on a host that is not blacklisted"
+               : "") +
+          ": ending the job");
       return;
   }
 }
 
 void elastic_membership::form(const std::string& cause) {
+  if (reset_limit_reached(store_.round(), reset_limit_)) {
+    end(cause + "; the job was already reset " + std::to_string(store_.round()) + " time(s), all --reset-limit " +
+        std::to_string(*reset_limit_) + " allows: ending the job");
+    return;
+  }
   std::vector<elastic_coordinator::leaving_worker> told;
   for (const auto& [id, l] : leaving_) told.push_back({id, l.why});
   if (auto st = store_.form_round(active_, told); !st) {
@@ -153,9 +195,12 @@ void elastic_membership::end(const std::string& what) {
 // Step 3.
 void elastic_membership::discover(clock::time_point now) {
   next_discovery_ = now + timing_.discovery_interval;
+  for (const auto& host : blacklist_.readmit(now))
+    hooks_.say("host " + host + "'s blacklist cooldown is over: workers may start there again");
   auto offered = offered_hosts(*script_, host_name_, timing_.discovery_bound,
                                [this](const std::string& m) { say_once(m); });
   if (!offered) return;
+  offered = blacklist_.without_blocked(std::move(*offered), now);
   // A host that refused a worker gets no more: its slots shrink to the workers it runs.
   for (auto& h : *offered) {
     if (refused_.count(h.host) == 0) continue;
@@ -227,6 +272,39 @@ void elastic_membership::enforce_leave_deadlines(clock::time_point now) {
     }
     ++l.signals_sent;
   }
+}
+
+// Horovod's HostManager.blacklist and the host event it sets: the host takes no new worker, and
+// the workers still on it stop. They leave active_ now (told "leave" in the next round); their
+// ids go to `stopping`, for SIGTERM once the job is known to go on. Returns what to add to the
+// cause.
+std::string elastic_membership::blacklist_host(const std::string& host, std::vector<int>& stopping) {
+  const auto now = clock::now();
+  const auto until = blacklist_.add(host, now);
+  std::string text = "; host " + host + " is blacklisted ";
+  if (until) {
+    const double s = std::chrono::duration<double>(*until - now).count();
+    text += "for " + cfg::number_text(std::round(s * 10) / 10) + " s (failure " +
+            std::to_string(blacklist_.failures(host)) + " there, --blacklist-cooldown-range)";
+  } else {
+    text += "for the rest of the job (no --blacklist-cooldown-range)";
+  }
+  for (auto w = active_.begin(); w != active_.end();) {
+    if (w->host != host) {
+      ++w;
+      continue;
+    }
+    leaving_[w->id] = leaving{"its host '" + host + "' is blacklisted: a worker there failed", std::nullopt, 0};
+    stopping.push_back(w->id);
+    w = active_.erase(w);
+  }
+  if (!stopping.empty()) text += "; worker(s) " + ids_text(stopping) + " there stop";
+  return text;
+}
+
+std::string elastic_membership::blacklisted_text() const {
+  const auto hosts = blacklist_.blocked_hosts(clock::now());
+  return hosts.empty() ? "" : " (blacklisted host(s): " + names_text(hosts) + ")";
 }
 
 void elastic_membership::say_once(const std::string& message) {

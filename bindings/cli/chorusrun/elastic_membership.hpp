@@ -2,8 +2,9 @@
 // exit and calls tick() from its loop; the membership forms rounds in the store
 // (elastic_coordinator.hpp) when workers die or ask, starts workers on the hosts and slots a
 // discovery script adds and removes those of hosts and slots it drops (elastic_policy.hpp), and
-// below --min-np waits up to --elastic-timeout for slots before it ends the job. Processes stay
-// the supervisor's.
+// below --min-np waits up to --elastic-timeout for slots before it ends the job. A worker that
+// fails blacklists its host (host_blacklist.hpp): its other workers there are stopped and no new
+// one starts there; --reset-limit bounds the rounds. Processes stay the supervisor's.
 #pragma once
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "bindings/cli/chorusrun/elastic_policy.hpp"
+#include "bindings/cli/chorusrun/host_blacklist.hpp"
 #include "bindings/cli/chorusrun/options.hpp"
 
 namespace chorus::chorusrun {
@@ -33,6 +35,8 @@ struct elastic_timing {
   /// kill_grace after that.
   std::chrono::milliseconds leave_grace{10000};
   std::chrono::milliseconds kill_grace{3000};
+  /// Horovod's cooldown jitter, uniform in [0, 1); unset: drawn from a random engine.
+  std::function<double()> cooldown_jitter;
 };
 
 /// What the membership needs from the supervisor.
@@ -53,14 +57,17 @@ class elastic_membership {
   using clock = std::chrono::steady_clock;
 
   /// `workers`: those of round 0, which main formed, ascending by id. `opts` gives --min-np,
-  /// --max-np, --host-discovery-script and --elastic-timeout (filled in by main).
+  /// --max-np, --host-discovery-script, --elastic-timeout (filled in by main), the blacklist's
+  /// options and --reset-limit.
   elastic_membership(const launch_options& opts, const elastic_timing& timing, std::string host_name,
                      elastic_coordinator& store, std::vector<worker_at> workers, membership_hooks hooks);
 
   /// Worker `worker` ended (`wait_status` from waitpid, `how` in words). A removed worker's exit
   /// does not count, whatever its status. One that exited 0 marks the job as finishing: no worker
-  /// is added or removed after it. Any other exit is a change of the workers: a new round, a
-  /// wait for slots, or the end of the job.
+  /// is added or removed after it. Any other exit blacklists the worker's host (unless
+  /// --no-blacklist): the other workers there are told to leave and get SIGTERM at once, as
+  /// Horovod stops them. Then it is a change of the workers: a new round, a wait for slots, or
+  /// the end of the job.
   void on_exit(int worker, int wait_status, const std::string& how);
 
   /// Does what is due: a round a worker asked for, a discovery run, a removed worker's deadline,
@@ -87,8 +94,10 @@ class elastic_membership {
   void remove(const std::vector<int>& ids);
   int start(const std::vector<std::string>& hosts);
   void enforce_leave_deadlines(clock::time_point now);
+  std::string blacklist_host(const std::string& host, std::vector<int>& stopping);
   void say_once(const std::string& message);
   std::string min_np_text() const;
+  std::string blacklisted_text() const;
 
   int min_np_;
   int max_np_;
@@ -107,6 +116,9 @@ class elastic_membership {
   clock::time_point next_discovery_{};
   std::set<std::string> said_;          // messages said once
   std::set<std::string> refused_;       // hosts where a worker could not be started
+  bool blacklisting_;                   // false with --no-blacklist
+  host_blacklist blacklist_;
+  std::optional<int> reset_limit_;
 };
 
 }  // namespace chorus::chorusrun

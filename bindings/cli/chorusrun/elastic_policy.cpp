@@ -92,4 +92,8 @@ after_change decide_after_change(int active, int min_np, bool can_wait, bool wai
   return after_change::end_job;
 }
 
+bool reset_limit_reached(int64_t resets_done, std::optional<int> limit) {
+  return limit && resets_done >= *limit;
+}
+
 }  // namespace chorus::chorusrun

@@ -4,6 +4,8 @@
 // out; tests/bindings/cli/elastic_policy_test.cpp holds them to the rules below.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,5 +58,11 @@ enum class after_change { form_round, wait_for_slots, end_job };
 ///  - fewer, can_wait and not waited_out: wait for slots (no round; the workers wait in init());
 ///  - else: end the job.
 after_change decide_after_change(int active, int min_np, bool can_wait, bool waited_out);
+
+/// --reset-limit N as horovodrun counts it (runner/elastic/registration.py): every round formed
+/// after the first is a reset, whatever caused it (a failure, a worker's request, hosts added or
+/// removed); N resets are allowed, and the job ends instead of forming reset N + 1. `resets_done`:
+/// rounds formed after the first. False without a limit.
+bool reset_limit_reached(int64_t resets_done, std::optional<int> limit);
 
 }  // namespace chorus::chorusrun

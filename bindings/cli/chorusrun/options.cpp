@@ -143,6 +143,34 @@ result<launch_options> parse_options(std::span<const char* const> argv) {
       (name == "--min-np" ? opts.min_np : opts.max_np) = *n;
       continue;
     }
+    if (name == "--no-blacklist" && !inline_value) {
+      opts.blacklist = false;
+      continue;
+    }
+    if (name == "--reset-limit") {
+      auto v = take_value(name, inline_value);
+      if (!v) return v.error();
+      auto n = parse_positive_int(name, *v, 0);
+      if (!n) return n.error();
+      opts.reset_limit = *n;
+      continue;
+    }
+    if (name == "--blacklist-cooldown-range") {
+      // Two values, as horovodrun's nargs=2: `--blacklist-cooldown-range MIN MAX`.
+      if (inline_value || i + 2 >= argv.size())
+        return usage_error(std::string(name) + " needs two values: MIN MAX (seconds)");
+      auto lo = parse_positive_int(name, argv[i + 1]);
+      if (!lo) return lo.error();
+      auto hi = parse_positive_int(name, argv[i + 2]);
+      if (!hi) return hi.error();
+      i += 2;
+      if (*lo < cooldown_lowest_s || *hi > cooldown_highest_s || *lo > *hi)
+        return usage_error(std::string(name) + " " + std::to_string(*lo) + " " + std::to_string(*hi) +
+                           ": expected " + std::to_string(cooldown_lowest_s) + " <= MIN <= MAX <= " +
+                           std::to_string(cooldown_highest_s) + " seconds (horovodrun's bounds)");
+      opts.blacklist_cooldown = cooldown_range{*lo, *hi};
+      continue;
+    }
     if (name == "--nnodes" || name == "--node-rank") {
       auto v = take_value(name, inline_value);
       if (!v) return v.error();
@@ -193,6 +221,13 @@ status check_options(const launch_options& opts) {
   }
   if (opts.elastic_timeout_seconds && !opts.elastic())
     return usage_error("--elastic-timeout needs an elastic job (--min-np, --max-np or --host-discovery-script)");
+  if (!opts.elastic() && (opts.blacklist_cooldown || opts.reset_limit || !opts.blacklist))
+    return usage_error(std::string(opts.blacklist_cooldown ? "--blacklist-cooldown-range"
+                                   : opts.reset_limit    ? "--reset-limit"
+                                                         : "--no-blacklist") +
+                       " needs an elastic job (--min-np, --max-np or --host-discovery-script)");
+  if (!opts.blacklist && opts.blacklist_cooldown)
+    return usage_error("--no-blacklist and --blacklist-cooldown-range contradict each other; give only one");
   if (opts.elastic()) {
     const int min_np = opts.min_np.value_or(opts.num_ranks), max_np = opts.max_np.value_or(opts.num_ranks);
     if (!(min_np <= opts.num_ranks && opts.num_ranks <= max_np))
@@ -235,7 +270,8 @@ std::string usage_text() {
          "  --rendezvous A:P    where rank 0 serves the store (default: rank 0's host, free port)\n"
          "  --min-np N, --max-np M\n"
          "                      elastic (hvd.elastic): a worker that dies does not end the job; the\n"
-         "                      others form a new round without it, as long as N are left\n"
+         "                      others form a new round without it, as long as N are left (its\n"
+         "                      host is blacklisted: --blacklist-cooldown-range below)\n"
          "                      (-H/--hostfile: the hosts to start on; the elastic store listens on\n"
          "                      this host's address toward the first remote one)\n"
          "  --host-discovery-script S\n"
@@ -248,6 +284,18 @@ std::string usage_text() {
          "                      elastic with S: below --min-np (at the start too), wait this long\n"
          "                      for S to offer slots before ending the job (default 600, or\n"
          "                      CHORUS_ELASTIC_TIMEOUT_SECONDS / HOROVOD_ELASTIC_TIMEOUT)\n"
+         "  --blacklist-cooldown-range MIN MAX\n"
+         "                      elastic: a worker that fails (not exit 0) blacklists its host, as\n"
+         "                      horovodrun does: its other workers there are stopped and no worker\n"
+         "                      starts there again; with this range it comes back after\n"
+         "                      MIN*2^k + U(0,1)*MIN s at its k-th failure, at most MAX\n"
+         "                      (1 <= MIN <= MAX <= 3600); without, it stays out. A job with no\n"
+         "                      worker left off blacklisted hosts ends (one host: at the first\n"
+         "                      failure)\n"
+         "  --no-blacklist      elastic: keep failed workers' hosts (chorusrun's own; for jobs on\n"
+         "                      one host, whose survivors then form a new round)\n"
+         "  --reset-limit N     elastic: end the job instead of forming a new round for the N+1th\n"
+         "                      time (every round after the first counts, as in horovodrun)\n"
          "  --no-prefix         do not prefix output lines with [rank]\n"
          "  -h, --help          print this help\n"
          "\n"

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "bindings/cli/chorusrun/host_blacklist.hpp"
 #include "bindings/cli/chorusrun/host_list.hpp"
 #include "runtime/core/status.hpp"
 
@@ -34,6 +35,11 @@ struct launch_options {
   // --elastic-timeout: elastic with a discovery script; how long to wait below --min-np for
   // slots. Unset after parsing: main takes CHORUS_ELASTIC_TIMEOUT_SECONDS (HOROVOD_ELASTIC_TIMEOUT).
   std::optional<double> elastic_timeout_seconds;
+  // --blacklist-cooldown-range MIN MAX: elastic; a host blacklisted for a failed worker comes
+  // back after a cooldown (host_blacklist.hpp); unset: it stays out for the job's life.
+  std::optional<cooldown_range> blacklist_cooldown;
+  std::optional<int> reset_limit;         // --reset-limit N: elastic; end the job instead of reset N + 1
+  bool blacklist = true;                  // false with --no-blacklist: failed workers' hosts stay usable
 
   /// True with --min-np, --max-np or --host-discovery-script: a dying worker does not end the
   /// job (elastic_coordinator).

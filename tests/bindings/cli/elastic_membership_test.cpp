@@ -1,7 +1,9 @@
 // chorusrun's elastic membership (elastic_membership.hpp) against a real elastic store on
 // 127.0.0.1, with a fake supervisor (hooks that record) and real discovery scripts: surplus
 // workers told to leave and signalled when they stay, the wait below --min-np ending in new
-// workers or in the end of the job, and no wait without a script. What a worker reads is read
+// workers or in the end of the job, and no wait without a script; a failed worker's host
+// blacklisted (its other workers stopped, no new ones there until a cooldown ends) and
+// --reset-limit. What a worker reads is read
 // as a worker reads it (elastic::join_round). Timings are shortened; every wait is bounded.
 #include "bindings/cli/chorusrun/elastic_membership.hpp"
 
@@ -48,9 +50,16 @@ struct fixture {
   std::unique_ptr<elastic_membership> m;
 
   // `hosts`: the script prints the slots file as it is ("host:slots" lines, offer_hosts);
-  // else "localhost:<the number in it>" (offer).
-  fixture(int np, int min_np, int max_np, bool script, double timeout_s = 600, bool hosts = false) {
+  // else "localhost:<the number in it>" (offer). `where`: worker r's host (default "here", this
+  // host). Blacklisting is off (--no-blacklist) unless `blacklist`: with every worker on one host,
+  // a failure would end the job (tests of it turn it on).
+  fixture(int np, int min_np, int max_np, bool script, double timeout_s = 600, bool hosts = false,
+          std::vector<std::string> where = {}, bool blacklist = false,
+          std::optional<cooldown_range> cooldown = std::nullopt, std::optional<int> reset_limit = std::nullopt) {
     opts.num_ranks = np;
+    opts.blacklist = blacklist;
+    opts.blacklist_cooldown = cooldown;
+    opts.reset_limit = reset_limit;
     opts.min_np = min_np;
     opts.max_np = max_np;
     opts.elastic_timeout_seconds = timeout_s;
@@ -71,7 +80,7 @@ struct fixture {
     EXPECT_TRUE(s) << (s ? "" : s.error().message());
     store = std::move(*s);
     std::vector<worker_at> workers;
-    for (int r = 0; r < np; ++r) workers.push_back({r, "here"});
+    for (int r = 0; r < np; ++r) workers.push_back({r, r < static_cast<int>(where.size()) ? where[r] : "here"});
     EXPECT_TRUE(store->form_round(workers).ok());
     elastic_timing t;
     t.settle = 20ms;
@@ -263,3 +272,79 @@ TEST(elastic_membership, workers_follow_the_hosts_the_script_offers) {
 }
 
 }  // namespace
+
+TEST(elastic_membership, a_failure_on_the_only_host_blacklists_it_and_ends_the_job) {
+  fixture f(3, 2, 3, false, 600, false, {}, true);
+  f.m->on_exit(1, killed_by_9, "was killed by signal 9");
+  ASSERT_TRUE(f.ended.has_value());
+  EXPECT_TRUE(*f.ended);  // told through the store, not signalled
+  EXPECT_TRUE(f.signalled.empty());
+  EXPECT_TRUE(f.said_with("rank 1 was killed by signal 9; host here is blacklisted for the rest of the job "
+                          "(no --blacklist-cooldown-range); worker(s) 0, 2 there stop; 0 rank(s) left, "
+                          "fewer than --min-np 2 and none on a host that is not blacklisted: ending the job"))
+      << testing::PrintToString(f.said);
+  for (int w : {0, 2}) {
+    auto told = f.join(w);
+    ASSERT_FALSE(told);
+    EXPECT_NE(told.error().message().find("host here is blacklisted"), std::string::npos) << told.error().to_string();
+  }
+}
+
+TEST(elastic_membership, a_blacklisted_hosts_workers_stop_and_new_ones_start_there_after_the_cooldown) {
+  fixture f(3, 1, 3, true, 600, true, {"here", "b", "b"}, true, cooldown_range{1, 1});
+  f.offer_hosts("here:1\nb:2\n");
+  const auto failed = clock_type::now();
+  f.m->on_exit(1, killed_by_9, "was killed by signal 9");
+  ASSERT_FALSE(f.ended.has_value());
+  EXPECT_TRUE(f.said_with("host b is blacklisted for 1 s (failure 1 there, --blacklist-cooldown-range); "
+                          "worker(s) 2 there stop; elastic round 1 goes on with 1 rank(s)"))
+      << testing::PrintToString(f.said);
+  EXPECT_EQ(f.signalled, (std::vector<std::pair<int, int>>{{2, SIGTERM}}));
+  auto zero = f.join(0);
+  ASSERT_TRUE(zero) << zero.error().to_string();
+  EXPECT_EQ(zero->size, 1);
+  auto two = f.join(2);
+  ASSERT_FALSE(two);
+  EXPECT_TRUE(elastic::removed(two.error())) << two.error().to_string();
+  f.m->on_exit(2, SIGTERM, "was killed by signal 15");  // a stopped worker's end does not count
+  // While b cools down the script's two slots there stay empty.
+  EXPECT_FALSE(f.tick_until([&] { return !f.started.empty(); }, 600ms));
+  ASSERT_TRUE(f.tick_until([&] { return f.started.size() == 2; }, 3000ms));
+  EXPECT_GE(clock_type::now() - failed, 1s);
+  EXPECT_TRUE(f.said_with("host b's blacklist cooldown is over: workers may start there again"));
+  for (const auto& p : f.started_at) EXPECT_EQ(p.host, "b");
+  EXPECT_TRUE(f.said_with("elastic round 2 goes on with 3 rank(s)")) << testing::PrintToString(f.said);
+  EXPECT_FALSE(f.ended.has_value());
+}
+
+TEST(elastic_membership, below_min_np_with_the_other_hosts_blacklisted_the_timeout_names_them) {
+  fixture f(2, 2, 2, true, 0.4, true, {"here", "b"}, true);
+  f.offer_hosts("here:1\nb:1\n");
+  f.m->on_exit(1, killed_by_9, "was killed by signal 9");
+  EXPECT_TRUE(f.said_with("waiting up to --elastic-timeout 0.4 s for --host-discovery-script to offer slots "
+                          "(blacklisted host(s): b)"))
+      << testing::PrintToString(f.said);
+  ASSERT_TRUE(f.tick_until([&] { return f.ended.has_value(); }));
+  EXPECT_TRUE(f.started.empty());  // b's slot is offered but blacklisted
+  auto told = f.join(0);
+  ASSERT_FALSE(told);
+  EXPECT_NE(told.error().message().find("within --elastic-timeout 0.4 s (blacklisted host(s): b): ending the job"),
+            std::string::npos)
+      << told.error().to_string();
+}
+
+TEST(elastic_membership, past_the_reset_limit_the_job_ends_instead_of_forming_a_round) {
+  fixture f(3, 1, 3, false, 600, false, {}, false, std::nullopt, 1);
+  f.m->on_exit(2, killed_by_9, "was killed by signal 9");
+  EXPECT_TRUE(f.said_with("elastic round 1 goes on with 2 rank(s)")) << testing::PrintToString(f.said);
+  ASSERT_FALSE(f.ended.has_value());
+  f.m->on_exit(1, killed_by_9, "was killed by signal 9");
+  ASSERT_TRUE(f.ended.has_value());
+  EXPECT_TRUE(*f.ended);
+  EXPECT_TRUE(f.said_with("rank 1 was killed by signal 9; the job was already reset 1 time(s), all --reset-limit 1 "
+                          "allows: ending the job"))
+      << testing::PrintToString(f.said);
+  auto told = f.join(0);
+  ASSERT_FALSE(told);
+  EXPECT_NE(told.error().message().find("--reset-limit 1"), std::string::npos) << told.error().to_string();
+}

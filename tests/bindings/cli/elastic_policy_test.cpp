@@ -118,3 +118,12 @@ TEST(elastic_policy, a_change_forms_a_round_waits_for_slots_or_ends_the_job) {
   EXPECT_EQ(decide_after_change(1, 2, true, true), after_change::end_job);   // --elastic-timeout passed
   EXPECT_EQ(decide_after_change(1, 2, false, false), after_change::end_job); // no discovery script
 }
+
+TEST(elastic_policy, reset_limit_counts_every_round_after_the_first_as_horovodrun_does) {
+  EXPECT_FALSE(reset_limit_reached(0, std::nullopt));
+  EXPECT_FALSE(reset_limit_reached(1000, std::nullopt));  // no limit: never
+  EXPECT_TRUE(reset_limit_reached(0, 0));                  // --reset-limit 0: the first reset ends the job
+  EXPECT_FALSE(reset_limit_reached(1, 2));                 // resets 1 and 2 happen,
+  EXPECT_TRUE(reset_limit_reached(2, 2));                  // the third does not
+  EXPECT_TRUE(reset_limit_reached(3, 2));
+}

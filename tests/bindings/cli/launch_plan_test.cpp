@@ -221,6 +221,53 @@ TEST(options, elastic_bounds_and_scope) {
             std::string::npos);
 }
 
+TEST(options, blacklist_cooldown_reset_limit_and_no_blacklist) {
+  auto parsed = [](std::vector<const char*> args) {
+    args.insert(args.begin(), "chorusrun");
+    return parse_options({args.data(), args.size()});
+  };
+  auto check = [&](std::vector<const char*> args) {
+    auto o = parsed(std::move(args));
+    if (!o) return o.error().message();
+    auto st = check_options(*o);
+    return st.ok() ? std::string() : st.message();
+  };
+  auto o = parsed({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "10", "100", "--reset-limit", "0",
+                   "p", "--x"});
+  ASSERT_TRUE(o) << o.error().message();
+  EXPECT_EQ(o->blacklist_cooldown, (cooldown_range{10, 100}));
+  EXPECT_EQ(o->reset_limit, 0);
+  EXPECT_TRUE(o->blacklist);
+  EXPECT_EQ(o->command, (std::vector<std::string>{"p", "--x"}));
+  auto plain = parsed({"-np", "2", "--min-np", "1", "p"});
+  ASSERT_TRUE(plain);
+  EXPECT_TRUE(plain->blacklist);  // on by default, as in horovodrun
+  EXPECT_FALSE(plain->blacklist_cooldown);
+  EXPECT_FALSE(plain->reset_limit);
+  EXPECT_EQ(check({"-np", "2", "--min-np", "1", "--no-blacklist", "p"}), "");
+  EXPECT_EQ(check({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "1", "3600", "p"}), "");
+  EXPECT_NE(check({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "0", "5", "p"}).find("positive"),
+            std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "5", "3601", "p"})
+                .find("1 <= MIN <= MAX <= 3600"),
+            std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "9", "5", "p"}).find("MIN <= MAX"),
+            std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "5"}).find("two values"),
+            std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range=5", "6", "p"}).find("two values"),
+            std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--min-np", "1", "--reset-limit", "-1", "p"}).find("non-negative"), std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--reset-limit", "3", "p"}).find("--reset-limit needs an elastic job"),
+            std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--no-blacklist", "p"}).find("--no-blacklist needs an elastic job"), std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--blacklist-cooldown-range", "1", "2", "p"}).find("needs an elastic job"),
+            std::string::npos);
+  EXPECT_NE(check({"-np", "2", "--min-np", "1", "--no-blacklist", "--blacklist-cooldown-range", "1", "2", "p"})
+                .find("contradict"),
+            std::string::npos);
+}
+
 TEST(launch_plan, elastic_workers_get_their_id_and_no_rank_serves_the_store) {
   auto opts = parse({"-np", "2", "--min-np", "1", "python3", "t.py"});
   ASSERT_TRUE(opts.elastic());

@@ -3,8 +3,9 @@ ElasticSampler (also as Sampler), HostsUpdatedInterrupt and HorovodInternalError
 
 Under `chorusrun --min-np N --max-np M` a rank that dies does not end the job: the survivors'
 next operation raises HorovodInternalError, `run` restores the last commit, shuts down and
-init()s into the launcher's next round (new size, new ranks, new mesh) and carries on. Outside
-such a job, a reset is shutdown() and init() of the same job."""
+init()s into the launcher's next round (new size, new ranks, new mesh) and carries on; the dead
+rank's host is blacklisted, as horovodrun does (its other ranks stop; one host: --no-blacklist).
+Outside such a job, a reset is shutdown() and init() of the same job."""
 
 import sys
 
