@@ -168,13 +168,20 @@ def check_continue(job, victim=2):
     print("RECOVERY_SECONDS %.2f" % recovery, flush=True)
 
 
+def ends_failed(job, since, what="the kill"):
+    """Waits (bounded) for chorusrun to end, which must be with exit 1; returns the seconds from
+    `since` and the job's whole output."""
+    rc = job.finish(40)
+    ended = time.monotonic() - since
+    text = "\n".join(t for _, t in job.lines)
+    print("test: chorusrun exited %d, %.2f s after %s" % (rc, ended, what), flush=True)
+    assert rc == 1, rc
+    return ended, text
+
+
 def check_below_min(job):
     killed = kill_mid_epoch(job, 1)
-    rc = job.finish(40)
-    ended = time.monotonic() - killed
-    text = "\n".join(t for _, t in job.lines)
-    print("test: chorusrun exited %d, %.2f s after the kill" % (rc, ended), flush=True)
-    assert rc == 1, rc
+    _, text = ends_failed(job, killed)
     assert "fewer than --min-np 2" in text, "no clear error in the output"
     assert "[0]" in text and re.search(r"^\[0\] .*fewer than --min-np", text, re.M), \
         "the survivor did not report the launcher's reason"
@@ -183,11 +190,7 @@ def check_below_min(job):
 
 def check_blacklisted(job):
     killed = kill_mid_epoch(job, 2)
-    rc = job.finish(40)
-    ended = time.monotonic() - killed
-    text = "\n".join(t for _, t in job.lines)
-    print("test: chorusrun exited %d, %.2f s after the kill" % (rc, ended), flush=True)
-    assert rc == 1, rc
+    ended, text = ends_failed(job, killed)
     assert re.search(r"^chorusrun: rank 2 was killed by signal 9 \(Killed\); host \S+ is blacklisted for the rest of the job"
                      r" \(no --blacklist-cooldown-range\); worker\(s\) 0, 1 there stop", text, re.M), \
         "chorusrun did not say that it blacklisted this host"
@@ -202,10 +205,7 @@ def check_reset_limit(job):
     kill_mid_epoch(job, 2)
     job.wait_for(lambda: said(job, "elastic round 1 goes on with 2 rank(s)"), RECOVERY_BOUND_S, "reset 1")
     killed = kill_mid_epoch(job, 1)
-    rc = job.finish(40)
-    text = "\n".join(t for _, t in job.lines)
-    print("test: chorusrun exited %d, %.2f s after the second kill" % (rc, time.monotonic() - killed), flush=True)
-    assert rc == 1, rc
+    _, text = ends_failed(job, killed, "the second kill")
     assert "the job was already reset 1 time(s), all --reset-limit 1 allows: ending the job" in text, \
         "no message naming --reset-limit"
     assert re.search(r"^\[0\] .*--reset-limit 1", text, re.M), "worker 0 did not report the reason"
@@ -312,11 +312,7 @@ def check_recovered(job, slots_file):
 
 def check_timed_out(job, slots_file):
     killed = wait_below_min(job, slots_file)
-    rc = job.finish(40)
-    ended = time.monotonic() - killed
-    text = "\n".join(t for _, t in job.lines)
-    print("test: chorusrun exited %d, %.2f s after the kill" % (rc, ended), flush=True)
-    assert rc == 1, rc
+    ended, text = ends_failed(job, killed)
     assert ended >= 3, "chorusrun did not wait its --elastic-timeout"
     assert "no slots for more within --elastic-timeout 3 s: ending the job" in text, "no message naming the timeout"
     assert re.search(r"^\[0\] .*--elastic-timeout 3 s", text, re.M), "the survivor did not report the reason"
