@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bindings/cli/chorusrun/launch_plan.hpp"
+#include "runtime/transport/tcp/iface.hpp"
 #include "runtime/transport/tcp/socket_util.hpp"
 #include "runtime/config/reader.hpp"
 
@@ -102,7 +103,16 @@ result<job_identity> make_job_identity(const launch_options& opts, const std::ve
                                        const std::string& this_host) {
   job_identity job;
   std::string elastic_host = "127.0.0.1";  // where chorusrun serves an elastic job's store
-  if (opts.elastic()) {
+  // CHORUS_HOST / CHORUS_IFACE name this host's address for the job (the local workers' data
+  // plane listens there too): the store listens there, so hosts offered later reach it.
+  const std::string bind_host = configured_text("CHORUS_HOST"), iface = configured_text("CHORUS_IFACE");
+  if (opts.elastic() && !bind_host.empty()) {
+    elastic_host = bind_host;
+  } else if (opts.elastic() && !iface.empty()) {
+    auto addr = tcp::interface_address(iface);
+    if (!addr) return addr.error();
+    elastic_host = *addr;
+  } else if (opts.elastic()) {
     for (const auto& p : placements) {
       if (starts_directly(opts, p.host, this_host)) continue;
       auto addr = tcp::address_toward(p.host);

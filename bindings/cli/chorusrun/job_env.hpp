@@ -31,7 +31,8 @@ struct job_identity {
 /// when set, else 32 fresh random bytes; per-node mode with several nodes requires it set (every
 /// node must use the same). Job id: fresh, except in per-node mode (empty: the ranks derive it
 /// from the rendezvous address, alike on every node). Fails when the OS or OpenSSL does.
-/// Elastic jobs: chorusrun serves the store itself, on 127.0.0.1 when every worker starts here
+/// Elastic jobs: chorusrun serves the store itself: on CHORUS_HOST, else CHORUS_IFACE's address,
+/// when set (hosts offered later reach it there); else on 127.0.0.1 when every worker starts here
 /// (`this_host` is this host's name, launch_plan.hpp's starts_directly), else on the address
 /// this host reaches the first remote worker's host from (tcp::address_toward), so that every host
 /// on that network reaches it.

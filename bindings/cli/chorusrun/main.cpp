@@ -169,7 +169,8 @@ int main(int argc, char** argv) {
                               "the elastic store listens on " + job->rendezvous +
                                   " (every worker started on this host), which host " + at.host +
                                   " cannot reach; name a remote host at the start (-H, --hostfile or the "
-                                  "script's first offer)"};
+                                  "script's first offer), or give this host's address in CHORUS_HOST or "
+                                  "CHORUS_IFACE"};
       return elastic_worker_launch(*opts, *job, at, world_size, worker, base_env, workdir, host_name);
     };
   }

@@ -371,3 +371,32 @@ TEST(launch_plan, an_elastic_store_listens_where_remote_workers_reach_it) {
   ASSERT_FALSE(nowhere);
   EXPECT_NE(nowhere.error().message().find("'no-such-host.invalid'"), std::string::npos);
 }
+
+TEST(launch_plan, an_elastic_store_listens_on_the_address_the_user_names) {
+  // Every worker here, but CHORUS_HOST (else CHORUS_IFACE) names this host's address for the
+  // job: the store listens there, so that hosts the discovery script offers later reach it.
+  auto local = parse({"-np", "2", "--min-np", "1", "prog"});
+  auto p = plan_placements(local, "here");
+  ASSERT_TRUE(p);
+  ::unsetenv("CHORUS_RENDEZVOUS");
+  ::setenv("CHORUS_HOST", "127.0.0.2", 1);
+  ::setenv("CHORUS_IFACE", "no-such-iface0", 1);  // CHORUS_HOST wins
+  auto job = make_job_identity(local, *p, "here");
+  ::unsetenv("CHORUS_HOST");
+  ASSERT_TRUE(job) << job.error().message();
+  EXPECT_EQ(job->rendezvous.rfind("127.0.0.2:", 0), 0u) << job->rendezvous;
+  EXPECT_GE(job->store_listener, 0);
+  ::close(job->store_listener);
+  auto bad = make_job_identity(local, *p, "here");
+  ::unsetenv("CHORUS_IFACE");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("no-such-iface0"), std::string::npos) << bad.error().message();
+  // Outside an elastic job the rendezvous stays where rank 0 runs.
+  auto fixed = parse({"-np", "2", "prog"});
+  ::setenv("CHORUS_HOST", "127.0.0.2", 1);
+  auto fjob = make_job_identity(fixed, *plan_placements(fixed, "here"), "here");
+  ::unsetenv("CHORUS_HOST");
+  ASSERT_TRUE(fjob) << fjob.error().message();
+  EXPECT_EQ(fjob->rendezvous.rfind("127.0.0.1:", 0), 0u) << fjob->rendezvous;
+  if (fjob->store_listener >= 0) ::close(fjob->store_listener);
+}
