@@ -12,8 +12,8 @@ namespace {
 
 using self_ptr = caf::stateful_actor<autotuner_state>*;
 
-/// Submits the window's score once it spans steps_per_sample cycles and the last one is agreed.
-void maybe_submit(self_ptr self, steady_time now) {
+/// Submits the score of a window that ended, once the last one submitted is agreed.
+void maybe_submit(self_ptr self) {
   auto& s = self->state;
   if (s.holding && !s.awaiting && s.submitted < s.pad_to) {  // a hold's padding (autotune_pad)
     self->send(s.wired.negotiator, window_scored{std::numeric_limits<double>::infinity(), s.tuner->digest()});
@@ -21,15 +21,17 @@ void maybe_submit(self_ptr self, steady_time now) {
     ++s.submitted;
     return;
   }
-  if (s.held || s.holding || s.awaiting || !s.started || s.cycles < static_cast<uint64_t>(std::max(s.cfg.steps_per_sample, 1))) return;
-  double seconds = std::chrono::duration<double>(now - s.start).count();
-  double score = seconds > 0 ? double(s.bytes) / seconds : 0.0;
-  self->send(s.wired.negotiator, window_scored{score, s.tuner->digest()});
+  if (s.held || s.holding || s.awaiting || !s.ready) return;
+  self->send(s.wired.negotiator, window_scored{*s.ready, s.tuner->digest()});
+  s.ready.reset();
   s.awaiting = true;
   ++s.submitted;
-  s.bytes = 0;
-  s.cycles = 0;
-  s.start = now;
+}
+
+/// Starts measuring afresh at the next finished bucket (a hold, a resume).
+void restart_window(self_ptr self) {
+  self->state.meter->restart();
+  self->state.ready.reset();
 }
 
 /// Ends a hold once every padding window is submitted and agreed: every rank has then submitted
@@ -39,9 +41,7 @@ void maybe_hold(self_ptr self) {
   if (!s.pad_reply || s.awaiting || s.submitted < s.pad_to) return;
   s.held = true;
   s.holding = false;
-  s.started = false;
-  s.bytes = 0;
-  s.cycles = 0;
+  restart_window(self);
   s.pad_reply->deliver(autotune_windows{s.submitted});
   s.pad_reply.reset();
 }
@@ -103,6 +103,7 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
   auto& s = self->state;
   s.cfg = cfg;
   s.held = cfg.held;
+  s.meter.emplace(cfg.steps_per_sample);
   auto space = tuning::knob_space(cfg.max_streams);
   if (!space) {
     CHORUS_LOG(error, "autotune", "no search space: " << space.error().message());
@@ -129,24 +130,16 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
       },
       [=](const bucket_finished& b) {
         auto& st = self->state;
-        if (st.held) return;
-        if (!st.started) {
-          st.started = true;
-          st.start = b.at;
-        }
-        st.bytes += b.bytes;
-        if (b.cycle != st.last_cycle) {
-          st.last_cycle = b.cycle;
-          ++st.cycles;
-        }
-        maybe_submit(self, b.at);
+        if (st.held || st.holding) return;
+        if (auto score = st.meter->add(b.cycle, b.bytes, b.at, b.tensors)) st.ready = score;
+        maybe_submit(self);
       },
       [=](const window_agreed& w) {
         auto& st = self->state;
         st.awaiting = false;
         if (!std::isfinite(w.score)) {  // only padding windows (a hold): no sample on any rank
           self->send(st.wired.fusion, switch_of(st.in_force, w.cycle + 1));  // fusion waits for it
-          maybe_submit(self, std::chrono::steady_clock::now());
+          maybe_submit(self);
           maybe_hold(self);
           return;
         }
@@ -185,7 +178,7 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
           for (const auto& sender : st.wired.senders) self->send(sender, sw);
           obs.on_tunables(e.in_force, now);
         }
-        maybe_submit(self, now);
+        maybe_submit(self);
         maybe_hold(self);
       },
       [=](const autotune_pad& pad) -> caf::response_promise {  // step 2 of a hold
@@ -197,7 +190,7 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
         }
         st.pad_to = std::max(pad.to, st.submitted);
         st.pad_reply = rp;
-        maybe_submit(self, std::chrono::steady_clock::now());
+        maybe_submit(self);
         maybe_hold(self);
         return rp;
       },
@@ -219,9 +212,7 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
         rp.deliver(h);
         st.held = false;
         st.holding = false;
-        st.started = false;
-        st.bytes = 0;
-        st.cycles = 0;
+        restart_window(self);
         if (!h.restart) return rp;
         // The search starts over where the tunables are now, on the grid (every rank alike).
         auto at = tuning::to_point(st.space, st.in_force);

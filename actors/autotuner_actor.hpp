@@ -3,9 +3,11 @@
 // window_scored to the negotiator and tunables_switch to fusion, the negotiator and senders.
 //
 // Protocol, per window:
-//  1. The rank scores its own window: bytes of finished buckets / wall time, over buckets of
-//     `steps_per_sample` distinct agreed cycles. It submits the score, with its tuner's
-//     digest, to the negotiator, and submits nothing more until that window is agreed.
+//  1. The rank scores its own window: bytes of finished buckets / wall time, over
+//     `steps_per_sample` training steps (runtime/tuning/window_meter.hpp: a step has passed
+//     when a tensor finishes again). It submits the score, with its tuner's digest, to the
+//     negotiator, and submits nothing more until that window is agreed (a window that ends
+//     meanwhile waits, and the latest such one is submitted then).
 //  2. The gossip agrees the window once every rank scored it: the minimum score, at the end
 //     of cycle c, the same on every rank (a different digest is a protocol error there).
 //  3. Every rank feeds that score to the same tuner (runtime/tuning/tuner.hpp, same seed) and
@@ -27,6 +29,7 @@
 #include "actors/protocol.hpp"
 #include "runtime/tuning/knobs.hpp"
 #include "runtime/tuning/tuner.hpp"
+#include "runtime/tuning/window_meter.hpp"
 
 namespace chorus {
 
@@ -36,7 +39,7 @@ struct autotuner_config {
   tuning::tuner_options options;
   int max_streams = 1;             ///< connections opened to each peer (the streams axis' top)
   tuning::knob_values start;       ///< the configured tunables, where the search starts
-  int steps_per_sample = 10;       ///< distinct agreed cycles per window
+  int steps_per_sample = 10;       ///< training steps per window (window_meter.hpp)
   std::string log_path;            ///< CHORUS_AUTOTUNE_LOG: CSV written by rank 0; empty = none
   bool held = false;               ///< start held (autotune_hold): scoring nothing until resumed
 };
@@ -47,12 +50,9 @@ struct autotuner_state {
   tuning::search_space space;
   std::optional<tuning::tuner> tuner;
   tuning::knob_values in_force;
-  // the window being measured
-  uint64_t bytes = 0;
-  uint64_t cycles = 0;
-  uint64_t last_cycle = 0;
-  steady_time start{};
-  bool started = false;
+  // the window being measured, and the score of one that ended while another was awaited
+  std::optional<tuning::window_meter> meter;
+  std::optional<double> ready;
   bool awaiting = false;  ///< a score was submitted and its window is not agreed yet
   bool held = false;      ///< autotune_hold: no scoring; in_force follows set_tunables
   uint64_t submitted = 0;  ///< windows submitted so far (real and padding)

@@ -10,6 +10,7 @@
 #include "runtime/collectives/scatter_plan.hpp"
 #include "runtime/collectives/wire_ring_op.hpp"
 #include "runtime/core/log.hpp"
+#include "runtime/tuning/window_meter.hpp"
 
 namespace chorus {
 
@@ -107,8 +108,13 @@ void finish_bucket(self_ptr self, completion_state::entry& e) {
     for (const auto& op : job.ops) end_op(self, op, st, {}, skipped);
   }
   ++self->state.buckets_done;
-  if (self->state.wired.autotuner)
-    self->send(self->state.wired.autotuner, bucket_finished{job.cycle, job.plan.bytes, std::chrono::steady_clock::now()});
+  if (self->state.wired.autotuner) {
+    std::vector<uint64_t> tensors;
+    tensors.reserve(job.ops.size());
+    for (const auto& op : job.ops) tensors.push_back(tuning::tensor_id(op.spec.name));
+    self->send(self->state.wired.autotuner,
+               bucket_finished{job.cycle, job.plan.bytes, std::chrono::steady_clock::now(), std::move(tensors)});
+  }
 }
 
 void report_window(self_ptr self) {

@@ -234,7 +234,9 @@ struct chunk_ran { uint64_t sequence = 0; status result; };
 /// sender → completion: a chunk ended (on stream `stream`).
 struct chunk_done { uint64_t sequence = 0; uint64_t bucket = 0; int stream = 0; status result; };
 /// completion → autotuner: a bucket of `bytes` from the batch of `cycle` ended at `at`.
-struct bucket_finished { uint64_t cycle = 0; std::size_t bytes = 0; steady_time at{}; };
+/// `tensors`: the ids of its members' names (tuning::tensor_id), by which the autotuner counts
+/// training steps; local only (not in the trace).
+struct bucket_finished { uint64_t cycle = 0; std::size_t bytes = 0; steady_time at{}; std::vector<uint64_t> tensors; };
 /// autotuner → negotiator: this rank's score (bytes per second) of its next window, and the
 /// digest of its tuner's state; the gossip agrees the window (negotiation::agreed_window).
 struct window_scored { double score = 0; uint64_t digest = 0; };

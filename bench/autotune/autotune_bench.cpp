@@ -224,7 +224,7 @@ int run_autotune_bench(const process_env& env, const autotune_bench_options& o) 
   const double cycles_per_step =
       static_cast<double>(p.stats().negotiation.cycles - cycles_before) / static_cast<double>(log.size());
   if (lead) {
-    std::printf("# tuned: %.1f negotiation cycles per step (a window is CHORUS_AUTOTUNE_STEPS_PER_SAMPLE cycles)\n",
+    std::printf("# tuned: %.1f negotiation cycles per step (a window is CHORUS_AUTOTUNE_STEPS_PER_SAMPLE steps)\n",
                 cycles_per_step);
     if (converged)
       std::printf("# tuned: converged after %llu samples, %zu steps: %s\n", static_cast<unsigned long long>(at.samples),

@@ -116,7 +116,7 @@ constexpr std::array table{
            "autotune samples (the start and seeded points) before the Gaussian process proposes", owner::config,
            "samples"},
   variable{"CHORUS_AUTOTUNE_STEPS_PER_SAMPLE", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", kind::whole, "10", 1, 1000000,
-           "", "agreed cycles with finished work in one autotune window", owner::config, "cycles"},
+           "", "training steps in one autotune window (a step has passed when a tensor finishes again, as in Horovod)", owner::config, "steps"},
   variable{"CHORUS_AUTOTUNE_WINDOWS_PER_SAMPLE", "", kind::whole, "3", 1, 100, "",
            "an autotune sample is the median of this many windows", owner::config, "windows"},
   variable{"CHORUS_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", kind::whole, "30", 1,
