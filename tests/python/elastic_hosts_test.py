@@ -16,14 +16,16 @@ default, with --blacklist-cooldown-range 1 1):
 goes on alone, no worker starts on host 1 for the 4 s of its cooldown although its slot is
 offered, then worker 2 starts there and joins (size 2); the end as in 3.
 `grow`: the script first offers only this host (`localhost:1`), so the store's address comes from
-CHORUS_HOST (host 0's address), the only way a host offered later can reach it:
+CHORUS_HOST (host 0's address) or CHORUS_IFACE (eth0, the name on every host), the only ways a
+host offered later can reach it:
   1. without CHORUS_HOST, host 1 offered later is refused, and chorusrun's reason names
      CHORUS_HOST and CHORUS_IFACE (the job is then killed);
-  2. with CHORUS_HOST: worker 0 starts on host 0 directly (no launcher) and commits alone; then
-     host 1 is offered too: worker 1 starts there through the launcher (without host 0's
-     CHORUS_HOST), reaches the store and worker 0's data plane on host 0's address and joins
-     (size 2); the job ends with exit status 0, both workers with identical parameters, after
-     exactly rounds 0 and 1.
+  2. with CHORUS_HOST, then again with CHORUS_IFACE: worker 0 starts on host 0 directly (no
+     launcher) and commits alone; then host 1 is offered too: worker 1 starts there through the
+     launcher (without host 0's CHORUS_HOST; CHORUS_IFACE=eth0 is its own address there),
+     reaches the store and worker 0's data plane on host 0's address and joins (size 2); the job
+     ends with exit status 0, both workers with identical parameters, after exactly rounds 0
+     and 1.
 Skips (exit 77) where hosts cannot be built (not root, no ip netns). Bounded twice: `timeout`
 around `hosts.sh run` (whose trap removes the namespaces, also on failure), and chorusrun's
 --timeout; every process of the job is SIGKILLed by pid at the end."""
@@ -57,11 +59,11 @@ def netns_of(pid):
     return subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True, text=True).stdout.strip()
 
 
-def grow_job(chorusrun, example, hosts_sh, hosts_file, host_var, epochs):
-    """-np 2 --min-np 1 on host 0, the script's first offer this host alone; CHORUS_HOST=host_var
-    in chorusrun's environment when given."""
+def grow_job(chorusrun, example, hosts_sh, hosts_file, setting, epochs):
+    """-np 2 --min-np 1 on host 0, the script's first offer this host alone; `setting` (NAME=VALUE:
+    CHORUS_HOST or CHORUS_IFACE) in chorusrun's environment when given."""
     offer(hosts_file, ["localhost:1"])
-    env = ["env", "-u", "CHORUS_IFACE", "-u", "CHORUS_HOST"] + (["CHORUS_HOST=" + host_var] if host_var else [])
+    env = ["env", "-u", "CHORUS_IFACE", "-u", "CHORUS_HOST"] + ([setting] if setting else [])
     return Job(chorusrun, example, 2, 1, 2, epochs=epochs, deadline=DEADLINE_S, prefix=[hosts_sh, "exec", "0", *env],
                extra=["--host-discovery-script", "cat " + hosts_file, "--launcher", hosts_sh + " exec {host}"])
 
@@ -81,8 +83,14 @@ def grow(chorusrun, example, hosts_sh, addrs, tag, tmp):
     finally:
         job.kill()
 
-    # 2. CHORUS_HOST names host 0's address: host 1 offered later joins.
-    job = grow_job(chorusrun, example, hosts_sh, hosts_file, addrs[0], 6)
+    # 2. CHORUS_HOST or CHORUS_IFACE names host 0's address: host 1 offered later joins.
+    for setting in ("CHORUS_HOST=" + addrs[0], "CHORUS_IFACE=eth0"):
+        print("test: with %s" % setting, flush=True)
+        grow_with(chorusrun, example, hosts_sh, hosts_file, setting, addrs, tag)
+
+
+def grow_with(chorusrun, example, hosts_sh, hosts_file, setting, addrs, tag):
+    job = grow_job(chorusrun, example, hosts_sh, hosts_file, setting, 5)
     try:
         first = job.wait_for(lambda: job.events(0, "start"), 90, "worker 0 to start")
         assert first[0][3]["size"] == "1", first
