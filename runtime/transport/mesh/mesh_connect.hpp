@@ -25,12 +25,15 @@
 
 namespace chorus::mesh {
 
+/// A rank's TCP receive scratches are touched at start while together they take at most this.
+inline constexpr std::size_t pretouched_scratch_bytes = 64u << 20;
+
 struct mesh_options {
   int num_streams = 8;                      ///< CHORUS_NUM_STREAMS: connections per peer
   /// CHORUS_SOCKET_BUFFER_BYTES: SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning, which
   /// measured about twice as fast on loopback as a fixed 1-16 MiB.
   int socket_buffer_bytes = 0;
-  std::size_t scratch_bytes = 1 << 20;      ///< receive scratch per TCP connection (pre-touched)
+  std::size_t scratch_bytes = 1 << 20;      ///< receive scratch per TCP connection
   /// CHORUS_FRAME_STEALING: data frames move to an idle TCP connection to the same peer
   /// (mesh_transport.hpp).
   bool frame_stealing = false;

@@ -21,10 +21,16 @@ mesh_transport::mesh_transport(mesh_parts& parts)
   links_.resize(static_cast<std::size_t>(size_));
   peer_down_.assign(static_cast<std::size_t>(size_), false);
   link_owner& owner = *this;
+  // Receive scratches are touched up front while they all fit in pretouched_scratch_bytes; in a
+  // larger job (1 MiB x 8 streams x 63 peers would be 504 MiB per rank) each is made on its
+  // first frame to reduce, so memory follows the connections a collective uses.
+  std::size_t connections = 0;
+  for (const auto& fds : parts.data) connections += fds.size();
+  const bool pretouch = connections * opts_.scratch_bytes <= mesh::pretouched_scratch_bytes;
   for (int p = 0; p < size_; ++p) {
     auto& fds = parts.data[static_cast<std::size_t>(p)];
     for (int s = 0; s < static_cast<int>(fds.size()); ++s) {
-      auto c = std::make_unique<tcp::tcp_connection>(owner, fds[s].release(), p, s, opts_.scratch_bytes);
+      auto c = std::make_unique<tcp::tcp_connection>(owner, fds[s].release(), p, s, opts_.scratch_bytes, pretouch);
       if (opts_.frame_stealing) c->set_batch_bytes(1u << 20);
       auto& lane = parts.lanes.lanes[static_cast<std::size_t>(p)][static_cast<std::size_t>(s)];
       if (!lane.out && !lane.in) {

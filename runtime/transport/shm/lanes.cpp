@@ -1,11 +1,13 @@
 // The three rendezvous rounds that set up the shared-memory rings.
 #include "runtime/transport/shm/lanes.hpp"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
 #include "runtime/core/log.hpp"
 #include "runtime/env/host_settings.hpp"
+#include "runtime/transport/shm/ring_budget.hpp"
 #include "runtime/wire/handshake.hpp"
 
 namespace chorus::shm {
@@ -75,9 +77,29 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
   out.mail_out.resize(static_cast<std::size_t>(env.size));
   out.mail_in.resize(static_cast<std::size_t>(env.size));
   std::ostringstream mine;
+  // Rings on as many streams to each local peer as this rank's share of the host's free memory
+  // holds (ring_budget.hpp); the streams past them send on TCP.
+  int ring_streams = streams;
+  if (ring_bytes) {
+    int local_peers = static_cast<int>(std::count(out.table.by_peer.begin(), out.table.by_peer.end(), link_kind::shm));
+    auto plan = plan_rings(local_peers, streams, segment::footprint(ring_bytes), segment::footprint(mailbox_capacity()),
+                           free_shared_memory());
+    ring_streams = plan.streams;
+    // The host's lowest rank warns; the others, who decide alike, say it at info.
+    const auto& kinds = out.table.by_peer;
+    bool first_here = std::find(kinds.begin(), kinds.begin() + env.rank, link_kind::shm) == kinds.begin() + env.rank;
+    if (ring_streams < streams) {
+      std::string what = plan.why + ": rings on " + std::to_string(ring_streams) + " of the " + std::to_string(streams) +
+                         " streams to each local rank, TCP on the others (CHORUS_SHM_BYTES sets the ring size)";
+      if (first_here)
+        CHORUS_LOG(warn, "shm", what);
+      else
+        CHORUS_LOG(info, "shm", what);
+    }
+  }
   for (int p = 0; p < env.size && ring_bytes; ++p) {
     if (out.table.by_peer[static_cast<std::size_t>(p)] != link_kind::shm) continue;
-    for (int s = 0; s < streams; ++s) {
+    for (int s = 0; s < ring_streams; ++s) {
       uint64_t nonce = segment_nonce();
       std::string name = name_prefix + hex(env.job_id) + "-" + me + "-" + std::to_string(p) + "-" +
                          std::to_string(s) + "-" + hex(nonce);

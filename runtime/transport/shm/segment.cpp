@@ -106,6 +106,8 @@ result<std::unique_ptr<segment>> segment::open(const std::string& name, uint64_t
   return s;
 }
 
+std::size_t segment::footprint(std::size_t capacity) { return header_bytes + capacity; }
+
 void segment::unlink() {
   if (!linked_) return;
   linked_ = false;

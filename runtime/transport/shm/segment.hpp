@@ -24,6 +24,8 @@ class segment {
   /// unlinks the name. errc::config when it cannot be opened (e.g. another host or IPC
   /// namespace), errc::protocol when it is not the segment announced.
   static result<std::unique_ptr<segment>> open(const std::string& name, uint64_t nonce);
+  /// The bytes of /dev/shm a segment of `capacity` ring bytes takes (its header page included).
+  static std::size_t footprint(std::size_t capacity);
   ~segment();
   segment(const segment&) = delete;
   segment& operator=(const segment&) = delete;

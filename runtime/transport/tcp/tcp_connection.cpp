@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/core/log.hpp"
@@ -26,17 +27,22 @@ int socket_port(int fd, bool remote) {
 }
 }  // namespace
 
-tcp_connection::tcp_connection(link_owner& owner, int fd, int peer, int stream, std::size_t scratch_bytes)
-    : owner_(owner), socket_(owner.io()), peer_(peer), stream_(stream), scratch_(scratch_bytes) {
+tcp_connection::tcp_connection(link_owner& owner, int fd, int peer, int stream, std::size_t scratch_bytes,
+                               bool pretouch)
+    : owner_(owner), socket_(owner.io()), peer_(peer), stream_(stream), scratch_bytes_(scratch_bytes) {
   socket_.assign(asio::ip::tcp::v4(), fd);
   ports_ = {socket_port(fd, false), socket_port(fd, true)};
   fd_ = fd;
-  // Pre-touch the scratch so the first frames do not pay for fresh pages.
-  std::memset(scratch_.data(), 0, scratch_.size());
+  // Pre-touched, the first frames do not pay for fresh pages (the vector's zeros touch them).
+  if (pretouch) scratch_.resize(scratch_bytes_);
   write_bufs_.reserve(2 * max_batch);
 }
 
 void tcp_connection::start_reading() { read_header(); }
+
+void tcp_connection::grow_scratch(std::size_t length) {
+  if (scratch_.size() < length) scratch_.resize(std::max(length, scratch_bytes_));
+}
 
 void tcp_connection::send(const wire::frame_header& h, const std::byte* payload) {
   outgoing o;
@@ -197,7 +203,7 @@ void tcp_connection::on_header(const asio::error_code& ec) {
     return;
   }
   if (current_.kind == wire::frame_kind::abort) {
-    if (scratch_.size() < current_.length) scratch_.resize(current_.length);
+    grow_scratch(current_.length);
     asio::async_read(socket_, asio::buffer(scratch_.data(), current_.length), [this](const asio::error_code& e, std::size_t) {
       std::string text = e ? "(reason lost: " + e.message() + ")"
                            : std::string(reinterpret_cast<const char*>(scratch_.data()), current_.length);
@@ -227,9 +233,9 @@ void tcp_connection::on_header(const asio::error_code& ec) {
                        true);
     return;
   }
-  std::byte* where = current_.length ? owner_.sink()->destination(peer_, current_) : scratch_.data();
+  std::byte* where = current_.length ? owner_.sink()->destination(peer_, current_) : no_payload_;
   if (!where) {
-    if (scratch_.size() < current_.length) scratch_.resize(current_.length);
+    grow_scratch(current_.length);
     where = scratch_.data();
   }
   if (current_.length == 0) {

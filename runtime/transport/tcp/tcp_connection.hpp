@@ -28,7 +28,9 @@ namespace chorus::tcp {
 
 class tcp_connection final : public stream_link {
  public:
-  tcp_connection(link_owner& owner, int fd, int peer, int stream, std::size_t scratch_bytes);
+  /// `scratch_bytes`: the receive scratch for frames that have no destination of their own
+  /// (those to reduce); `pretouch`: allocated and touched now, else on the first such frame.
+  tcp_connection(link_owner& owner, int fd, int peer, int stream, std::size_t scratch_bytes, bool pretouch = true);
   tcp_connection(const tcp_connection&) = delete;
   tcp_connection& operator=(const tcp_connection&) = delete;
 
@@ -88,6 +90,8 @@ class tcp_connection final : public stream_link {
   /// Fails the peer, and tells it: "rank P stream S sent a bad frame: <what>".
   void bad_frame(const std::string& what);
   void release_queue();
+  /// Makes the scratch hold at least `length` bytes (and at least scratch_bytes_ once it grows).
+  void grow_scratch(std::size_t length);
 
   link_owner& owner_;
   asio::ip::tcp::socket socket_;
@@ -109,6 +113,8 @@ class tcp_connection final : public stream_link {
   std::array<std::byte, wire::frame_header_size> read_head_{};
   wire::frame_header current_{};
   std::vector<std::byte> scratch_;
+  std::size_t scratch_bytes_;   // what scratch_ grows to at least, when it grows
+  std::byte no_payload_[1]{};   // where a frame without payload "lands" (never written)
   std::function<void()> drain_before_goodbye_;  // set: a shared-memory link's signals ride here
   std::string abort_reason_;  // outgoing: kept alive until written
   bool close_when_written_ = false;

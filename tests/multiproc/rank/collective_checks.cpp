@@ -150,6 +150,19 @@ status check_all_collectives(communicator& comm) {
   return comm.barrier();
 }
 
+status check_few_collectives(communicator& comm) {
+  for (auto algo : {allreduce_algorithm::automatic, allreduce_algorithm::ring, allreduce_algorithm::recursive_doubling})
+    for (std::size_t c : {std::size_t{1}, std::size_t{1001}, std::size_t{1} << 18})
+      if (auto st = check_allreduce(comm, dtype::f32, reduce_op::sum, c, algo); !st.ok()) return st;
+  if (auto st = check_allreduce(comm, dtype::i64, reduce_op::max, 4097, allreduce_algorithm::ring); !st.ok())
+    return st;
+  for (int root : {0, comm.size() - 1})
+    if (auto st = check_broadcast(comm, 1001, root); !st.ok()) return st;
+  for (std::size_t base : {std::size_t{1}, std::size_t{1001}})
+    if (auto st = check_allgather(comm, base); !st.ok()) return st;
+  return comm.barrier();
+}
+
 status allreduce_16mib_once(communicator& comm, int iteration) {
   std::vector<float> buf(4u << 20);
   for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>(comm.rank() + iteration);

@@ -1,5 +1,6 @@
 // chorus-testrank: the rank program of the multi-process tests. One mode per scenario:
 //   collectives            every collective, exact results; prints "testrank: collectives exact"
+//   few                    a few collectives up to 1 MiB, exact (for many ranks); prints "testrank: few exact"
 //   allreduce-loop SECS    16 MiB allreduces until SECS pass; prints "iteration N"; on error
 //                          prints "testrank error: <status>" and exits 3
 //   accept-intruder        rank 0 waits until its acceptor refused a connection, then all ranks
@@ -184,6 +185,14 @@ int main(int argc, char** argv) {
                 "(frames %llu, on TCP %llu)\n",
                 c.rank(), c.size(), c.num_streams(), shm.shm_streams,
                 static_cast<unsigned long long>(shm.shm_frames), static_cast<unsigned long long>(shm.shm_missed));
+    return 0;
+  }
+  if (mode == "few") {
+    auto st = testrank::check_few_collectives(c);
+    if (!st.ok()) return fail(st);
+    auto shm = c.data_plane().links();
+    std::printf("testrank: few exact on rank %d of %d, %d streams, %d through shared memory\n", c.rank(), c.size(),
+                c.num_streams(), shm.shm_streams);
     return 0;
   }
   if (mode == "deaf-data" && argc >= 3) {
