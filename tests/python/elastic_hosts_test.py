@@ -1,6 +1,6 @@
 """Elastic training across two emulated hosts (bench/hosts/hosts.sh; issue 22, the multi-host part).
 
-    elastic_hosts_test.py CHORUSRUN EXAMPLE HOSTS_SH [leave|cooldown]
+    elastic_hosts_test.py CHORUSRUN EXAMPLE HOSTS_SH [leave|cooldown|grow]
 
 chorusrun runs on host 0 with --host-discovery-script (a file this test rewrites) offering one
 slot on each host and the namespace launcher: worker 0 starts on host 0, worker 1 on host 1,
@@ -15,6 +15,17 @@ default, with --blacklist-cooldown-range 1 1):
 `cooldown` (--blacklist-cooldown-range 4 4): host 1 stays offered; worker 1 is SIGKILLed: worker 0
 goes on alone, no worker starts on host 1 for the 4 s of its cooldown although its slot is
 offered, then worker 2 starts there and joins (size 2); the end as in 3.
+`grow`: the script first offers only this host (`localhost:1`), so the store's address comes from
+CHORUS_HOST (host 0's address) or CHORUS_IFACE (eth0, the name on every host), the only ways a
+host offered later can reach it:
+  1. without CHORUS_HOST, host 1 offered later is refused, and chorusrun's reason names
+     CHORUS_HOST and CHORUS_IFACE (the job is then killed);
+  2. with CHORUS_HOST, then again with CHORUS_IFACE: worker 0 starts on host 0 directly (no
+     launcher) and commits alone; then host 1 is offered too: worker 1 starts there through the
+     launcher (without host 0's CHORUS_HOST; CHORUS_IFACE=eth0 is its own address there),
+     reaches the store and worker 0's data plane on host 0's address and joins (size 2); the job
+     ends with exit status 0, both workers with identical parameters, after exactly rounds 0
+     and 1.
 Skips (exit 77) where hosts cannot be built (not root, no ip netns). Bounded twice: `timeout`
 around `hosts.sh run` (whose trap removes the namespaces, also on failure), and chorusrun's
 --timeout; every process of the job is SIGKILLed by pid at the end."""
@@ -48,10 +59,82 @@ def netns_of(pid):
     return subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True, text=True).stdout.strip()
 
 
+def grow_job(chorusrun, example, hosts_sh, hosts_file, setting, epochs):
+    """-np 2 --min-np 1 on host 0, the script's first offer this host alone; `setting` (NAME=VALUE:
+    CHORUS_HOST or CHORUS_IFACE) in chorusrun's environment when given."""
+    offer(hosts_file, ["localhost:1"])
+    env = ["env", "-u", "CHORUS_IFACE", "-u", "CHORUS_HOST"] + ([setting] if setting else [])
+    return Job(chorusrun, example, 2, 1, 2, epochs=epochs, deadline=DEADLINE_S, prefix=[hosts_sh, "exec", "0", *env],
+               extra=["--host-discovery-script", "cat " + hosts_file, "--launcher", hosts_sh + " exec {host}"])
+
+
+def grow(chorusrun, example, hosts_sh, addrs, tag, tmp):
+    hosts_file = os.path.join(tmp, "hosts")
+    # 1. No address named: the store listens on loopback, and host 1 is refused with the way out.
+    job = grow_job(chorusrun, example, hosts_sh, hosts_file, None, 3)
+    try:
+        job.wait_for(lambda: job.events(0, "start"), 90, "worker 0 to start (no CHORUS_HOST)")
+        offer(hosts_file, ["localhost:1", addrs[1] + ":1"])
+        refused = job.wait_for(lambda: [t for _, t in job.lines if "cannot start worker 1 on host %s" % addrs[1] in t],
+                               30, "chorusrun to refuse host 1")[0]
+        print("test: refused: %s" % refused, flush=True)
+        assert re.search(r"store listens on 127\.0\.0\.1:\d+", refused), refused
+        assert "CHORUS_HOST" in refused and "CHORUS_IFACE" in refused, refused
+    finally:
+        job.kill()
+
+    # 2. CHORUS_HOST or CHORUS_IFACE names host 0's address: host 1 offered later joins.
+    for setting in ("CHORUS_HOST=" + addrs[0], "CHORUS_IFACE=eth0"):
+        print("test: with %s" % setting, flush=True)
+        grow_with(chorusrun, example, hosts_sh, hosts_file, setting, addrs, tag)
+
+
+def grow_with(chorusrun, example, hosts_sh, hosts_file, setting, addrs, tag):
+    job = grow_job(chorusrun, example, hosts_sh, hosts_file, setting, 5)
+    try:
+        first = job.wait_for(lambda: job.events(0, "start"), 90, "worker 0 to start")
+        assert first[0][3]["size"] == "1", first
+        assert netns_of(int(first[0][3]["pid"])) == tag + "0", "worker 0 is not on host 0"
+        job.wait_for(lambda: job.events(0, "commit"), 60, "worker 0 to commit")
+        offer(hosts_file, ["localhost:1", addrs[1] + ":1"])
+        offered = time.monotonic()
+
+        def joined():
+            found = {e[1]: e for e in job.events(None, "start", after=offered) if e[3]["size"] == "2"}
+            return list(found.values()) if set(found) == {0, 1} else None
+
+        starts = job.wait_for(joined, 60, "workers 0 and 1 to start at size 2")
+        steps = {e[1]: int(e[3]["step"]) for e in starts}
+        print("test: size 2 at steps %s, %.2f s after host 1 was offered"
+              % (steps, max(e[0] for e in starts) - offered), flush=True)
+        assert len(set(steps.values())) == 1, steps
+        pid1 = int([e for e in starts if e[1] == 1][0][3]["pid"])
+        assert netns_of(pid1) == tag + "1", "worker 1 is not on host 1: %s" % netns_of(pid1)
+        rc = job.finish(DEADLINE_S)
+        text = "\n".join(t for _, t in job.lines)
+        finals = {e[1]: e[3] for e in job.events(None, "final")}
+        print("test: chorusrun exited %d; finals %s" % (rc, finals), flush=True)
+        assert rc == 0, rc
+        assert set(finals) == {0, 1}, finals
+        assert len({f["sha"] for f in finals.values()}) == 1, "parameters differ between workers: %s" % finals
+        rounds = [int(r) for r in re.findall(r"elastic round (\d+) goes on with", text)]
+        assert rounds == [1], "rounds after round 0: %s" % rounds
+        assert "Traceback" not in text, "a worker ended with a traceback"
+    finally:
+        job.kill()
+
+
 def inner(chorusrun, example, hosts_sh, mode):
     addrs = os.environ["CHORUS_HOSTS_ADDRS"].split(",")
     tag = os.environ["CHORUS_HOSTS_TAG"]
     tmp = tempfile.mkdtemp(prefix="chorus-elastic-hosts-")
+    if mode == "grow":
+        try:
+            grow(chorusrun, example, hosts_sh, addrs, tag, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        print("PASS", flush=True)
+        return
     hosts_file = os.path.join(tmp, "hosts")
     both = [addrs[0] + ":1", addrs[1] + ":1"]
     offer(hosts_file, both)

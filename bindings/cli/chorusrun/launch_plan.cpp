@@ -25,6 +25,11 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
+// A store address only this host reaches.
+bool is_loopback_address(const std::string& host_port) {
+  return host_port.rfind("127.", 0) == 0 || host_port.rfind("[::1]", 0) == 0 || host_port.rfind("localhost", 0) == 0;
+}
+
 bool is_ssh(const std::vector<std::string>& words) {
   if (words.empty()) return false;
   const auto& w = words.front();
@@ -112,6 +117,9 @@ result<rank_launch> launch_of(const launch_options& opts, const job_identity& jo
   // Only the rank handed chorusrun's listener may name one (not a value left in our own
   // environment by an outer launcher).
   env.erase("CHORUS_RENDEZVOUS_FD");
+  // CHORUS_HOST names an address of this host: a rank elsewhere cannot listen there (a launcher
+  // that passes its environment on, such as nsenter or srun, would hand it over). -x still can.
+  if (!direct) env.erase("CHORUS_HOST");
   if (direct) {
     for (const auto& [k, v] : vars) env[k] = v;
     if (p.rank == 0 && job.store_listener >= 0 && !opts.elastic()) {  // elastic: chorusrun serves
@@ -166,7 +174,14 @@ result<std::vector<rank_launch>> plan_launch(const launch_options& opts, const j
 result<rank_launch> elastic_worker_launch(const launch_options& opts, const job_identity& job, const placement& p,
                                           int world_size, int worker, const std::vector<std::string>& base_env,
                                           const std::string& workdir, const std::string& this_host) {
-  return launch_of(opts, job, p, world_size, worker, starts_directly(opts, p.host, this_host), base_env, workdir);
+  const bool direct = starts_directly(opts, p.host, this_host);
+  if (!direct && is_loopback_address(job.rendezvous))
+    return status{errc::config, "the elastic store listens on " + job.rendezvous +
+                                    " (every worker started on this host), which host " + p.host +
+                                    " cannot reach; name a remote host at the start (-H, --hostfile or the "
+                                    "script's first offer), or give this host's address in CHORUS_HOST or "
+                                    "CHORUS_IFACE"};
+  return launch_of(opts, job, p, world_size, worker, direct, base_env, workdir);
 }
 
 }  // namespace chorus::chorusrun

@@ -5,7 +5,8 @@
 // Remote ranks start through ssh, or through --launcher TEMPLATE (its words with {host}
 // replaced, then the rank command as separate words: nsenter, srun, docker exec, kubectl exec).
 // Their job variables, the secret among them, travel on the rank's stdin as NAME=VALUE lines
-// read by a small `sh -c` prologue, never on a command line that `ps` shows.
+// read by a small `sh -c` prologue, never on a command line that `ps` shows. The launcher gets
+// chorusrun's environment less CHORUS_HOST (this host's address, not the remote rank's).
 #pragma once
 
 #include <string>
@@ -55,6 +56,8 @@ result<std::vector<rank_launch>> plan_launch(const launch_options& opts, const j
 /// The launch of elastic worker `worker` added to a running job, at `p` (its place in the round
 /// it joins, elastic_policy.hpp's round_places) of `world_size` workers: started like the first
 /// workers, directly or through the launcher on p.host, with CHORUS_ELASTIC_WORKER=`worker`.
+/// Fails, naming CHORUS_HOST and CHORUS_IFACE, when p.host is another host and the store listens
+/// on a loopback address (job.rendezvous), which that host cannot reach.
 result<rank_launch> elastic_worker_launch(const launch_options& opts, const job_identity& job, const placement& p,
                                           int world_size, int worker, const std::vector<std::string>& base_env,
                                           const std::string& workdir, const std::string& this_host);

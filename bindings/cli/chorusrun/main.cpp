@@ -82,10 +82,6 @@ chorus::result<std::vector<chorus::chorusrun::placement>> elastic_placements(cho
   return place_ranks(*offered, std::min(opts.num_ranks, total_slots(*offered)));
 }
 
-bool is_loopback_address(const std::string& host_port) {
-  return host_port.rfind("127.", 0) == 0 || host_port.rfind("[::1]", 0) == 0 || host_port.rfind("localhost", 0) == 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,14 +159,7 @@ int main(int argc, char** argv) {
     }
     elastic = std::move(*started);
     config.elastic = elastic.get();
-    config.elastic_launch = [&](int worker, const placement& at, int world_size) -> chorus::result<rank_launch> {
-      if (!starts_directly(*opts, at.host, host_name) && is_loopback_address(job->rendezvous))
-        return chorus::status{chorus::errc::config,
-                              "the elastic store listens on " + job->rendezvous +
-                                  " (every worker started on this host), which host " + at.host +
-                                  " cannot reach; name a remote host at the start (-H, --hostfile or the "
-                                  "script's first offer), or give this host's address in CHORUS_HOST or "
-                                  "CHORUS_IFACE"};
+    config.elastic_launch = [&](int worker, const placement& at, int world_size) {
       return elastic_worker_launch(*opts, *job, at, world_size, worker, base_env, workdir, host_name);
     };
   }

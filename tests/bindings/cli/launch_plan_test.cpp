@@ -400,3 +400,30 @@ TEST(launch_plan, an_elastic_store_listens_on_the_address_the_user_names) {
   EXPECT_EQ(fjob->rendezvous.rfind("127.0.0.1:", 0), 0u) << fjob->rendezvous;
   if (fjob->store_listener >= 0) ::close(fjob->store_listener);
 }
+
+TEST(launch_plan, a_worker_elsewhere_needs_a_store_it_reaches_and_keeps_its_own_address) {
+  auto opts = parse({"-np", "2", "--min-np", "1", "--launcher", "hosts.sh exec {host}", "prog"});
+  auto job = test_job();
+  job.rendezvous = "127.0.0.1:4000";  // every first worker here, neither CHORUS_HOST nor CHORUS_IFACE
+  const std::vector<std::string> env{"PATH=/usr/bin", "CHORUS_HOST=10.0.0.1"};
+  auto far = elastic_worker_launch(opts, job, placement{1, 0, "10.0.0.2"}, 2, 1, env, "/w", "here");
+  ASSERT_FALSE(far);
+  const std::string why = far.error().message();
+  for (const char* part : {"127.0.0.1:4000", "10.0.0.2", "CHORUS_HOST", "CHORUS_IFACE"})
+    EXPECT_NE(why.find(part), std::string::npos) << part << " not in: " << why;
+  auto near = elastic_worker_launch(opts, job, placement{1, 0, "here"}, 2, 1, env, "/w", "here");
+  ASSERT_TRUE(near) << near.error().message();
+  EXPECT_EQ(as_map(near->env)["CHORUS_HOST"], "10.0.0.1") << "a worker here listens on this host's address";
+  // A store on this host's address: the remote worker starts, without this host's CHORUS_HOST in
+  // its launcher's environment (a launcher that passes it on would make the worker listen on an
+  // address it does not have); -x hands one over on purpose.
+  job.rendezvous = "10.0.0.1:4000";
+  auto reached = elastic_worker_launch(opts, job, placement{1, 0, "10.0.0.2"}, 2, 1, env, "/w", "here");
+  ASSERT_TRUE(reached) << reached.error().message();
+  EXPECT_EQ(as_map(reached->env).count("CHORUS_HOST"), 0u);
+  EXPECT_EQ(stdin_vars(reached->stdin_data).count("CHORUS_HOST"), 0u);
+  auto named = parse({"-np", "2", "--min-np", "1", "--launcher", "x {host}", "-x", "CHORUS_HOST=10.0.0.2", "prog"});
+  auto given = elastic_worker_launch(named, job, placement{1, 0, "10.0.0.2"}, 2, 1, env, "/w", "here");
+  ASSERT_TRUE(given) << given.error().message();
+  EXPECT_EQ(stdin_vars(given->stdin_data)["CHORUS_HOST"], "10.0.0.2");
+}

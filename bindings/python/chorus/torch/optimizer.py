@@ -175,7 +175,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 for p in group:
                     self._p_to_group[p] = group
                 self._group_counts[group] = 0
-        if size() > 1 and self._included:
+        # An elastic job that starts with one worker averages once others join (Horovod's
+        # HOROVOD_ELASTIC rule): its hooks are there from the start, as on every worker.
+        if (size() > 1 or _lib.elastic_round() >= 0) and self._included:
             self._register_hooks()
             # Buckets only where a bucket's result equals its members' one by one: a
             # compression that works element by element (the built-in ones).
