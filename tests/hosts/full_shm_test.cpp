@@ -1,7 +1,8 @@
 // A full /dev/shm: two ranks under chorusrun in a private mount namespace whose /dev/shm is a
-// 64 KiB tmpfs (so both see the same, too small one). Reserving the rings fails (ENOSPC, no
-// SIGBUS: segments are fallocated); every lane falls back to TCP with a warning naming the rank
-// and stream, and the collectives stay exact. Root only (mount, unshare); skips otherwise. The
+// 64 KiB tmpfs (so both see the same, too small one). The rings' budget (a quarter of the free
+// space, shm/ring_budget.hpp) holds none, so every lane uses TCP, with a warning giving the
+// figures; reserving the mailboxes fails (ENOSPC, no SIGBUS: segments are fallocated), with the
+// reason; and the collectives stay exact. Root only (mount, unshare); skips otherwise. The
 // namespace and its tmpfs vanish with the job.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -26,7 +27,8 @@ TEST(full_shm, lanes_fall_back_to_tcp_with_a_warning_and_results_stay_exact) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("testrank: collectives exact"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("No space left on device"), std::string::npos) << "no reason given:\n" << r.out;
-  EXPECT_NE(r.out.find("uses TCP only"), std::string::npos) << "no fallback warning:\n" << r.out;
+  EXPECT_NE(r.out.find("rings on 0 of the"), std::string::npos) << "no fallback warning:\n" << r.out;
+  EXPECT_NE(r.out.find("no mailbox to rank"), std::string::npos) << "no mailbox warning:\n" << r.out;
 }
 
 }  // namespace

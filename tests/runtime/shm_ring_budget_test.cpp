@@ -55,8 +55,12 @@ TEST(RingBudget, TheRingsNeverPassTheShareAndOneMoreStreamWould) {
       }
 }
 
-TEST(RingBudget, NoPeersNoRingsAndUnknownMemoryNoLimit) {
-  EXPECT_EQ(plan_rings(0, 8, ring, box, 21 * GiB).streams, 0);
+TEST(RingBudget, NoLocalPeersOrUnknownMemoryIsNoLimit) {
+  // No rank beside us on this host (every peer elsewhere): nothing to make, nothing to say.
+  auto alone = plan_rings(0, 8, ring, box, 64 * MiB);
+  EXPECT_EQ(alone.streams, 8);
+  EXPECT_EQ(alone.wanted_bytes, 0u);
+  EXPECT_EQ(alone.why, "");
   EXPECT_EQ(plan_rings(7, 0, ring, box, 21 * GiB).streams, 0);
   auto p = plan_rings(63, 8, ring, box, unknown);
   EXPECT_EQ(p.streams, 8);

@@ -39,7 +39,8 @@ uint64_t shm_free() {
 ring_plan plan_rings(int local_peers, int streams, uint64_t segment_bytes, uint64_t mailbox_bytes,
                      uint64_t free_bytes) {
   ring_plan plan;
-  if (local_peers <= 0 || streams <= 0) return plan;
+  plan.streams = std::max(streams, 0);
+  if (local_peers <= 0 || streams <= 0) return plan;  // no ring to make: nothing to limit
   const auto peers = static_cast<uint64_t>(local_peers);
   // Sums in 128 bits: the factors are ours (a config's bounds, a stream count), but cheap to be safe.
   const unsigned __int128 rings = static_cast<unsigned __int128>(peers) * static_cast<uint64_t>(streams) * segment_bytes;
@@ -48,14 +49,10 @@ ring_plan plan_rings(int local_peers, int streams, uint64_t segment_bytes, uint6
   plan.wanted_bytes = wanted > unknown ? unknown : static_cast<uint64_t>(wanted);
   if (free_bytes == unknown) {
     plan.share_bytes = unknown;
-    plan.streams = streams;
     return plan;
   }
   plan.share_bytes = free_bytes / ring_memory_divisor / (peers + 1);
-  if (wanted <= plan.share_bytes) {
-    plan.streams = streams;
-    return plan;
-  }
+  if (wanted <= plan.share_bytes) return plan;
   const uint64_t left = plan.share_bytes > boxes ? plan.share_bytes - static_cast<uint64_t>(boxes) : 0;
   const unsigned __int128 per_stream = static_cast<unsigned __int128>(peers) * segment_bytes;  // a ring more to each
   plan.streams = per_stream ? static_cast<int>(std::min<unsigned __int128>(left / per_stream, static_cast<unsigned>(streams)))

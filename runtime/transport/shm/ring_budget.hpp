@@ -18,7 +18,7 @@ namespace chorus::shm {
 inline constexpr uint64_t ring_memory_divisor = 4;
 
 struct ring_plan {
-  int streams = 0;             ///< streams to each local peer that get a ring (0..all)
+  int streams = 0;             ///< streams to each local peer that get a ring (0..all; all without local peers)
   uint64_t wanted_bytes = 0;   ///< what rings on every stream would take, mailboxes included
   uint64_t share_bytes = 0;    ///< this rank's share of the host's free memory
   /// Why fewer than every stream, for the log ("" when every stream gets a ring).
