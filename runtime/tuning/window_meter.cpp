@@ -9,10 +9,11 @@ namespace chorus::tuning {
 uint64_t tensor_id(const std::string& name) { return std::hash<std::string>{}(name); }
 
 void window_meter::learn(const std::vector<uint64_t>& tensors) {
-  if (repeats_) return;
+  if (rule_ == rule::steps) return;
   for (uint64_t t : tensors)
-    if (!known_.insert(t).second) repeats_ = true;
-  if (repeats_ || known_.size() > known_limit) known_ = {};
+    if (!known_.insert(t).second) rule_ = rule::steps;
+  if (rule_ == rule::unknown && known_.size() >= names_before_cycles_) rule_ = rule::cycles;
+  if (rule_ == rule::steps || known_.size() > known_limit) known_ = {};
 }
 
 void window_meter::begin(uint64_t cycle, time_point at, const std::vector<uint64_t>& tensors) {
@@ -43,7 +44,9 @@ std::optional<double> window_meter::add(uint64_t cycle, uint64_t bytes, time_poi
   for (uint64_t t : tensors) {
     if (++seen_[t] > steps_) whole_steps = true;
   }
-  const bool done = repeats_ ? whole_steps || cycles_ >= cycle_cap * steps_ : cycles_ >= steps_;
+  const bool done = rule_ == rule::steps    ? whole_steps || cycles_ >= cycle_cap * steps_
+                    : rule_ == rule::cycles ? cycles_ >= steps_
+                                            : false;
   if (!done) return std::nullopt;
   double seconds = std::chrono::duration<double>(at - start_).count();
   double score = seconds > 0 ? static_cast<double>(bytes_) / seconds : 0.0;

@@ -10,10 +10,14 @@
 // tensor finishes for the (steps + 1)-th time since the window began, so it spans `steps` whole
 // steps and starts where the previous one ended, at the same point of a step. Its bytes are
 // those of the buckets after its first (which ended the window before) up to that bucket.
-// A job whose tensor names never come round again (every name new) has no steps to count:
-// until some name has come round, a window ends after `steps` distinct cycles with finished
-// buckets, as before; once one has, by steps only, and after cycle_cap x `steps` such cycles at
-// the latest (should names stop coming round).
+// Until a name has come round (a job's first step), steps cannot be counted and no window ends:
+// windows of cycles there began and ended inside the first step, and one measured twice the
+// score of its setting. restart() keeps what was learnt. A job whose
+// tensor names never come round (every name new) has no steps at all: after
+// `names_before_cycles` names without one coming round, a window ends after `steps` distinct
+// cycles with finished buckets (the rule before steps), until a name does come round. Counting
+// steps, a window also ends after cycle_cap x `steps` such cycles (should names stop coming
+// round).
 #pragma once
 
 #include <chrono>
@@ -32,7 +36,11 @@ class window_meter {
   /// A window that counts steps ends, whatever else, after this many times `steps` cycles.
   static constexpr uint64_t cycle_cap = 1000;
 
-  explicit window_meter(int steps) : steps_(steps < 1 ? 1 : static_cast<uint64_t>(steps)) {}
+  /// Names without one coming round after which a job is taken to have no steps.
+  static constexpr std::size_t default_names_before_cycles = 4096;
+
+  explicit window_meter(int steps, std::size_t names_before_cycles = default_names_before_cycles)
+      : steps_(steps < 1 ? 1 : static_cast<uint64_t>(steps)), names_before_cycles_(names_before_cycles) {}
 
   /// A finished bucket: its agreed cycle, bytes, when it finished and its tensors (ids of their
   /// names). The window's score (bytes per second) when this bucket ends it; the next window
@@ -41,17 +49,21 @@ class window_meter {
   /// Forgets the window in progress (a hold, a resume): the next bucket starts a new one. What
   /// was learnt of the job (whether its names come round) stays.
   void restart();
-  /// Whether windows count steps (some tensor name has come round) rather than cycles.
-  bool counts_steps() const { return repeats_; }
+  enum class rule { unknown, steps, cycles };
+  /// How windows end: not yet (no name has come round yet), by steps, or by cycles (a job of
+  /// ever-new names).
+  rule cuts_by() const { return rule_; }
 
  private:
   void begin(uint64_t cycle, time_point at, const std::vector<uint64_t>& tensors);
-  /// Notes whether one of `tensors` was seen before (then windows count steps from now on).
+  /// Notes whether one of `tensors` was seen before (then windows count steps from now on), or
+  /// that too many names were new to wait for one any longer (windows of cycles).
   void learn(const std::vector<uint64_t>& tensors);
 
   uint64_t steps_;
+  std::size_t names_before_cycles_;
   bool started_ = false;
-  bool repeats_ = false;
+  rule rule_ = rule::unknown;
   time_point start_{};
   uint64_t bytes_ = 0;
   uint64_t cycles_ = 0;  // distinct cycles of the buckets after the first
