@@ -59,6 +59,32 @@ def netns_of(pid):
     return subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True, text=True).stdout.strip()
 
 
+def on_one_step(starts, worker, host_ns, since, what):
+    """The workers of `starts` (their start events) began the round on the same step, and
+    `worker` runs in the namespace `host_ns`."""
+    steps = {e[1]: int(e[3]["step"]) for e in starts}
+    print("test: size %d at steps %s, %.2f s after %s" % (len(steps), steps, max(e[0] for e in starts) - since, what),
+          flush=True)
+    assert len(set(steps.values())) == 1, steps
+    pid = int([e for e in starts if e[1] == worker][0][3]["pid"])
+    assert netns_of(pid) == host_ns, "worker %d is not on %s: %s" % (worker, host_ns, netns_of(pid))
+
+
+def ends_together(job, workers, rounds):
+    """The job ends with exit status 0, `workers` with identical parameters, after exactly the
+    elastic rounds `rounds` (those after round 0); returns chorusrun's output."""
+    rc = job.finish(DEADLINE_S)
+    text = "\n".join(t for _, t in job.lines)
+    finals = {e[1]: e[3] for e in job.events(None, "final")}
+    print("test: chorusrun exited %d; finals %s" % (rc, finals), flush=True)
+    assert rc == 0, rc
+    assert set(finals) == set(workers), finals
+    assert len({f["sha"] for f in finals.values()}) == 1, "parameters differ between workers: %s" % finals
+    found = [int(r) for r in re.findall(r"elastic round (\d+) goes on with", text)]
+    assert found == rounds, "rounds after round 0: %s" % found
+    return text
+
+
 def grow_job(chorusrun, example, hosts_sh, hosts_file, setting, epochs):
     """-np 2 --min-np 1 on host 0, the script's first offer this host alone; `setting` (NAME=VALUE:
     CHORUS_HOST or CHORUS_IFACE) in chorusrun's environment when given."""
@@ -104,21 +130,8 @@ def grow_with(chorusrun, example, hosts_sh, hosts_file, setting, addrs, tag):
             return list(found.values()) if set(found) == {0, 1} else None
 
         starts = job.wait_for(joined, 60, "workers 0 and 1 to start at size 2")
-        steps = {e[1]: int(e[3]["step"]) for e in starts}
-        print("test: size 2 at steps %s, %.2f s after host 1 was offered"
-              % (steps, max(e[0] for e in starts) - offered), flush=True)
-        assert len(set(steps.values())) == 1, steps
-        pid1 = int([e for e in starts if e[1] == 1][0][3]["pid"])
-        assert netns_of(pid1) == tag + "1", "worker 1 is not on host 1: %s" % netns_of(pid1)
-        rc = job.finish(DEADLINE_S)
-        text = "\n".join(t for _, t in job.lines)
-        finals = {e[1]: e[3] for e in job.events(None, "final")}
-        print("test: chorusrun exited %d; finals %s" % (rc, finals), flush=True)
-        assert rc == 0, rc
-        assert set(finals) == {0, 1}, finals
-        assert len({f["sha"] for f in finals.values()}) == 1, "parameters differ between workers: %s" % finals
-        rounds = [int(r) for r in re.findall(r"elastic round (\d+) goes on with", text)]
-        assert rounds == [1], "rounds after round 0: %s" % rounds
+        on_one_step(starts, 1, tag + "1", offered, "host 1 was offered")
+        text = ends_together(job, [0, 1], [1])
         assert "Traceback" not in text, "a worker ended with a traceback"
     finally:
         job.kill()
@@ -186,23 +199,10 @@ def inner(chorusrun, example, hosts_sh, mode):
             print("test: chorusrun added worker 2 %.2f s after the kill (cooldown %d s)" % (added - killed, cooldown),
                   flush=True)
             assert added - killed >= cooldown, "a worker started on host 1 during its cooldown"
-        steps = {e[1]: int(e[3]["step"]) for e in starts}
-        print("test: size 2 again at steps %s, %.2f s after host 1 came back"
-              % (steps, max(e[0] for e in starts) - offered), flush=True)
-        assert len(set(steps.values())) == 1, steps
-        pid2 = int([e for e in starts if e[1] == 2][0][3]["pid"])
-        assert netns_of(pid2) == tag + "1", "worker 2 is not on host 1: %s" % netns_of(pid2)
+        on_one_step(starts, 2, tag + "1", offered, "host 1 came back")
 
         # 3. The end.
-        rc = job.finish(DEADLINE_S)
-        text = "\n".join(t for _, t in job.lines)
-        finals = {e[1]: e[3] for e in job.events(None, "final")}
-        print("test: chorusrun exited %d; finals %s" % (rc, finals), flush=True)
-        assert rc == 0, rc
-        assert set(finals) == {0, 2}, finals
-        assert len({f["sha"] for f in finals.values()}) == 1, "parameters differ between workers: %s" % finals
-        rounds = [int(r) for r in re.findall(r"elastic round (\d+) goes on with", text)]
-        assert rounds == [1, 2], "rounds after round 0: %s" % rounds
+        text = ends_together(job, [0, 2], [1, 2])
         assert re.search(r"rank 1 on host %s was killed by signal 9" % re.escape(addrs[1]), text), \
             "chorusrun did not name the dead worker's host"
         assert re.search(r"host %s is blacklisted for %d s \(failure 1 there" % (re.escape(addrs[1]), cooldown), text), \
