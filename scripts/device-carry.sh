@@ -5,7 +5,9 @@
 #
 # DIR holds, without symbolic links (the carry may not keep them):
 #   include/{caf,asio,asio.hpp,prometheus}     headers
-#   lib/<soname>                               CAF core+io, prometheus-cpp core+pull, civetweb
+#   lib/<soname>                               CAF core+io, prometheus-cpp core+pull, civetweb;
+#                                              Gloo and what it needs, where libgloo-dev is here
+#   lib/cmake/Gloo/                            a relocatable Gloo config (the hosts benchmark's peer)
 #   lib/cmake/prometheus-cpp/                  a relocatable config (core, pull) for find_package
 #   include/eigen3, share/eigen3/cmake/        Eigen's headers and Debian's relocatable config
 #   python/include/python3.12/                 Python.h fallback, used only where the GPU
@@ -63,6 +65,29 @@ copy_lib libprometheus-cpp-pull.so.1.0
 # installed by default, so carry it. libz, libstdc++, libgcc_s and libc are on every Ubuntu.
 copy_lib libcivetweb.so.1
 copy_lib libcivetweb-cpp.so.1
+
+# Gloo, the peer of the emulated-hosts benchmark (optional: carried where libgloo-dev is here).
+# Debian installs it under /usr/lib, with its TCP transport's hiredis, ibverbs and libnl needs.
+gloo=0
+if dpkg-query -W -f='${Status}' libgloo-dev 2>/dev/null | grep -q "install ok installed"; then
+  gloo=1
+  cp -a /usr/include/gloo "$dir/include/"
+  cp -L /usr/lib/libgloo.so.0 "$dir/lib/libgloo.so.0"
+  chmod 0644 "$dir/lib/libgloo.so.0"
+  for l in libhiredis.so.0.14 libibverbs.so.1 libnl-route-3.so.200 libnl-3.so.200; do copy_lib "$l"; done
+  mkdir -p "$dir/lib/cmake/Gloo"
+  cat > "$dir/lib/cmake/Gloo/GlooConfig.cmake" <<'EOF'
+# Gloo 0.5.0 (Debian 12's build) carried by scripts/device-carry.sh, relative to this file.
+get_filename_component(_gloo_prefix "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
+set(GLOO_VERSION 0.5.0)
+if(NOT TARGET gloo)
+  add_library(gloo SHARED IMPORTED)
+  set_target_properties(gloo PROPERTIES IMPORTED_LOCATION "${_gloo_prefix}/lib/libgloo.so.0"
+    IMPORTED_SONAME "libgloo.so.0" INTERFACE_INCLUDE_DIRECTORIES "${_gloo_prefix}/include")
+endif()
+unset(_gloo_prefix)
+EOF
+fi
 
 # Every NEEDED library of what is carried must be carried or be a base-system library.
 base='^(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux-x86-64|libz)\.so'
@@ -128,6 +153,7 @@ set(ASIO_INCLUDE_DIR "\${_d}/include" CACHE PATH "carried Asio headers")
 set(prometheus-cpp_DIR "\${_d}/lib/cmake/prometheus-cpp" CACHE PATH "carried prometheus-cpp config")
 set(Eigen3_DIR "\${_d}/share/eigen3/cmake" CACHE PATH "carried Eigen config")
 EOF
+[ "$gloo" -eq 0 ] || echo 'set(Gloo_DIR "${_d}/lib/cmake/Gloo" CACHE PATH "carried Gloo config")' >> "$dir/chorus-deps.cmake"
 
 # Python headers: a fallback for a python without its development headers (pyenv's 3.12 here).
 py_inc=""

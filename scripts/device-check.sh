@@ -4,13 +4,15 @@
 # GPU kernel benchmark and bench/gpu/*.py, and writes the results to OUTDIR.
 #   usage: scripts/device-check.sh [--dry-run] OUTDIR
 # OUTDIR gets device-check.log (everything), summary.txt (step, exit code, seconds),
-# ctest-gpu-cpp.xml and ctest-gpu-python.xml (JUnit), kernels.txt (chorus-gpu-bench) and what bench/gpu/*.py write there
+# ctest-gpu-cpp.xml and ctest-gpu-python.xml (JUnit), kernels.txt (chorus-gpu-bench), hosts.txt (the
+# emulated-hosts benchmark) and what bench/gpu/*.py write there
 # (keep it to 7 files: the GPU machine returns at most 8).
 # Each step is bounded by `timeout` and by what is left of CHORUS_DEVICE_BUDGET (seconds, 480);
 # a failing step does not stop the later ones. Environment, for trying it elsewhere:
 #   CHORUS_DEVDEPS (.devdeps)  CHORUS_DEVICE_BUILD (build-device)  CHORUS_DEVICE_JOBS (16)
 #   CHORUS_PYTHON (python3 on PATH)  CHORUS_DEVICE_SLOW (1: multiplies every step's limit)
 #   CHORUS_DEVICE_CMAKE_ARGS (more -D options, split on spaces)  CHORUS_DEVICE_STOP_AFTER (build: stop there)
+#   CHORUS_DEVICE_HOSTS (1; 0 skips the emulated-hosts benchmark)
 set -uo pipefail
 
 dry=0
@@ -88,7 +90,7 @@ step versions 30 bash -c "nvidia-smi; nvcc --version; cmake --version | head -1;
   \"nccl\", torch.cuda.nccl.version() if torch.cuda.is_available() else None, \"device\",
   torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)'; ls '$deps/lib'"
 
-# Configure: Release, Ninja, CUDA+NCCL on, Gloo off, CAF/Asio/prometheus-cpp from the carry,
+# Configure: Release, Ninja, CUDA+NCCL on, CAF/Asio/prometheus-cpp (and Gloo) from the carry,
 # torch and pybind11 from the python that runs the checks.
 torch_prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
 pybind11_dir=$("$python" -c 'import pybind11; print(pybind11.get_cmake_dir())' 2>/dev/null)
@@ -97,7 +99,7 @@ cfg=(cmake -S "$repo" -B "$build" -G Ninja -C "$deps/chorus-deps.cmake"
      "-DCMAKE_PREFIX_PATH=${torch_prefix};${pybind11_dir}"
      # pybind11 in FindPython mode whatever its version: it then reads Python_EXECUTABLE
      "-DPYTHON_EXECUTABLE=$python" "-DPython_EXECUTABLE=$python" -DPYBIND11_FINDPYTHON=ON
-     -DCHORUS_WITH_CUDA=ON -DCHORUS_WITH_NCCL=ON -DCHORUS_WITH_GLOO=OFF -DCHORUS_WITH_PYTHON=ON
+     -DCHORUS_WITH_CUDA=ON -DCHORUS_WITH_NCCL=ON -DCHORUS_WITH_PYTHON=ON
      -DCMAKE_POLICY_VERSION_MINIMUM=3.5
      # g++ 13's headers include <cstdint> less often than g++ 12's, which CAF 0.17 was built with
      "-DCMAKE_CXX_FLAGS=-include cstdint")
@@ -131,7 +133,7 @@ fi
 
 # Build only what the checks need: the gpu tests, the python module, chorusrun, chorus-testrank,
 # chorus-gpu-bench (where bench/gpu/ has it); ninja -k 0 builds every target that can be built.
-wanted=(chorusrun chorus-testrank _chorus_torch chorus_python_sources chorus-gpu-bench)
+wanted=(chorusrun chorus-testrank _chorus_torch chorus_python_sources chorus-gpu-bench chorus-bench)
 for f in "$repo"/tests/gpu/*_test.cpp "$repo"/tests/runtime/nccl/*_test.cpp; do
   [ -e "$f" ] && wanted+=("$(basename "$f" .cpp)")
 done
@@ -166,6 +168,18 @@ step ctest-gpu-cpp 90 ctest --test-dir "$build" -L gpu -E '^python_' --output-on
 gpu_bench=$(find "$build/bench" -name chorus-gpu-bench -type f -perm -u+x 2>/dev/null | head -1)
 if [ -n "$gpu_bench" ] || [ "$dry" -eq 1 ]; then
   step kernels 120 bash -c "'${gpu_bench:-$build/bench/gpu/chorus-gpu-bench}' 2>&1 | tee '$out/kernels.txt'"
+fi
+
+# The emulated-hosts benchmark (issue 18's targets) on a machine with more cores than ranks,
+# where the machine can build the hosts (root, ip netns, htb): 2 and 4 hosts of one rank, 64 MiB,
+# on an even network and with a quarter of the connections slow. CHORUS_DEVICE_HOSTS=0 skips it.
+if [ "${CHORUS_DEVICE_HOSTS:-1}" != 0 ] && [ -x "$build/bench/chorus-bench" -o "$dry" -eq 1 ]; then
+  step hosts 150 bash -c "why=\$('$repo/bench/hosts/hosts.sh' check) || { echo \"\$why\"; exit 77; }
+    nproc; for h in 2 4; do for f in 0 0.25; do
+      echo \"## hosts \$h, slow fraction \$f, load \$(cut -d' ' -f1 /proc/loadavg)\"
+      bash '$repo/bench/hosts/bench_hosts.sh' '$build' \$h --slow-fraction \$f --impl both --sizes 64M |
+        grep -E 'RESULT|rror'
+    done; done 2>&1 | tee '$out/hosts.txt'"
 fi
 
 # bench/gpu/*.py (not _*.py, their helpers): each gets OUTDIR and the build folder as arguments,
