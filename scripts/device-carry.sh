@@ -8,6 +8,7 @@
 #   lib/<soname>                               CAF core+io, prometheus-cpp core+pull, civetweb;
 #                                              Gloo and what it needs, where libgloo-dev is here
 #   lib/cmake/Gloo/                            a relocatable Gloo config (the hosts benchmark's peer)
+#   bin/{ip,tc}, iproute2/                     Debian's iproute2 ip and tc with their libraries
 #   lib/cmake/prometheus-cpp/                  a relocatable config (core, pull) for find_package
 #   include/eigen3, share/eigen3/cmake/        Eigen's headers and Debian's relocatable config
 #   python/include/python3.12/                 Python.h fallback, used only where the GPU
@@ -30,7 +31,7 @@ for p in libcaf-dev libcaf-core0.17 libcaf-io0.17 libasio-dev prometheus-cpp-dev
   need_pkg "$p"
 done
 
-rm -rf "$dir/include" "$dir/lib" "$dir/share" "$dir/python" "$dir/chorus-deps.cmake" "$dir/MANIFEST"
+rm -rf "$dir/include" "$dir/lib" "$dir/share" "$dir/python" "$dir/bin" "$dir/iproute2" "$dir/chorus-deps.cmake" "$dir/MANIFEST"
 mkdir -p "$dir/include" "$dir/lib/cmake/prometheus-cpp"
 
 # Headers: only what the -dev packages put under /usr/include (no docs, no examples).
@@ -88,6 +89,30 @@ endif()
 unset(_gloo_prefix)
 EOF
 fi
+
+# iproute2's ip and tc (the GPU machine has none; the emulated hosts need them), with their
+# libraries in a folder of their own, and wrappers in bin/ that device-check puts on PATH there.
+mkdir -p "$dir/iproute2/lib" "$dir/bin"
+for b in /usr/sbin/ip /usr/sbin/tc; do
+  cp -L "$b" "$dir/iproute2/"
+  for n in $(objdump -p "$b" | awk '/NEEDED/ {print $2}'); do
+    [[ "$n" =~ ^(libc|libm|libz)\.so ]] || cp -L "$libdir/$n" "$dir/iproute2/lib/$n"
+  done
+  cat > "$dir/bin/$(basename "$b")" <<EOF
+#!/bin/sh
+# Debian 12's $(basename "$b"), carried by scripts/device-carry.sh with the libraries it needs.
+d="\$(dirname "\$0")/../iproute2"
+LD_LIBRARY_PATH="\$d/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "\$d/$(basename "$b")" "\$@"
+EOF
+  chmod 0755 "$dir/bin/$(basename "$b")"
+done
+for f in "$dir"/iproute2/lib/*; do
+  for n in $(objdump -p "$f" | awk '/NEEDED/ {print $2}'); do
+    [[ "$n" =~ ^(libc|libm|libz|ld-linux-x86-64)\.so ]] || [ -e "$dir/iproute2/lib/$n" ] ||
+      cp -L "$libdir/$n" "$dir/iproute2/lib/$n"
+  done
+done
+chmod 0644 "$dir"/iproute2/lib/*
 
 # Every NEEDED library of what is carried must be carried or be a base-system library.
 base='^(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux-x86-64|libz)\.so'

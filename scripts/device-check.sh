@@ -43,6 +43,8 @@ start=$(date +%s)
 for d in /usr/local/cuda/bin /opt/torch/.venv/bin; do
   [ -d "$d" ] && PATH="$d:$PATH"
 done
+# No iproute2 there: the emulated hosts use the ip and tc carried along.
+command -v ip >/dev/null || PATH="$deps/bin:$PATH"
 export PATH
 python="${CHORUS_PYTHON:-$(command -v python3)}"
 # The carried libraries: the build runs test binaries (test discovery), so set it now.
