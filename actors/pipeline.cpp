@@ -184,7 +184,9 @@ pipeline::pipeline(std::unique_ptr<impl> p) : impl_(std::move(p)) {
 result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipeline_options& configured) {
   caf_thread_scope scope;
   const int rank = comm.rank(), size = comm.size(), streams = comm.num_streams();
-  pipeline_options opts = with_autotune_start(configured, streams);
+  pipeline_options opts = configured;
+  if (!opts.chunk_bytes_given) opts.chunk_bytes = comm.options().chunk_bytes;
+  opts = with_autotune_start(opts, streams);
   if (!opts.process_sets) opts.process_sets = std::make_shared<process_set_table>(size);
   if (opts.process_sets->world_size() != size)
     return status{errc::internal, "pipeline: a process set table of " + std::to_string(opts.process_sets->world_size()) +

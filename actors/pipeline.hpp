@@ -40,6 +40,9 @@ struct pipeline_options {
   bool hold_when_ahead = true;
   std::size_t fusion_threshold = 64u << 20;    ///< CHORUS_FUSION_THRESHOLD (alias HOROVOD_FUSION_THRESHOLD)
   std::size_t chunk_bytes = 4u << 20;          ///< CHORUS_CHUNK_BYTES
+  /// false (CHORUS_CHUNK_BYTES not set): start() takes the communicator's chunk size, which is
+  /// lower across hosts (collective_options::cross_host_chunk_bytes).
+  bool chunk_bytes_given = true;
   /// CHORUS_IN_PLACE_BYTES: allreduce tensors at least this large are reduced in place instead
   /// of fused (no copy in or out; ResNet-50 at N=2 took ~100 ms a step this way against ~160 ms
   /// fusing everything); 0 = fuse everything up to fusion_threshold (Horovod's rule).

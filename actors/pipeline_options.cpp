@@ -23,6 +23,7 @@ pipeline_options pipeline_options::from_config(const config& c) {
   o.chunks_in_flight = p.chunks_in_flight;
   o.stream_placement = p.stream_placement;
   o.chunk_bytes = c.collectives.chunk_bytes;
+  o.chunk_bytes_given = c.collectives.chunk_bytes_given;
   o.connect_timeout = c.transport.connect_timeout;
   o.autotune = c.autotune;
   return o;

@@ -1,6 +1,7 @@
 // Chunking, sequence numbering and stream assignment of collectives; blocking wrappers.
 #include "runtime/collectives/communicator.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -18,6 +19,7 @@ namespace chorus {
 collective_options collective_options::from_config(const collectives_config& c) {
   collective_options o;
   o.chunk_bytes = c.chunk_bytes;
+  o.chunk_bytes_given = c.chunk_bytes_given;
   o.segment_bytes = c.segment_bytes;
   o.small_bytes = c.small_bytes;
   parse_hier_mode(c.hierarchical, o.hierarchical);  // the reader allowed only known words
@@ -62,6 +64,11 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
       control_link_(std::make_shared<tcp::control_link>(parts.rank, std::move(parts.control), parts.limits,
                                                         parts.options.peer_timeout)),
       opts_(opts) {
+  // Chunks that cross hosts whole (flat rings across hosts) are cut finer unless configured; the
+  // hierarchical allreduce already sends a chunk across hosts in L parts (hier_chunks).
+  const bool flat_across = hosts_.num_hosts() > 1 && (!hosts_.hierarchical() || opts_.hierarchical == hier_mode::off);
+  if (!opts_.chunk_bytes_given && flat_across)
+    opts_.chunk_bytes = std::min(opts_.chunk_bytes, collective_options::cross_host_chunk_bytes);
   engine_ = std::make_unique<engine>(*t_);
   if (parts.lanes.mail_everywhere && opts_.small_bytes > 0) {
     direct_ = std::make_unique<direct_allreduce>(parts.rank, parts.size, std::move(parts.lanes.mail_out),

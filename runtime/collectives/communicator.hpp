@@ -30,6 +30,12 @@ namespace chorus {
 
 struct collective_options {
   std::size_t chunk_bytes = 4u << 20;      ///< CHORUS_CHUNK_BYTES: unit of work per stream
+  /// The chunk size when CHORUS_CHUNK_BYTES is not set (chunk_bytes_given false) and flat rings
+  /// cross hosts (one rank per host, or CHORUS_HIERARCHICAL=off): a chunk that lands on a slow
+  /// connection then holds an operation a quarter as long, and the fast connections take the
+  /// tail (docs/performance.md, issue 18's rows).
+  static constexpr std::size_t cross_host_chunk_bytes = 1u << 20;
+  bool chunk_bytes_given = true;           ///< false: chunk_bytes is the default, lowered across hosts
   std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES: pipelining unit inside a chunk
   std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES: recursive doubling up to this
   /// CHORUS_STREAM_PLACEMENT=speed: chunks start on the stream expected to finish them first

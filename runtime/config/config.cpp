@@ -61,6 +61,7 @@ result<config> read_config(const env_lookup& get) {
 
   auto& k = c.collectives;
   take(st, r.whole("CHORUS_CHUNK_BYTES"), k.chunk_bytes);
+  k.chunk_bytes_given = r.is_set("CHORUS_CHUNK_BYTES");
   take(st, r.whole("CHORUS_SEGMENT_BYTES"), k.segment_bytes);
   take(st, r.whole("CHORUS_SMALL_ALLREDUCE_BYTES"), k.small_bytes);
   take(st, r.choice("CHORUS_HIERARCHICAL"), k.hierarchical);

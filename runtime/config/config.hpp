@@ -33,6 +33,7 @@ struct transport_config {
 /// The collectives (runtime/collectives).
 struct collectives_config {
   std::size_t chunk_bytes = 4u << 20;      ///< CHORUS_CHUNK_BYTES
+  bool chunk_bytes_given = false;          ///< CHORUS_CHUNK_BYTES was set: no cross-host default
   std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES
   std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES
   std::string hierarchical = "auto";       ///< CHORUS_HIERARCHICAL: auto|on|off ("1" and "0" are read as on, off: synonyms in the table)

@@ -55,6 +55,51 @@ INSTANTIATE_TEST_SUITE_P(layouts, hier_across_processes,
                            return "hosts_" + s;
                          });
 
+struct chunk_case {
+  std::string hosts;        // CHORUS_TEST_HOSTS; empty: one host
+  std::string configured;   // CHORUS_CHUNK_BYTES; empty: not set
+  std::string expected;     // the pipeline's chunk size
+  int size = 2;
+  std::string hierarchical = "";  // CHORUS_HIERARCHICAL; empty: not set
+};
+
+void PrintTo(const chunk_case& c, std::ostream* os) {
+  *os << "hosts '" << c.hosts << "' chunk '" << c.configured << "' hierarchical '" << c.hierarchical << "'";
+}
+
+class cross_host_chunks : public ::testing::TestWithParam<chunk_case> {};
+
+// CHORUS_CHUNK_BYTES not set: 4 MiB chunks on one host and in the hierarchical allreduce (which
+// sends each across hosts in parts), 1 MiB where flat rings cross hosts (a chunk on a slow
+// connection then holds an operation a quarter as long); a value set is kept anywhere.
+TEST_P(cross_host_chunks, default_is_lower_where_flat_rings_cross_hosts_and_a_set_value_is_kept) {
+  const auto& c = GetParam();
+  const uint64_t seed = job_seed("cross_host_chunks", 2);
+  local_job::env_map env{{"CHORUS_LOG_LEVEL", "info"}};
+  if (!c.hosts.empty()) env["CHORUS_TEST_HOSTS"] = c.hosts;
+  if (!c.configured.empty()) env["CHORUS_CHUNK_BYTES"] = c.configured;
+  if (!c.hierarchical.empty()) env["CHORUS_HIERARCHICAL"] = c.hierarchical;
+  local_job job(c.size, {CHORUS_TESTRANK_PATH, "pipeline-exact", std::to_string(seed), "1"}, env);
+  auto results = job.wait(std::chrono::seconds(60));
+  const std::string context = "seed=" + std::to_string(seed) + ": ";
+  expect_all_passed(results, context);
+  expect_every_rank_printed(results, "pipeline-exact: all exact", context);
+  expect_every_rank_printed(results, " chunk_bytes=" + c.expected + " ", context);
+}
+
+INSTANTIATE_TEST_SUITE_P(cases, cross_host_chunks,
+                         ::testing::Values(chunk_case{"", "", "4194304"}, chunk_case{"1,1", "", "1048576"},
+                                           chunk_case{"1,1", "2097152", "2097152"},
+                                           chunk_case{"", "2097152", "2097152"},
+                                           chunk_case{"2,2", "", "4194304", 4},
+                                           chunk_case{"2,2", "", "1048576", 4, "off"}),
+                         [](const auto& info) {
+                           const auto& p = info.param;
+                           return (p.hosts.empty() ? std::string("one_host") : "hosts_" + std::to_string(p.size)) +
+                                  (p.configured.empty() ? "_default" : "_set") +
+                                  (p.hierarchical.empty() ? "" : "_hier_" + p.hierarchical);
+                         });
+
 TEST(hier_pipeline, mixed_tensors_through_fusion_and_senders_are_exact) {
   const uint64_t seed = job_seed("hier_pipeline", 4);
   local_job job(4, {CHORUS_TESTRANK_PATH, "pipeline-exact", std::to_string(seed), "2"},

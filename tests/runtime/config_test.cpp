@@ -60,7 +60,9 @@ std::vector<row> config_rows() {
       {"CHORUS_CONNECT_TIMEOUT_SECONDS", "0.5", "500", [=](const config& c) { return ms(c.transport.connect_timeout); },
        "86401"},
       {"CHORUS_PEER_TIMEOUT_SECONDS", "5", "5000", [=](const config& c) { return ms(c.transport.peer_timeout); }, "0.5"},
-      {"CHORUS_CHUNK_BYTES", "65536", "65536", [](const config& c) { return str(c.collectives.chunk_bytes); }, "10"},
+      {"CHORUS_CHUNK_BYTES", "65536", "65536 given",
+       [](const config& c) { return str(c.collectives.chunk_bytes) + (c.collectives.chunk_bytes_given ? " given" : ""); },
+       "10"},
       {"CHORUS_SEGMENT_BYTES", "8192", "8192", [](const config& c) { return str(c.collectives.segment_bytes); },
        "67108865"},
       {"CHORUS_SMALL_ALLREDUCE_BYTES", "0", "0", [](const config& c) { return str(c.collectives.small_bytes); },
@@ -283,6 +285,7 @@ TEST(Config, DefaultsOfTheTableAreTheStructsDefaults) {
   EXPECT_EQ(c->transport.iface, "");
   EXPECT_EQ(c->transport.host_id, "");
   EXPECT_EQ(c->collectives.chunk_bytes, plain.collectives.chunk_bytes);
+  EXPECT_FALSE(c->collectives.chunk_bytes_given);  // so the communicator lowers it across hosts
   EXPECT_EQ(c->collectives.segment_bytes, plain.collectives.segment_bytes);
   EXPECT_EQ(c->collectives.small_bytes, plain.collectives.small_bytes);
   EXPECT_EQ(c->collectives.reduce_kernels, plain.collectives.reduce_kernels);
@@ -323,6 +326,7 @@ TEST(Config, DefaultsOfTheTableAreTheStructsDefaults) {
   auto coll = collective_options::from_config(c->collectives);
   collective_options coll_plain;
   EXPECT_EQ(coll.chunk_bytes, coll_plain.chunk_bytes);
+  EXPECT_FALSE(coll.chunk_bytes_given);
   EXPECT_EQ(coll.segment_bytes, coll_plain.segment_bytes);
   EXPECT_EQ(coll.small_bytes, coll_plain.small_bytes);
 }
