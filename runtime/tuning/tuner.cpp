@@ -14,11 +14,12 @@ double median(std::vector<double> v) {
 }
 
 namespace {
-/// The first search's options: its budget leaves room for the confirmation samples, so that
+/// The first search's options: its budget leaves room for the confirmation samples (and the
+/// chunk neighbours sampled before them), so that
 /// max_samples (HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES) bounds the samples until convergence.
 optimizer_options first_search(const tuner_options& o) {
   auto s = o.search;
-  s.max_samples = std::max(s.max_samples - std::max(o.confirm_points, 0), 1);
+  s.max_samples = std::max(s.max_samples - std::max(o.confirm_points, 0) - 2 * std::max(o.confirm_chunk_steps, 0), 1);
   return s;
 }
 }  // namespace
@@ -32,7 +33,7 @@ tuner::tuner(search_space space, tuner_options options, point start)
                    options.drop_threshold, double(options.drop_windows), double(options.retune_samples),
                    double(options.retune_starts), double(options.confirm_points),
                    double(options.retune_stream_steps), double(options.retune_chunk_steps), double(options.restart_on_drift),
-                   double(options.confirm_drop)})
+                   double(options.confirm_drop), double(options.confirm_chunk_steps)})
     fold(std::bit_cast<uint64_t>(x));
   for (const auto& a : space.axes())
     for (double v : a.values) fold(std::bit_cast<uint64_t>(v));
@@ -77,6 +78,8 @@ void tuner::search_again(tuner_step& out) {
   opt_ = bayes_optimizer(opt_.space(), opts, starts);
   phase_ = tuner_phase::searching;
   confirming_ = false;
+  probe_.clear();
+  confirm_planned_ = false;
   confirm_.clear();
   confirmed_.clear();
   anchor_ = current_;
@@ -154,9 +157,30 @@ tuner_step tuner::on_window(double score) {
       switch_to(next->at, out);  // never the point in force: sampled points are not proposed
       return out;
     }
+    confirming_ = true;
+    confirm_planned_ = false;
+    probe_.clear();
+    // The first search: the chunk sizes next to its best point, before the confirmation.
+    const auto best = opt_.ranked(1);
+    if (search_ == 0 && !best.empty() && best.front().size() > 1)
+      for (int k = 1; k <= options_.confirm_chunk_steps; ++k)
+        for (int dir : {-1, 1}) {
+          point q = best.front();
+          q[1] += dir * k;
+          if (opt_.space().contains(q)) probe_.push_back(q);
+        }
+    fold(0xc4c + probe_.size());
+  }
+  if (!probe_.empty()) {
+    point next = probe_.front();
+    probe_.erase(probe_.begin());
+    switch_to(std::move(next), out);
+    return out;
+  }
+  if (!confirm_planned_) {
     // The search stopped: sample its best points again (the one in force first, which needs
     // no switch), so that their second samples join the fit before one is chosen.
-    confirming_ = true;
+    confirm_planned_ = true;
     confirm_ = opt_.ranked(static_cast<std::size_t>(std::max(options_.confirm_points, 0)));
     confirmed_ = confirm_;
     if (auto here = std::find(confirm_.begin(), confirm_.end(), current_); here != confirm_.end())

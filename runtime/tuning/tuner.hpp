@@ -4,7 +4,8 @@
 // it stops; then the tuner watches. When the score stays more than a threshold below the
 // converged level for several windows (the network changed), it searches again, first
 // sampling the best points it knows and the stream counts and chunk sizes next to the ones in
-// force, with a smaller budget. Before settling, a search samples its best points again, and a search started
+// force, with a smaller budget. Before settling, a search samples its best points again (the
+// first search first samples the chunk sizes next to its best point), and a search started
 // by a drop its first point too: when that moved, the network changed during the search, which
 // then starts once more. Equal inputs, equal outputs.
 #pragma once
@@ -46,6 +47,13 @@ struct tuner_options {
   /// When a search stops, its best points by posterior mean are sampled once more before the
   /// tuner settles on one: one lucky sample of a noisy window must not decide. 0: settle at once.
   int confirm_points = 2;
+  /// When the first search stops, before that confirmation, it samples the chunk sizes 1 .. this
+  /// many steps of the chunk axis (axis 1) either way of its best point by posterior mean, the
+  /// other knobs kept. The best chunk size is a narrow peak (a tail of large chunks on slow
+  /// connections one side, per-chunk costs the other), and a search that reached the best point's
+  /// region late may have sampled its chunk neighbours only with other settings of the other
+  /// knobs. The first search's budget leaves room for these samples too. 0: none.
+  int confirm_chunk_steps = 1;
 };
 
 enum class tuner_phase : uint8_t { searching = 0, watching = 1 };
@@ -96,6 +104,8 @@ class tuner {
   tuner_phase phase_ = tuner_phase::searching;
   std::vector<double> windows_;
   bool confirming_ = false;    // the search stopped; its best points are sampled again
+  std::vector<point> probe_;   // ... first, the chunk sizes next to its best point (first search)
+  bool confirm_planned_ = false;  // ... then confirm_ is drawn up from the fit that includes them
   std::vector<point> confirm_;  // ... these, in this order, still to sample
   std::vector<point> confirmed_;  // every point sampled again (the tuner settles on one of them)
   std::optional<point> anchor_;   // a search started by a drop: its first point, sampled again

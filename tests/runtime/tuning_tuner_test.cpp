@@ -217,9 +217,10 @@ TEST(TuningTuner, ReSearchSamplesTheStreamCountsAndChunkSizesNextToTheConvergedO
     for (int dir : {-1, 1}) {
       point q = converged;
       q[axis] += dir;
-      neighbours.push_back(q);
+      if (q != sampled[1]) neighbours.push_back(q);  // (the best other point may be one of them)
     }
-  EXPECT_EQ(std::vector<point>(sampled.begin() + 2, sampled.begin() + 6), neighbours);
+  EXPECT_EQ(std::vector<point>(sampled.begin() + 2, sampled.begin() + 2 + static_cast<std::ptrdiff_t>(neighbours.size())),
+            neighbours);
 }
 
 TEST(TuningTuner, AReSearchFindsTheChunkSizeWhenOnlyThatMoved) {
@@ -349,6 +350,40 @@ TEST(TuningTuner, BestPointsAreSampledAgainSoALuckySampleDoesNotDecide) {
     EXPECT_GE(std::count(sampled.begin(), sampled.end(), sampled[k]), 2) << s.describe(sampled[k]);
   // The point it settled on was measured at least twice.
   EXPECT_GE(std::count(sampled.begin(), sampled.end(), t.current()), 2) << s.describe(t.current());
+}
+
+TEST(TuningTuner, TheFirstSearchSamplesTheChunkSizesNextToItsBestBeforeConfirming) {
+  auto s = knob_space(8).value();
+  std::vector<double> peak{0.6, 0.5, 0.55, 0.3, 0.5};
+  for (uint64_t seed : {3u, 7u, 11u}) {
+    tuner_options o;
+    o.search.seed = seed;
+    o.search.max_samples = 16;
+    o.settle_windows = 0;
+    o.windows_per_sample = 1;
+    o.confirm_points = 2;
+    o.confirm_chunk_steps = 1;
+    tuner t(s, o, to_point(s, poor_start()));
+    std::vector<point> sampled;
+    ASSERT_TRUE(converge(t, s, peak, 200)) << "seed " << seed;
+    for (const auto& ob : t.optimizer().history()) sampled.push_back(ob.at);
+    EXPECT_LE(t.samples(), static_cast<uint64_t>(o.search.max_samples)) << "seed " << seed;
+    // Before the two confirmation samples: two points that differ from a point sampled earlier
+    // only in the chunk size, one step down and one step up (the peak's chunk size is mid-axis).
+    const std::size_t n = sampled.size();
+    ASSERT_GE(n, 5u);
+    const point low = sampled[n - 4], high = sampled[n - 3];
+    bool pair = low[1] + 2 == high[1];
+    for (std::size_t d = 0; d < low.size(); ++d)
+      if (d != 1) pair = pair && low[d] == high[d];
+    EXPECT_TRUE(pair) << "seed " << seed << ": " << s.describe(low) << " then " << s.describe(high)
+                      << " are not the chunk neighbours of one point";
+    point centre = low;
+    centre[1] += 1;
+    const auto before = sampled.begin() + static_cast<std::ptrdiff_t>(n - 4);
+    EXPECT_NE(std::find(sampled.begin(), before, centre), before)
+        << "seed " << seed << ": the centre " << s.describe(centre) << " was not sampled before";
+  }
 }
 
 TEST(TuningTuner, SameScoresSameSwitchesAndDigests) {

@@ -171,8 +171,9 @@ bool acceptor::accept_one() {
       silent_.push_back(std::move(p));
     }
   }
-  if (evicted) refuse(evicted->first, evicted->second);
-  if (full) refuse(full->first, full->second);
+  // A peer of the job turned away for want of a slot dials again: a warning, not an error.
+  if (evicted) refuse(evicted->first, evicted->second, true);
+  if (full) refuse(full->first, full->second, true);
   return true;
 }
 
@@ -245,7 +246,7 @@ void acceptor::work() {
   }
 }
 
-void acceptor::refuse(const std::string& who, const std::string& why) {
+void acceptor::refuse(const std::string& who, const std::string& why, bool dials_again) {
   int summed = 0;
   bool log = false;
   {
@@ -263,7 +264,11 @@ void acceptor::refuse(const std::string& who, const std::string& why) {
     else ++unlogged_;
   }
   if (summed) CHORUS_LOG(error, "tcp", summed << " more connections were refused in the last second (not logged)");
-  if (log) CHORUS_LOG(error, "tcp", "refused connection from " << who << ": " << why);
+  if (!log) return;
+  if (dials_again)
+    CHORUS_LOG(warn, "tcp", "turned away connection from " << who << ": " << why << " (a peer of the job dials again)");
+  else
+    CHORUS_LOG(error, "tcp", "refused connection from " << who << ": " << why);
 }
 
 void acceptor::handle(const pending_ptr& p) {

@@ -81,8 +81,9 @@ class acceptor {
   void end(pending& p);
   void work();
   void handle(const pending_ptr& p);
-  /// Counts a refusal and logs it, at most a few lines per second (the rest are summed up).
-  void refuse(const std::string& who, const std::string& why);
+  /// Counts a refusal and logs it, at most a few lines per second (the rest are summed up):
+  /// an error, or a warning where `dials_again` (no slot was free: a peer of the job retries).
+  void refuse(const std::string& who, const std::string& why, bool dials_again = false);
 
   unique_fd listener_;
   unique_fd wake_;  // eventfd that stops the accept thread
