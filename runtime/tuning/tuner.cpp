@@ -22,6 +22,19 @@ optimizer_options first_search(const tuner_options& o) {
   s.max_samples = std::max(s.max_samples - std::max(o.confirm_points, 0) - 2 * std::max(o.confirm_chunk_steps, 0), 1);
   return s;
 }
+
+/// The points 1 .. steps steps either way of `centre` along `axis` that lie in `space`, nearest
+/// first (one lower, one higher, then two ...), the other knobs kept.
+std::vector<point> along_axis(const search_space& space, const point& centre, std::size_t axis, int steps) {
+  std::vector<point> out;
+  for (int k = 1; k <= steps && axis < centre.size(); ++k)
+    for (int dir : {-1, 1}) {
+      point q = centre;
+      q[axis] += dir * k;
+      if (space.contains(q)) out.push_back(std::move(q));
+    }
+  return out;
+}
 }  // namespace
 
 tuner::tuner(search_space space, tuner_options options, point start)
@@ -49,6 +62,14 @@ void tuner::switch_to(point p, tuner_step& out) {
   for (int i : current_) fold(static_cast<uint64_t>(i) + 0x100);
 }
 
+bool tuner::switch_to_next(std::vector<point>& queue, tuner_step& out) {
+  if (queue.empty()) return false;
+  point next = std::move(queue.front());
+  queue.erase(queue.begin());
+  switch_to(std::move(next), out);
+  return true;
+}
+
 void tuner::search_again(tuner_step& out) {
   // The network changed: search again, from the best points known and the stream counts and
   // chunk sizes next to the ones in force, with a smaller budget.
@@ -64,12 +85,7 @@ void tuner::search_again(tuner_step& out) {
   }
   const std::pair<std::size_t, int> neighbours[] = {{0, options_.retune_stream_steps}, {1, options_.retune_chunk_steps}};
   for (auto [axis, steps] : neighbours)
-    for (int k = 1; k <= steps && axis < current_.size(); ++k)
-      for (int dir : {-1, 1}) {
-        point q = current_;
-        q[axis] += dir * k;
-        if (opt_.space().contains(q)) add(q);
-      }
+    for (const point& q : along_axis(opt_.space(), current_, axis, steps)) add(q);
   ++search_;
   auto opts = options_.search;
   opts.seed = mix64(opts.seed + search_);
@@ -162,21 +178,10 @@ tuner_step tuner::on_window(double score) {
     probe_.clear();
     // The first search: the chunk sizes next to its best point, before the confirmation.
     const auto best = opt_.ranked(1);
-    if (search_ == 0 && !best.empty() && best.front().size() > 1)
-      for (int k = 1; k <= options_.confirm_chunk_steps; ++k)
-        for (int dir : {-1, 1}) {
-          point q = best.front();
-          q[1] += dir * k;
-          if (opt_.space().contains(q)) probe_.push_back(q);
-        }
+    if (search_ == 0 && !best.empty()) probe_ = along_axis(opt_.space(), best.front(), 1, options_.confirm_chunk_steps);
     fold(0xc4c + probe_.size());
   }
-  if (!probe_.empty()) {
-    point next = probe_.front();
-    probe_.erase(probe_.begin());
-    switch_to(std::move(next), out);
-    return out;
-  }
+  if (switch_to_next(probe_, out)) return out;
   if (!confirm_planned_) {
     // The search stopped: sample its best points again (the one in force first, which needs
     // no switch), so that their second samples join the fit before one is chosen.
@@ -191,12 +196,7 @@ tuner_step tuner::on_window(double score) {
       confirm_.push_back(*anchor_);
     fold(0xc0f1 + confirm_.size());
   }
-  if (!confirm_.empty()) {
-    point next = confirm_.front();
-    confirm_.erase(confirm_.begin());
-    switch_to(std::move(next), out);
-    return out;
-  }
+  if (switch_to_next(confirm_, out)) return out;
   if (options_.restart_on_drift && !drift_restarted_ && drifted()) {
     search_again(out);
     drift_restarted_ = true;

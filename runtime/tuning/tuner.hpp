@@ -93,6 +93,8 @@ class tuner {
 
  private:
   void switch_to(point p, tuner_step& out);
+  /// Switches to the first point of `queue` and removes it; false when `queue` is empty.
+  bool switch_to_next(std::vector<point>& queue, tuner_step& out);
   void search_again(tuner_step& out);
   bool drifted() const;
   point settle_on() const;
