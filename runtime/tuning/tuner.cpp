@@ -176,9 +176,9 @@ tuner_step tuner::on_window(double score) {
     confirming_ = true;
     confirm_planned_ = false;
     probe_.clear();
-    // The first search: the chunk sizes next to its best point, before the confirmation.
+    // The chunk sizes next to its best point, before the confirmation.
     const auto best = opt_.ranked(1);
-    if (search_ == 0 && !best.empty()) probe_ = along_axis(opt_.space(), best.front(), 1, options_.confirm_chunk_steps);
+    if (!best.empty()) probe_ = along_axis(opt_.space(), best.front(), 1, options_.confirm_chunk_steps);
     fold(0xc4c + probe_.size());
   }
   if (switch_to_next(probe_, out)) return out;

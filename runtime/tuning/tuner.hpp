@@ -47,12 +47,14 @@ struct tuner_options {
   /// When a search stops, its best points by posterior mean are sampled once more before the
   /// tuner settles on one: one lucky sample of a noisy window must not decide. 0: settle at once.
   int confirm_points = 2;
-  /// When the first search stops, before that confirmation, it samples the chunk sizes 1 .. this
-  /// many steps of the chunk axis (axis 1) either way of its best point by posterior mean, the
-  /// other knobs kept. The best chunk size is a narrow peak (a tail of large chunks on slow
+  /// When a search stops, before that confirmation, it samples the chunk sizes 1 .. this many
+  /// steps of the chunk axis (axis 1) either way of its best point by posterior mean, the other
+  /// knobs kept. The best chunk size is a narrow peak (a tail of large chunks on slow
   /// connections one side, per-chunk costs the other), and a search that reached the best point's
   /// region late may have sampled its chunk neighbours only with other settings of the other
-  /// knobs. The first search's budget leaves room for these samples too. 0: none.
+  /// knobs; a search started by a drop sampled the chunk neighbours of the point in force, not of
+  /// the point it found. The first search's budget leaves room for these samples; a search
+  /// started by a drop takes them after its retune_samples. 0: none.
   int confirm_chunk_steps = 1;
 };
 
@@ -106,7 +108,7 @@ class tuner {
   tuner_phase phase_ = tuner_phase::searching;
   std::vector<double> windows_;
   bool confirming_ = false;    // the search stopped; its best points are sampled again
-  std::vector<point> probe_;   // ... first, the chunk sizes next to its best point (first search)
+  std::vector<point> probe_;   // ... first, the chunk sizes next to its best point
   bool confirm_planned_ = false;  // ... then confirm_ is drawn up from the fit that includes them
   std::vector<point> confirm_;  // ... these, in this order, still to sample
   std::vector<point> confirmed_;  // every point sampled again (the tuner settles on one of them)
