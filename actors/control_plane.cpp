@@ -3,19 +3,16 @@
 
 #include "actors/protocol.hpp"
 
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <thread>
 
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/core/log.hpp"
+#include "runtime/transport/tcp/own_sockets.hpp"
 
 namespace chorus {
 
@@ -35,35 +32,12 @@ namespace {
 
 /// CAF 0.17 sets TCP_NODELAY on the sockets it accepts (inherited from its listener) but not
 /// on those it connects: Nagle's algorithm then holds a small gossip behind an unacknowledged
-/// one. Sets it on every TCP socket of this process whose peer is host:port; returns how many.
+/// one. Sets it on every TCP socket of this process whose peer is host:port (found without
+/// touching other threads' descriptors); returns how many.
 int set_nodelay_towards(const std::string& host, uint16_t port) {
-  in_addr v4{};
-  in6_addr v6{};
-  bool is_v4 = inet_pton(AF_INET, host.c_str(), &v4) == 1, is_v6 = inet_pton(AF_INET6, host.c_str(), &v6) == 1;
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return 0;
-  int set = 0;
-  while (dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    long fd = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || fd < 0 || fd == dirfd(dir)) continue;
-    struct stat st {};
-    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    sockaddr_storage peer{};
-    socklen_t len = sizeof peer;
-    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;
-    bool match = false;
-    if (peer.ss_family == AF_INET) {
-      auto* a = reinterpret_cast<sockaddr_in*>(&peer);
-      match = ntohs(a->sin_port) == port && (!is_v4 || a->sin_addr.s_addr == v4.s_addr);
-    } else if (peer.ss_family == AF_INET6) {
-      auto* a = reinterpret_cast<sockaddr_in6*>(&peer);
-      match = ntohs(a->sin6_port) == port && (!is_v6 || std::memcmp(&a->sin6_addr, &v6, sizeof v6) == 0);
-    }
-    int one = 1;
-    if (match && setsockopt(static_cast<int>(fd), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0) ++set;
-  }
-  closedir(dir);
+  int set = 0, one = 1;
+  for (int fd : tcp::sockets_connected_to(host, port))
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0) ++set;
   return set;
 }
 
