@@ -278,6 +278,25 @@ class _SparseNet(torch.nn.Module):
         return self.out(self.emb(idx).sum(1))
 
 
+@pytest.mark.parametrize("sparse_as_dense", [False, True])
+def test_sparse_optimizer_gets_a_sparse_gradient(sparse_as_dense):
+    # Horovod: with sparse_as_dense the gradient is reduced dense and made sparse again, so a
+    # sparse-only optimizer (SparseAdam) still steps; the result is the same either way.
+    torch.manual_seed(5)
+    emb = torch.nn.Embedding(10, 3, sparse=True)
+    hvd.broadcast_parameters(emb.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(torch.optim.SparseAdam(list(emb.parameters()), lr=0.1),
+                                   named_parameters=[("emb.%s" % sparse_as_dense, emb.weight)],
+                                   sparse_as_dense=sparse_as_dense)
+    idx = torch.tensor([[1, 2, 4], [4, 3, 9]]) if hvd.rank() % 2 == 0 else torch.tensor([[1, 7], [5, 9]])
+    opt.zero_grad()
+    emb(idx).sum().backward()
+    opt.step()
+    assert emb.weight.grad.is_sparse
+    rows = hvd.allgather(emb.weight.detach().clone(), name="sparse.dense.%s" % sparse_as_dense)
+    assert all(torch.equal(rows[:10], rows[10 * q:10 * q + 10]) for q in range(hvd.size()))
+
+
 def test_a_sparse_gradient_leaves_its_bucket():
     g = torch.Generator().manual_seed(13)
     data = [(torch.randint(0, 20, (BATCH, 3), generator=g), torch.randint(0, 4, (BATCH,), generator=g))

@@ -61,3 +61,39 @@ def test_every_collective_in_even_and_odd_sets_then_removed():
     assert avg.item() == sum(ps.ranks) / len(ps.ranks)
     hvd.barrier(process_set=ps)
     assert hvd.remove_process_set(odd) and hvd.remove_process_set(even)
+
+
+def test_allgather_gradient_in_a_set_then_removed():
+    # The gradient of an allgather in a set: this rank's rows by its place in the set (not its
+    # global rank); every member then reaches remove_process_set alike.
+    n, r = hvd.size(), hvd.rank()
+    even = hvd.add_process_set(list(range(0, n, 2)))
+    odd = hvd.add_process_set(list(range(1, n, 2)))
+    ps = even if r % 2 == 0 else odd
+    x = torch.ones(r + 1, 2, requires_grad=True)
+    out = hvd.allgather(x, name="dyn.ag.grad", process_set=ps)
+    out.backward(torch.cat([torch.full((q + 1, 2), float(q)) for q in ps.ranks]))
+    assert torch.equal(x.grad, torch.full((r + 1, 2), float(r)))
+    assert hvd.remove_process_set(odd) and hvd.remove_process_set(even)
+
+
+def test_optimizer_in_a_set_steps_on_every_rank():
+    # DistributedOptimizer(process_set=even) built on every rank: members average among
+    # themselves (their first step agrees on buckets within the set), others step alone.
+    n, r = hvd.size(), hvd.rank()
+    even = hvd.add_process_set(list(range(0, n, 2)))
+    odd = hvd.add_process_set(list(range(1, n, 2)))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters(), process_set=even)
+    for step in range(2):
+        opt.zero_grad()
+        model(torch.full((5, 4), float(r + step))).sum().backward()
+        opt.step()
+    w = hvd.allgather(model[1].weight.detach().clone().unsqueeze(0), name="dyn.opt.w")
+    members = [w[q] for q in even.ranks]
+    assert all(torch.equal(members[0], m) for m in members)
+    if n > 1:
+        assert not torch.equal(w[0], w[1])  # rank 1 stepped on its own gradients
+    assert hvd.remove_process_set(odd) and hvd.remove_process_set(even)

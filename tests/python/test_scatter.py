@@ -48,7 +48,21 @@ def test_reducescatter_scale_factors_grouped_and_autograd():
     assert torch.allclose(outs[0], total[r:r + 1]) and torch.allclose(outs[1], 2 * total[r:r + 1])
     x = torch.ones(n, 2, requires_grad=True)
     hvd.reducescatter(x, op=hvd.Sum).sum().backward()
-    assert torch.allclose(x.grad, torch.ones(n, 2))
+    assert torch.allclose(x.grad, torch.full((n, 2), float(n)))  # Horovod: summed over the ranks
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["single", "grouped"])
+def test_reducescatter_gradient_is_horovods(grouped):
+    # Horovod's convention (as allreduce's): the gathered gradient times the set's size for
+    # Sum, as is for Average.
+    n = hvd.size()
+    for op, factor in ((hvd.Sum, n), (hvd.Average, 1)):
+        xs = [torch.ones(2 * n, 3, requires_grad=True) for _ in range(2)]
+        outs = hvd.grouped_reducescatter(xs, op=op) if grouped else [hvd.reducescatter(x, op=op) for x in xs]
+        for o in outs:
+            o.backward(torch.ones_like(o))
+        for x in xs:
+            assert torch.equal(x.grad, torch.full((2 * n, 3), float(factor))), (op, x.grad)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

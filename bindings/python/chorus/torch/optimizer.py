@@ -151,6 +151,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.op = op
         self.gradient_predivide_factor = gradient_predivide_factor
         self.sparse_as_dense = sparse_as_dense
+        self._densified = []        # this step: sparse gradients reduced as dense (sparse_as_dense)
         self._handles = {}          # parameter or tuple of parameters -> (handle, ctx)
         self._grad_accs = []
         self._requires_update = set()
@@ -230,9 +231,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _rebuild_buckets(self):
         """After the first step: the buckets again, from the order that step's backward
-        produced the gradients in. Rank 0's order is broadcast (one small operation, once), so
-        every rank builds the same buckets; gradients the step did not produce keep their place
-        after the others."""
+        produced the gradients in. The order of the set's lowest rank is broadcast (one small
+        operation, once), so every rank builds the same buckets; gradients the step did not produce
+        keep their place after the others."""
         prefix, cap = self._bucket_args
         self._bucket_args = None
         members = [p for b in self._buckets for p in b.params]
@@ -241,7 +242,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         order += [p for p in members if p not in seen]
         self._first_step = []
         agreed = torch.tensor([self._param_index[p] for p in order], dtype=torch.int64)
-        broadcast_(agreed, root_rank=0, name=prefix + "bucket_order")
+        # Among the optimizer's set only (its other ranks never get here), from its lowest rank.
+        root = 0 if self._ps == 0 else min(self._process_set.ranks)
+        broadcast_(agreed, root_rank=root, name=prefix + "bucket_order", process_set=self._process_set)
         agreed = agreed.tolist()
         if agreed != [self._param_index[p] for p in members]:
             by_index = {i: p for p, i in self._param_index.items()}
@@ -292,6 +295,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not self._end_queued:
             self._end_queued = True
             torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
+        if p.grad.is_sparse and self.sparse_as_dense:
+            # Reduced as a dense tensor (in its bucket, if any), made sparse again once reduced
+            # (Horovod: a sparse optimizer such as SparseAdam still gets a sparse gradient).
+            p.grad = p.grad.to_dense()
+            self._densified.append(p)
         bucket = self._bucket_of.get(p)
         if bucket is not None:
             if self._bucket_args is not None:
@@ -511,6 +519,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             except Exception as e:  # noqa: BLE001 - re-raised below, after the others ended
                 error = error or e
         self._handles.clear()
+        densified, self._densified = self._densified, []
+        for p in densified:
+            if p.grad is not None and not p.grad.is_sparse:
+                p.grad = p.grad.to_sparse()
         if error is not None:
             raise error
         if self._bucket_args is not None:

@@ -7,7 +7,7 @@ import torch
 from chorus import _chorus_torch as _lib
 from chorus.common.process_sets import _check as _check_process_set
 from chorus.common.process_sets import global_process_set
-from chorus.torch.basics import _CHORUS_OP, Max
+from chorus.torch.basics import _CHORUS_OP, Max, Sum
 from chorus.torch.compression import Compression
 from chorus.torch.mpi_ops import (Average, _chorus_op, _fresh_copy, _grad_name, _like, _op_name, _scale_, _start,
                                   _to_host, _unnamed, allgather, grouped_allgather, size, synchronize)
@@ -43,11 +43,18 @@ def _set_size(process_set):
     return size() if process_set is None or process_set.process_set_id == 0 else process_set.size()
 
 
+def _backward_scale(op, prescale_factor, postscale_factor, process_set):
+    """The factor of a reduce-scatter's gradient, as Horovod has it: the set's size for Sum,
+    1 for Average (the gradient summed over the ranks, as allreduce's), times the forward's
+    scale factors."""
+    return prescale_factor * postscale_factor * (_set_size(process_set) if op == Sum else 1)
+
+
 def _gather_back(grad, op, prescale_factor, postscale_factor, process_set=global_process_set):
     """Backward of a reduce-scatter: every rank's slice gradient, gathered (in its process set)
-    and scaled as the forward scaled this rank's contribution."""
+    and scaled (_backward_scale)."""
     full = allgather(grad, process_set=process_set)
-    scale = prescale_factor * postscale_factor / (_set_size(process_set) if op == Average else 1)
+    scale = _backward_scale(op, prescale_factor, postscale_factor, process_set)
     return full * scale if scale != 1.0 else full
 
 
@@ -110,7 +117,7 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         full = grouped_allgather(list(grads), process_set=ctx.process_set)
-        scale = ctx.prescale_factor * ctx.postscale_factor / (_set_size(ctx.process_set) if ctx.op == Average else 1)
+        scale = _backward_scale(ctx.op, ctx.prescale_factor, ctx.postscale_factor, ctx.process_set)
         return (None, None, None, None, None, *[g * scale if scale != 1.0 else g for g in full])
 
 
