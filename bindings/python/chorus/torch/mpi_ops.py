@@ -398,28 +398,9 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     return _start(submit, lambda results, ops: [_like(r, t) for r, t in zip(results, tensors)])
 
 
-class HorovodGroupedAllgather(torch.autograd.Function):
-    """grouped_allgather as an autograd function: each tensor's gradient as allgather's."""
-
-    @staticmethod
-    def forward(ctx, name, process_set, *tensors):
-        ctx.process_set = process_set
-        handle = grouped_allgather_async(list(tensors), name, process_set)
-        ops = _handle_map[handle].ops
-        out = synchronize(handle)
-        ctx.first_dims = [op.first_dims() for op in ops]  # known once the ops ended
-        return tuple(out)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        reduced = grouped_allreduce(list(grads), op=Average, process_set=ctx.process_set)
-        me = rank() if _check_process_set(ctx.process_set) == 0 else ctx.process_set.rank()
-        return (None, None, *[g.narrow(0, sum(d[:me]), d[me]) for g, d in zip(reduced, ctx.first_dims)])
-
-
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    """Returns, for each tensor of the list, every rank's rows concatenated. Differentiable."""
-    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
+    """Returns, for each tensor of the list, every rank's rows concatenated."""
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
 # ---------------------------------------------------------------------------------- broadcast
