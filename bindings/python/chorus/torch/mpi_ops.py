@@ -362,6 +362,7 @@ class HorovodAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, process_set):
         ctx.process_set = process_set
+        ctx.name = name
         handle = allgather_async(tensor, name, process_set)
         ops = _handle_map[handle].ops
         out = synchronize(handle)
@@ -370,7 +371,7 @@ class HorovodAllgather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        grad = allreduce(grad_output, op=Average, name=_grad_name(ctx.name), process_set=ctx.process_set)
         # first_dims are the set's members' rows, in set order: this rank's place in the set.
         me = rank() if _check_process_set(ctx.process_set) == 0 else ctx.process_set.rank()
         offset = sum(ctx.first_dims[:me])
