@@ -360,6 +360,24 @@ TEST(TuningTuner, BestPointsAreSampledAgainSoALuckySampleDoesNotDecide) {
   EXPECT_GE(std::count(sampled.begin(), sampled.end(), t.current()), 2) << s.describe(t.current());
 }
 
+/// The samples at n-4 and n-3 (just before a confirmation of two samples) are the chunk sizes
+/// one step below and one step above a point sampled before them, the other knobs alike.
+void expect_chunk_probes_before_confirming(const search_space& s, const std::vector<point>& sampled, uint64_t seed) {
+  const std::size_t n = sampled.size();
+  ASSERT_GE(n, 5u) << "seed " << seed;
+  const point low = sampled[n - 4], high = sampled[n - 3];
+  bool pair = low[1] + 2 == high[1];
+  for (std::size_t d = 0; d < low.size(); ++d)
+    if (d != 1) pair = pair && low[d] == high[d];
+  EXPECT_TRUE(pair) << "seed " << seed << ": " << s.describe(low) << " then " << s.describe(high)
+                    << " are not the chunk neighbours of one point";
+  point centre = low;
+  centre[1] += 1;
+  const auto before = sampled.begin() + static_cast<std::ptrdiff_t>(n - 4);
+  EXPECT_NE(std::find(sampled.begin(), before, centre), before)
+      << "seed " << seed << ": the centre " << s.describe(centre) << " was not sampled before";
+}
+
 TEST(TuningTuner, TheFirstSearchSamplesTheChunkSizesNextToItsBestBeforeConfirming) {
   auto s = knob_space(8).value();
   std::vector<double> peak{0.6, 0.5, 0.55, 0.3, 0.5};
@@ -376,21 +394,8 @@ TEST(TuningTuner, TheFirstSearchSamplesTheChunkSizesNextToItsBestBeforeConfirmin
     ASSERT_TRUE(converge(t, s, peak, 200)) << "seed " << seed;
     for (const auto& ob : t.optimizer().history()) sampled.push_back(ob.at);
     EXPECT_LE(t.samples(), static_cast<uint64_t>(o.search.max_samples)) << "seed " << seed;
-    // Before the two confirmation samples: two points that differ from a point sampled earlier
-    // only in the chunk size, one step down and one step up (the peak's chunk size is mid-axis).
-    const std::size_t n = sampled.size();
-    ASSERT_GE(n, 5u);
-    const point low = sampled[n - 4], high = sampled[n - 3];
-    bool pair = low[1] + 2 == high[1];
-    for (std::size_t d = 0; d < low.size(); ++d)
-      if (d != 1) pair = pair && low[d] == high[d];
-    EXPECT_TRUE(pair) << "seed " << seed << ": " << s.describe(low) << " then " << s.describe(high)
-                      << " are not the chunk neighbours of one point";
-    point centre = low;
-    centre[1] += 1;
-    const auto before = sampled.begin() + static_cast<std::ptrdiff_t>(n - 4);
-    EXPECT_NE(std::find(sampled.begin(), before, centre), before)
-        << "seed " << seed << ": the centre " << s.describe(centre) << " was not sampled before";
+    // Before the two confirmation samples (the peak's chunk size is mid-axis).
+    expect_chunk_probes_before_confirming(s, sampled, seed);
   }
 }
 
@@ -421,17 +426,7 @@ TEST(TuningTuner, AReSearchSamplesTheChunkSizesNextToItsBestBeforeConfirming) {
     ASSERT_GE(n, 5u) << "seed " << seed;
     EXPECT_LE(n, static_cast<std::size_t>(o.retune_samples + 2 * o.confirm_chunk_steps + o.confirm_points))
         << "seed " << seed;
-    const point low = sampled[n - 4], high = sampled[n - 3];
-    bool pair = low[1] + 2 == high[1];
-    for (std::size_t d = 0; d < low.size(); ++d)
-      if (d != 1) pair = pair && low[d] == high[d];
-    EXPECT_TRUE(pair) << "seed " << seed << ": " << s.describe(low) << " then " << s.describe(high)
-                      << " are not the chunk neighbours of one point";
-    point centre = low;
-    centre[1] += 1;
-    const auto before = sampled.begin() + static_cast<std::ptrdiff_t>(n - 4);
-    EXPECT_NE(std::find(sampled.begin(), before, centre), before)
-        << "seed " << seed << ": the centre " << s.describe(centre) << " was not sampled before in this search";
+    expect_chunk_probes_before_confirming(s, sampled, seed);
     // The last two samples are second samples (the confirmation).
     for (std::size_t k = n - 2; k < n; ++k)
       EXPECT_NE(std::find(sampled.begin(), sampled.begin() + static_cast<std::ptrdiff_t>(k), sampled[k]),
