@@ -63,10 +63,13 @@ std::string format_seconds(duration d) {
   return os.str();
 }
 
-std::string stall_message(const tensor_spec& spec, const dynamic_bitmap& ready, int size,
+std::string stall_message(const tensor_spec& spec, const dynamic_bitmap& ready, const dynamic_bitmap& members,
                           const negotiation_options& options, bool shutdown) {
-  std::string out = "stall: " + describe(spec) + ": ready on " + format_ranks(ready) + " but not produced by " +
-                    format_ranks(complement(ready, size)) + " after ";
+  dynamic_bitmap have = members, lack = members;
+  have.and_with(ready);
+  lack.and_not(ready);
+  std::string out = "stall: " + describe(spec) + ": ready on " + format_ranks(have) + " but not produced by " +
+                    format_ranks(lack) + " after ";
   if (shutdown) {
     return out + format_seconds(options.stall_shutdown_time) +
            "; stopping the job (CHORUS_STALL_SHUTDOWN_TIME_SECONDS)";

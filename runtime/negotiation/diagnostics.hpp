@@ -27,8 +27,9 @@ std::string mismatch_message(const std::vector<announcement>& groups);
 std::string format_seconds(duration d);
 
 /// "stall: allreduce('g'): ready on ranks 0-2 but not produced by rank 3 after 60 s
-/// (CHORUS_STALL_CHECK_TIME_SECONDS)"; with `shutdown` the job-stopping variant.
-std::string stall_message(const tensor_spec& spec, const dynamic_bitmap& ready, int size,
+/// (CHORUS_STALL_CHECK_TIME_SECONDS)"; with `shutdown` the job-stopping variant. Only `members`
+/// (the operation's process set) are named: ranks outside it neither wait nor lag.
+std::string stall_message(const tensor_spec& spec, const dynamic_bitmap& ready, const dynamic_bitmap& members,
                           const negotiation_options& options, bool shutdown);
 
 /// Why an operation agreed while `joined` ranks have joined cannot run (empty when it can): an

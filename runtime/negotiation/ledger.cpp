@@ -172,9 +172,13 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
   somewhere.resize(registry_.size());
   agreed.and_with(somewhere);
   std::vector<std::string> fatal;
+  // A set's operation names its members only: ranks outside the set count as ready in the
+  // gossip (they never enqueue it) but are neither ready nor lagging.
+  auto members = [&](const tensor_spec& spec) { return complement(outsiders(spec), size_); };
   auto warn = [&](const std::string& name, const tensor_spec& spec, const dynamic_bitmap& ready) {
-    out.warnings.push_back({cycle, name, rank_list(complement(ready, size_)),
-                            stall_message(spec, ready, size_, options_, false)});
+    auto lagging = members(spec);
+    lagging.and_not(ready);
+    out.warnings.push_back({cycle, name, rank_list(lagging), stall_message(spec, ready, members(spec), options_, false)});
   };
 
   // 1. Stall reports asked for at the end of the previous cycle (ids).
@@ -185,7 +189,7 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
     auto rep = std::find_if(merged.reports.begin(), merged.reports.end(), [&](const stall_report& r) { return r.id == id; });
     if (rep != merged.reports.end()) ready = rep->ranks;
     if (stall_.abort_due().test(id)) {
-      fatal.push_back(stall_message(registry_.spec(id), ready, size_, options_, true));
+      fatal.push_back(stall_message(registry_.spec(id), ready, members(registry_.spec(id)), options_, true));
     } else if (auto* w = stall_.find(id); w && !w->warned) {
       w->warned = true;
       warn(registry_.spec(id).name, registry_.spec(id), ready);
@@ -291,7 +295,8 @@ void negotiation_ledger::resolve(const gossip_message& merged, uint64_t cycle, t
   for (const auto& name : merged.abort_names) {
     auto it = table_.find(name);
     if (it == table_.end()) continue;
-    fatal.push_back(stall_message(it->second.front().spec, table_ranks(it->second), size_, options_, true));
+    const auto& spec = it->second.front().spec;
+    fatal.push_back(stall_message(spec, table_ranks(it->second), members(spec), options_, true));
   }
 
   // 5. Stalled ids need one more cycle for the ranks' reports; then restart the clocks.

@@ -2,7 +2,7 @@
 // agreed once every member has it, with no help from the other ranks, on every rank alike (the
 // non-members' batches name it too, so their plans stay in step); the same name in two sets is
 // two tensors; registered ids of a set travel as bits; a rank outside a set is refused at once
-// with Horovod's words; the process set table's ids, look-ups and errors.
+// with Horovod's words; a stall names only the set's members; the process set table's ids, look-ups and errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,11 +21,11 @@ tensor_spec in_set(std::string name, int set) {
 }
 
 /// 4 ranks; set 1 = {0,1}, set 2 = {1,2,3}.
-std::unique_ptr<negotiation::simulator> four_ranks_two_sets(const std::string& strategy, uint64_t seed) {
+std::unique_ptr<negotiation::simulator> four_ranks_two_sets(const std::string& strategy, uint64_t seed,
+                                                             negotiation::negotiation_options o = {}) {
   auto table = std::make_shared<process_set_table>(4);
   EXPECT_EQ(*table->add({1, 0}), 1);
   EXPECT_EQ(*table->add({3, 1, 2}), 2);
-  negotiation::negotiation_options o;
   o.hold_when_ahead = true;
   o.process_sets = table;
   return make_sim(strategy, 4, seed, o);
@@ -92,6 +92,44 @@ TEST_P(negotiation_process_sets, a_mismatch_inside_a_set_names_only_its_members)
     ASSERT_EQ(sim->record(r).errors.size(), 1u) << "rank " << r;
     EXPECT_EQ(sim->record(r).errors[0].message,
               "allreduce('m') in process set 2: shape [5] on rank 3 but [4] on ranks 1-2");
+  }
+}
+
+TEST_P(negotiation_process_sets, a_stall_inside_a_set_names_only_its_members) {
+  using namespace std::chrono_literals;
+  negotiation::negotiation_options o;
+  o.stall_warning_time = 1s;
+  o.stall_shutdown_time = 3s;
+  auto sim = four_ranks_two_sets(GetParam(), 13, o);
+  // First by name (rank 3 never announces it), then, registered, by id (rank 0 is outside
+  // set 2 and counts as ready in the gossip: it must not be named).
+  for (int r : {1, 2}) sim->enqueue(r, in_set("s", 2));
+  ASSERT_TRUE(sim->run_until_idle());
+  sim->run_for(1500ms);
+  EXPECT_EQ(sim->divergence(), "");
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(sim->record(r).warnings.size(), 1u) << "rank " << r;
+    EXPECT_EQ(sim->record(r).warnings[0].missing_ranks, (std::vector<int>{3}));
+    EXPECT_EQ(sim->record(r).warnings[0].message,
+              "stall: allreduce('s') in process set 2: ready on ranks 1-2 but not produced by rank 3 after 1 s "
+              "(CHORUS_STALL_CHECK_TIME_SECONDS)");
+  }
+  sim->enqueue(3, in_set("s", 2));
+  ASSERT_TRUE(sim->run_until_idle());
+  for (int r : {1, 3}) sim->enqueue(r, in_set("s", 2));
+  ASSERT_TRUE(sim->run_until_idle());
+  sim->run_for(3100ms);
+  EXPECT_EQ(sim->divergence(), "");
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(sim->record(r).warnings.size(), 2u) << "rank " << r;
+    EXPECT_EQ(sim->record(r).warnings[1].missing_ranks, (std::vector<int>{2}));
+    EXPECT_EQ(sim->record(r).warnings[1].message,
+              "stall: allreduce('s') in process set 2: ready on ranks 1,3 but not produced by rank 2 after 1 s "
+              "(CHORUS_STALL_CHECK_TIME_SECONDS)");
+    ASSERT_TRUE(sim->record(r).fatal) << "rank " << r;
+    EXPECT_EQ(sim->record(r).fatal->message(),
+              "stall: allreduce('s') in process set 2: ready on ranks 1,3 but not produced by rank 2 after 3 s; "
+              "stopping the job (CHORUS_STALL_SHUTDOWN_TIME_SECONDS)");
   }
 }
 
