@@ -152,6 +152,28 @@ def test_allgather_every_dtype(dtype):
     assert close(outs[0], want, dtype)
 
 
+def test_allgather_gradients_are_this_ranks_rows_of_the_averaged_gradient():
+    # As Horovod: allgather's gradient, and that of each tensor of grouped_allgather, is this
+    # rank's rows of the upstream gradient averaged over the ranks (rows differ per rank).
+    n, r = hvd.size(), hvd.rank()
+    xs = [torch.full((r + 1, 3), float(r), dtype=torch.float64, requires_grad=True) for _ in range(4)]
+
+    def upstream(k):  # rank-dependent, so that the average shows
+        return torch.cat([torch.full((q + 1, 3), 100.0 * q + k + 10 * r, dtype=torch.float64) for q in range(n)])
+
+    def want(k):
+        return torch.full((r + 1, 3), 100.0 * r + k + 10 * sum(range(n)) / n, dtype=torch.float64)
+
+    hvd.allgather(xs[0], name="ag.grad.one").backward(upstream(0))
+    outs = hvd.grouped_allgather(xs[1:3], name="ag.grad.group")
+    assert [o.shape[0] for o in outs] == [n * (n + 1) // 2] * 2
+    torch.autograd.backward(outs, [upstream(1), upstream(2)])
+    outs = hvd.grouped_allgather([xs[3]])  # unnamed
+    outs[0].backward(upstream(3))
+    for k, x in enumerate(xs):
+        assert torch.allclose(x.grad, want(k)), (k, x.grad, want(k))
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_broadcast_every_dtype_every_root(dtype):
     r = hvd.rank()

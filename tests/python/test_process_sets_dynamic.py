@@ -64,7 +64,7 @@ def test_every_collective_in_even_and_odd_sets_then_removed():
 
 
 def test_allgather_gradient_in_a_set_then_removed():
-    # The gradient of an allgather in a set: this rank's rows by its place in the set (not its
+    # The gradient of an allgather (and of a grouped allgather) in a set: this rank's rows by its place in the set (not its
     # global rank); every member then reaches remove_process_set alike.
     n, r = hvd.size(), hvd.rank()
     even = hvd.add_process_set(list(range(0, n, 2)))
@@ -74,6 +74,11 @@ def test_allgather_gradient_in_a_set_then_removed():
     out = hvd.allgather(x, name="dyn.ag.grad", process_set=ps)
     out.backward(torch.cat([torch.full((q + 1, 2), float(q)) for q in ps.ranks]))
     assert torch.equal(x.grad, torch.full((r + 1, 2), float(r)))
+    ys = [torch.ones(r + 1, 2, requires_grad=True) for _ in range(2)]
+    outs = hvd.grouped_allgather(ys, name="dyn.gag.grad", process_set=ps)
+    torch.autograd.backward(outs, [torch.cat([torch.full((q + 1, 2), float(q + k)) for q in ps.ranks])
+                                   for k in range(2)])
+    assert all(torch.equal(y.grad, torch.full((r + 1, 2), float(r + k))) for k, y in enumerate(ys))
     assert hvd.remove_process_set(odd) and hvd.remove_process_set(even)
 
 

@@ -65,6 +65,23 @@ def test_timeline_holds_the_ops_between_start_and_stop_on_rank_0(tmp_path):
     assert not os.path.exists(path + ".chorus-trace"), "the scratch recording is removed"
 
 
+def test_the_gradient_ops_of_named_gathers_are_named_after_them(tmp_path):
+    # As Horovod: the backward allreduce of a named allgather is "<name>.grad" (the same name on
+    # every rank, so it is negotiated by name, not as an unnamed transient op).
+    path = str(tmp_path / "grads.json")
+    hvd.start_timeline(path)
+    x = torch.ones(2, 3, requires_grad=True)
+    hvd.allgather(x, name="tl.ag").sum().backward()
+    outs = hvd.grouped_allgather([x, x], name="tl.gag")
+    torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+    hvd.stop_timeline()
+    if hvd.rank() != 0:
+        return
+    events = load_events(path)
+    assert op_spans(events, "tl.ag.grad") == (1, 1), mentions(events, "tl.ag")[:6]
+    assert op_spans(events, "tl.gag.grad")[0] == 2, mentions(events, "tl.gag")[:6]
+
+
 def test_a_second_start_restarts_at_the_new_path(tmp_path):
     first, second = str(tmp_path / "first.json"), str(tmp_path / "second.json")
     hvd.start_timeline(first)

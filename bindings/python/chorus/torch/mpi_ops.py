@@ -399,9 +399,35 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     return _start(submit, lambda results, ops: [_like(r, t) for r, t in zip(results, tensors)])
 
 
+class HorovodGroupedAllgather(torch.autograd.Function):
+    """grouped_allgather as an autograd function: each tensor's gradient is its rows of the
+    averaged gradient, as for allgather."""
+
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.process_set = process_set
+        ctx.name = name
+        handle = grouped_allgather_async(list(tensors), name, process_set)
+        ops = _handle_map[handle].ops
+        out = synchronize(handle)
+        ctx.first_dims = [op.first_dims() for op in ops]
+        return tuple(out)
+
+    @staticmethod
+    def backward(ctx, *grad_output):
+        grads = grouped_allreduce(list(grad_output), op=Average, name=_grad_name(ctx.name),
+                                  process_set=ctx.process_set)
+        me = rank() if _check_process_set(ctx.process_set) == 0 else ctx.process_set.rank()
+        mine = [g.narrow(0, sum(dims[:me]), dims[me]) for g, dims in zip(grads, ctx.first_dims)]
+        return (None, None, *mine)
+
+
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    """Returns, for each tensor of the list, every rank's rows concatenated."""
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
+    """Returns, for each tensor of the list, every rank's rows concatenated. Differentiable."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped_allgather: the list of tensors is empty")
+    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
 
 
 # ---------------------------------------------------------------------------------- broadcast
