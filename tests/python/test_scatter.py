@@ -99,6 +99,10 @@ def test_errors():
         hvd.alltoall(torch.ones(n + 1, 2))
     with pytest.raises(ValueError):
         hvd.alltoall(torch.ones(n, 2), splits=[n + 5] * n)  # more rows than the tensor has
+    with pytest.raises(ValueError, match="integer tensor"):  # Horovod's splits_type_error
+        hvd.alltoall(torch.ones(n, 2), splits=torch.full((n,), 1e30))
+    with pytest.raises(ValueError, match="integers"):
+        hvd.alltoall(torch.ones(n, 2), splits=[1.5] * n)
     with pytest.raises(ValueError, match="not supported"):
         hvd.reducescatter(torch.ones(n, dtype=torch.complex64))
     assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum, name="scatter_still_works"),

@@ -2,6 +2,8 @@
 arguments, defaults and return values), and join, over the runtime's reduce-scatter, alltoall
 and join."""
 
+import numbers
+
 import torch
 
 from chorus import _chorus_torch as _lib
@@ -132,6 +134,22 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 
 # ----------------------------------------------------------------------------------- alltoall
 
+def _split_list(splits, name):
+    """splits as a list of ints: an integer tensor (Horovod wants int32; any integer dtype is
+    taken) or a sequence of integers. Anything else is refused before it becomes a row count."""
+    if isinstance(splits, torch.Tensor):
+        if splits.is_floating_point() or splits.is_complex() or splits.dtype == torch.bool:
+            raise ValueError("alltoall('%s'): splits must be an integer tensor (torch.int32), not %s"
+                             % (name, splits.dtype))
+        return [int(s) for s in splits.reshape(-1).tolist()]
+    out = []
+    for s in splits:
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+            raise ValueError("alltoall('%s'): splits must be integers, got %r" % (name, s))
+        out.append(int(s))
+    return out
+
+
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts sending splits[i] rows of `tensor`'s first dimension to rank i (without splits:
     dim 0 split equally). Returns a handle; synchronize() returns (rows received in rank order,
@@ -145,7 +163,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
                              "ranks (%d); pass splits=" % (name, dim0, n))
         split_list = [dim0 // n] * n
     else:
-        split_list = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor) else splits)]
+        split_list = _split_list(splits, name)
 
     def finish(results, ops):
         return _like(results[0], tensor), torch.tensor(_lib.received_splits(ops[0]), dtype=torch.int32)
