@@ -25,12 +25,25 @@ bool bayes_optimizer::sampled(const point& p) const {
   return std::any_of(history_.begin(), history_.end(), [&](const observation& o) { return o.at == p; });
 }
 
+int bayes_optimizer::pin(std::size_t d) const {
+  if (d >= options_.pinned.size()) return -1;
+  int v = options_.pinned[d];
+  return v >= 0 && v < static_cast<int>(space_.axes()[d].values.size()) ? v : -1;
+}
+
+uint64_t bayes_optimizer::free_size() const {
+  uint64_t n = 1;
+  for (std::size_t d = 0; d < space_.dims(); ++d)
+    if (pin(d) < 0) n = std::min<uint64_t>(n * space_.axes()[d].values.size(), uint64_t(1) << 62);
+  return n;
+}
+
 point bayes_optimizer::random_point(uint64_t draw) const {
   point p(space_.dims());
   uint64_t h = mix64(options_.seed ^ mix64(draw));
   for (std::size_t d = 0; d < p.size(); ++d) {
     h = mix64(h + d);
-    p[d] = static_cast<int>(h % space_.axes()[d].values.size());
+    p[d] = pin(d) >= 0 ? pin(d) : static_cast<int>(h % space_.axes()[d].values.size());
   }
   return p;
 }
@@ -40,11 +53,16 @@ void bayes_optimizer::observe(point at, double score) { history_.push_back({std:
 std::optional<proposal> bayes_optimizer::next() const {
   auto n = static_cast<int>(history_.size());
   if (n >= options_.max_samples) return std::nullopt;
-  uint64_t space_size = space_.size();
+  uint64_t space_size = free_size();
+  auto inside = [&](const point& p) {
+    for (std::size_t d = 0; d < p.size(); ++d)
+      if (pin(d) >= 0 && p[d] != pin(d)) return false;
+    return true;
+  };
   auto distinct = [&] {
     std::vector<point> seen;
     for (const auto& o : history_)
-      if (std::find(seen.begin(), seen.end(), o.at) == seen.end()) seen.push_back(o.at);
+      if (inside(o.at) && std::find(seen.begin(), seen.end(), o.at) == seen.end()) seen.push_back(o.at);
     return seen.size();
   }();
   if (distinct >= space_size) return std::nullopt;  // nothing left to learn by sampling
@@ -77,9 +95,11 @@ std::optional<proposal> bayes_optimizer::next() const {
   std::vector<point> cands;
   if (space_size <= uint64_t(options_.candidates) * 4) {
     point p(space_.dims(), 0);
+    for (std::size_t d = 0; d < p.size(); ++d) p[d] = std::max(pin(d), 0);
     for (uint64_t i = 0; i < space_size; ++i) {
       cands.push_back(p);
       for (std::size_t d = 0; d < p.size(); ++d) {
+        if (pin(d) >= 0) continue;
         if (++p[d] < static_cast<int>(space_.axes()[d].values.size())) break;
         p[d] = 0;
       }
@@ -90,14 +110,18 @@ std::optional<proposal> bayes_optimizer::next() const {
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return y[a] > y[b]; });
     for (std::size_t k = 0; k < std::min<std::size_t>(3, order.size()); ++k) {
-      const auto& base = history_[order[k]].at;
+      point base = history_[order[k]].at;
+      for (std::size_t d = 0; d < base.size(); ++d)
+        if (pin(d) >= 0) base[d] = pin(d);
       for (std::size_t d = 0; d < base.size(); ++d) {
+        if (pin(d) >= 0) continue;
         for (int v = 0; v < static_cast<int>(space_.axes()[d].values.size()); ++v) {  // the whole line
           point q = base;
           q[d] = v;
           cands.push_back(q);
         }
-        for (std::size_t e = d + 1; e < base.size(); ++e)  // and diagonal steps of two axes
+        for (std::size_t e = d + 1; e < base.size(); ++e) {  // and diagonal steps of two axes
+          if (pin(e) >= 0) continue;
           for (int sd : {-1, 1})
             for (int se : {-1, 1}) {
               point q = base;
@@ -105,6 +129,7 @@ std::optional<proposal> bayes_optimizer::next() const {
               q[e] += se;
               if (space_.contains(q)) cands.push_back(q);
             }
+        }
       }
     }
   }

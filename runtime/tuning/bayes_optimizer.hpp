@@ -23,6 +23,10 @@ struct optimizer_options {
   int min_proposals = 3;           ///< ... but not before this many points after the warm-up
   double exploration = 0.01;       ///< EI's margin xi, relative to |best|
   int candidates = 384;            ///< pseudo-random candidates per proposal (plus neighbours)
+  /// Per axis, the index every proposal keeps (-1 or absent: free). Pinned axes make a smaller
+  /// space: the warm-up, the candidates and the "nothing left to sample" count stay inside it.
+  /// Starting points are taken as given.
+  std::vector<int> pinned;
 };
 
 struct observation {
@@ -61,6 +65,10 @@ class bayes_optimizer {
  private:
   bool sampled(const point& p) const;
   point random_point(uint64_t draw) const;
+  /// The pinned index of axis d, or -1.
+  int pin(std::size_t d) const;
+  /// The number of points the proposals may take (the free axes' product; saturates at 2^62).
+  uint64_t free_size() const;
 
   search_space space_;
   optimizer_options options_;

@@ -48,6 +48,7 @@ tuner::tuner(search_space space, tuner_options options, point start)
                    double(options.retune_stream_steps), double(options.retune_chunk_steps), double(options.restart_on_drift),
                    double(options.confirm_drop), double(options.confirm_chunk_steps)})
     fold(std::bit_cast<uint64_t>(x));
+  for (auto axis : options.retune_pinned_axes) fold(0x919 + axis);
   for (const auto& a : space.axes())
     for (double v : a.values) fold(std::bit_cast<uint64_t>(v));
   for (int i : current_) fold(static_cast<uint64_t>(i));
@@ -72,12 +73,18 @@ bool tuner::switch_to_next(std::vector<point>& queue, tuner_step& out) {
 
 void tuner::search_again(tuner_step& out) {
   // The network changed: search again, from the best points known and the stream counts and
-  // chunk sizes next to the ones in force, with a smaller budget.
+  // chunk sizes next to the ones in force, with a smaller budget, the pinned axes kept.
   std::vector<observation> known = opt_.history();
   std::stable_sort(known.begin(), known.end(), [](const auto& a, const auto& b) { return a.score > b.score; });
+  auto opts = options_.search;
+  opts.pinned.assign(current_.size(), -1);
+  for (auto axis : options_.retune_pinned_axes)
+    if (axis < current_.size()) opts.pinned[axis] = current_[axis];
   std::vector<point> starts{current_};
-  auto add = [&starts](const point& p) {
-    if (std::find(starts.begin(), starts.end(), p) == starts.end()) starts.push_back(p);
+  auto add = [&](point p) {
+    for (std::size_t d = 0; d < p.size(); ++d)
+      if (opts.pinned[d] >= 0) p[d] = opts.pinned[d];
+    if (std::find(starts.begin(), starts.end(), p) == starts.end()) starts.push_back(std::move(p));
   };
   for (const auto& o : known) {
     if (starts.size() >= static_cast<std::size_t>(std::max(options_.retune_starts, 1))) break;
@@ -87,7 +94,6 @@ void tuner::search_again(tuner_step& out) {
   for (auto [axis, steps] : neighbours)
     for (const point& q : along_axis(opt_.space(), current_, axis, steps)) add(q);
   ++search_;
-  auto opts = options_.search;
   opts.seed = mix64(opts.seed + search_);
   opts.max_samples = std::max(options_.retune_samples, static_cast<int>(starts.size()));
   opts.warmup_samples = static_cast<int>(starts.size());

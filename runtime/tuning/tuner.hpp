@@ -34,6 +34,11 @@ struct tuner_options {
   /// of two) either way: slow connections leave a tail of large chunks that smaller ones let the
   /// fast streams take, and a faster network favours larger ones. 0: none.
   int retune_chunk_steps = 1;
+  /// Axes a search started by a drop keeps at their values in force: a network change moves the
+  /// knobs that shape the traffic (streams, chunk and fusion sizes), not those that follow the
+  /// compute (cycle time and in-place threshold, axes 3 and 4 of knobs.hpp's space). The smaller
+  /// space lets retune_samples find the new best instead of wandering. Empty: every axis free.
+  std::vector<std::size_t> retune_pinned_axes = {3, 4};
   /// A search started by a drop samples its first point (the one in force at the drop) again
   /// before settling. When the two samples differ by more than drop_threshold, the network
   /// changed during the search and the fit mixes two networks: search again, once, without

@@ -1,6 +1,6 @@
 // The autotuner's optimiser on known functions (runtime/tuning/bayes_optimizer.hpp): it finds
 // a 2-D quadratic's maximum within a sample budget, its proposals are a pure function of its
-// inputs, and instances fed the same scores propose the same points.
+// inputs, instances fed the same scores propose the same points, and pinned axes hold.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,6 +75,28 @@ TEST(TuningOptimizer, FindsQuadraticMaximumWithinBudget) {
   EXPECT_LE(std::abs(best->at[0] - 11), 1) << s.describe(best->at) << " after " << used << " samples";
   EXPECT_LE(std::abs(best->at[1] - 4), 1) << s.describe(best->at);
   EXPECT_GT(quadratic(s, best->at), 99.0);
+}
+
+TEST(TuningOptimizer, APinnedAxisKeepsItsValueAndShrinksTheSpace) {
+  // b pinned at 2^9 (index 9): every proposal keeps it, the search finds a's best on that line,
+  // and it ends once the line's 17 points are sampled (the start, off the line, is taken too).
+  auto s = grid_2d();
+  optimizer_options o;
+  o.seed = 11;
+  o.max_samples = 100;
+  o.min_improvement = 0;
+  o.pinned = {-1, 9};
+  bayes_optimizer opt(s, o, {point{0, 16}});
+  int used = 0;
+  while (auto p = opt.next()) {
+    if (used > 0) EXPECT_EQ(p->at[1], 9) << s.describe(p->at);
+    opt.observe(p->at, quadratic(s, p->at));
+    ++used;
+  }
+  EXPECT_EQ(used, 18);
+  auto ranked = opt.ranked(1);
+  ASSERT_EQ(ranked.size(), 1u);
+  EXPECT_EQ(ranked.front(), (point{11, 9}));
 }
 
 TEST(TuningOptimizer, AFlatWarmUpDoesNotStopTheSearchBeforeItsOwnProposals) {

@@ -1,7 +1,7 @@
 // The autotuner's sequencing (runtime/tuning/tuner.hpp) on a modelled job: from a poor start
 // it converges near the best configuration within the sample budget, searches again when the
-// "network" changes (trying the stream counts and chunk sizes next to the converged ones),
-// searches once more
+// "network" changes (trying the stream counts and chunk sizes next to the converged ones, its
+// cycle time and in-place threshold held), searches once more
 // when the network changes during that search, samples its best points again before settling,
 // and tuners fed the same scores agree (same switches, same digests).
 #include <gtest/gtest.h>
@@ -159,8 +159,9 @@ TEST(TuningTuner, ConvergesFromPoorStartAndRetunesAfterChange) {
   o.search.noise = 0.02;
   // A search is a random walk through noisy samples: judge it over seeds. Over 40 seeds this
   // model gives: first search >= 95% of the best in 35; re-search better than staying in 40,
-  // both 1.2x staying and >= 75% of the new best in 39, mean 0.974 of it (0.970 before the
-  // re-search sampled its best point's chunk neighbours).
+  // both 1.2x staying and >= 75% of the new best in 40, mean 0.978 of it (39 and 0.974 with
+  // cycle time and in-place threshold free in the re-search; 0.970 before it sampled its best
+  // point's chunk neighbours).
   // With only the stream counts next to the converged one and three best known points among
   // the re-search's starts, and 8 samples: 34, 4 and 0.853.
   int near_best = 0, good_retunes = 0;
@@ -225,6 +226,43 @@ TEST(TuningTuner, ReSearchSamplesTheStreamCountsAndChunkSizesNextToTheConvergedO
     }
   EXPECT_EQ(std::vector<point>(sampled.begin() + 2, sampled.begin() + 2 + static_cast<std::ptrdiff_t>(neighbours.size())),
             neighbours);
+}
+
+/// The points a re-search puts in force, from a drop until it converges, on a model whose peak
+/// moved on every axis.
+std::vector<point> re_search_points(const tuner_options& o, point& converged) {
+  auto s = knob_space(8).value();
+  tuner t(s, o, to_point(s, poor_start()));
+  std::vector<double> peak{0.6, 0.5, 0.55, 0.3, 0.5}, moved{0.3, 0.8, 0.3, 0.9, 0.1};
+  EXPECT_TRUE(converge(t, s, peak, 200));
+  t.on_window(model(s, t.current(), peak));  // the converged level
+  converged = t.current();
+  std::vector<point> in_force;
+  for (int w = 0; w < 200; ++w) {
+    auto step = t.on_window(0.5 * model(s, t.current(), moved));
+    if (step.switch_to) in_force.push_back(*step.switch_to);
+    if (step.converged) break;
+  }
+  EXPECT_EQ(t.phase(), tuner_phase::watching);
+  return in_force;
+}
+
+TEST(TuningTuner, AReSearchKeepsCycleTimeAndInPlaceThreshold) {
+  // A network change moves streams, chunk and fusion sizes; the re-search holds the knobs that
+  // follow the compute (axes 3 and 4), even where the model's peak moved them too.
+  tuner_options o = small_search(7, 1);
+  point converged;
+  auto points = re_search_points(o, converged);
+  ASSERT_GE(points.size(), static_cast<std::size_t>(o.retune_samples));
+  for (const auto& p : points) {
+    EXPECT_EQ(p[3], converged[3]);
+    EXPECT_EQ(p[4], converged[4]);
+  }
+  // Free, the same search moves them.
+  o.retune_pinned_axes.clear();
+  points = re_search_points(o, converged);
+  EXPECT_TRUE(std::any_of(points.begin(), points.end(),
+                          [&](const point& p) { return p[3] != converged[3] || p[4] != converged[4]; }));
 }
 
 TEST(TuningTuner, AReSearchFindsTheChunkSizeWhenOnlyThatMoved) {
