@@ -32,9 +32,13 @@ int bayes_optimizer::pin(std::size_t d) const {
 }
 
 uint64_t bayes_optimizer::free_size() const {
+  constexpr uint64_t cap = uint64_t(1) << 62;
   uint64_t n = 1;
-  for (std::size_t d = 0; d < space_.dims(); ++d)
-    if (pin(d) < 0) n = std::min<uint64_t>(n * space_.axes()[d].values.size(), uint64_t(1) << 62);
+  for (std::size_t d = 0; d < space_.dims(); ++d) {
+    if (pin(d) >= 0) continue;
+    const uint64_t values = space_.axes()[d].values.size();
+    n = n > cap / values ? cap : n * values;
+  }
   return n;
 }
 
