@@ -19,7 +19,8 @@ namespace {
 /// max_samples (HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES) bounds the samples until convergence.
 optimizer_options first_search(const tuner_options& o) {
   auto s = o.search;
-  s.max_samples = std::max(s.max_samples - std::max(o.confirm_points, 0) - 2 * std::max(o.confirm_chunk_steps, 0), 1);
+  const int confirmations = std::max(o.confirm_points, 0) + (o.confirm_raw_best ? 1 : 0);
+  s.max_samples = std::max(s.max_samples - confirmations - 2 * std::max(o.confirm_chunk_steps, 0), 1);
   return s;
 }
 
@@ -46,7 +47,7 @@ tuner::tuner(search_space space, tuner_options options, point start)
                    options.drop_threshold, double(options.drop_windows), double(options.retune_samples),
                    double(options.retune_starts), double(options.confirm_points),
                    double(options.retune_stream_steps), double(options.retune_chunk_steps), double(options.restart_on_drift),
-                   double(options.confirm_drop), double(options.confirm_chunk_steps)})
+                   double(options.confirm_drop), double(options.confirm_chunk_steps), double(options.confirm_raw_best)})
     fold(std::bit_cast<uint64_t>(x));
   for (auto axis : options.retune_pinned_axes) fold(0x919 + axis);
   for (const auto& a : space.axes())
@@ -193,6 +194,13 @@ tuner_step tuner::on_window(double score) {
     // no switch), so that their second samples join the fit before one is chosen.
     confirm_planned_ = true;
     confirm_ = opt_.ranked(static_cast<std::size_t>(std::max(options_.confirm_points, 0)));
+    if (options_.confirm_raw_best && !confirm_.empty()) {
+      // The earliest of the best single samples (the same on every rank).
+      const auto& h = opt_.history();
+      auto raw = std::max_element(h.begin(), h.end(), [](const observation& a, const observation& b) { return a.score < b.score; });
+      if (raw != h.end() && std::find(confirm_.begin(), confirm_.end(), raw->at) == confirm_.end())
+        confirm_.push_back(raw->at);
+    }
     confirmed_ = confirm_;
     if (auto here = std::find(confirm_.begin(), confirm_.end(), current_); here != confirm_.end())
       std::rotate(confirm_.begin(), here, here + 1);

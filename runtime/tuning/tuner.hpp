@@ -52,6 +52,11 @@ struct tuner_options {
   /// When a search stops, its best points by posterior mean are sampled once more before the
   /// tuner settles on one: one lucky sample of a noisy window must not decide. 0: settle at once.
   int confirm_points = 2;
+  /// ... and so is the point of the best single sample, when the fit does not rank it among
+  /// them: the fit smooths a narrow peak (a chunk size, an in-place threshold) into its slower
+  /// neighbours, and only a second sample tells such a peak from a lucky window. The first
+  /// search's budget leaves room for it.
+  bool confirm_raw_best = true;
   /// When a search stops, before that confirmation, it samples the chunk sizes 1 .. this many
   /// steps of the chunk axis (axis 1) either way of its best point by posterior mean, the other
   /// knobs kept. The best chunk size is a narrow peak (a tail of large chunks on slow
