@@ -3,7 +3,9 @@
 // waits for every callback. The same bytes then go through the bare data plane as one fused
 // allreduce (the best the collectives can do). Prints
 //   RESULT pipeline <N> <step_ms> <bare_collectives_ms> <negotiation_p50_us> <negotiation_p99_us>
-// Times are medians over the timed steps of the per-step max over ranks. With variants
+// Times are medians over the timed steps of the per-step max over ranks; a comment line after it
+// gives the median of the per-step ratios step / bare (each step paired with the bare allreduce
+// that follows it, so both see the same moment of a noisy machine). With variants
 // (--metrics, --trace), the steps of each variant interleave with the plain ones in the same pipeline
 // (bench/pipeline/variant_switch.hpp) and each gets its own line, `RESULT pipeline_<variant> ...`;
 // the negotiation percentiles are the pipeline's, over all steps.
@@ -174,6 +176,13 @@ int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds 
     for (std::size_t v = 0; v < nv; ++v)
       std::printf("RESULT %s %d %.2f %.2f %.0f %.0f\n", names[v].c_str(), comm.size(), median(step_ms[v]),
                   median(bare_ms[v]), stats.negotiation.p50_us, stats.negotiation.p99_us);
+    // On a noisy machine the two medians can come from different moments; each step and the bare
+    // allreduce right after it share theirs, so the median of their ratios is the steadier figure.
+    std::vector<double> paired;
+    for (std::size_t i = 0; i < step_ms[0].size(); ++i)
+      if (bare_ms[0][i] > 0) paired.push_back(step_ms[0][i] / bare_ms[0][i]);
+    std::printf("# %s: step / bare %.3f (median of the per-step ratios of %zu paired steps)\n", names[0].c_str(),
+                paired.empty() ? 0.0 : median(paired), paired.size());
     for (std::size_t v = 1; v < nv; ++v) {
       double plain = median(step_ms[0]), with = median(step_ms[v]);
       std::printf("# %s: step time %+.2f%% vs pipeline (medians of %d interleaved steps each; bare %+.2f%%)\n",
