@@ -95,6 +95,7 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
         return;
       }
     }
+    for (auto& f : frames) keep_spare(std::move(f.payload));
   }
   starting_.reset();
   // A peer that already left cleanly may have sent everything this op needs (it arrived as
@@ -133,7 +134,7 @@ void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
       return;
     }
     early_bytes_ += h.length;
-    early_[h.sequence].push_back(early_frame{peer, h, std::vector<std::byte>(data, data + h.length)});
+    early_[h.sequence].push_back(early_frame{peer, h, copy_of(data, h.length)});
     return;
   }
   if (!it->second.failure.ok()) return;
@@ -149,6 +150,25 @@ void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
     return;
   }
   maybe_complete(h.sequence);
+}
+
+std::vector<std::byte> engine::copy_of(const std::byte* data, std::size_t bytes) {
+  // The newest spare large enough: its pages are resident (a fresh buffer faults on every page).
+  for (auto it = spare_.rbegin(); it != spare_.rend(); ++it) {
+    if (it->capacity() < bytes) continue;
+    std::vector<std::byte> out = std::move(*it);
+    spare_.erase(std::next(it).base());
+    spare_bytes_ -= out.capacity();
+    out.assign(data, data + bytes);
+    return out;
+  }
+  return std::vector<std::byte>(data, data + bytes);
+}
+
+void engine::keep_spare(std::vector<std::byte>&& payload) {
+  if (payload.capacity() == 0 || payload.capacity() > max_spare_bytes - spare_bytes_) return;
+  spare_bytes_ += payload.capacity();
+  spare_.push_back(std::move(payload));
 }
 
 void engine::refuse(int peer, const wire::frame_header& h, const std::string& why) {
