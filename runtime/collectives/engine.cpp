@@ -66,7 +66,7 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
   if (auto e = early_.find(seq); e != early_.end()) {
     auto frames = std::move(e->second);
     early_.erase(e);
-    for (auto& f : frames) early_bytes_ -= f.payload.size();
+    for (auto& f : frames) early_bytes_ -= f.header.length;
     for (auto& f : frames) {
       auto a = active_.find(seq);
       if (a == active_.end() || !a->second.failure.ok()) break;
@@ -79,10 +79,10 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
         st = not_a_member(*a->second.op, f.peer);
       } else {
         std::byte* dest = a->second.op->destination(peer, *local);
-        const std::byte* data = f.payload.data();
+        const std::byte* data = f.data();
         if (dest) {
           // An empty payload's data() may be null, which memcpy must not be given even for 0 bytes.
-          if (!f.payload.empty()) std::memcpy(dest, f.payload.data(), f.payload.size());
+          if (f.header.length > 0) std::memcpy(dest, f.data(), f.header.length);
           data = dest;
         }
         st = a->second.op->delivered(t_, peer, *local, data);
@@ -95,7 +95,6 @@ void engine::run(std::unique_ptr<chunk_op> op, done_fn done) {
         return;
       }
     }
-    for (auto& f : frames) keep_spare(std::move(f.payload));
   }
   starting_.reset();
   // A peer that already left cleanly may have sent everything this op needs (it arrived as
@@ -134,7 +133,14 @@ void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
       return;
     }
     early_bytes_ += h.length;
-    early_[h.sequence].push_back(early_frame{peer, h, copy_of(data, h.length)});
+    early_frame f{peer, h, {}, {}};
+    if (h.length > 0)
+      if (auto lease = early_pool_.acquire(h.length); lease.ok()) f.pooled = std::move(lease.value());
+    if (f.pooled)
+      std::memcpy(f.pooled.data(), data, h.length);
+    else
+      f.spill.assign(data, data + h.length);
+    early_[h.sequence].push_back(std::move(f));
     return;
   }
   if (!it->second.failure.ok()) return;
@@ -150,25 +156,6 @@ void engine::delivered(int peer, const wire::frame_header& h, std::byte* data) {
     return;
   }
   maybe_complete(h.sequence);
-}
-
-std::vector<std::byte> engine::copy_of(const std::byte* data, std::size_t bytes) {
-  // The newest spare large enough: its pages are resident (a fresh buffer faults on every page).
-  for (auto it = spare_.rbegin(); it != spare_.rend(); ++it) {
-    if (it->capacity() < bytes) continue;
-    std::vector<std::byte> out = std::move(*it);
-    spare_.erase(std::next(it).base());
-    spare_bytes_ -= out.capacity();
-    out.assign(data, data + bytes);
-    return out;
-  }
-  return std::vector<std::byte>(data, data + bytes);
-}
-
-void engine::keep_spare(std::vector<std::byte>&& payload) {
-  if (payload.capacity() == 0 || payload.capacity() > max_spare_bytes - spare_bytes_) return;
-  spare_bytes_ += payload.capacity();
-  spare_.push_back(std::move(payload));
 }
 
 void engine::refuse(int peer, const wire::frame_header& h, const std::string& why) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/collectives/chunk_op.hpp"
+#include "runtime/fusion/buffer_pool.hpp"
 #include "runtime/transport/frame_sink.hpp"
 #include "runtime/transport/transport.hpp"
 
@@ -44,11 +45,12 @@ class engine final : public frame_sink {
   /// Payload bytes of frames kept for ops that have not started here; a peer that sends more
   /// than this ahead is a protocol error (a correct peer stays within the start window).
   static constexpr std::size_t max_early_bytes = std::size_t{1} << 30;
-  /// Early frames' buffers kept for the next ones, at most this many bytes of them: a peer that
-  /// runs ahead does so step after step, and reused buffers spare a page fault per page.
-  static constexpr std::size_t max_spare_bytes = std::size_t{64} << 20;
-  /// Bytes of those buffers kept now.
-  std::size_t spare_bytes() const { return spare_bytes_; }
+  /// Early frames are copied into buffers of a pool of at most this many bytes (beyond it, into
+  /// plain memory): a peer that runs ahead does so step after step, and reused, pre-touched
+  /// buffers spare a page fault per page of every copy.
+  static constexpr std::size_t early_pool_bytes = std::size_t{64} << 20;
+  /// That pool's counters.
+  buffer_pool_stats early_buffers() const { return early_pool_.stats(); }
   /// Finished sequences remembered, so a late frame for one is refused instead of kept.
   static constexpr std::size_t finished_memory = 4096;
 
@@ -66,7 +68,9 @@ class engine final : public frame_sink {
   struct early_frame {
     int peer;
     wire::frame_header header;
-    std::vector<std::byte> payload;
+    buffer_lease pooled;          // the payload (header.length bytes), in a pooled buffer ...
+    std::vector<std::byte> spill; // ... or here when the pool is full
+    const std::byte* data() const { return pooled ? pooled.data() : spill.data(); }
   };
   void fail(uint64_t sequence, active& a, const status& why);
   void maybe_complete(uint64_t sequence);
@@ -76,15 +80,9 @@ class engine final : public frame_sink {
   /// Refuses `h` from `peer` (it does not fit anything here): aborts the job with `why`.
   void refuse(int peer, const wire::frame_header& h, const std::string& why);
 
-  /// A copy of an early frame's payload, in a spare buffer when one is large enough.
-  std::vector<std::byte> copy_of(const std::byte* data, std::size_t bytes);
-  /// Keeps a replayed early frame's buffer for a later one (within max_spare_bytes).
-  void keep_spare(std::vector<std::byte>&& payload);
-
   std::unordered_map<uint64_t, std::vector<early_frame>> early_;
   std::size_t early_bytes_ = 0;
-  std::vector<std::vector<std::byte>> spare_;  // newest last
-  std::size_t spare_bytes_ = 0;
+  buffer_pool early_pool_{buffer_pool_options{.max_bytes = early_pool_bytes, .fusion_threshold = 0}};
   std::unordered_set<uint64_t> finished_;    // the last finished_memory finished sequences
   std::deque<uint64_t> finished_order_;
   status broken_;

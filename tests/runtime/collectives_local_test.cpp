@@ -280,8 +280,8 @@ TEST_P(late_rank, receives_everything_early_and_still_completes) {
   }
 }
 
-// A rank that is late step after step: the engine keeps the buffers of replayed early frames
-// for the next ones (engine::max_spare_bytes). Payloads that shrink and grow from op to op
+// A rank that is late step after step: early frames are copied into pooled buffers that the
+// next ones reuse (engine::early_pool_bytes). Payloads that shrink and grow from op to op
 // land in buffers of other sizes, and each result is still exact.
 TEST_P(late_rank, is_late_op_after_op_and_reused_buffers_carry_each_ops_own_bytes) {
   std::mt19937_64 rng(seed_for(250 + static_cast<uint64_t>(GetParam())));
@@ -297,11 +297,32 @@ TEST_P(late_rank, is_late_op_after_op_and_reused_buffers_carry_each_ops_own_byte
       c.start(k, 0);
       c.fabric.run_until_idle();
       k.expect_success();
-      // The early frames' buffers were kept (capacities of earlier, larger payloads included).
-      EXPECT_GT(c.engines[0]->spare_bytes(), 0u);
-      EXPECT_LE(c.engines[0]->spare_bytes(), engine::max_spare_bytes);
     }
+    // From the second op on, the early frames' buffers came back from the pool.
+    auto pool = c.engines[0]->early_buffers();
+    EXPECT_GT(pool.reuses, 0u);
+    EXPECT_EQ(pool.leased_bytes, 0u);
+    EXPECT_LE(pool.allocated_bytes, engine::early_pool_bytes);
   }
+}
+
+// More early bytes than the pool holds: the pool fills up to its cap, the rest waits in plain
+// memory, and the late rank's result is still exact.
+TEST(late_rank_pool, more_early_bytes_than_the_pool_holds_go_to_plain_memory) {
+  std::mt19937_64 rng(seed_for(260));
+  cluster c(2, 1, rng());
+  const std::size_t count = engine::early_pool_bytes / 4 + (512u << 10);  // 66 MiB of i32
+  op_spec s{algo::broadcast, dtype::i32, reduce_op::sum, count, 1u << 20, 1, 7, 0};
+  collective_case k(s, 2, rng);
+  c.start(k, 1);
+  c.fabric.run_until_idle();
+  auto held = c.engines[0]->early_buffers();
+  EXPECT_GE(held.leased_bytes, engine::early_pool_bytes - (1u << 20));
+  EXPECT_LE(held.allocated_bytes, engine::early_pool_bytes);
+  c.start(k, 0);
+  c.fabric.run_until_idle();
+  k.expect_success();
+  EXPECT_EQ(c.engines[0]->early_buffers().leased_bytes, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(algos, late_rank, ::testing::ValuesIn(all_algos),
