@@ -7,11 +7,21 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "runtime/core/log.hpp"
 
 namespace chorus::tcp {
 namespace {
+// asio::transfer_all (the default of async_read and async_write) hands each system call at most
+// 64 KiB (asio's default_max_transfer_size), so a 512 KiB frame took 8 or more sendmsg and recv
+// calls. This condition lets every call take as much as the socket will: until an error, no cap.
+struct whole_transfer {
+  std::size_t operator()(const asio::error_code& ec, std::size_t) const {
+    return ec ? 0 : std::numeric_limits<std::size_t>::max();
+  }
+};
+
 // After a failed write, how long the read side has to report the peer's own last words first.
 constexpr auto write_grace = std::chrono::milliseconds(250);
 
@@ -143,7 +153,7 @@ void tcp_connection::start_write() {
     if (o.header.length) write_bufs_.push_back(asio::buffer(o.payload, o.header.length));
     ++in_flight_;
   }
-  asio::async_write(socket_, write_bufs_,
+  asio::async_write(socket_, write_bufs_, whole_transfer{},
                     [this](const asio::error_code& ec, std::size_t n) { on_written(ec, n); });
 }
 
@@ -204,7 +214,7 @@ void tcp_connection::on_header(const asio::error_code& ec) {
   }
   if (current_.kind == wire::frame_kind::abort) {
     grow_scratch(current_.length);
-    asio::async_read(socket_, asio::buffer(scratch_.data(), current_.length), [this](const asio::error_code& e, std::size_t) {
+    asio::async_read(socket_, asio::buffer(scratch_.data(), current_.length), whole_transfer{}, [this](const asio::error_code& e, std::size_t) {
       std::string text = e ? "(reason lost: " + e.message() + ")"
                            : std::string(reinterpret_cast<const char*>(scratch_.data()), current_.length);
       // The reason is a status ("connection_lost: rank 1 ..."): keep its code and its words,
@@ -242,7 +252,7 @@ void tcp_connection::on_header(const asio::error_code& ec) {
     on_payload({}, where);
     return;
   }
-  asio::async_read(socket_, asio::buffer(where, current_.length),
+  asio::async_read(socket_, asio::buffer(where, current_.length), whole_transfer{},
                    [this, where](const asio::error_code& e, std::size_t) { on_payload(e, where); });
 }
 
@@ -267,6 +277,10 @@ void tcp_connection::fail(const std::string& what, const asio::error_code& ec) {
   if (!open_) return;
   if (ec == asio::error::operation_aborted) return;
   std::string reason = (ec == asio::error::eof) ? "closed the connection" : what + " failed: " + ec.message();
+  // A write that timed out (TCP_USER_TIMEOUT: the peer took no data) consumed the socket's
+  // error, and the kernel closed the socket: the read side then sees only an end of stream,
+  // as if the peer had closed. The timeout is the cause.
+  if (what == "read" && ec == asio::error::eof && write_broken_ && write_timed_out_) reason = write_failure_;
   if (goodbye_received_) {  // the peer said goodbye: its closing is expected, whatever the error
     close();
     owner_.finish_close_if_done();
@@ -278,6 +292,7 @@ void tcp_connection::fail(const std::string& what, const asio::error_code& ec) {
     // read side report (the notice, a goodbye, or the peer's EOF); fall back to this failure.
     write_broken_ = true;
     write_failure_ = reason;
+    write_timed_out_ = ec == asio::error::timed_out;
     release_queue();
     write_grace_timer_ = std::make_unique<asio::steady_timer>(socket_.get_executor(), write_grace);
     write_grace_timer_->async_wait([this](const asio::error_code& e) {

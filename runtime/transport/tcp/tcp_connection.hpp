@@ -123,6 +123,7 @@ class tcp_connection final : public stream_link {
   // below is reported only if it has not after write_grace.
   bool write_broken_ = false;
   std::string write_failure_;
+  bool write_timed_out_ = false;  // ... with ETIMEDOUT (our kernel gave up on the peer)
   std::unique_ptr<asio::steady_timer> write_grace_timer_;
   // Written by the I/O thread only (a plain load + store, no locked add), read by metrics.
   std::pair<int, int> ports_{0, 0};
