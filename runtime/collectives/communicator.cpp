@@ -22,6 +22,7 @@ collective_options collective_options::from_config(const collectives_config& c) 
   o.chunk_bytes_given = c.chunk_bytes_given;
   o.segment_bytes = c.segment_bytes;
   o.small_bytes = c.small_bytes;
+  o.caller_bytes = c.caller_bytes;
   parse_hier_mode(c.hierarchical, o.hierarchical);  // the reader allowed only known words
   o.wire_on_shm = c.wire_on_shm;
   o.job_wire = c.wire;
@@ -70,9 +71,9 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
   if (!opts_.chunk_bytes_given && flat_across)
     opts_.chunk_bytes = std::min(opts_.chunk_bytes, collective_options::cross_host_chunk_bytes);
   engine_ = std::make_unique<engine>(*t_);
-  if (parts.lanes.mail_everywhere && opts_.small_bytes > 0) {
+  if (parts.lanes.mail_everywhere && opts_.caller_bytes > 0) {
     direct_ = std::make_unique<direct_allreduce>(parts.rank, parts.size, std::move(parts.lanes.mail_out),
-                                                 std::move(parts.lanes.mail_in), opts_.small_bytes,
+                                                 std::move(parts.lanes.mail_in), opts_.caller_bytes,
                                                  parts.options.shm_spin);
     engine_->on_failure([d = direct_.get()](int peer, const status& why) {
       if (peer < 0) d->interrupt(why);
@@ -99,9 +100,11 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
     else
       CHORUS_LOG(info, "collectives", gate_.describe());
     if (direct_)
-      CHORUS_LOG(info, "collectives", "blocking allreduces up to "
-                                          << std::min(opts_.small_bytes, shm::mailbox_slot_bytes)
-                                          << " bytes run on the calling thread through shared-memory mailboxes");
+      CHORUS_LOG(info, "collectives",
+                 (direct_->max_bytes() == SIZE_MAX ? std::string("every blocking allreduce")
+                                                   : "blocking allreduces up to " +
+                                                         std::to_string(direct_->max_bytes()) + " bytes")
+                     << " run on the calling thread through shared-memory mailboxes");
   }
 }
 

@@ -38,6 +38,9 @@ struct collective_options {
   bool chunk_bytes_given = true;           ///< false: chunk_bytes is the default, lowered across hosts
   std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES: pipelining unit inside a chunk
   std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES: recursive doubling up to this
+  /// CHORUS_CALLER_ALLREDUCE_BYTES: with every rank on one host, which blocking allreduces run
+  /// on the calling thread (direct_allreduce::takes); 0: none.
+  std::size_t caller_bytes = 4u << 20;
   /// CHORUS_STREAM_PLACEMENT=speed: chunks start on the stream expected to finish them first
   /// (chunk_scheduler.hpp), within chunks_in_flight × chunk_bytes per stream; false: round-robin,
   /// all at once.
@@ -132,7 +135,7 @@ class communicator {
                       std::vector<std::size_t> recv_counts, dtype t, callback done);
 
   /// Blocking. With every rank on one host (mailboxes between all pairs) and the automatic
-  /// algorithm, a buffer up to options().small_bytes and 64 KiB runs on the calling thread
+  /// algorithm, a buffer within options().caller_bytes (direct_allreduce::takes) runs on the calling thread
   /// (direct_allreduce.hpp) instead of the I/O thread; everything else waits for allreduce_async.
   status allreduce(void* data, std::size_t count, dtype t, reduce_op op,
                    allreduce_algorithm algo = allreduce_algorithm::automatic);

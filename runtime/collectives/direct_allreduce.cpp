@@ -20,9 +20,10 @@ constexpr unsigned busy_checks = 8;
 
 uint64_t tag_of(dtype t, reduce_op op) { return uint64_t{static_cast<uint8_t>(t)} << 8 | static_cast<uint8_t>(op); }
 
-std::string describe(uint64_t bytes, uint64_t tag) {
-  const uint64_t t = tag >> 8, op = tag & 0xff;
-  std::string out = std::to_string(bytes) + " bytes of ";
+// A post's tag: the whole buffer's bytes << 16 | dtype << 8 | op.
+std::string describe(uint64_t tag) {
+  const uint64_t t = (tag >> 8) & 0xff, op = tag & 0xff;
+  std::string out = std::to_string(tag >> 16) + " bytes of ";
   out += t < dtype_count ? std::string(name_of(static_cast<dtype>(t))) : "dtype #" + std::to_string(t);
   out += " ";
   out += op < reduce_op_count ? std::string(name_of(static_cast<reduce_op>(op))) : "op #" + std::to_string(op);
@@ -40,22 +41,27 @@ inline void cpu_relax() {
 }  // namespace
 
 direct_allreduce::direct_allreduce(int rank, int size, std::vector<std::unique_ptr<shm::mailbox_writer>> out,
-                                   std::vector<std::unique_ptr<shm::mailbox_reader>> in, std::size_t max_bytes,
+                                   std::vector<std::unique_ptr<shm::mailbox_reader>> in, std::size_t limit,
                                    std::chrono::microseconds spin)
     : rank_(rank),
       size_(size),
       out_(std::move(out)),
       in_(std::move(in)),
-      max_bytes_(std::min(max_bytes, shm::mailbox_slot_bytes)),
+      limit_(limit),
       spin_(spin),
       stop_(new std::atomic<bool>[static_cast<std::size_t>(std::max(size, 1))]),
       left_(static_cast<std::size_t>(std::max(size, 1))) {
   for (int p = 0; p < std::max(size, 1); ++p) stop_[static_cast<std::size_t>(p)].store(false);
 }
 
+std::size_t direct_allreduce::max_bytes() const {
+  if (size_ < 2 || limit_ == 0) return 0;
+  return size_ == 2 ? SIZE_MAX : limit_ / static_cast<std::size_t>(size_ - 2);
+}
+
 bool direct_allreduce::takes(std::size_t bytes, dtype t, reduce_op op) const {
   // Booleans have no average: the I/O thread's path refuses it with its own error.
-  return size_ > 1 && bytes <= max_bytes_ && !(t == dtype::boolean && op == reduce_op::average);
+  return bytes <= max_bytes() && size_ > 1 && limit_ > 0 && !(t == dtype::boolean && op == reduce_op::average);
 }
 
 status direct_allreduce::stop_reason(int peer) const {
@@ -117,27 +123,54 @@ status direct_allreduce::wait_for_room(int peer, uint64_t k) {
 status direct_allreduce::run(void* data, std::size_t count, dtype t, reduce_op op) {
   std::lock_guard lk(run_mu_);
   if (broken_.load(std::memory_order_seq_cst)) return stop_reason(rank_);
-  const std::size_t bytes = count * size_of(t);
-  const uint64_t tag = tag_of(t, op);
-  const uint64_t k = ++k_;
-  // 1. Our buffer to every peer.
+  const std::size_t elem = size_of(t), bytes = count * elem;
+  // A buffer larger than a slot goes in pieces of whole elements, one post each; every rank
+  // cuts it alike. The tag carries the whole buffer's size, so that a peer's different call is
+  // named as such rather than as a different piece.
+  const std::size_t per_post = shm::mailbox_slot_bytes / elem * elem;
+  const uint64_t tag = tag_of(t, op) | uint64_t{bytes} << 16;
+  const std::size_t pieces = bytes == 0 ? 1 : (bytes + per_post - 1) / per_post;
+  auto* base = static_cast<std::byte*>(data);
+  auto at = [&](std::size_t i) { return base + i * per_post; };
+  auto length = [&](std::size_t i) { return std::min(per_post, bytes - i * per_post); };
+  const uint64_t first = k_ + 1;
+  k_ += pieces;
+  // Piece i + 1 goes out before piece i is folded (the mailbox's second slot holds it), so a
+  // peer folds one piece while we fold the one before.
+  if (auto st = post_piece(first, at(0), length(0), tag); !st.ok()) return st;
+  for (std::size_t i = 0; i < pieces; ++i) {
+    if (i + 1 < pieces)
+      if (auto st = post_piece(first + i + 1, at(i + 1), length(i + 1), tag); !st.ok()) return st;
+    if (auto st = fold_piece(first + i, at(i), length(i) / elem, t, op, tag); !st.ok()) return st;
+  }
+  if (op == reduce_op::average) divide_by(data, count, t, size_);
+  return {};
+}
+
+status direct_allreduce::post_piece(uint64_t k, const std::byte* data, std::size_t bytes, uint64_t tag) {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     if (auto st = wait_for_room(p, k); !st.ok()) return st;
     out_[static_cast<std::size_t>(p)]->post(k, tag, data, bytes);
   }
   posts_.fetch_add(1, std::memory_order_relaxed);
-  // 2. Theirs, folded in rank order so that every rank computes the same bits. With two ranks
-  // the one combination is commutative bit for bit (reduce.hpp): each folds the other in.
-  if (size_ > 2 && bytes) mine_.assign(static_cast<const std::byte*>(data), static_cast<const std::byte*>(data) + bytes);
+  return {};
+}
+
+status direct_allreduce::fold_piece(uint64_t k, std::byte* data, std::size_t count, dtype t, reduce_op op,
+                                    uint64_t tag) {
+  const std::size_t bytes = count * size_of(t);
+  // Theirs, folded in rank order so that every rank computes the same bits. With two ranks the
+  // one combination is commutative bit for bit (reduce.hpp): each folds the other in.
+  if (size_ > 2 && bytes) mine_.assign(data, data + bytes);
   for (int q = 0; q < size_; ++q) {
     const void* src = mine_.data();
     shm::mail m;
     if (q != rank_) {
       if (auto st = wait_for(q, k, m); !st.ok()) return st;
       if (m.bytes != bytes || m.tag != tag)
-        return status{errc::protocol, "allreduce of " + describe(bytes, tag) + " on rank " + std::to_string(rank_) +
-                                          ", but rank " + std::to_string(q) + " posted " + describe(m.bytes, m.tag) +
+        return status{errc::protocol, "allreduce of " + describe(tag) + " on rank " + std::to_string(rank_) +
+                                          ", but rank " + std::to_string(q) + " posted " + describe(m.tag) +
                                           ": every rank must make the same collective calls in the same order"};
       src = m.payload;
     }
@@ -150,7 +183,6 @@ status direct_allreduce::run(void* data, std::size_t count, dtype t, reduce_op o
     }
     if (q != rank_) in_[static_cast<std::size_t>(q)]->release(k);
   }
-  if (op == reduce_op::average) divide_by(data, count, t, size_);
   return {};
 }
 

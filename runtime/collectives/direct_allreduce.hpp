@@ -1,8 +1,9 @@
 // Small allreduces that the calling thread runs itself when every rank shares one host: it
 // posts its buffer to each peer's mailbox (transport/shm/mailbox.hpp), reads theirs and reduces
-// them in rank order, with no I/O thread in between. The blocking communicator::allreduce takes
-// this path for buffers up to mailbox_slot_bytes and CHORUS_SMALL_ALLREDUCE_BYTES; why, and what
-// it measured, in docs/design.md ("Small allreduces on one host").
+// them in rank order, with no I/O thread in between; a buffer larger than a mailbox slot goes in
+// slot-sized pieces, one post each. The blocking communicator::allreduce takes this path as
+// takes() says (CHORUS_CALLER_ALLREDUCE_BYTES); why, and what it measured, in docs/design.md
+// ("Allreduces on one host: the caller's own path").
 // Waiting: the caller polls for CHORUS_SHM_SPIN_US, then sleeps on the mailbox's futex. The I/O
 // thread keeps watching every peer's TCP connection and calls interrupt() when the job breaks
 // (a peer died, an abort) or peer_left() when a peer said goodbye; either wakes the caller, so a
@@ -25,12 +26,16 @@ class direct_allreduce {
  public:
   /// `out[p]` / `in[p]`: the mailboxes to / from rank p, present for every p but `rank`.
   direct_allreduce(int rank, int size, std::vector<std::unique_ptr<shm::mailbox_writer>> out,
-                   std::vector<std::unique_ptr<shm::mailbox_reader>> in, std::size_t max_bytes,
+                   std::vector<std::unique_ptr<shm::mailbox_reader>> in, std::size_t limit,
                    std::chrono::microseconds spin);
 
   /// Whether an allreduce of `bytes` goes through the mailboxes: the same answer on every rank
-  /// for the same call.
+  /// for the same call. Every rank posts its whole buffer to every peer and folds all of them,
+  /// (N - 1) buffers' copying and reduction per rank where a ring has about 2 (N - 1) / N: the
+  /// same at two ranks, so two ranks take every size; more take bytes x (N - 2) <= `limit`.
   bool takes(std::size_t bytes, dtype t, reduce_op op) const;
+  /// The largest buffer takes() accepts (SIZE_MAX: every size).
+  std::size_t max_bytes() const;
   /// In place; one call at a time (later callers wait for the lock; calls from several threads
   /// must be ordered alike on every rank, as for the communicator). Errors: interrupt()'s
   /// status, or errc::protocol when a peer's post is not the allreduce we make (naming it).
@@ -48,6 +53,10 @@ class direct_allreduce {
  private:
   /// Post k from `peer`; waits (spin, then sleep) until it arrives or interrupt() is called.
   status wait_for(int peer, uint64_t k, shm::mail& m);
+  /// Post k (one piece of run()'s buffer, tagged `tag`, the whole call's) to every peer.
+  status post_piece(uint64_t k, const std::byte* data, std::size_t bytes, uint64_t tag);
+  /// Folds every peer's post k into the `count` elements at `data`, in rank order.
+  status fold_piece(uint64_t k, std::byte* data, std::size_t count, dtype t, reduce_op op, uint64_t tag);
   /// Waits until `peer`'s mailbox slot for post k is free (it always is when the peers keep
   /// to the call order: a peer posts k - 1 only after releasing k - 2).
   status wait_for_room(int peer, uint64_t k);
@@ -58,7 +67,7 @@ class direct_allreduce {
   int size_;
   std::vector<std::unique_ptr<shm::mailbox_writer>> out_;
   std::vector<std::unique_ptr<shm::mailbox_reader>> in_;
-  std::size_t max_bytes_;
+  std::size_t limit_;
   std::chrono::microseconds spin_;
   std::mutex run_mu_;             // one run() at a time
   uint64_t k_ = 0;                // the last post number (under run_mu_)

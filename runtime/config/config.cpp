@@ -64,6 +64,7 @@ result<config> read_config(const env_lookup& get) {
   k.chunk_bytes_given = r.is_set("CHORUS_CHUNK_BYTES");
   take(st, r.whole("CHORUS_SEGMENT_BYTES"), k.segment_bytes);
   take(st, r.whole("CHORUS_SMALL_ALLREDUCE_BYTES"), k.small_bytes);
+  take(st, r.whole("CHORUS_CALLER_ALLREDUCE_BYTES"), k.caller_bytes);
   take(st, r.choice("CHORUS_HIERARCHICAL"), k.hierarchical);
   take(st, r.choice("CHORUS_REDUCE_KERNELS"), k.reduce_kernels);
   take(st, r.choice("CHORUS_COMPRESSION"), k.wire,

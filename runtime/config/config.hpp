@@ -36,6 +36,7 @@ struct collectives_config {
   bool chunk_bytes_given = false;          ///< CHORUS_CHUNK_BYTES was set: no cross-host default
   std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES
   std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES
+  std::size_t caller_bytes = 4u << 20;     ///< CHORUS_CALLER_ALLREDUCE_BYTES
   std::string hierarchical = "auto";       ///< CHORUS_HIERARCHICAL: auto|on|off ("1" and "0" are read as on, off: synonyms in the table)
   std::string reduce_kernels = "auto";     ///< CHORUS_REDUCE_KERNELS: auto|portable
   compression wire = compression::none;   ///< CHORUS_COMPRESSION: the job's default

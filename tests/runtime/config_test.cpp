@@ -67,6 +67,8 @@ std::vector<row> config_rows() {
        "67108865"},
       {"CHORUS_SMALL_ALLREDUCE_BYTES", "0", "0", [](const config& c) { return str(c.collectives.small_bytes); },
        "64k"},
+      {"CHORUS_CALLER_ALLREDUCE_BYTES", "0", "0", [](const config& c) { return str(c.collectives.caller_bytes); },
+       "2147483648"},
       {"CHORUS_REDUCE_KERNELS", "portable", "portable",
        [](const config& c) { return c.collectives.reduce_kernels; }, "bogus"},
       {"CHORUS_COMPRESSION", "bf16", "bf16",

@@ -2,7 +2,8 @@
 // threads of one process joined by real shared-memory mailboxes: every rank ends with the same
 // exact result for each dtype and op; a rank waiting for a peer that never posts returns the
 // status interrupt() gives it (and so does every later call); ranks whose calls differ both
-// get a protocol error saying what each posted; what it takes and what it leaves alone.
+// get a protocol error saying what each posted; buffers larger than a slot go in pieces and stay
+// exact; what it takes and what it leaves alone.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -23,7 +24,8 @@ namespace {
 using namespace std::chrono_literals;
 
 // N ranks' direct_allreduce over fresh mailboxes between every pair.
-std::vector<std::unique_ptr<direct_allreduce>> make_ranks(int n, std::chrono::microseconds spin = 50us) {
+std::vector<std::unique_ptr<direct_allreduce>> make_ranks(int n, std::chrono::microseconds spin = 50us,
+                                                          std::size_t limit = 4u << 20) {
   std::vector<std::vector<std::unique_ptr<shm::mailbox_writer>>> out(n);
   std::vector<std::vector<std::unique_ptr<shm::mailbox_reader>>> in(n);
   for (auto& o : out) o.resize(n);
@@ -43,7 +45,7 @@ std::vector<std::unique_ptr<direct_allreduce>> make_ranks(int n, std::chrono::mi
     }
   std::vector<std::unique_ptr<direct_allreduce>> ranks;
   for (int r = 0; r < n; ++r)
-    ranks.push_back(std::make_unique<direct_allreduce>(r, n, std::move(out[r]), std::move(in[r]), 64u << 10, spin));
+    ranks.push_back(std::make_unique<direct_allreduce>(r, n, std::move(out[r]), std::move(in[r]), limit, spin));
   return ranks;
 }
 
@@ -160,15 +162,77 @@ TEST(direct_allreduce, ranks_whose_calls_differ_both_fail_saying_what_each_poste
             "must make the same collective calls in the same order");
 }
 
-TEST(direct_allreduce, takes_buffers_up_to_its_limit_and_leaves_boolean_averages_alone) {
+// Several slots' worth, sizes that are no multiple of a slot (nor of a slot's elements): every
+// rank gets the exact sums, all alike, through one post per piece.
+template <class T>
+void check_pieces(int n, dtype t) {
+  auto ranks = make_ranks(n);
+  const std::size_t per_post = shm::mailbox_slot_bytes / sizeof(T);
+  uint64_t posts = 0;
+  for (std::size_t count : {per_post + 1, 3 * per_post, 16 * per_post + 7}) {
+    const int it = static_cast<int>(count % 5);
+    std::vector<std::vector<std::byte>> bufs;
+    for (int r = 0; r < n; ++r) bufs.push_back(buffer_of<T>(r, count, it));
+    std::vector<std::future<status>> runs;
+    for (int r = 0; r < n; ++r)
+      runs.push_back(std::async(std::launch::async, [&, r] { return ranks[r]->run(bufs[r].data(), count, t, reduce_op::sum); }));
+    for (int r = 0; r < n; ++r) ASSERT_TRUE(runs[r].get().ok()) << "rank " << r << ", " << count << " elements";
+    for (std::size_t i = 0; i < count; ++i) {
+      double want = 0;
+      for (int r = 0; r < n; ++r) want += value(r, i, it);
+      T got;
+      std::memcpy(&got, bufs[0].data() + i * sizeof(T), sizeof(T));
+      ASSERT_EQ(static_cast<double>(got), want) << count << " elements, element " << i;
+    }
+    for (int r = 1; r < n; ++r) ASSERT_EQ(bufs[r], bufs[0]) << "rank " << r << " differs, " << count << " elements";
+    posts += (count + per_post - 1) / per_post;
+  }
+  EXPECT_EQ(ranks[0]->posts(), posts);
+}
+
+TEST(direct_allreduce, buffers_larger_than_a_slot_go_in_pieces_and_stay_exact) {
+  check_pieces<float>(2, dtype::f32);
+  check_pieces<double>(2, dtype::f64);
+  check_pieces<int16_t>(3, dtype::i16);
+  // An average over pieces divides once, at the end.
   auto ranks = make_ranks(2);
-  EXPECT_TRUE(ranks[0]->takes(64u << 10, dtype::f32, reduce_op::sum));
-  EXPECT_FALSE(ranks[0]->takes((64u << 10) + 4, dtype::f32, reduce_op::sum));
-  EXPECT_TRUE(ranks[0]->takes(16, dtype::boolean, reduce_op::max));
-  EXPECT_FALSE(ranks[0]->takes(16, dtype::boolean, reduce_op::average));
-  direct_allreduce smaller(0, 2, {}, {}, 4096, 0us);
-  EXPECT_TRUE(smaller.takes(4096, dtype::f32, reduce_op::sum));
-  EXPECT_FALSE(smaller.takes(4100, dtype::f32, reduce_op::sum));
+  std::vector<float> a(100000, 1.0f), b(100000, 4.0f);
+  auto other = std::async(std::launch::async, [&] { return ranks[1]->run(b.data(), b.size(), dtype::f32, reduce_op::average); });
+  ASSERT_TRUE(ranks[0]->run(a.data(), a.size(), dtype::f32, reduce_op::average).ok());
+  ASSERT_TRUE(other.get().ok());
+  EXPECT_EQ(a, std::vector<float>(100000, 2.5f));
+  EXPECT_EQ(b, a);
+}
+
+TEST(direct_allreduce, calls_that_differ_only_past_the_first_piece_fail_naming_both_sizes) {
+  auto ranks = make_ranks(2);
+  const std::size_t n0 = 3 * (shm::mailbox_slot_bytes / 4), n1 = n0 + 1;  // same first two pieces
+  std::vector<float> a(n0, 1.0f), b(n1, 1.0f);
+  auto other = std::async(std::launch::async, [&] { return ranks[1]->run(b.data(), n1, dtype::f32, reduce_op::sum); });
+  auto st0 = ranks[0]->run(a.data(), n0, dtype::f32, reduce_op::sum);
+  auto st1 = other.get();
+  EXPECT_EQ(st0.to_string(), "protocol: allreduce of " + std::to_string(n0 * 4) + " bytes of f32 sum on rank 0, but rank 1 posted " +
+                                 std::to_string(n1 * 4) +
+                                 " bytes of f32 sum: every rank must make the same collective calls in the same order");
+  EXPECT_EQ(st1.code(), errc::protocol) << st1.to_string();
+}
+
+TEST(direct_allreduce, takes_every_size_at_two_ranks_within_its_limit_beyond_and_no_boolean_average) {
+  direct_allreduce two(0, 2, {}, {}, 4u << 20, 0us);
+  EXPECT_TRUE(two.takes(std::size_t{1} << 30, dtype::f32, reduce_op::sum));
+  EXPECT_EQ(two.max_bytes(), SIZE_MAX);
+  EXPECT_TRUE(two.takes(16, dtype::boolean, reduce_op::max));
+  EXPECT_FALSE(two.takes(16, dtype::boolean, reduce_op::average));
+  // More ranks: bytes x (N - 2) within the limit.
+  direct_allreduce three(0, 3, {}, {}, 4u << 20, 0us), four(0, 4, {}, {}, 4u << 20, 0us);
+  EXPECT_TRUE(three.takes(4u << 20, dtype::f32, reduce_op::sum));
+  EXPECT_FALSE(three.takes((4u << 20) + 4, dtype::f32, reduce_op::sum));
+  EXPECT_TRUE(four.takes(2u << 20, dtype::f32, reduce_op::sum));
+  EXPECT_FALSE(four.takes((2u << 20) + 4, dtype::f32, reduce_op::sum));
+  // 0: nothing, at any size of job.
+  direct_allreduce off(0, 2, {}, {}, 0, 0us);
+  EXPECT_FALSE(off.takes(4, dtype::f32, reduce_op::sum));
+  EXPECT_EQ(off.max_bytes(), 0u);
 }
 
 }  // namespace
