@@ -181,6 +181,15 @@ void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(c
     }
   }
   switch (w.algo) {
+    case chunk_algo::direct_allreduce:
+      if (auto* lane = comm_.pipeline_lane()) {
+        lane->start(w.sequence, w.data, w.bytes / elem, w.type, w.op,
+                    [keep = w.job, done = std::move(done)](const status& st) { done(st); });
+        return;
+      }
+      done(status{errc::internal, "chunk " + std::to_string(w.sequence) + " planned for the direct path of a "
+                                                                              "communicator without one"});
+      return;
     case chunk_algo::ring_allreduce:
       op = make_ring_allreduce(w.sequence, stream, rank, size, w.data, w.bytes / elem, w.type, w.op, segment);
       break;

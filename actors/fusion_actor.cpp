@@ -180,6 +180,7 @@ void dispatch(self_ptr self) {
     auto to = s.wired.board && s.wired.board->streams() == static_cast<int>(all)
                   ? static_cast<std::size_t>(s.wired.board->place(w.bytes))
                   : static_cast<std::size_t>((w.sequence - s.cfg.first_sequence) % n);
+    if (w.algo == chunk_algo::direct_allreduce) s.cfg.direct->expect(w.sequence);  // its turn, before any later chunk's
     self->send(s.wired.senders[to], std::move(s.waiting.front()));
     s.waiting.pop_front();
   }
@@ -193,6 +194,7 @@ std::string algorithm_of(const std::vector<chunk_work>& works) {
   for (const auto& w : works) {
     if (w.algo == chunk_algo::allgather_counts) continue;
     const char* name = w.algo == chunk_algo::ring_allreduce       ? "ring"
+                       : w.algo == chunk_algo::direct_allreduce   ? "direct"
                        : w.algo == chunk_algo::exchange_allreduce ? "recursive_doubling"
                        : w.algo == chunk_algo::hier_sharded       ? "hier_sharded"
                        : w.algo == chunk_algo::hier_leader        ? "hier_leader"
@@ -294,6 +296,8 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       const std::size_t chunk_bytes = device && s.cfg.device_whole ? std::max<std::size_t>(job->plan.bytes, 1)
                                       : halved ? std::max<std::size_t>(1, s.cfg.chunk_bytes / 2) * size_of(bk.type)
                                                : s.cfg.chunk_bytes;
+      const bool direct = s.cfg.direct && !device && spec.process_set == 0 && bk.kind == fusable_kind::allreduce &&
+                          job->wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f;
       for (const auto& c : plan_chunks({job->plan}, chunk_bytes, s.next_sequence)) {
         // CUDA buckets and process sets (their own rings) take the flat algorithms.
         const bool flat = device || spec.process_set != 0;
@@ -303,6 +307,9 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
         // Compression and the NaN/Inf check live in the flat ring (wire_ring_op.hpp).
         if (bk.wire_mode != 0 && (algo == chunk_algo::hier_sharded || algo == chunk_algo::hier_leader))
           algo = chunk_algo::ring_allreduce;
+        // Every rank on one host: a plain chunk (as run, after the compression gate) of the
+        // global set goes through the mailboxes when the lane takes its size (alike everywhere).
+        if (direct && s.cfg.direct->takes(c.bytes, bk.type, bk.op)) algo = chunk_algo::direct_allreduce;
         // A broadcast root is a job rank; inside a process set the ring counts members.
         const int root = job->members ? std::max(0, local_root(*job, bk.root)) : bk.root;
         works.push_back(chunk_work{c.sequence, algo, nullptr, c.bytes, bk.type, bk.op, root, job});  // data: at dispatch

@@ -25,6 +25,7 @@
 // in-place thresholds, and chunks go to its number of streams. The same on every rank.
 #pragma once
 
+#include "runtime/collectives/direct_queue.hpp"
 #include "runtime/collectives/hier_schedule.hpp"
 
 #include <cstdint>
@@ -66,6 +67,10 @@ struct fusion_config {
   /// CHORUS_COMPRESSION_SHM (null: every op keeps its compression): a bucket whose ranks all
   /// share memory runs uncompressed (bucket_job::wire); its plan stays that of the asked one.
   std::shared_ptr<const compression_gate> wire_gate;
+  /// communicator::pipeline_lane() (null: none): the plain allreduce chunks of the global set
+  /// that it takes run there (chunk_algo::direct_allreduce); dispatch tells it each one's turn.
+  /// The communicator outlives the pipeline's actors.
+  direct_queue* direct = nullptr;
 };
 
 struct fusion_state {
@@ -102,7 +107,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
                                                                                          const batch_agreed& b);
 
 /// What a bucket's chunks run, for metrics and the trace (telemetry::bucket_event::algorithm):
-/// "ring", "hier_sharded", ... joined by '+' when chunks differ; "ring_allgather" or
+/// "ring", "direct", "hier_sharded", ... joined by '+' when chunks differ; "ring_allgather" or
 /// "hier_allgather" (its counts chunk is not counted); empty for other collectives.
 std::string algorithm_of(const std::vector<chunk_work>& works);
 

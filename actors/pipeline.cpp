@@ -63,6 +63,8 @@ struct pipeline::impl {
     actors = {};
     sys.reset();
     link.reset();
+    // Chunks handed out and never started no longer hold up the direct path's order.
+    if (auto* lane = comm.pipeline_lane()) lane->forget_unstarted();
 #if CHORUS_WITH_CUDA
     if (gpu) gpu->stop();  // GPU work finishes or fails; the data plane's later calls fail at once
 #endif
@@ -284,6 +286,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   fc.hosts = std::make_shared<const host_groups>(comm.hosts());
   fc.process_sets = opts.process_sets;
   fc.wire_gate = std::make_shared<const compression_gate>(comm.wire_gate());
+  fc.direct = comm.pipeline_lane();
   a.fusion = sys.spawn(fusion_actor, fc);
   a.completion = sys.spawn(completion_actor, completion_config{rank, size});
   std::shared_ptr<chunk_runner> runner;

@@ -93,6 +93,7 @@ enum class chunk_algo : uint8_t {
   hier_sharded,      ///< hier_op, sharded variant (runtime/collectives/hier_schedule.hpp)
   hier_leader,       ///< hier_op, leader variant
   hier_allgather,    ///< allgather_data by hier_op over hier_allgather.hpp's steps (same start rule)
+  direct_allreduce,  ///< every rank on one host: the communicator's direct_queue, in hand-out order
 };
 
 /// One bucket in flight: the plan, its ops, the buffer the collective runs on. Shared by

@@ -71,13 +71,23 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
   if (!opts_.chunk_bytes_given && flat_across)
     opts_.chunk_bytes = std::min(opts_.chunk_bytes, collective_options::cross_host_chunk_bytes);
   engine_ = std::make_unique<engine>(*t_);
-  if (parts.lanes.mail_everywhere && opts_.caller_bytes > 0) {
-    direct_ = std::make_unique<direct_allreduce>(parts.rank, parts.size, std::move(parts.lanes.mail_out),
-                                                 std::move(parts.lanes.mail_in), opts_.caller_bytes,
-                                                 parts.options.shm_spin);
-    engine_->on_failure([d = direct_.get()](int peer, const status& why) {
-      if (peer < 0) d->interrupt(why);
-      else d->peer_left(peer, why);
+  auto& caller = parts.lanes.mailboxes(shm::mailbox_use::caller);
+  auto& piped = parts.lanes.mailboxes(shm::mailbox_use::pipeline);
+  if (caller.everywhere && piped.everywhere && opts_.caller_bytes > 0) {
+    direct_ = std::make_unique<direct_allreduce>(parts.rank, parts.size, std::move(caller.out), std::move(caller.in),
+                                                 opts_.caller_bytes, parts.options.shm_spin);
+    lane_ = std::make_unique<direct_queue>(
+        std::make_unique<direct_allreduce>(parts.rank, parts.size, std::move(piped.out), std::move(piped.in),
+                                           opts_.caller_bytes, parts.options.shm_spin),
+        [this](const status& st) { abort(st); });  // the peers learn why the job broke
+    engine_->on_failure([d = direct_.get(), q = lane_.get()](int peer, const status& why) {
+      if (peer < 0) {
+        d->interrupt(why);
+        q->interrupt(why);
+      } else {
+        d->peer_left(peer, why);
+        q->peer_left(peer, why);
+      }
     });
   }
   if (opts_.by_speed) {
@@ -104,7 +114,8 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
                  (direct_->max_bytes() == SIZE_MAX ? std::string("every blocking allreduce")
                                                    : "blocking allreduces up to " +
                                                          std::to_string(direct_->max_bytes()) + " bytes")
-                     << " run on the calling thread through shared-memory mailboxes");
+                     << " run on the calling thread through shared-memory mailboxes; the pipeline's plain "
+                        "allreduce chunks as large run on a thread of their own through mailboxes of their own");
   }
 }
 
@@ -121,6 +132,8 @@ void communicator::close() {
     engine_->fail_all(status{errc::shutdown, "rank " + std::to_string(rank()) + " shut down"});
   });
   t_->close(std::chrono::seconds(5));
+  // After the I/O thread (its on_failure may still interrupt the lane until then).
+  if (lane_) lane_->stop(status{errc::shutdown, "rank " + std::to_string(rank()) + " shut down"});
 }
 
 void communicator::abort(const status& why) {
@@ -362,8 +375,8 @@ status communicator::wait(const std::function<void(callback)>& start) {
 
 status communicator::allreduce(void* data, std::size_t count, dtype t, reduce_op op, allreduce_algorithm algo) {
   if (runs_on_caller(count * size_of(t), t, op, algo)) {
-    next_sequence_++;  // numbered like any collective, so every rank's numbers stay alike
-    auto st = direct_->run(data, count, t, op);
+    const uint64_t call = next_sequence_++;  // numbered like any collective, alike on every rank
+    auto st = direct_->run(data, count, t, op, call);
     if (st.code() == errc::protocol) abort(st);  // the peers learn why the job broke
     return st;
   }

@@ -13,6 +13,7 @@
 
 #include "runtime/collectives/chunk_scheduler.hpp"
 #include "runtime/collectives/direct_allreduce.hpp"
+#include "runtime/collectives/direct_queue.hpp"
 #include "runtime/collectives/engine.hpp"
 #include "runtime/collectives/hier_allgather.hpp"
 #include "runtime/collectives/hier_schedule.hpp"
@@ -145,6 +146,10 @@ class communicator {
     return direct_ && algo == allreduce_algorithm::automatic && direct_->takes(bytes, t, op);
   }
   status allreduce(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire);
+  /// With every rank on one host (the pipeline's mailboxes between all pairs) and
+  /// options().caller_bytes > 0: the thread that runs the pipeline's plain allreduce chunks in
+  /// hand-out order (direct_queue.hpp); null otherwise. It lives until close().
+  direct_queue* pipeline_lane() { return lane_.get(); }
   status broadcast(void* data, std::size_t count, dtype t, int root);
   status allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t,
                    allreduce_algorithm algo = allreduce_algorithm::automatic);
@@ -202,6 +207,7 @@ class communicator {
   std::shared_ptr<tcp::control_link> control_link_;
   std::unique_ptr<engine> engine_;
   std::unique_ptr<direct_allreduce> direct_;  // null unless every pair of ranks has mailboxes
+  std::unique_ptr<direct_queue> lane_;         // the pipeline's; null as direct_
   collective_options opts_;
   std::atomic<uint64_t> next_sequence_{1};
   uint32_t next_stream_ = 0;                    // round-robin (I/O thread)

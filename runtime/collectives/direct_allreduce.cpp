@@ -120,7 +120,7 @@ status direct_allreduce::wait_for_room(int peer, uint64_t k) {
   return {};
 }
 
-status direct_allreduce::run(void* data, std::size_t count, dtype t, reduce_op op) {
+status direct_allreduce::run(void* data, std::size_t count, dtype t, reduce_op op, uint64_t call) {
   std::lock_guard lk(run_mu_);
   if (broken_.load(std::memory_order_seq_cst)) return stop_reason(rank_);
   const std::size_t elem = size_of(t), bytes = count * elem;
@@ -137,28 +137,29 @@ status direct_allreduce::run(void* data, std::size_t count, dtype t, reduce_op o
   k_ += pieces;
   // Piece i + 1 goes out before piece i is folded (the mailbox's second slot holds it), so a
   // peer folds one piece while we fold the one before.
-  if (auto st = post_piece(first, at(0), length(0), tag); !st.ok()) return st;
+  if (auto st = post_piece(first, at(0), length(0), tag, call); !st.ok()) return st;
   for (std::size_t i = 0; i < pieces; ++i) {
     if (i + 1 < pieces)
-      if (auto st = post_piece(first + i + 1, at(i + 1), length(i + 1), tag); !st.ok()) return st;
-    if (auto st = fold_piece(first + i, at(i), length(i) / elem, t, op, tag); !st.ok()) return st;
+      if (auto st = post_piece(first + i + 1, at(i + 1), length(i + 1), tag, call); !st.ok()) return st;
+    if (auto st = fold_piece(first + i, at(i), length(i) / elem, t, op, tag, call); !st.ok()) return st;
   }
   if (op == reduce_op::average) divide_by(data, count, t, size_);
   return {};
 }
 
-status direct_allreduce::post_piece(uint64_t k, const std::byte* data, std::size_t bytes, uint64_t tag) {
+status direct_allreduce::post_piece(uint64_t k, const std::byte* data, std::size_t bytes, uint64_t tag,
+                                    uint64_t call) {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     if (auto st = wait_for_room(p, k); !st.ok()) return st;
-    out_[static_cast<std::size_t>(p)]->post(k, tag, data, bytes);
+    out_[static_cast<std::size_t>(p)]->post(k, tag, data, bytes, call);
   }
   posts_.fetch_add(1, std::memory_order_relaxed);
   return {};
 }
 
 status direct_allreduce::fold_piece(uint64_t k, std::byte* data, std::size_t count, dtype t, reduce_op op,
-                                    uint64_t tag) {
+                                    uint64_t tag, uint64_t call) {
   const std::size_t bytes = count * size_of(t);
   // Theirs, folded in rank order so that every rank computes the same bits. With two ranks the
   // one combination is commutative bit for bit (reduce.hpp): each folds the other in.
@@ -168,10 +169,16 @@ status direct_allreduce::fold_piece(uint64_t k, std::byte* data, std::size_t cou
     shm::mail m;
     if (q != rank_) {
       if (auto st = wait_for(q, k, m); !st.ok()) return st;
-      if (m.bytes != bytes || m.tag != tag)
-        return status{errc::protocol, "allreduce of " + describe(tag) + " on rank " + std::to_string(rank_) +
-                                          ", but rank " + std::to_string(q) + " posted " + describe(m.tag) +
+      if (m.bytes != bytes || m.tag != tag || m.call != call) {
+        // Call numbers only where they differ (the same call of another size needs none).
+        const bool numbered = m.call != call;
+        return status{errc::protocol, "allreduce " + (numbered ? "#" + std::to_string(call) + " " : std::string()) +
+                                          "of " + describe(tag) + " on rank " + std::to_string(rank_) + ", but rank " +
+                                          std::to_string(q) + " posted " +
+                                          (numbered ? "#" + std::to_string(m.call) + ", " : std::string()) +
+                                          describe(m.tag) +
                                           ": every rank must make the same collective calls in the same order"};
+      }
       src = m.payload;
     }
     if (size_ == 2) {

@@ -37,9 +37,11 @@ class direct_allreduce {
   /// The largest buffer takes() accepts (SIZE_MAX: every size).
   std::size_t max_bytes() const;
   /// In place; one call at a time (later callers wait for the lock; calls from several threads
-  /// must be ordered alike on every rank, as for the communicator). Errors: interrupt()'s
-  /// status, or errc::protocol when a peer's post is not the allreduce we make (naming it).
-  status run(void* data, std::size_t count, dtype t, reduce_op op);
+  /// must be ordered alike on every rank, as for the communicator). `call` numbers the call
+  /// alike on every rank (the communicator's sequence, the pipeline chunk's). Errors:
+  /// interrupt()'s status, or errc::protocol when a peer's post is not the allreduce we make
+  /// (naming it): another size, dtype, op or call number.
+  status run(void* data, std::size_t count, dtype t, reduce_op op, uint64_t call = 0);
   /// Any thread: the job broke; the run() waiting now and every later one ends with `why`
   /// (the first cause stands).
   void interrupt(const status& why);
@@ -54,9 +56,10 @@ class direct_allreduce {
   /// Post k from `peer`; waits (spin, then sleep) until it arrives or interrupt() is called.
   status wait_for(int peer, uint64_t k, shm::mail& m);
   /// Post k (one piece of run()'s buffer, tagged `tag`, the whole call's) to every peer.
-  status post_piece(uint64_t k, const std::byte* data, std::size_t bytes, uint64_t tag);
+  status post_piece(uint64_t k, const std::byte* data, std::size_t bytes, uint64_t tag, uint64_t call);
   /// Folds every peer's post k into the `count` elements at `data`, in rank order.
-  status fold_piece(uint64_t k, std::byte* data, std::size_t count, dtype t, reduce_op op, uint64_t tag);
+  status fold_piece(uint64_t k, std::byte* data, std::size_t count, dtype t, reduce_op op, uint64_t tag,
+                    uint64_t call);
   /// Waits until `peer`'s mailbox slot for post k is free (it always is when the peers keep
   /// to the call order: a peer posts k - 1 only after releasing k - 2).
   status wait_for_room(int peer, uint64_t k);

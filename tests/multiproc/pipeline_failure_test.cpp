@@ -5,7 +5,10 @@
 // messenger: a peer that stopped because of the death, or whose goodbye arrived first.
 // Variants freeze one survivor (SIGSTOP) for 1.5 s across the kill: the others notice, fail and
 // leave first, and the frozen one then sees the death and their departures all at once.
-// Runs in tests/multiproc/rank/pipeline_failure.cpp (mode pipeline-kill-loop).
+// Runs in tests/multiproc/rank/pipeline_failure.cpp (mode pipeline-kill-loop). Every rank is on
+// this host, so the allreduce chunks take the pipeline's direct path (mailboxes, its own thread:
+// runtime/collectives/direct_queue.hpp); rank 0's init log says so, and a variant keeps them on
+// the I/O thread's path (CHORUS_CALLER_ALLREDUCE_BYTES=0).
 #include <gtest/gtest.h>
 
 #include <set>
@@ -20,12 +23,18 @@ namespace {
 
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
-class pipeline_failure : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+const std::string direct_said = "the pipeline's plain allreduce chunks as large run on a thread of their own";
+
+class pipeline_failure : public ::testing::TestWithParam<std::tuple<int, int, int, bool>> {};
 
 TEST_P(pipeline_failure, every_pending_op_on_every_survivor_names_the_killed_rank) {
-  auto [size, victim, frozen] = GetParam();
+  auto [size, victim, frozen, direct] = GetParam();
   local_job job(size, {CHORUS_TESTRANK_PATH, "pipeline-kill-loop", "90"},
-                {{"CHORUS_NUM_STREAMS", "3"}, {"CHORUS_CHUNK_BYTES", "262144"}, {"CHORUS_FUSION_THRESHOLD", "1048576"}});
+                {{"CHORUS_NUM_STREAMS", "3"},
+                 {"CHORUS_CHUNK_BYTES", "262144"},
+                 {"CHORUS_FUSION_THRESHOLD", "1048576"},
+                 {"CHORUS_LOG_LEVEL", "info"},
+                 {"CHORUS_CALLER_ALLREDUCE_BYTES", direct ? "4194304" : "0"}});
   if (!job.wait_for_output(victim, "iteration 3", std::chrono::seconds(40))) {
     for (int r = 0; r < size; ++r) ADD_FAILURE() << "no iteration 3 before the kill; rank " << r << ":\n" << job.output(r);
     return;
@@ -43,6 +52,7 @@ TEST_P(pipeline_failure, every_pending_op_on_every_survivor_names_the_killed_ran
   const std::set<int> want = {victim};
   const std::string victim_name = "rank " + std::to_string(victim);
   for (auto& r : results) {
+    if (r.rank == 0) EXPECT_EQ(r.output.find(direct_said) != std::string::npos, direct) << r.output;
     if (r.rank == victim) continue;
     EXPECT_FALSE(r.timed_out) << "rank " << r.rank << " hung after rank " << victim << " died:\n" << r.output;
     EXPECT_TRUE(r.exited && r.exit_code == 3) << "rank " << r.rank << ":\n" << r.output;
@@ -113,16 +123,18 @@ INSTANTIATE_TEST_SUITE_P(freezes, frozen_rank,
                          });
 
 INSTANTIATE_TEST_SUITE_P(kills, pipeline_failure,
-                         ::testing::Values(std::make_tuple(3, 1, -1), std::make_tuple(3, 0, -1),
-                                           std::make_tuple(3, 2, -1), std::make_tuple(4, 1, -1),
-                                           std::make_tuple(4, 2, -1), std::make_tuple(4, 0, -1),
-                                           std::make_tuple(4, 1, 2), std::make_tuple(3, 0, 2),
-                                           std::make_tuple(3, 1, 0), std::make_tuple(4, 0, 3)),
+                         ::testing::Values(std::make_tuple(3, 1, -1, true), std::make_tuple(3, 0, -1, true),
+                                           std::make_tuple(3, 2, -1, true), std::make_tuple(4, 1, -1, true),
+                                           std::make_tuple(4, 2, -1, true), std::make_tuple(4, 0, -1, true),
+                                           std::make_tuple(4, 1, 2, true), std::make_tuple(3, 0, 2, true),
+                                           std::make_tuple(3, 1, 0, true), std::make_tuple(4, 0, 3, true),
+                                           std::make_tuple(3, 1, -1, false), std::make_tuple(4, 0, 3, false)),
                          [](const auto& info) {
                            const int frozen = std::get<2>(info.param);
                            return "n" + std::to_string(std::get<0>(info.param)) + "_kill" +
                                   std::to_string(std::get<1>(info.param)) +
-                                  (frozen >= 0 ? "_freeze" + std::to_string(frozen) : std::string());
+                                  (frozen >= 0 ? "_freeze" + std::to_string(frozen) : std::string()) +
+                                  (std::get<3>(info.param) ? "" : "_io_thread");
                          });
 
 }  // namespace

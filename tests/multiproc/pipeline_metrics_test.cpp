@@ -66,7 +66,11 @@ struct metrics_job {
   std::string stop_file = "/tmp/chorus-metrics-stop-" + random_hex(8);
   local_job job{2,
                 {CHORUS_TESTRANK_PATH, "pipeline-metrics", std::to_string(steps), stop_file},
-                {{"CHORUS_METRICS_PORT", std::to_string(base)}, {"CHORUS_NUM_STREAMS", "2"}}};
+                // The streams' byte counters are the data plane's: keep the pipeline's chunks
+                // there, off the one-host direct path (mailboxes, no stream).
+                {{"CHORUS_METRICS_PORT", std::to_string(base)},
+                 {"CHORUS_NUM_STREAMS", "2"},
+                 {"CHORUS_CALLER_ALLREDUCE_BYTES", "0"}}};
 
   bool ready() {
     for (int r = 0; r < 2; ++r)

@@ -17,37 +17,12 @@
 #include <vector>
 
 #include "runtime/collectives/direct_allreduce.hpp"
+#include "tests/runtime/direct_ranks.hpp"
 
 namespace chorus {
 namespace {
 
 using namespace std::chrono_literals;
-
-// N ranks' direct_allreduce over fresh mailboxes between every pair.
-std::vector<std::unique_ptr<direct_allreduce>> make_ranks(int n, std::chrono::microseconds spin = 50us,
-                                                          std::size_t limit = 4u << 20) {
-  std::vector<std::vector<std::unique_ptr<shm::mailbox_writer>>> out(n);
-  std::vector<std::vector<std::unique_ptr<shm::mailbox_reader>>> in(n);
-  for (auto& o : out) o.resize(n);
-  for (auto& i : in) i.resize(n);
-  std::random_device rd;
-  for (int from = 0; from < n; ++from)
-    for (int to = 0; to < n; ++to) {
-      if (from == to) continue;
-      const uint64_t nonce = (uint64_t{rd()} << 32) | rd();
-      const std::string name = "/chorus-direct-test-" + std::to_string(::getpid()) + "-" + std::to_string(nonce);
-      auto created = shm::segment::create(name, shm::mailbox_capacity(), nonce);
-      EXPECT_TRUE(created) << created.error().to_string();
-      auto opened = shm::segment::open(name, nonce);
-      EXPECT_TRUE(opened) << opened.error().to_string();
-      out[from][to] = std::make_unique<shm::mailbox_writer>(std::move(*created));
-      in[to][from] = std::make_unique<shm::mailbox_reader>(std::move(*opened), from);
-    }
-  std::vector<std::unique_ptr<direct_allreduce>> ranks;
-  for (int r = 0; r < n; ++r)
-    ranks.push_back(std::make_unique<direct_allreduce>(r, n, std::move(out[r]), std::move(in[r]), limit, spin));
-  return ranks;
-}
 
 // Element i of rank r's buffer in iteration `it`: small integers, exact in every dtype.
 double value(int r, std::size_t i, int it) { return static_cast<double>((r * 3 + static_cast<int>(i % 5) + it) % 7); }
@@ -160,6 +135,17 @@ TEST(direct_allreduce, ranks_whose_calls_differ_both_fail_saying_what_each_poste
   EXPECT_EQ(st1.to_string(),
             "protocol: allreduce of 48 bytes of f32 sum on rank 1, but rank 0 posted 40 bytes of f32 sum: every rank "
             "must make the same collective calls in the same order");
+}
+
+TEST(direct_allreduce, calls_of_the_same_size_but_another_number_fail_naming_both_numbers) {
+  auto ranks = make_ranks(2);
+  std::vector<float> a(10, 1.0f), b(10, 1.0f);
+  auto other = std::async(std::launch::async, [&] { return ranks[1]->run(b.data(), 10, dtype::f32, reduce_op::sum, 8); });
+  auto st0 = ranks[0]->run(a.data(), 10, dtype::f32, reduce_op::sum, 7);
+  EXPECT_EQ(st0.to_string(),
+            "protocol: allreduce #7 of 40 bytes of f32 sum on rank 0, but rank 1 posted #8, 40 bytes of f32 sum: every "
+            "rank must make the same collective calls in the same order");
+  EXPECT_EQ(other.get().code(), errc::protocol);
 }
 
 // Several slots' worth, sizes that are no multiple of a slot (nor of a slot's elements): every

@@ -73,16 +73,19 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
   // 2. A segment per stream for each such peer.
   std::vector<std::unique_ptr<segment>> created;  // [peer * streams + stream]
   created.resize(static_cast<std::size_t>(env.size * streams));
-  std::vector<std::unique_ptr<segment>> mail_created(static_cast<std::size_t>(env.size));  // [peer]
-  out.mail_out.resize(static_cast<std::size_t>(env.size));
-  out.mail_in.resize(static_cast<std::size_t>(env.size));
+  // [peer * mailbox_uses + use]
+  std::vector<std::unique_ptr<segment>> mail_created(static_cast<std::size_t>(env.size * mailbox_uses));
+  for (auto& m : out.mail) {
+    m.out.resize(static_cast<std::size_t>(env.size));
+    m.in.resize(static_cast<std::size_t>(env.size));
+  }
   std::ostringstream mine;
   // Rings on as many streams to each local peer as this rank's share of the host's free memory
   // holds (ring_budget.hpp); the streams past them send on TCP.
   int ring_streams = streams;
   if (ring_bytes) {
     int local_peers = static_cast<int>(std::count(out.table.by_peer.begin(), out.table.by_peer.end(), link_kind::shm));
-    auto plan = plan_rings(local_peers, streams, segment::footprint(ring_bytes), segment::footprint(mailbox_capacity()),
+    auto plan = plan_rings(local_peers, streams, segment::footprint(ring_bytes), mailbox_uses * segment::footprint(mailbox_capacity()),
                            free_shared_memory());
     ring_streams = plan.streams;
     // The host's lowest rank warns; the others, who decide alike, say it at info.
@@ -111,16 +114,19 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
       created[static_cast<std::size_t>(p * streams + s)] = std::move(*seg);
       mine << p << ' ' << s << ' ' << name << ' ' << nonce << '\n';
     }
-    uint64_t nonce = segment_nonce();
-    std::string name = name_prefix + hex(env.job_id) + "-" + me + "-" + std::to_string(p) + "-mail-" + hex(nonce);
-    auto seg = segment::create(name, mailbox_capacity(), nonce);
-    if (!seg) {
-      CHORUS_LOG(warn, "shm", seg.error().message() << "; no mailbox to rank " << p
-                                                     << ": small allreduces go through the I/O thread");
-      continue;
+    for (int u = 0; u < mailbox_uses; ++u) {
+      uint64_t nonce = segment_nonce();
+      std::string name = name_prefix + hex(env.job_id) + "-" + me + "-" + std::to_string(p) + "-mail" +
+                         std::to_string(u) + "-" + hex(nonce);
+      auto seg = segment::create(name, mailbox_capacity(), nonce);
+      if (!seg) {
+        CHORUS_LOG(warn, "shm", seg.error().message() << "; no mailbox to rank " << p
+                                                       << ": allreduces go through the I/O thread");
+        continue;
+      }
+      mail_created[static_cast<std::size_t>(p * mailbox_uses + u)] = std::move(*seg);
+      mine << p << ' ' << streams + u << ' ' << name << ' ' << nonce << '\n';
     }
-    mail_created[static_cast<std::size_t>(p)] = std::move(*seg);
-    mine << p << ' ' << streams << ' ' << name << ' ' << nonce << '\n';
   }
   st = rdv.publish("shm-ring/" + me, mine.str());
   if (!st.ok()) return st;
@@ -134,7 +140,8 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
     std::istringstream in((*rings)[q]);
     announced a;
     while (in >> a.peer >> a.stream >> a.name >> a.nonce) {
-      if (a.peer != env.rank || a.stream < 0 || a.stream > streams) continue;  // stream S: the mailbox
+      // Streams S and S + 1: the mailboxes.
+      if (a.peer != env.rank || a.stream < 0 || a.stream >= streams + mailbox_uses) continue;
       if (a.name.rfind(name_prefix, 0) != 0) {  // the store is not authenticated: open nothing else
         CHORUS_LOG(warn, "shm", "rank " << q << " announced a segment not named " << name_prefix << "...: " << a.name);
         continue;
@@ -145,8 +152,9 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
                                                        << " sends on TCP only");
         continue;
       }
-      if (a.stream == streams)
-        out.mail_in[static_cast<std::size_t>(q)] = std::make_unique<mailbox_reader>(std::move(*seg), q);
+      if (a.stream >= streams)
+        out.mail[static_cast<std::size_t>(a.stream - streams)].in[static_cast<std::size_t>(q)] =
+            std::make_unique<mailbox_reader>(std::move(*seg), q);
       else
         lanes[q][a.stream].in = std::make_unique<ring_reader>(std::move(*seg), limits);
       ok << q << ' ' << a.stream << '\n';
@@ -157,18 +165,21 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
   auto oks = rdv.gather("shm-ok/", timeout);
   if (!oks) return oks.error();
   int used = 0;
-  std::set<std::pair<int, int>> mail_pairs;  // (p, q): rank p opened q's mailbox to p
+  std::array<std::set<std::pair<int, int>>, mailbox_uses> mail_pairs;  // [use] (p, q): rank p opened q's to p
   for (int p = 0; p < env.size; ++p) {
     std::istringstream in((*oks)[p]);
     int who = 0, s = 0;
     while (in >> who >> s) {
-      if (s == streams && who >= 0 && who < env.size && who != p) mail_pairs.insert({p, who});
-      if (p == env.rank || who != env.rank || s < 0 || s > streams) continue;
-      if (s == streams) {
-        auto& box = mail_created[static_cast<std::size_t>(p)];
+      if (s >= streams && s < streams + mailbox_uses && who >= 0 && who < env.size && who != p)
+        mail_pairs[static_cast<std::size_t>(s - streams)].insert({p, who});
+      if (p == env.rank || who != env.rank || s < 0 || s >= streams + mailbox_uses) continue;
+      if (s >= streams) {
+        const int u = s - streams;
+        auto& box = mail_created[static_cast<std::size_t>(p * mailbox_uses + u)];
         if (!box) continue;
         box->unlink();
-        out.mail_out[static_cast<std::size_t>(p)] = std::make_unique<mailbox_writer>(std::move(box));
+        out.mail[static_cast<std::size_t>(u)].out[static_cast<std::size_t>(p)] =
+            std::make_unique<mailbox_writer>(std::move(box));
         continue;
       }
       auto& seg = created[static_cast<std::size_t>(p * streams + s)];
@@ -178,7 +189,10 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
       ++used;
     }
   }
-  out.mail_everywhere = mail_pairs.size() == static_cast<std::size_t>(env.size) * static_cast<std::size_t>(env.size - 1);
+  for (int u = 0; u < mailbox_uses; ++u)
+    out.mail[static_cast<std::size_t>(u)].everywhere =
+        mail_pairs[static_cast<std::size_t>(u)].size() ==
+        static_cast<std::size_t>(env.size) * static_cast<std::size_t>(env.size - 1);
   // What nobody opened is removed with `created` (the segment's destructor unlinks it).
   if (used) CHORUS_LOG(info, "shm", "shared-memory rings to " << used << " peer streams, " << ring_bytes << " bytes each");
   return out;

@@ -5,8 +5,8 @@
 //      host's identity: env/host_settings.hpp, boot id, host name and the device of /dev/shm, or
 //      CHORUS_HOST_ID); every rank builds the link table from them (transport/link_table.hpp);
 //   2. "shm-ring/<r>": for each stream to each peer with our identity, the segment we created
-//      for our frames to it (name and nonce), and one more, numbered as stream S (the number of
-//      streams), for the calling thread's mailbox to it (mailbox.hpp);
+//      for our frames to it (name and nonce), and two more, numbered as streams S and S + 1 (S:
+//      the number of streams), for our mailboxes to it (mailbox.hpp, mailbox_use);
 //   3. "shm-ok/<r>": the segments addressed to us that we could open and check (another IPC
 //      namespace, for one, cannot). Every rank reads every rank's list, so all know alike
 //      whether every pair of ranks has mailboxes both ways.
@@ -14,6 +14,7 @@
 // a segment are logged and cost that lane only; only the rendezvous failing is an error.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -31,15 +32,29 @@ struct lane {
   std::unique_ptr<ring_reader> in;   ///< the peer's frames to us; null: it sends on TCP only
 };
 
+/// What each of the two mailboxes from one rank to another carries. Each has its own post
+/// numbers, so the calls of the one never interleave with the other's.
+enum class mailbox_use : int {
+  caller = 0,    ///< blocking allreduces on the calling thread (collectives/direct_allreduce.hpp)
+  pipeline = 1,  ///< the pipeline's allreduces, in hand-out order (collectives/direct_queue.hpp)
+};
+constexpr int mailbox_uses = 2;
+
+/// One use's mailboxes to and from every peer.
+struct mailbox_set {
+  std::vector<std::unique_ptr<mailbox_writer>> out;  ///< [peer]: our posts to it; null: none
+  std::vector<std::unique_ptr<mailbox_reader>> in;   ///< [peer]: its posts to us; null: none
+  /// Every pair of ranks has this use's mailboxes both ways (size > 1); the same on every rank.
+  bool everywhere = false;
+};
+
 struct lane_set {
   std::vector<std::vector<lane>> lanes;  ///< [peer][stream]; all null when size is 1
   link_table table;                      ///< round 1's plan, before a lane fell back to TCP
   std::vector<std::string> identities;   ///< every rank's host identity, by rank
   std::vector<link_entry> entries;       ///< every rank's round-1 entry, by rank (the same on every rank)
-  std::vector<std::unique_ptr<mailbox_writer>> mail_out;  ///< [peer]: our posts to it; null: none
-  std::vector<std::unique_ptr<mailbox_reader>> mail_in;   ///< [peer]: its posts to us; null: none
-  /// Every pair of ranks has mailboxes both ways (size > 1); the same on every rank.
-  bool mail_everywhere = false;
+  std::array<mailbox_set, mailbox_uses> mail;            ///< [mailbox_use]
+  mailbox_set& mailboxes(mailbox_use u) { return mail[static_cast<std::size_t>(u)]; }
 };
 
 /// `ring_bytes` 0 switches our side off. `limits` check the frames read from the peers' rings.

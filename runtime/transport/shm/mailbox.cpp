@@ -13,7 +13,7 @@
 namespace chorus::shm {
 namespace {
 
-// Slot header: k u64 | bytes u64 | tag u64, padded to a cache line; the payload follows.
+// Slot header: k u64 | bytes u64 | tag u64 | call u64, padded to a cache line; the payload follows.
 constexpr std::size_t slot_header = 64;
 constexpr std::size_t slot_stride = slot_header + mailbox_slot_bytes;
 
@@ -21,6 +21,7 @@ struct header {
   uint64_t k;
   uint64_t bytes;
   uint64_t tag;
+  uint64_t call;
 };
 
 std::byte* slot(const segment& s, uint64_t k) { return s.data() + (k % 2) * slot_stride; }
@@ -44,9 +45,9 @@ bool mailbox_writer::has_room(uint64_t k) const {
   return k <= 2 || seg_->released().load(std::memory_order_acquire) >= k - 2;
 }
 
-void mailbox_writer::post(uint64_t k, uint64_t tag, const void* payload, std::size_t bytes) {
+void mailbox_writer::post(uint64_t k, uint64_t tag, const void* payload, std::size_t bytes, uint64_t call) {
   std::byte* at = slot(*seg_, k);
-  header h{k, bytes, tag};
+  header h{k, bytes, tag, call};
   std::memcpy(at, &h, sizeof h);
   if (bytes) std::memcpy(at + slot_header, payload, bytes);
   seg_->published().store(k, std::memory_order_seq_cst);
@@ -72,6 +73,7 @@ result<bool> mailbox_reader::take(uint64_t k, mail& out) const {
                std::to_string(mailbox_slot_bytes));
   out.bytes = h.bytes;
   out.tag = h.tag;
+  out.call = h.call;
   out.payload = slot(*seg_, k) + slot_header;
   return true;
 }

@@ -5,7 +5,7 @@
 //
 // Protocol (post k = 1, 2, ... in the order both ranks make their calls):
 //  1. The writer waits until released >= k - 2 (slot k % 2 is free), copies a slot header
-//     (k, bytes, tag) and the payload into slot k % 2, then stores published = k.
+//     (k, bytes, tag, call) and the payload into slot k % 2, then stores published = k.
 //  2. A reader about to sleep sets reader_sleeping, looks once more, then waits on the futex
 //     while the word is still set. A writer that published clears the word and, if it was set,
 //     wakes the futex. Both sides are sequentially consistent, so either the reader sees the
@@ -35,7 +35,8 @@ std::size_t mailbox_capacity();
 /// One post as the reader finds it: valid until release().
 struct mail {
   uint64_t bytes = 0;
-  uint64_t tag = 0;  ///< what the writer says the post is (the caller's encoding)
+  uint64_t tag = 0;   ///< what the writer says the post is (the caller's encoding)
+  uint64_t call = 0;  ///< which of the caller's calls it belongs to (the caller's numbering)
   const std::byte* payload = nullptr;
 };
 
@@ -46,7 +47,7 @@ class mailbox_writer {
   /// Whether post k may be written now (step 1's wait).
   bool has_room(uint64_t k) const;
   /// Steps 1 and 2: `bytes` <= mailbox_slot_bytes; only after has_room(k).
-  void post(uint64_t k, uint64_t tag, const void* payload, std::size_t bytes);
+  void post(uint64_t k, uint64_t tag, const void* payload, std::size_t bytes, uint64_t call = 0);
 
  private:
   std::unique_ptr<segment> seg_;

@@ -1,0 +1,95 @@
+// The pipeline's direct allreduces in hand-out order on a thread of their own (direct_queue.hpp).
+#include "runtime/collectives/direct_queue.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace chorus {
+
+direct_queue::direct_queue(std::unique_ptr<direct_allreduce> lane, callback on_protocol)
+    : lane_(std::move(lane)), on_protocol_(std::move(on_protocol)), thread_([this] { loop(); }) {}
+
+direct_queue::~direct_queue() { stop(status{errc::shutdown, "the communicator closed"}); }
+
+void direct_queue::expect(uint64_t sequence) {
+  std::lock_guard lk(mu_);
+  order_.push_back(sequence);
+}
+
+void direct_queue::start(uint64_t sequence, void* data, std::size_t count, dtype t, reduce_op op, callback done) {
+  status refused;
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) {
+      refused = why_stopped_;
+    } else if (std::find(order_.begin(), order_.end(), sequence) == order_.end() || started_.count(sequence)) {
+      refused = status{errc::internal, "chunk " + std::to_string(sequence) +
+                                           " started on the direct path without being handed out to it (or twice)"};
+    } else {
+      started_[sequence] = chunk{data, count, t, op, std::move(done)};
+    }
+  }
+  if (!refused.ok()) {
+    done(refused);
+    return;
+  }
+  cv_.notify_one();
+}
+
+void direct_queue::forget_unstarted() {
+  {
+    std::lock_guard lk(mu_);
+    std::erase_if(order_, [&](uint64_t s) { return started_.count(s) == 0; });
+  }
+  cv_.notify_one();
+}
+
+void direct_queue::stop(const status& why) {
+  {
+    std::lock_guard lk(mu_);
+    if (!stopping_) {
+      stopping_ = true;
+      why_stopped_ = why;
+    }
+  }
+  lane_->interrupt(why);
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t direct_queue::ran() const {
+  std::lock_guard lk(mu_);
+  return ran_;
+}
+
+void direct_queue::loop() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stopping_ || (!order_.empty() && started_.count(order_.front())); });
+    if (stopping_) break;
+    const uint64_t sequence = order_.front();
+    order_.pop_front();
+    auto node = started_.extract(sequence);
+    chunk c = std::move(node.mapped());
+    lk.unlock();
+    status st = lane_->run(c.data, c.count, c.type, c.op, sequence);
+    {
+      std::lock_guard counted(mu_);
+      ++ran_;
+    }
+    if (st.code() == errc::protocol && on_protocol_) on_protocol_(st);
+    c.done(st);
+    lk.lock();
+  }
+  // Stopped: what was started and not run ends with the reason (outside the lock).
+  std::vector<chunk> left;
+  for (auto& [seq, c] : started_) left.push_back(std::move(c));
+  started_.clear();
+  order_.clear();
+  const status why = why_stopped_;
+  lk.unlock();
+  for (auto& c : left) c.done(why);
+}
+
+}  // namespace chorus

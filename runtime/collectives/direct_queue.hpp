@@ -1,0 +1,86 @@
+// The pipeline's allreduces on one host, off the I/O thread: a thread owned by the communicator
+// runs them through a mailbox set of their own (shm::mailbox_use::pipeline) with a
+// direct_allreduce, one at a time, in the order the fusion actor handed them out. That order is
+// the same on every rank (increasing sequence numbers), whatever order the sender actors then
+// start them in, so every rank posts the same chunk to the same mailbox post numbers.
+//
+//   fusion:  expect(seq)            as it hands a direct chunk to a sender
+//   sender:  start(seq, ..., done)  when it starts the chunk (comm_runner)
+//   thread:  runs the oldest expected chunk once started; done(status) on that thread
+//
+// Deadlock freedom, with sender_actor.hpp's argument: take s, the smallest sequence unfinished
+// on any rank. If s is a direct chunk, every direct chunk before it has ended on every rank (a
+// rank's run ends only after every peer posted all of it), so s is the oldest expected chunk
+// of every rank's queue; every rank's sender starts it (sender_actor.hpp (2)), so every
+// thread runs it and it ends. If s runs on the I/O thread, this thread does not hold it up.
+// Failures: the engine's on_failure reaches interrupt() / peer_left() as for the caller's
+// path, so a dead peer ends the running chunk and every later one with its cause.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "runtime/collectives/direct_allreduce.hpp"
+
+namespace chorus {
+
+class direct_queue {
+ public:
+  using callback = std::function<void(const status&)>;
+  /// `on_protocol` (any status of errc::protocol a run returns, before its done): the peers
+  /// should learn that the job broke (communicator::abort).
+  direct_queue(std::unique_ptr<direct_allreduce> lane, callback on_protocol);
+  /// stop() with errc::shutdown.
+  ~direct_queue();
+
+  /// Whether a chunk of `bytes` may run here (the same answer on every rank).
+  bool takes(std::size_t bytes, dtype t, reduce_op op) const { return lane_->takes(bytes, t, op); }
+  /// The fusion actor hands out chunk `sequence`: it runs after every chunk expected before it.
+  void expect(uint64_t sequence);
+  /// Its sender started it: run it (in place on `data`) when its turn comes; `done` gets the
+  /// outcome on this queue's thread, exactly once. A sequence not expected ends at once with
+  /// errc::internal.
+  void start(uint64_t sequence, void* data, std::size_t count, dtype t, reduce_op op, callback done);
+  /// A pipeline shut down: chunks it handed out and never started leave the order (the ones
+  /// started keep running, as the I/O thread's chunks do, until the communicator closes).
+  void forget_unstarted();
+
+  /// The job broke: the running chunk and every later one end with `why`.
+  void interrupt(const status& why) { lane_->interrupt(why); }
+  /// `peer` said goodbye (direct_allreduce::peer_left).
+  void peer_left(int peer, const status& why) { lane_->peer_left(peer, why); }
+  /// Interrupts with `why`, ends every chunk waiting with it, and joins the thread. Idempotent.
+  void stop(const status& why);
+
+  /// Chunks run so far (tests, logs).
+  uint64_t ran() const;
+
+ private:
+  struct chunk {
+    void* data = nullptr;
+    std::size_t count = 0;
+    dtype type = dtype::f32;
+    reduce_op op = reduce_op::sum;
+    callback done;
+  };
+  void loop();
+
+  std::unique_ptr<direct_allreduce> lane_;
+  callback on_protocol_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<uint64_t> order_;          // expected, oldest first
+  std::map<uint64_t, chunk> started_;   // started, waiting for their turn
+  bool stopping_ = false;
+  status why_stopped_;
+  uint64_t ran_ = 0;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+}  // namespace chorus

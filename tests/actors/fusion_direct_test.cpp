@@ -1,0 +1,90 @@
+// Which allreduce chunks fusion plans for the communicator's direct path (plan_batch,
+// actors/fusion_actor.hpp; runtime/collectives/direct_queue.hpp): with a lane, the plain
+// allreduces of the job's own set whose chunks the lane takes; never a compressed, checked or
+// prescaled one, a process set's, a broadcast; nothing without a lane. The names metrics and the
+// trace give each bucket say the same ("" for a broadcast, as before).
+#include <gtest/gtest.h>
+
+#include "actors/fusion_actor.hpp"
+
+namespace chorus {
+namespace {
+
+op_ref allreduce(const std::string& name, int64_t elements, int set = 0) {
+  op_ref o;
+  o.spec.name = negotiated_name(name, set);
+  o.spec.process_set = set;
+  o.spec.kind = collective_kind::allreduce;
+  o.spec.type = dtype::f32;
+  o.spec.op = reduce_op::sum;
+  o.spec.shape = {elements};
+  return o;
+}
+
+// A lane of `size` ranks whose mailboxes are absent: fusion only asks what it takes.
+std::unique_ptr<direct_queue> lane(int size, std::size_t limit) {
+  std::vector<std::unique_ptr<shm::mailbox_writer>> out(static_cast<std::size_t>(size));
+  std::vector<std::unique_ptr<shm::mailbox_reader>> in(static_cast<std::size_t>(size));
+  return std::make_unique<direct_queue>(
+      std::make_unique<direct_allreduce>(0, size, std::move(out), std::move(in), limit, std::chrono::microseconds(0)),
+      nullptr);
+}
+
+fusion_state state(int size, direct_queue* direct) {
+  fusion_state s;
+  s.cfg.rank = 0;
+  s.cfg.size = size;
+  s.cfg.chunk_bytes = 4096;
+  s.cfg.small_bytes = 1024;
+  s.cfg.in_place_bytes = 1;  // every tensor a bucket of its own
+  s.cfg.direct = direct;
+  auto sets = std::make_shared<process_set_table>(size);
+  auto added = sets->add({0});  // rank 0 alone: a set of its own, not the job's
+  EXPECT_TRUE(added && *added == 1);
+  s.cfg.process_sets = sets;
+  s.next_sequence = s.cfg.first_sequence;
+  return s;
+}
+
+// Each bucket's algorithm name, in plan order.
+std::vector<std::string> planned(fusion_state&& s, const std::vector<op_ref>& ops) {
+  std::vector<std::string> out;
+  for (auto& [job, works] : plan_batch(s, batch_agreed{1, ops})) out.push_back(algorithm_of(works));
+  return out;
+}
+
+std::vector<op_ref> mixed() {
+  auto fp16 = allreduce("fp16", 2048);
+  fp16.spec.wire = compression::fp16;
+  auto checked = allreduce("checked", 2048);
+  checked.spec.check = nan_check::error;
+  auto scaled = allreduce("scaled", 2048);
+  scaled.spec.prescale = 0.5f;
+  auto bcast = allreduce("bcast", 2048);
+  bcast.spec.kind = collective_kind::broadcast;
+  return {allreduce("plain", 2048), allreduce("small", 16), fp16, checked, scaled, bcast, allreduce("set", 2048, 1)};
+}
+
+TEST(fusion_direct, plain_allreduces_of_the_job_set_take_the_lane_and_nothing_else_does) {
+  auto l = lane(2, 4u << 20);
+  EXPECT_EQ(planned(state(2, l.get()), mixed()),
+            (std::vector<std::string>{"direct", "direct", "ring", "ring", "ring", "", "ring"}));
+}
+
+TEST(fusion_direct, without_a_lane_the_ring_and_recursive_doubling_run_as_before) {
+  EXPECT_EQ(planned(state(2, nullptr), mixed()),
+            (std::vector<std::string>{"ring", "recursive_doubling", "ring", "ring", "ring", "", "ring"}));
+}
+
+TEST(fusion_direct, with_more_ranks_chunks_past_the_lanes_limit_take_the_ring) {
+  // Three ranks, limit 4 KiB: chunks up to 4 KiB / (3 - 2) go direct. An 8 KiB tensor is two
+  // 4 KiB chunks (direct); with 8 KiB chunks it is one, too large for the lane.
+  auto l = lane(3, 4096);
+  EXPECT_EQ(planned(state(3, l.get()), {allreduce("a", 2048)}), (std::vector<std::string>{"direct"}));
+  auto s = state(3, l.get());
+  s.cfg.chunk_bytes = 8192;
+  EXPECT_EQ(planned(std::move(s), {allreduce("a", 2048)}), (std::vector<std::string>{"ring"}));
+}
+
+}  // namespace
+}  // namespace chorus
