@@ -48,8 +48,9 @@ constexpr std::array table{
   variable{"CHORUS_SMALL_ALLREDUCE_BYTES", "", kind::whole, "65536", 0, 64 * MiB, "",
            "allreduces up to this size use recursive doubling (latency)", owner::config, "bytes"},
   variable{"CHORUS_CALLER_ALLREDUCE_BYTES", "", kind::whole, "4194304", 0, 1 << 30, "",
-           "with every rank on one host, blocking allreduces run on the calling thread through "
-           "shared-memory mailboxes: always with two ranks, else while bytes x (ranks - 2) <= this; 0 = never",
+           "with every rank on one host, blocking allreduces run on the calling thread, and the pipeline's "
+           "allreduce chunks on a thread of their own, through shared-memory mailboxes: always with two ranks, "
+           "else while bytes x (ranks - 2) <= this; 0 = never",
            owner::config, "bytes"},
   variable{"CHORUS_HIERARCHICAL", "HOROVOD_HIERARCHICAL_ALLREDUCE", kind::choice, "auto", 0, 0, "auto|on|off|1|0",
            "hierarchical allreduce (inside hosts, then across): auto by size and topology, on, off; 1 = on, 0 = off",
