@@ -61,7 +61,8 @@ std::size_t direct_allreduce::max_bytes() const {
 
 bool direct_allreduce::takes(std::size_t bytes, dtype t, reduce_op op) const {
   // Booleans have no average: the I/O thread's path refuses it with its own error.
-  return bytes <= max_bytes() && size_ > 1 && limit_ > 0 && !(t == dtype::boolean && op == reduce_op::average);
+  const std::size_t most = max_bytes();  // 0: one rank, or the path switched off
+  return most > 0 && bytes <= most && !(t == dtype::boolean && op == reduce_op::average);
 }
 
 status direct_allreduce::stop_reason(int peer) const {
