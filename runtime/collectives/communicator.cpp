@@ -11,6 +11,7 @@
 #include "runtime/collectives/hier_op.hpp"
 #include "runtime/collectives/ring_op.hpp"
 #include "runtime/collectives/scatter_plan.hpp"
+#include "runtime/collectives/settings_check.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/transport/mesh/mesh_transport.hpp"
 
@@ -53,6 +54,7 @@ result<std::unique_ptr<communicator>> communicator::create(const process_env& en
   session.session_id = (*rdv)->session_id();
   auto parts = mesh::connect_mesh(session, **rdv, mopts);
   if (!parts) return parts.error();
+  if (auto st = agree_settings(**rdv, opts, mopts.connect_timeout); !st.ok()) return st;
   return std::unique_ptr<communicator>(new communicator(std::move(*rdv), std::move(*parts), opts));
 }
 

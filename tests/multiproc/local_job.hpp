@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <random>
 #include <sstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,6 +78,9 @@ class local_job {
     for (int r = 0; r < (started < 0 ? size : started); ++r) start(r);
   }
 
+  /// Rank `rank`, not started yet, gets `key=value` on top of the job's environment.
+  void set_rank_env(int rank, const std::string& key, const std::string& value) { rank_env_[rank][key] = value; }
+
   /// Starts the ranks the constructor left out.
   void start_rest() {
     for (int r = static_cast<int>(ranks_.size()); r < size_; ++r) start(r);
@@ -126,12 +130,14 @@ class local_job {
     env_map env = env_;
     env["CHORUS_RANK"] = std::to_string(rank);
     env["CHORUS_LOCAL_RANK"] = std::to_string(rank);
+    for (auto& [k, v] : rank_env_[rank]) env[k] = v;
     ranks_.emplace_back(argv_, env, log(rank));
   }
 
   int size_;
   std::vector<std::string> argv_;
   env_map env_;
+  std::map<int, env_map> rank_env_;
   std::string dir_;
   std::vector<child_process> ranks_;
 };

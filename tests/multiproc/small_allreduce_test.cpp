@@ -2,7 +2,8 @@
 // processes on one host: a rank that dies while the others wait in one (killed before it posts,
 // or killed anywhere in a tight loop) is named by every survivor within the bound the I/O
 // thread's path keeps (10 s, as failure_test.cpp), and ranks whose calls differ all fail with a
-// protocol error instead of hanging or reducing garbage.
+// protocol error instead of hanging or reducing garbage; ranks given different settings for the
+// path fail at init.
 #include <gtest/gtest.h>
 
 #include "tests/multiproc/job_checks.hpp"
@@ -62,6 +63,18 @@ TEST(small_mismatch, every_rank_fails_with_a_protocol_error_saying_what_differs)
   expect_every_rank_failed_with(results, "testrank error: protocol");
   // Its own reading of the other's post, or the first rank's, passed on with the abort.
   expect_every_rank_printed(results, "bytes of f32 sum on rank");
+}
+
+// A rank given another CHORUS_CALLER_ALLREDUCE_BYTES would take the I/O thread's path while its
+// peer waits in a mailbox, for ever: every rank fails at init instead, naming the variable.
+TEST(small_settings, ranks_given_different_caller_bytes_all_fail_at_init_naming_it) {
+  local_job job(2, {CHORUS_TESTRANK_PATH, "small-loop", "5"}, {}, 0);
+  job.set_rank_env(1, "CHORUS_CALLER_ALLREDUCE_BYTES", "0");
+  job.start_rest();
+  auto results = job.wait(std::chrono::seconds(30));
+  expect_every_rank_failed_with(results,
+                                "testrank error: config: CHORUS_CALLER_ALLREDUCE_BYTES is 0 on rank 1 but 4194304 on "
+                                "rank 0: every rank of a job must be given the same value");
 }
 
 }  // namespace
