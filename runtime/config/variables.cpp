@@ -118,7 +118,7 @@ constexpr std::array table{
            "rank 0 writes one CSV row per autotune sample (its settings and score) here; empty = none",
            owner::config, ""},
   variable{"CHORUS_AUTOTUNE_WARMUP_SAMPLES", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", kind::whole, "3", 1, 1000, "",
-           "autotune samples (the start and seeded points) before the Gaussian process proposes", owner::config,
+           "autotune samples (the start and a seeded Latin hypercube) before the Gaussian process proposes", owner::config,
            "samples"},
   variable{"CHORUS_AUTOTUNE_STEPS_PER_SAMPLE", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", kind::whole, "10", 1, 1000000,
            "", "training steps in one autotune window (a step has passed when a tensor finishes again, as in Horovod)", owner::config, "steps"},

@@ -52,6 +52,31 @@ point bayes_optimizer::random_point(uint64_t draw) const {
   return p;
 }
 
+point bayes_optimizer::design_point(std::size_t row, std::size_t rows) const {
+  point p(space_.dims());
+  for (std::size_t d = 0; d < p.size(); ++d) {
+    if (pin(d) >= 0) {
+      p[d] = pin(d);
+      continue;
+    }
+    // This axis's permutation of the rows' strata (Fisher-Yates, seeded per axis).
+    std::vector<std::size_t> strata(rows);
+    for (std::size_t i = 0; i < rows; ++i) strata[i] = i;
+    uint64_t h = mix64(options_.seed ^ mix64(0x1a7 + d));
+    for (std::size_t i = rows; i > 1; --i) {
+      h = mix64(h + i);
+      std::swap(strata[i - 1], strata[h % i]);
+    }
+    // The value nearest the middle of the row's stratum of [0, 1] (log scale).
+    const double target = (double(strata[row]) + 0.5) / double(rows);
+    point one(space_.dims(), 0);
+    std::vector<double> u = space_.unit(one);
+    u[d] = target;
+    p[d] = space_.snap_unit(u)[d];
+  }
+  return p;
+}
+
 void bayes_optimizer::observe(point at, double score) { history_.push_back({std::move(at), score}); }
 
 std::optional<proposal> bayes_optimizer::next() const {
@@ -75,6 +100,14 @@ std::optional<proposal> bayes_optimizer::next() const {
   for (const auto& p : start_)
     if (!sampled(p)) return proposal{p, true, 0};
   if (n < options_.warmup_samples) {
+    // A Latin hypercube over the warm-up rows after the starting points, so that every axis's
+    // range is covered; a row already sampled gives way to a pseudo-random point.
+    const int starts = static_cast<int>(start_.size());
+    const int rows = options_.warmup_samples - starts;
+    if (n >= starts && n - starts < rows) {
+      auto p = design_point(static_cast<std::size_t>(n - starts), static_cast<std::size_t>(rows));
+      if (!sampled(p)) return proposal{p, true, 0};
+    }
     for (uint64_t draw = 0;; ++draw) {
       auto p = random_point((uint64_t(n) << 32) + draw);
       if (!sampled(p)) return proposal{p, true, 0};

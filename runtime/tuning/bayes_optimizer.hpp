@@ -1,9 +1,9 @@
 // Bayesian optimisation over a discrete, log-scaled search space: a few warm-up points (the
-// starting points given, then seeded pseudo-random ones), then the point of highest expected
-// improvement under a Gaussian process fitted to every sample so far. It stops at a sample
-// budget or when the best expected improvement is negligible. Every answer is a pure function
-// of (space, options, starting points, history), so ranks that feed it the same agreed
-// scores propose the same points: no random_device, no clock, no shared state.
+// starting points given, then a seeded Latin hypercube over the rest), then the point of
+// highest expected improvement under a Gaussian process fitted to every sample so far. It
+// stops at a sample budget or when the best expected improvement is negligible. Every answer
+// is a pure function of (space, options, starting points, history), so ranks that feed it the
+// same agreed scores propose the same points: no random_device, no clock, no shared state.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +65,9 @@ class bayes_optimizer {
  private:
   bool sampled(const point& p) const;
   point random_point(uint64_t draw) const;
+  /// Row `row` of a seeded Latin hypercube of `rows` rows over the free axes: along each axis
+  /// the rows take different strata of the log-scaled range (row < rows).
+  point design_point(std::size_t row, std::size_t rows) const;
   /// The pinned index of axis d, or -1.
   int pin(std::size_t d) const;
   /// The number of points the proposals may take (the free axes' product; saturates at 2^62).

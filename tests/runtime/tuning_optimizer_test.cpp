@@ -121,6 +121,34 @@ TEST(TuningOptimizer, AFlatWarmUpDoesNotStopTheSearchBeforeItsOwnProposals) {
   }
 }
 
+TEST(TuningOptimizer, WarmUpCoversEveryAxisLikeALatinHypercube) {
+  // After the starting point, five warm-up rows: along each axis they take the five strata of
+  // the range, one each (17 values: the middles 0.1, 0.3, ... 0.9 snap to 2, 5, 8, 11, 14), so
+  // no axis is left at one end by chance. The order of the strata depends on the seed.
+  auto s = grid_2d();
+  std::vector<std::vector<int>> orders;
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    optimizer_options o;
+    o.seed = seed;
+    o.warmup_samples = 6;
+    bayes_optimizer opt(s, o, {point{0, 16}});
+    std::vector<int> a, b;
+    for (int i = 0; i < 6; ++i) {
+      auto p = opt.next();
+      ASSERT_TRUE(p && p->warmup);
+      if (i == 0) EXPECT_EQ(p->at, (point{0, 16}));
+      if (i > 0) a.push_back(p->at[0]), b.push_back(p->at[1]);
+      opt.observe(p->at, quadratic(s, p->at));
+    }
+    orders.push_back(a);
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    EXPECT_EQ(a, (std::vector<int>{2, 5, 8, 11, 14})) << "seed " << seed;
+    EXPECT_EQ(b, (std::vector<int>{2, 5, 8, 11, 14})) << "seed " << seed;
+  }
+  EXPECT_FALSE(orders[0] == orders[1] && orders[1] == orders[2] && orders[2] == orders[3]);
+}
+
 TEST(TuningOptimizer, FindsQuadraticMaximumUnderNoise) {
   auto s = grid_2d();
   optimizer_options o;

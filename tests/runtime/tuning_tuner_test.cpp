@@ -157,8 +157,10 @@ TEST(TuningTuner, ConvergesFromPoorStartAndRetunesAfterChange) {
   tuner_options o;
   o.search.max_samples = 30;  // the budget: 30 samples in all, the confirmation's included
   o.search.noise = 0.02;
-  // A search is a random walk through noisy samples: judge it over seeds. Over 40 seeds this
-  // model gives: first search >= 95% of the best in 35; re-search better than staying in 40,
+  // A search is a random walk through noisy samples: judge it over seeds. Over seeds 100-159
+  // the first search reaches >= 95% of the best in 60 (mean 0.991) with the warm-up's Latin
+  // hypercube, in 53 (mean 0.967) with pseudo-random warm-up points. Over 40 seeds this
+  // model gave, before the hypercube: first search >= 95% of the best in 35; re-search better than staying in 40,
   // both 1.2x staying and >= 75% of the new best in 40, mean 0.978 of it (39 and 0.974 with
   // cycle time and in-place threshold free in the re-search; 0.970 before it sampled its best
   // point's chunk neighbours).
@@ -250,19 +252,25 @@ std::vector<point> re_search_points(const tuner_options& o, point& converged) {
 TEST(TuningTuner, AReSearchKeepsCycleTimeAndInPlaceThreshold) {
   // A network change moves streams, chunk and fusion sizes; the re-search holds the knobs that
   // follow the compute (axes 3 and 4), even where the model's peak moved them too.
-  tuner_options o = small_search(7, 1);
-  point converged;
-  auto points = re_search_points(o, converged);
-  ASSERT_GE(points.size(), static_cast<std::size_t>(o.retune_samples));
-  for (const auto& p : points) {
-    EXPECT_EQ(p[3], converged[3]);
-    EXPECT_EQ(p[4], converged[4]);
+  // Free, the same searches move them in most seeds (23 of 30 over seeds 1-30).
+  int moved_free = 0;
+  const int seeds = 10;
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+    tuner_options o = small_search(seed, 1);
+    point converged;
+    auto points = re_search_points(o, converged);
+    ASSERT_GE(points.size(), static_cast<std::size_t>(o.retune_samples)) << "seed " << seed;
+    for (const auto& p : points) {
+      EXPECT_EQ(p[3], converged[3]) << "seed " << seed;
+      EXPECT_EQ(p[4], converged[4]) << "seed " << seed;
+    }
+    o.retune_pinned_axes.clear();
+    points = re_search_points(o, converged);
+    moved_free += std::any_of(points.begin(), points.end(),
+                              [&](const point& p) { return p[3] != converged[3] || p[4] != converged[4]; });
   }
-  // Free, the same search moves them.
-  o.retune_pinned_axes.clear();
-  points = re_search_points(o, converged);
-  EXPECT_TRUE(std::any_of(points.begin(), points.end(),
-                          [&](const point& p) { return p[3] != converged[3] || p[4] != converged[4]; }));
+  std::printf("free re-searches that moved cycle time or in-place threshold: %d of %d\n", moved_free, seeds);
+  EXPECT_GE(moved_free, seeds / 2);
 }
 
 TEST(TuningTuner, AReSearchFindsTheChunkSizeWhenOnlyThatMoved) {
