@@ -212,22 +212,14 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
                   "pipeline: stream_placement='" + opts.stream_placement + "'; expected speed or round_robin"};
   if (opts.control_plane != "tcp" && opts.control_plane != "caf")
     return status{errc::config, "pipeline: control_plane='" + opts.control_plane + "'; expected tcp or caf"};
-  // Every rank must run the same control plane: the other one's gossip would go unread.
-  if (size > 1) {
-    auto& store = comm.store();
-    if (auto st = store.publish("plane/" + std::to_string(rank), opts.control_plane); !st.ok())
+  // Every rank must run the same control plane (the other one's gossip would go unread) and
+  // negotiation, fuse and cut tensors alike (else their chunks differ), and tune or not.
+  if (size > 1)
+    if (auto st = agree_settings(comm.store(), "pipeline-settings/", pipeline_settings(opts),
+                                 "it decides how the pipeline negotiates, fuses and cuts tensors into chunks",
+                                 opts.connect_timeout);
+        !st.ok())
       return status{st.code(), "pipeline: " + st.message()};
-    auto planes = store.gather("plane/", opts.connect_timeout);
-    if (!planes) return status{planes.error().code(), "pipeline: " + planes.error().message()};
-    std::string others;
-    for (int r = 0; r < size; ++r)
-      if ((*planes)[static_cast<std::size_t>(r)] != opts.control_plane)
-        others += " rank " + std::to_string(r) + " runs " + (*planes)[static_cast<std::size_t>(r)] + ";";
-    if (!others.empty())
-      return status{errc::config, "pipeline: rank " + std::to_string(rank) + " runs control plane " +
-                                      opts.control_plane + " (CHORUS_CONTROL_PLANE), but" + others +
-                                      " set it alike on every rank"};
-  }
   auto p = std::make_unique<impl>(comm);
   p->opts = opts;
   p->autotune_held = opts.autotune.enabled && opts.autotune_held;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "actors/stats.hpp"
+#include "runtime/collectives/settings_check.hpp"
 #include "runtime/config/config.hpp"
 #include "runtime/core/status.hpp"
 #include "runtime/negotiation/tensor_spec.hpp"
@@ -92,6 +93,12 @@ struct pipeline_options {
   /// fields without a variable keep their defaults.
   static pipeline_options from_config(const config& c);
 };
+
+/// The settings of `o` every rank must be given alike (checked at start through the
+/// rendezvous, runtime/collectives/settings_check.hpp), as (variable, value) in a fixed order:
+/// the control plane and negotiation, the fusion threshold, chunk size and in-place threshold
+/// (they decide each chunk's tensors and bytes) and whether the autotuner runs.
+setting_list pipeline_settings(const pipeline_options& o);
 
 /// One collective operation handed to the pipeline. Buffers are caller-owned and untouched by
 /// the caller until `done`.

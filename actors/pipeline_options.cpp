@@ -1,5 +1,6 @@
 // pipeline_options::from_config: the pipeline's part of the typed configuration (read once by
-// runtime/config from the CHORUS_* variables and their HOROVOD_* aliases).
+// runtime/config from the CHORUS_* variables and their HOROVOD_* aliases), and the part every
+// rank must be given alike.
 #include "actors/pipeline.hpp"
 
 namespace chorus {
@@ -27,6 +28,15 @@ pipeline_options pipeline_options::from_config(const config& c) {
   o.connect_timeout = c.transport.connect_timeout;
   o.autotune = c.autotune;
   return o;
+}
+
+setting_list pipeline_settings(const pipeline_options& o) {
+  return {{"CHORUS_CONTROL_PLANE", o.control_plane},
+          {"CHORUS_NEGOTIATION", o.negotiation},
+          {"CHORUS_FUSION_THRESHOLD", std::to_string(o.fusion_threshold)},
+          {"CHORUS_CHUNK_BYTES", std::to_string(o.chunk_bytes)},
+          {"CHORUS_IN_PLACE_BYTES", std::to_string(o.in_place_bytes)},
+          {"CHORUS_AUTOTUNE", o.autotune.enabled ? "1" : "0"}};
 }
 
 }  // namespace chorus

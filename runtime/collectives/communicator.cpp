@@ -123,6 +123,11 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
 
 communicator::~communicator() { close(); }
 
+uint64_t communicator::mailbox_sent(shm::mailbox_use use) const {
+  if (use == shm::mailbox_use::caller) return direct_ ? direct_->sent_bytes() : 0;
+  return lane_ ? lane_->sent_bytes() : 0;
+}
+
 void communicator::close() {
   if (closed_) return;
   closed_ = true;

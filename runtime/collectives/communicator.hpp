@@ -99,6 +99,10 @@ class communicator {
   stream_traffic traffic(int stream) const { return t_->traffic(stream); }
   /// The same, of `stream`'s connection to `peer` (transport::peer_traffic).
   stream_traffic peer_traffic(int stream, int peer) const { return t_->peer_traffic(stream, peer); }
+  /// Payload bytes the shared-memory mailboxes of `use` carried to the peers so far (the
+  /// caller's path and the pipeline's direct path, which no stream counts); 0 without them.
+  /// Any thread.
+  uint64_t mailbox_sent(shm::mailbox_use use) const;
   /// The kernel's count of `stream`'s TCP sending (transport::meter).
   stream_meter meter(int stream) const { return t_->meter(stream); }
   /// Local and remote port of `stream`'s connection to `peer` (transport::connection_ports).

@@ -156,6 +156,7 @@ status direct_allreduce::post_piece(uint64_t k, const std::byte* data, std::size
     out_[static_cast<std::size_t>(p)]->post(k, tag, data, bytes, call);
   }
   posts_.fetch_add(1, std::memory_order_relaxed);
+  sent_bytes_.fetch_add(bytes * static_cast<uint64_t>(size_ - 1), std::memory_order_relaxed);
   return {};
 }
 

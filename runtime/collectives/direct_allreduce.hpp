@@ -51,6 +51,8 @@ class direct_allreduce {
   void peer_left(int peer, const status& why);
   /// Posts made so far (for tests and logs).
   uint64_t posts() const { return posts_.load(std::memory_order_relaxed); }
+  /// Payload bytes posted so far, to all peers together (for metrics); any thread.
+  uint64_t sent_bytes() const { return sent_bytes_.load(std::memory_order_relaxed); }
 
  private:
   /// Post k from `peer`; waits (spin, then sleep) until it arrives or interrupt() is called.
@@ -76,6 +78,7 @@ class direct_allreduce {
   uint64_t k_ = 0;                // the last post number (under run_mu_)
   std::vector<std::byte> mine_;   // our contribution while the fold overwrites data (size > 2)
   std::atomic<uint64_t> posts_{0};
+  std::atomic<uint64_t> sent_bytes_{0};
   std::atomic<bool> broken_{false};                  // interrupt() was called
   std::unique_ptr<std::atomic<bool>[]> stop_;        // [peer]: stop waiting for it (broken or left)
   mutable std::mutex why_mu_;

@@ -60,6 +60,8 @@ class direct_queue {
 
   /// Chunks run so far (tests, logs).
   uint64_t ran() const;
+  /// Payload bytes its mailboxes carried to the peers so far (metrics); any thread.
+  uint64_t sent_bytes() const { return lane_->sent_bytes(); }
 
  private:
   struct chunk {

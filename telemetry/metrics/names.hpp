@@ -19,6 +19,12 @@ inline constexpr const char* stream_shm_sent_bytes = "chorus_stream_shm_sent_byt
 /// (label direction="sent"|"received").
 inline constexpr const char* stream_throughput = "chorus_stream_throughput_bytes_per_second";
 
+// ---- data plane, shared-memory mailboxes (labels rank, path) ----
+/// Counter: payload bytes this rank posted to its peers through mailboxes, which no stream
+/// counts (path="caller": blocking allreduces on the calling thread; "pipeline": the
+/// pipeline's direct path, one host only).
+inline constexpr const char* mailbox_sent_bytes = "chorus_mailbox_sent_bytes_total";
+
 // ---- data plane, per stream and peer (labels rank, stream, peer): one connection each ----
 /// Counter: bytes this rank wrote on the stream's connection to the peer (headers included).
 inline constexpr const char* stream_peer_sent_bytes = "chorus_stream_peer_sent_bytes_total";

@@ -38,6 +38,7 @@ traffic_collector::traffic_collector(const context& ctx, std::chrono::millisecon
       read_(ctx.traffic),
       read_peer_(ctx.peer_traffic),
       ports_(ctx.ports),
+      mailbox_(ctx.mailbox_sent),
       window_(window) {
   history_.push_back(read_all(clock::now()));
 }
@@ -134,6 +135,24 @@ std::vector<prometheus::MetricFamily> traffic_collector::collect_at(clock::time_
   }
   std::vector<prometheus::MetricFamily> out{std::move(sent), std::move(received), std::move(shm), std::move(rate)};
   if (!cur.per_peer.empty() && ref.per_peer.size() == cur.per_peer.size()) collect_peers(cur, ref, seconds, out);
+  if (mailbox_) {
+    // The mailboxes are no stream's: the caller's blocking allreduces and the pipeline's
+    // direct path (mailbox_paths, in that order).
+    prometheus::MetricFamily mail{metric_names::mailbox_sent_bytes,
+                                  "Payload bytes this rank posted to its peers through shared-memory mailboxes "
+                                  "(label path: caller = blocking allreduces on the calling thread, pipeline = "
+                                  "the pipeline's direct path); no stream counts them",
+                                  prometheus::MetricType::Counter,
+                                  {}};
+    for (int path = 0; path < 2; ++path) {
+      prometheus::ClientMetric m;
+      m.label.push_back({"path", path == 0 ? "caller" : "pipeline"});
+      m.label.push_back({"rank", rank_});
+      m.counter.value = static_cast<double>(mailbox_(path));
+      mail.metric.push_back(std::move(m));
+    }
+    out.push_back(std::move(mail));
+  }
   if (now > history_.back().at) history_.push_back(std::move(cur));
   return out;
 }

@@ -27,6 +27,7 @@ class traffic_collector final : public prometheus::Collectable {
   /// ctx.traffic (per stream), ctx.peer_traffic and ctx.ports (per stream and peer, peers in
   /// [0, ctx.size) other than ctx.rank) must stay callable while this object lives; an empty
   /// traffic reports zeros, an empty peer_traffic / ports leaves their series out. The
+  /// ctx.mailbox_sent, when set, adds the mailboxes' counter. The
   /// throughput gauges cover the span since the newest earlier scrape at least `window` old
   /// (or since construction).
   traffic_collector(const context& ctx, std::chrono::milliseconds window);
@@ -52,6 +53,7 @@ class traffic_collector final : public prometheus::Collectable {
   std::function<stream_traffic(int)> read_;
   std::function<stream_traffic(int, int)> read_peer_;
   std::function<std::pair<int, int>(int, int)> ports_;
+  std::function<uint64_t(int)> mailbox_;
   std::chrono::milliseconds window_;
   mutable std::mutex mu_;
   mutable std::deque<sample> history_;  // oldest first; front is the reference of the next rate

@@ -61,16 +61,18 @@ std::string repo_file(const std::string& rel) {
 }
 
 /// A 2-rank metrics job; the destructor lets the ranks finish (stop file) and checks they did.
+/// By default the pipeline's chunks stay on the streams (the byte counters under test are the
+/// data plane's), off the one-host direct path (mailboxes, no stream); `direct` keeps it on.
 struct metrics_job {
+  explicit metrics_job(bool direct = false)
+      : job{2,
+            {CHORUS_TESTRANK_PATH, "pipeline-metrics", std::to_string(steps), stop_file},
+            {{"CHORUS_METRICS_PORT", std::to_string(base)},
+             {"CHORUS_NUM_STREAMS", "2"},
+             {"CHORUS_CALLER_ALLREDUCE_BYTES", direct ? "" : "0"}}} {}
   int base = free_port_pair();
   std::string stop_file = "/tmp/chorus-metrics-stop-" + random_hex(8);
-  local_job job{2,
-                {CHORUS_TESTRANK_PATH, "pipeline-metrics", std::to_string(steps), stop_file},
-                // The streams' byte counters are the data plane's: keep the pipeline's chunks
-                // there, off the one-host direct path (mailboxes, no stream).
-                {{"CHORUS_METRICS_PORT", std::to_string(base)},
-                 {"CHORUS_NUM_STREAMS", "2"},
-                 {"CHORUS_CALLER_ALLREDUCE_BYTES", "0"}}};
+  local_job job;
 
   bool ready() {
     for (int r = 0; r < 2; ++r)
@@ -188,6 +190,49 @@ TEST(pipeline_metrics, per_stream_bytes_are_the_data_planes) {
   for (const auto& s : rate->arr()) EXPECT_GE(sample_value(s), 0);
 }
 
+/// The value of series `name` with label path="`path`" on a /metrics page (-1: absent).
+double mailbox_value(const std::string& page, const std::string& path) {
+  std::istringstream lines(page);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("chorus_mailbox_sent_bytes_total{", 0) == 0 &&
+        line.find("path=\"" + path + "\"") != std::string::npos)
+      return std::stod(line.substr(line.rfind(' ') + 1));
+  return -1;
+}
+
+// The pipeline's direct path (one host, mailboxes) moves bytes no stream counts: they show in
+// chorus_mailbox_sent_bytes_total{path="pipeline"}, and the streams carry almost nothing; with
+// the path off, that counter stays 0 and the streams carry the tensors.
+TEST(pipeline_metrics, the_direct_paths_bytes_are_counted_apart_from_the_streams) {
+  for (bool direct : {true, false}) {
+    SCOPED_TRACE(direct ? "direct path on" : "direct path off");
+    metrics_job j(direct);
+    ASSERT_NE(j.base, 0);
+    ASSERT_TRUE(j.ready()) << j.job.output(0) << j.job.output(1);
+    for (int r = 0; r < 2; ++r) {
+      auto page = http_get("127.0.0.1", j.base + r, "/metrics");
+      ASSERT_TRUE(page && page->code == 200) << "rank " << r;
+      const double piped = mailbox_value(page->body, "pipeline"), caller = mailbox_value(page->body, "caller");
+      ASSERT_GE(piped, 0) << page->body;
+      ASSERT_GE(caller, 0) << page->body;
+      double streams = 0;
+      std::istringstream lines(page->body);
+      for (std::string line; std::getline(lines, line);)
+        if (line.rfind("chorus_stream_sent_bytes_total{", 0) == 0)
+          streams += std::stod(line.substr(line.rfind(' ') + 1));
+      // Each step posts the 16 MiB tensor (and the small ones) to the one peer.
+      const double tensors = steps * 16.0 * (1 << 20);
+      if (direct) {
+        EXPECT_GE(piped, tensors) << "rank " << r;
+        EXPECT_LT(streams, tensors / 4) << "rank " << r;
+      } else {
+        EXPECT_EQ(piped, 0) << "rank " << r;
+        EXPECT_GE(streams, tensors) << "rank " << r;
+      }
+    }
+  }
+}
+
 /// Every chorus_* name in the dashboard's queries (panel targets and template variables).
 std::set<std::string> dashboard_metric_names(const json& dash) {
   std::set<std::string> names;
@@ -225,6 +270,8 @@ TEST(pipeline_metrics, every_metric_the_grafana_dashboard_queries_is_exposed) {
   EXPECT_TRUE(names.count("chorus_compressed_bytes_total")) << "no panel shows compressed bytes";
   EXPECT_TRUE(names.count("chorus_nonfinite_total")) << "no panel shows non-finite findings";
   EXPECT_TRUE(names.count("chorus_stream_peer_throughput_bytes_per_second"));
+  // The one-host direct path's bytes, which no stream counts.
+  EXPECT_TRUE(names.count("chorus_mailbox_sent_bytes_total")) << "no panel shows the mailboxes' bytes";
 
   metrics_job j;
   ASSERT_NE(j.base, 0);

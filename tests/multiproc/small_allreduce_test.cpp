@@ -3,7 +3,7 @@
 // or killed anywhere in a tight loop) is named by every survivor within the bound the I/O
 // thread's path keeps (10 s, as failure_test.cpp), and ranks whose calls differ all fail with a
 // protocol error instead of hanging or reducing garbage; ranks given different settings for the
-// path fail at init.
+// path, or for the pipeline's fusion, fail at init.
 #include <gtest/gtest.h>
 
 #include "tests/multiproc/job_checks.hpp"
@@ -75,6 +75,19 @@ TEST(small_settings, ranks_given_different_caller_bytes_all_fail_at_init_naming_
   expect_every_rank_failed_with(results,
                                 "testrank error: config: CHORUS_CALLER_ALLREDUCE_BYTES is 0 on rank 1 but 4194304 on "
                                 "rank 0: every rank of a job must be given the same value");
+}
+
+// The same for the pipeline's settings: ranks fusing or cutting tensors differently would run
+// chunks of other tensors or bytes against each other. Every rank fails at start, naming it.
+TEST(pipeline_settings, ranks_given_different_fusion_thresholds_all_fail_at_start_naming_it) {
+  local_job job(2, {CHORUS_TESTRANK_PATH, "pipeline-exact", "1", "1"}, {}, 0);
+  job.set_rank_env(1, "CHORUS_FUSION_THRESHOLD", "1048576");
+  job.start_rest();
+  auto results = job.wait(std::chrono::seconds(30));
+  expect_every_rank_failed_with(results, "testrank error: config");
+  expect_every_rank_printed(results,
+                            "CHORUS_FUSION_THRESHOLD is 1048576 on rank 1 but 67108864 on rank 0: every rank of a job "
+                            "must be given the same value");
 }
 
 }  // namespace

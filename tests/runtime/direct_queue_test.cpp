@@ -70,6 +70,8 @@ TEST(direct_queue, chunks_started_out_of_order_run_in_hand_out_order_with_exact_
     }
   EXPECT_EQ(q[0]->ran(), 3u);
   EXPECT_EQ(q[1]->ran(), 3u);
+  // Each rank posted every chunk whole to its one peer (the metrics' mailbox bytes).
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(q[r]->sent_bytes(), (1000u + 70000u + 5u) * sizeof(float)) << "rank " << r;
 }
 
 TEST(direct_queue, a_chunk_started_without_being_handed_out_fails_at_once) {

@@ -240,6 +240,25 @@ TEST(TrafficCollector, WithoutAReaderEverythingIsZero) {
   EXPECT_FALSE(find(f, n::stream_peer_sent_bytes, {}));  // no per-peer reader: no per-peer series
 }
 
+TEST(TrafficCollector, MailboxBytesAreCountedByPathWhenThereIsAReader) {
+  context ctx;
+  ctx.rank = 2;
+  ctx.streams = 1;
+  {
+    traffic_collector none(ctx, 1000ms);
+    EXPECT_FALSE(find(none.Collect(), n::mailbox_sent_bytes, {}));  // no reader: no series
+  }
+  std::array<std::atomic<uint64_t>, 2> posted{};
+  ctx.mailbox_sent = [&](int path) { return posted[static_cast<std::size_t>(path)].load(); };
+  traffic_collector c(ctx, 1000ms);
+  posted[0] = 4096;
+  posted[1] = 64 << 20;
+  auto f = c.Collect();
+  EXPECT_EQ(find(f, n::mailbox_sent_bytes, {{"path", "caller"}, {"rank", "2"}})->counter.value, 4096);
+  EXPECT_EQ(find(f, n::mailbox_sent_bytes, {{"path", "pipeline"}, {"rank", "2"}})->counter.value, 64 << 20);
+  EXPECT_EQ(find(f, n::stream_sent_bytes, {{"stream", "0"}})->counter.value, 0);  // no stream's
+}
+
 TEST(TrafficCollector, PerPeerSeriesShowEachConnectionAndItsPorts) {
   // Rank 1 of 3, two streams: connections to peers 0 and 2; stream 1 to peer 2 is slow.
   std::map<std::pair<int, int>, std::atomic<uint64_t>> sent;
