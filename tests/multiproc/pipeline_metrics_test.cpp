@@ -190,7 +190,7 @@ TEST(pipeline_metrics, per_stream_bytes_are_the_data_planes) {
   for (const auto& s : rate->arr()) EXPECT_GE(sample_value(s), 0);
 }
 
-/// The value of series `name` with label path="`path`" on a /metrics page (-1: absent).
+/// The value of chorus_mailbox_sent_bytes_total{path="`path`"} on a /metrics page (-1: absent).
 double mailbox_value(const std::string& page, const std::string& path) {
   std::istringstream lines(page);
   for (std::string line; std::getline(lines, line);)
