@@ -96,8 +96,9 @@ struct pipeline_options {
 
 /// The settings of `o` every rank must be given alike (checked at start through the
 /// rendezvous, runtime/collectives/settings_check.hpp), as (variable, value) in a fixed order:
-/// the control plane and negotiation, the fusion threshold, chunk size and in-place threshold
-/// (they decide each chunk's tensors and bytes) and whether the autotuner runs.
+/// whether the autotuner runs, the control plane and negotiation, and the fusion threshold,
+/// chunk size and in-place threshold in force at start (they decide each chunk's tensors and
+/// bytes; with the autotuner on, its starting point's).
 setting_list pipeline_settings(const pipeline_options& o);
 
 /// One collective operation handed to the pipeline. Buffers are caller-owned and untouched by

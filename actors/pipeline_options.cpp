@@ -31,12 +31,14 @@ pipeline_options pipeline_options::from_config(const config& c) {
 }
 
 setting_list pipeline_settings(const pipeline_options& o) {
-  return {{"CHORUS_CONTROL_PLANE", o.control_plane},
+  // The autotuner first: when it runs, its start (snapped to its axes) replaces the sizes below,
+  // so ranks that differ in it alone differ there too, and the error must name the cause.
+  return {{"CHORUS_AUTOTUNE", o.autotune.enabled ? "1" : "0"},
+          {"CHORUS_CONTROL_PLANE", o.control_plane},
           {"CHORUS_NEGOTIATION", o.negotiation},
           {"CHORUS_FUSION_THRESHOLD", std::to_string(o.fusion_threshold)},
           {"CHORUS_CHUNK_BYTES", std::to_string(o.chunk_bytes)},
-          {"CHORUS_IN_PLACE_BYTES", std::to_string(o.in_place_bytes)},
-          {"CHORUS_AUTOTUNE", o.autotune.enabled ? "1" : "0"}};
+          {"CHORUS_IN_PLACE_BYTES", std::to_string(o.in_place_bytes)}};
 }
 
 }  // namespace chorus

@@ -136,8 +136,8 @@ std::vector<prometheus::MetricFamily> traffic_collector::collect_at(clock::time_
   std::vector<prometheus::MetricFamily> out{std::move(sent), std::move(received), std::move(shm), std::move(rate)};
   if (!cur.per_peer.empty() && ref.per_peer.size() == cur.per_peer.size()) collect_peers(cur, ref, seconds, out);
   if (mailbox_) {
-    // The mailboxes are no stream's: the caller's blocking allreduces and the pipeline's
-    // direct path (mailbox_paths, in that order).
+    // The mailboxes are no stream's: path 0 the caller's blocking allreduces, path 1 the
+    // pipeline's direct path (context::mailbox_sent).
     prometheus::MetricFamily mail{metric_names::mailbox_sent_bytes,
                                   "Payload bytes this rank posted to its peers through shared-memory mailboxes "
                                   "(label path: caller = blocking allreduces on the calling thread, pipeline = "
