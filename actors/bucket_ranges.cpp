@@ -43,4 +43,16 @@ status unpack_range(const bucket_job& job, std::size_t begin, std::size_t end) {
   return {};
 }
 
+std::vector<std::span<std::byte>> member_regions(const bucket_job& job, std::size_t begin, std::size_t end) {
+  std::vector<std::span<std::byte>> out;
+  for (const auto& m : job.plan.members) {
+    std::size_t lo = std::max(begin, m.offset), hi = std::min(end, m.offset + m.bytes);
+    if (m.offset >= end) break;
+    if (lo >= hi) continue;
+    auto* base = job.scattered ? static_cast<std::byte*>(job.ops[m.id].output) : job.data + m.offset;
+    out.emplace_back(base + (lo - m.offset), hi - lo);
+  }
+  return out;
+}
+
 }  // namespace chorus

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
+#include <vector>
 
 #include "actors/protocol.hpp"
 #include "runtime/core/status.hpp"
@@ -19,5 +21,11 @@ status pack_range(bucket_job& job, std::size_t begin, std::size_t end);
 /// Copies [begin, end) of job.data into the members' outputs (skipping bytes that already
 /// are the output). errc::internal naming the tensor when a member has no output.
 status unpack_range(const bucket_job& job, std::size_t begin, std::size_t end);
+
+/// The members' bytes that fall in [begin, end) of a fused bucket, in member order, the gaps
+/// between them left out: in the members' outputs for a scattered bucket
+/// (bucket_job::scattered), else in job.data. What a direct chunk of a fused bucket runs on,
+/// so that every rank posts the same bytes whether it packed the bucket or not.
+std::vector<std::span<std::byte>> member_regions(const bucket_job& job, std::size_t begin, std::size_t end);
 
 }  // namespace chorus

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/bucket_ranges.hpp"
 #include "runtime/collectives/alltoall_op.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/collectives/exchange_op.hpp"
@@ -183,7 +184,12 @@ void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(c
   switch (w.algo) {
     case chunk_algo::direct_allreduce:
       if (auto* lane = comm_.pipeline_lane()) {
-        lane->start(w.sequence, w.data, w.bytes / elem, w.type, w.op,
+        std::vector<std::span<std::byte>> regions{{w.data, w.bytes}};
+        if (w.job && w.job->fused()) {
+          auto [offset, bytes] = w.job->chunk_ranges[w.sequence - w.job->first_sequence];
+          regions = member_regions(*w.job, offset, offset + bytes);
+        }
+        lane->start(w.sequence, std::move(regions), w.type, w.op,
                     [keep = w.job, done = std::move(done)](const status& st) { done(st); });
         return;
       }

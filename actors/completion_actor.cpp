@@ -159,7 +159,8 @@ caf::behavior completion_actor(self_ptr self, completion_config cfg) {
           auto kind = e.job->plan.kind;
           if (kind == fusable_kind::allgather || kind == fusable_kind::alltoall) e.job->local_error = d.result;
         }
-        if (d.result.ok() && e.error.ok() && e.job->fused() && !e.job->bystander) unpack_chunk(e, d.sequence);
+        if (d.result.ok() && e.error.ok() && e.job->fused() && !e.job->scattered && !e.job->bystander)
+          unpack_chunk(e, d.sequence);
         if (--e.left == 0) {
           finish_bucket(self, e);
           s.buckets.erase(it);

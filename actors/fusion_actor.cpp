@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <functional>
 #include <iterator>
 
 #include "actors/bucket_ranges.hpp"
@@ -91,6 +92,7 @@ compression effective_wire(const fusion_state& s, const tensor_spec& spec) {
 /// rank must start every sequence); completion reports the error.
 void ready_chunk(fusion_state& s, chunk_work& w) {
   auto& job = *w.job;
+  if (job.scattered) return;  // runs on the members' tensors (chunk_runner)
   auto index = w.sequence - job.first_sequence;
   if (index == 0) prepare_buffer(s, job);
   auto [offset, bytes] = job.chunk_ranges[index];
@@ -106,17 +108,22 @@ void ready_chunk(fusion_state& s, chunk_work& w) {
 
 /// plan_buckets, except that allreduce tensors of at least `in_place_bytes` (0: none) become
 /// in-place buckets of their own: a copy in and out costs more than fusion saves for them.
+/// Not those `direct_whole` says the direct path runs in any bucket: fusing them copies
+/// nothing (bucket_job::scattered), and fewer buckets cost fewer completions.
 /// Buckets keep the order of their first member in the batch, on every rank alike.
 /// CUDA tensors (device >= 0) always get an in-place bucket of their own: their bytes are
 /// device memory, never packed by the host.
 std::vector<bucket> plan_with_in_place(const std::vector<fusion_item>& items, std::size_t threshold,
-                                       std::size_t in_place_bytes) {
+                                       std::size_t in_place_bytes,
+                                       const std::function<bool(const fusion_item&)>& direct_whole) {
   const bool any_device = std::any_of(items.begin(), items.end(), [](const fusion_item& it) { return it.device >= 0; });
   if (in_place_bytes == 0 && !any_device) return plan_buckets(items, threshold);
   std::vector<fusion_item> small, large;
   for (const auto& it : items)
-    (it.device >= 0 || (in_place_bytes && it.kind == fusable_kind::allreduce && it.bytes >= in_place_bytes) ? large
-                                                                                                               : small)
+    (it.device >= 0 || (in_place_bytes && it.kind == fusable_kind::allreduce && it.bytes >= in_place_bytes &&
+                        !direct_whole(it))
+         ? large
+         : small)
         .push_back(it);
   auto a = plan_buckets(small, threshold), b = plan_buckets(large, 0);
   std::vector<bucket> out;
@@ -177,10 +184,13 @@ void dispatch(self_ptr self) {
     const auto all = s.wired.senders.size();
     // The autotuner may use fewer streams than connections (the board then places among them).
     const auto n = s.active_streams > 0 ? std::min(all, static_cast<std::size_t>(s.active_streams)) : all;
-    auto to = s.wired.board && s.wired.board->streams() == static_cast<int>(all)
+    // Direct chunks all go to stream 0: they run one at a time off the streams (sender_actor.hpp).
+    auto to = w.algo == chunk_algo::direct_allreduce ? std::size_t{0}
+              : s.wired.board && s.wired.board->streams() == static_cast<int>(all)
                   ? static_cast<std::size_t>(s.wired.board->place(w.bytes))
                   : static_cast<std::size_t>((w.sequence - s.cfg.first_sequence) % n);
-    if (w.algo == chunk_algo::direct_allreduce) s.cfg.direct->expect(w.sequence);  // its turn, before any later chunk's
+    if (w.algo == chunk_algo::direct_allreduce && s.cfg.direct)
+      s.cfg.direct->expect(w.sequence);  // its turn, before any later chunk's
     self->send(s.wired.senders[to], std::move(s.waiting.front()));
     s.waiting.pop_front();
   }
@@ -235,7 +245,14 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
     items.push_back(it);
   }
   std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> out;
-  for (auto& bk : plan_with_in_place(items, s.cfg.fusion_threshold, s.cfg.in_place_bytes)) {
+  // The direct path takes buckets of every size (two ranks on one host): plain allreduces of
+  // the job's own set run there whatever they are fused with (as plan_batch's `direct` below).
+  const std::size_t lane = s.cfg.direct_max_bytes;
+  auto direct_whole = [&](const fusion_item& it) {
+    return lane == SIZE_MAX && it.kind == fusable_kind::allreduce && it.device < 0 && it.process_set == 0 &&
+           it.wire_mode == 0 && direct_allreduce::takes(lane, it.bytes, it.type, it.op);
+  };
+  for (auto& bk : plan_with_in_place(items, s.cfg.fusion_threshold, s.cfg.in_place_bytes, direct_whole)) {
     auto job = std::make_shared<bucket_job>();
     job->id = s.next_bucket++;
     job->cycle = b.cycle;
@@ -296,9 +313,12 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       const std::size_t chunk_bytes = device && s.cfg.device_whole ? std::max<std::size_t>(job->plan.bytes, 1)
                                       : halved ? std::max<std::size_t>(1, s.cfg.chunk_bytes / 2) * size_of(bk.type)
                                                : s.cfg.chunk_bytes;
-      const bool direct = s.cfg.direct && !device && spec.process_set == 0 && bk.kind == fusable_kind::allreduce &&
+      const bool direct = lane > 0 && !device && spec.process_set == 0 && bk.kind == fusable_kind::allreduce &&
                           job->wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f;
-      for (const auto& c : plan_chunks({job->plan}, chunk_bytes, s.next_sequence)) {
+      // A bucket the direct path takes whole stays one chunk: that path runs its chunks one
+      // after another anyway (in 64 KiB pieces), so cutting would only add completions.
+      const bool whole = direct && direct_allreduce::takes(lane, job->plan.bytes, bk.type, bk.op);
+      for (const auto& c : plan_chunks({job->plan}, whole ? 0 : chunk_bytes, s.next_sequence)) {
         // CUDA buckets and process sets (their own rings) take the flat algorithms.
         const bool flat = device || spec.process_set != 0;
         chunk_algo algo = bk.kind == fusable_kind::broadcast ? chunk_algo::broadcast
@@ -309,12 +329,20 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
           algo = chunk_algo::ring_allreduce;
         // Every rank on one host: a plain chunk (as run, after the compression gate) of the
         // global set goes through the mailboxes when the lane takes its size (alike everywhere).
-        if (direct && s.cfg.direct->takes(c.bytes, bk.type, bk.op)) algo = chunk_algo::direct_allreduce;
+        if (direct && direct_allreduce::takes(lane, c.bytes, bk.type, bk.op)) algo = chunk_algo::direct_allreduce;
         // A broadcast root is a job rank; inside a process set the ring counts members.
         const int root = job->members ? std::max(0, local_root(*job, bk.root)) : bk.root;
         works.push_back(chunk_work{c.sequence, algo, nullptr, c.bytes, bk.type, bk.op, root, job});  // data: at dispatch
         job->chunk_ranges.emplace_back(c.offset, c.bytes);
       }
+      // Fused, every chunk direct and every op in place: the mailboxes gather and scatter, so
+      // no copy into a fusion buffer and back. Ranks may decide this differently (their ops'
+      // buffers): a direct chunk of a fused bucket posts the members' bytes either way.
+      job->scattered = job->fused() && !works.empty() &&
+                       std::all_of(works.begin(), works.end(),
+                                   [](const chunk_work& w) { return w.algo == chunk_algo::direct_allreduce; }) &&
+                       std::all_of(job->ops.begin(), job->ops.end(),
+                                   [](const op_ref& op) { return op.output && op.input == op.output; });
       s.next_sequence += works.size();
     }
     job->chunks = static_cast<uint32_t>(works.size());

@@ -67,10 +67,13 @@ struct fusion_config {
   /// CHORUS_COMPRESSION_SHM (null: every op keeps its compression): a bucket whose ranks all
   /// share memory runs uncompressed (bucket_job::wire); its plan stays that of the asked one.
   std::shared_ptr<const compression_gate> wire_gate;
-  /// communicator::pipeline_lane() (null: none): the plain allreduce chunks of the global set
-  /// that it takes run there (chunk_algo::direct_allreduce); dispatch tells it each one's turn.
+  /// communicator::pipeline_lane() (null: none): dispatch tells it each direct chunk's turn.
   /// The communicator outlives the pipeline's actors.
   direct_queue* direct = nullptr;
+  /// The largest chunk that lane takes (direct_queue::max_bytes; 0: no lane): the plain
+  /// allreduce chunks of the global set up to it run there (chunk_algo::direct_allreduce). Only
+  /// this number shapes the plan, so a trace's replay, which has no lane, plans alike.
+  std::size_t direct_max_bytes = 0;
 };
 
 struct fusion_state {

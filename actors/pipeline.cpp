@@ -279,6 +279,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   fc.process_sets = opts.process_sets;
   fc.wire_gate = std::make_shared<const compression_gate>(comm.wire_gate());
   fc.direct = comm.pipeline_lane();
+  fc.direct_max_bytes = fc.direct ? fc.direct->max_bytes() : 0;
   a.fusion = sys.spawn(fusion_actor, fc);
   a.completion = sys.spawn(completion_actor, completion_config{rank, size});
   std::shared_ptr<chunk_runner> runner;
@@ -317,7 +318,10 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
                                   opts.start_streams > 0 ? opts.start_streams : streams,
                                   std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time),
                                   opts.in_place_bytes};
-  if (a.observer) a.observer->on_tunables(first, std::chrono::steady_clock::now());
+  if (a.observer) {
+    if (auto* lane = comm.pipeline_lane()) a.observer->on_direct_path(lane->max_bytes(), std::chrono::steady_clock::now());
+    a.observer->on_tunables(first, std::chrono::steady_clock::now());
+  }
   for (auto& actor : p->all()) caf::anon_send(actor, a);
   if (first.streams < streams) send_switch(a, first);  // before any batch: nothing negotiated yet
 

@@ -46,7 +46,10 @@ void start(self_ptr self, chunk_work w) {
     return;
   }
   s.stats.max_in_flight = std::max(s.stats.max_in_flight, s.in_flight.size());
-  if (s.wired.board) s.wired.board->started(s.cfg.stream, it->second.started);
+  if (it->second.algo == chunk_algo::direct_allreduce)
+    ++s.direct_in_flight;
+  else if (s.wired.board)
+    s.wired.board->started(s.cfg.stream, it->second.started);
   s.cfg.runner->run(it->second, s.cfg.stream);
 }
 
@@ -54,9 +57,10 @@ void start(self_ptr self, chunk_work w) {
 void try_start(self_ptr self) {
   auto& s = self->state;
   while (!s.queue.empty()) {
-    bool slot = s.in_flight.size() < s.cfg.max_in_flight;
+    bool slot = s.in_flight.size() - s.direct_in_flight < s.cfg.max_in_flight;
     bool oldest = s.in_flight.empty() || s.queue.front().sequence < s.in_flight.begin()->first;
-    if (!slot && !oldest) break;
+    bool direct = s.queue.front().algo == chunk_algo::direct_allreduce;  // no slot (sender_actor.hpp)
+    if (!slot && !oldest && !direct) break;
     start(self, take(s, false));
   }
 }
@@ -64,7 +68,9 @@ void try_start(self_ptr self) {
 void maybe_steal(self_ptr self) {
   auto& s = self->state;
   auto n = s.wired.senders.size();
-  if (!s.cfg.steal || !s.active || n < 2 || s.stealing || !s.queue.empty() || s.in_flight.size() >= s.cfg.max_in_flight) return;
+  if (!s.cfg.steal || !s.active || n < 2 || s.stealing || !s.queue.empty() ||
+      s.in_flight.size() - s.direct_in_flight >= s.cfg.max_in_flight)
+    return;
   // Our deque is empty: the count is the siblings' queued chunks. None: nothing to steal.
   if (s.cfg.runner->queued_anywhere().load(std::memory_order_relaxed) == 0) return;
   s.stealing = true;
@@ -111,7 +117,10 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
           observer_of(s.wired).on_compressed(s.cfg.stream, raw, raw / size_of(it->second.type) * 2,
                                              std::chrono::steady_clock::now());
         }
-        if (s.wired.board) s.wired.board->finished(s.cfg.stream, it->second.bytes, std::chrono::steady_clock::now());
+        if (it->second.algo == chunk_algo::direct_allreduce)
+          --s.direct_in_flight;
+        else if (s.wired.board)
+          s.wired.board->finished(s.cfg.stream, it->second.bytes, std::chrono::steady_clock::now());
         uint64_t bucket = it->second.job ? it->second.job->id : 0;
         s.in_flight.erase(it);
         if (s.in_flight.empty()) add_busy(self);
@@ -153,7 +162,8 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         if (!r.chunk) return;
         ++s.stats.stolen;
         observer_of(s.wired).on_steal(s.cfg.stream, r.victim, r.chunk->sequence, std::chrono::steady_clock::now());
-        if (s.wired.board) s.wired.board->moved_chunk(r.victim, s.cfg.stream, r.chunk->bytes);
+        if (s.wired.board && r.chunk->algo != chunk_algo::direct_allreduce)
+          s.wired.board->moved_chunk(r.victim, s.cfg.stream, r.chunk->bytes);
         insert_sorted(s, std::move(*r.chunk));
         try_start(self);
         maybe_steal(self);

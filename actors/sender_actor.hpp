@@ -22,6 +22,11 @@
 // out it is the head of its deque and older than anything in flight, so (2) starts it at once.
 // Every rank starts s; the data plane keeps early frames, so s ends; by induction every chunk
 // ends. In-flight chunks per sender exceed max_in_flight only by such oldest-first starts.
+//
+// Direct chunks (chunk_algo::direct_allreduce) take no slot and start as soon as they head
+// the deque: they wait for their turn in the direct queue (direct_queue.hpp), which runs them
+// one at a time in fusion's order, not on this stream. Fusion hands them all to stream 0, so
+// they cost no steal rounds, and the stream board (which paces streams) never sees them.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +55,7 @@ struct sender_state {
   pipeline_wired wired;
   std::deque<chunk_work> queue;             ///< not started, ascending by sequence
   std::map<uint64_t, chunk_work> in_flight; ///< started, by sequence
+  std::size_t direct_in_flight = 0;         ///< of which direct chunks (they take no slot)
   // steal round in progress (as thief)
   bool stealing = false;
   uint64_t round = 0;

@@ -96,6 +96,7 @@ result<std::vector<rank_decisions>> replay_trace(const telemetry::trace::replay_
     fc.fusion_threshold = rr.tuning.fusion_threshold;
     fc.chunk_bytes = rr.tuning.chunk_bytes;
     fc.in_place_bytes = rr.tuning.in_place_bytes;
+    fc.direct_max_bytes = rr.direct_max_bytes;  // no lane: the plan only needs its size
     fc.pool_bytes = 1u << 20;  // never used: without senders no chunk is packed
     fc.pre_touch = false;
     fc.first_sequence = communicator::pipeline_sequence_base;

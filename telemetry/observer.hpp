@@ -123,6 +123,9 @@ struct bucket_event {
   /* A chunk of `raw_bytes` of the caller's data went over the wire compressed to `wire_bytes`. */           \
   X(on_compressed, (int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at),                 \
     (stream, raw_bytes, wire_bytes, at))                                                                     \
+  /* The pipeline's chunks have a direct path on this host (actors/fusion_actor.hpp), taking chunks up to   \
+     `max_bytes` (SIZE_MAX: all); at start, only when there is one. It shapes the plan (trace replay). */    \
+  X(on_direct_path, (std::size_t max_bytes, time_point at), (max_bytes, at))                                  \
   /* The tunables in force: at start and after every switch. */                                              \
   X(on_tunables, (const tunables& t, time_point at), (t, at))                                                \
   /* The autotuner handled an agreed window (CHORUS_AUTOTUNE=1); on_tunables follows a switch. */            \

@@ -30,6 +30,33 @@ std::string describe(uint64_t tag) {
   return out;
 }
 
+// The concatenation of run()'s regions, taken front to back in pieces: next(n) gives the parts
+// of the regions that make up the next n bytes (valid until the next call).
+class region_walk {
+ public:
+  explicit region_walk(std::span<const std::span<std::byte>> regions) : regions_(regions) {}
+  std::span<const std::span<std::byte>> next(std::size_t bytes) {
+    parts_.clear();
+    while (bytes > 0 && index_ < regions_.size()) {
+      auto rest = regions_[index_].subspan(offset_);
+      auto take = std::min(bytes, rest.size());
+      if (take) parts_.push_back(rest.first(take));
+      offset_ += take;
+      bytes -= take;
+      if (offset_ == regions_[index_].size()) {
+        ++index_;
+        offset_ = 0;
+      }
+    }
+    return parts_;
+  }
+
+ private:
+  std::span<const std::span<std::byte>> regions_;
+  std::size_t index_ = 0, offset_ = 0;
+  std::vector<std::span<std::byte>> parts_;
+};
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -59,9 +86,9 @@ std::size_t direct_allreduce::max_bytes() const {
   return size_ == 2 ? SIZE_MAX : limit_ / static_cast<std::size_t>(size_ - 2);
 }
 
-bool direct_allreduce::takes(std::size_t bytes, dtype t, reduce_op op) const {
-  // Booleans have no average: the I/O thread's path refuses it with its own error.
-  const std::size_t most = max_bytes();  // 0: one rank, or the path switched off
+bool direct_allreduce::takes(std::size_t most, std::size_t bytes, dtype t, reduce_op op) {
+  // Booleans have no average: the I/O thread's path refuses it with its own error. most = 0:
+  // one rank, or the path switched off.
   return most > 0 && bytes <= most && !(t == dtype::boolean && op == reduce_op::average);
 }
 
@@ -122,52 +149,67 @@ status direct_allreduce::wait_for_room(int peer, uint64_t k) {
 }
 
 status direct_allreduce::run(void* data, std::size_t count, dtype t, reduce_op op, uint64_t call) {
+  const std::span<std::byte> whole{static_cast<std::byte*>(data), count * size_of(t)};
+  return run(std::span{&whole, 1}, t, op, call);
+}
+
+status direct_allreduce::run(std::span<const std::span<std::byte>> regions, dtype t, reduce_op op, uint64_t call) {
   std::lock_guard lk(run_mu_);
   if (broken_.load(std::memory_order_seq_cst)) return stop_reason(rank_);
-  const std::size_t elem = size_of(t), bytes = count * elem;
+  const std::size_t elem = size_of(t);
+  std::size_t bytes = 0;
+  for (auto r : regions) bytes += r.size();
   // A buffer larger than a slot goes in pieces of whole elements, one post each; every rank
   // cuts it alike. The tag carries the whole buffer's size, so that a peer's different call is
   // named as such rather than as a different piece.
   const std::size_t per_post = shm::mailbox_slot_bytes / elem * elem;
   const uint64_t tag = tag_of(t, op) | uint64_t{bytes} << 16;
   const std::size_t pieces = bytes == 0 ? 1 : (bytes + per_post - 1) / per_post;
-  auto* base = static_cast<std::byte*>(data);
-  auto at = [&](std::size_t i) { return base + i * per_post; };
   auto length = [&](std::size_t i) { return std::min(per_post, bytes - i * per_post); };
+  region_walk posting(regions), folding(regions);
   const uint64_t first = k_ + 1;
   k_ += pieces;
   // Piece i + 1 goes out before piece i is folded (the mailbox's second slot holds it), so a
   // peer folds one piece while we fold the one before.
-  if (auto st = post_piece(first, at(0), length(0), tag, call); !st.ok()) return st;
+  if (auto st = post_piece(first, posting.next(length(0)), tag, call); !st.ok()) return st;
   for (std::size_t i = 0; i < pieces; ++i) {
     if (i + 1 < pieces)
-      if (auto st = post_piece(first + i + 1, at(i + 1), length(i + 1), tag, call); !st.ok()) return st;
-    if (auto st = fold_piece(first + i, at(i), length(i) / elem, t, op, tag, call); !st.ok()) return st;
+      if (auto st = post_piece(first + i + 1, posting.next(length(i + 1)), tag, call); !st.ok()) return st;
+    if (auto st = fold_piece(first + i, folding.next(length(i)), length(i), t, op, tag, call); !st.ok()) return st;
   }
-  if (op == reduce_op::average) divide_by(data, count, t, size_);
   return {};
 }
 
-status direct_allreduce::post_piece(uint64_t k, const std::byte* data, std::size_t bytes, uint64_t tag,
+status direct_allreduce::post_piece(uint64_t k, std::span<const std::span<std::byte>> parts, uint64_t tag,
                                     uint64_t call) {
+  gather_.assign(parts.begin(), parts.end());
+  std::size_t bytes = 0;
+  for (auto p : parts) bytes += p.size();
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     if (auto st = wait_for_room(p, k); !st.ok()) return st;
-    out_[static_cast<std::size_t>(p)]->post(k, tag, data, bytes, call);
+    out_[static_cast<std::size_t>(p)]->post(k, tag, gather_, call);
   }
   posts_.fetch_add(1, std::memory_order_relaxed);
   sent_bytes_.fetch_add(bytes * static_cast<uint64_t>(size_ - 1), std::memory_order_relaxed);
   return {};
 }
 
-status direct_allreduce::fold_piece(uint64_t k, std::byte* data, std::size_t count, dtype t, reduce_op op,
-                                    uint64_t tag, uint64_t call) {
-  const std::size_t bytes = count * size_of(t);
+status direct_allreduce::fold_piece(uint64_t k, std::span<const std::span<std::byte>> parts, std::size_t bytes,
+                                    dtype t, reduce_op op, uint64_t tag, uint64_t call) {
+  const std::size_t elem = size_of(t);
   // Theirs, folded in rank order so that every rank computes the same bits. With two ranks the
   // one combination is commutative bit for bit (reduce.hpp): each folds the other in.
-  if (size_ > 2 && bytes) mine_.assign(data, data + bytes);
+  if (size_ > 2 && bytes) {
+    mine_.resize(bytes);
+    std::size_t at = 0;
+    for (auto p : parts) {
+      std::memcpy(mine_.data() + at, p.data(), p.size());
+      at += p.size();
+    }
+  }
   for (int q = 0; q < size_; ++q) {
-    const void* src = mine_.data();
+    const std::byte* src = mine_.data();
     shm::mail m;
     if (q != rank_) {
       if (auto st = wait_for(q, k, m); !st.ok()) return st;
@@ -183,15 +225,21 @@ status direct_allreduce::fold_piece(uint64_t k, std::byte* data, std::size_t cou
       }
       src = m.payload;
     }
-    if (size_ == 2) {
-      if (q != rank_) reduce_into(data, src, count, t, op);
-    } else if (q == 0) {
-      if (q != rank_ && bytes) std::memcpy(data, src, bytes);
-    } else {
-      reduce_into(data, src, count, t, op);
+    for (auto p : parts) {
+      const std::size_t count = p.size() / elem;
+      if (size_ == 2) {
+        if (q != rank_) reduce_into(p.data(), src, count, t, op);
+      } else if (q == 0) {
+        if (q != rank_ && !p.empty()) std::memcpy(p.data(), src, p.size());
+      } else {
+        reduce_into(p.data(), src, count, t, op);
+      }
+      src += p.size();
     }
     if (q != rank_) in_[static_cast<std::size_t>(q)]->release(k);
   }
+  if (op == reduce_op::average)
+    for (auto p : parts) divide_by(p.data(), p.size() / elem, t, size_);
   return {};
 }
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "runtime/core/dtype.hpp"
@@ -33,7 +34,9 @@ class direct_allreduce {
   /// for the same call. Every rank posts its whole buffer to every peer and folds all of them,
   /// (N - 1) buffers' copying and reduction per rank where a ring has about 2 (N - 1) / N: the
   /// same at two ranks, so two ranks take every size; more take bytes x (N - 2) <= `limit`.
-  bool takes(std::size_t bytes, dtype t, reduce_op op) const;
+  bool takes(std::size_t bytes, dtype t, reduce_op op) const { return takes(max_bytes(), bytes, t, op); }
+  /// The same answer for a lane whose max_bytes() is `most` (planning without a lane: replay).
+  static bool takes(std::size_t most, std::size_t bytes, dtype t, reduce_op op);
   /// The largest buffer takes() accepts (SIZE_MAX: every size).
   std::size_t max_bytes() const;
   /// In place; one call at a time (later callers wait for the lock; calls from several threads
@@ -42,6 +45,11 @@ class direct_allreduce {
   /// interrupt()'s status, or errc::protocol when a peer's post is not the allreduce we make
   /// (naming it): another size, dtype, op or call number.
   status run(void* data, std::size_t count, dtype t, reduce_op op, uint64_t call = 0);
+  /// run() over the concatenation of `regions`, each a whole number of elements, in place: the
+  /// posts gather from them and the folds write back into them, so tensors that would be
+  /// fused need no fusion buffer (the pipeline's fused chunks on the direct path). Every rank
+  /// must give regions of the same total size; how each rank splits it does not matter.
+  status run(std::span<const std::span<std::byte>> regions, dtype t, reduce_op op, uint64_t call = 0);
   /// Any thread: the job broke; the run() waiting now and every later one ends with `why`
   /// (the first cause stands).
   void interrupt(const status& why);
@@ -57,11 +65,13 @@ class direct_allreduce {
  private:
   /// Post k from `peer`; waits (spin, then sleep) until it arrives or interrupt() is called.
   status wait_for(int peer, uint64_t k, shm::mail& m);
-  /// Post k (one piece of run()'s buffer, tagged `tag`, the whole call's) to every peer.
-  status post_piece(uint64_t k, const std::byte* data, std::size_t bytes, uint64_t tag, uint64_t call);
-  /// Folds every peer's post k into the `count` elements at `data`, in rank order.
-  status fold_piece(uint64_t k, std::byte* data, std::size_t count, dtype t, reduce_op op, uint64_t tag,
-                    uint64_t call);
+  /// Post k (one piece of run()'s buffer, made of `parts`, tagged `tag`, the whole call's) to
+  /// every peer.
+  status post_piece(uint64_t k, std::span<const std::span<std::byte>> parts, uint64_t tag, uint64_t call);
+  /// Folds every peer's post k into `parts` (`bytes` together), in rank order; an average is
+  /// divided there too, while the piece is in cache.
+  status fold_piece(uint64_t k, std::span<const std::span<std::byte>> parts, std::size_t bytes, dtype t,
+                    reduce_op op, uint64_t tag, uint64_t call);
   /// Waits until `peer`'s mailbox slot for post k is free (it always is when the peers keep
   /// to the call order: a peer posts k - 1 only after releasing k - 2).
   status wait_for_room(int peer, uint64_t k);
@@ -77,6 +87,7 @@ class direct_allreduce {
   std::mutex run_mu_;             // one run() at a time
   uint64_t k_ = 0;                // the last post number (under run_mu_)
   std::vector<std::byte> mine_;   // our contribution while the fold overwrites data (size > 2)
+  std::vector<std::span<const std::byte>> gather_;  // post_piece's parts, read-only (under run_mu_)
   std::atomic<uint64_t> posts_{0};
   std::atomic<uint64_t> sent_bytes_{0};
   std::atomic<bool> broken_{false};                  // interrupt() was called

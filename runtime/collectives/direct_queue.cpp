@@ -2,6 +2,7 @@
 #include "runtime/collectives/direct_queue.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,11 @@ void direct_queue::expect(uint64_t sequence) {
 }
 
 void direct_queue::start(uint64_t sequence, void* data, std::size_t count, dtype t, reduce_op op, callback done) {
+  start(sequence, {std::span{static_cast<std::byte*>(data), count * size_of(t)}}, t, op, std::move(done));
+}
+
+void direct_queue::start(uint64_t sequence, std::vector<std::span<std::byte>> regions, dtype t, reduce_op op,
+                         callback done) {
   status refused;
   {
     std::lock_guard lk(mu_);
@@ -27,7 +33,7 @@ void direct_queue::start(uint64_t sequence, void* data, std::size_t count, dtype
       refused = status{errc::internal, "chunk " + std::to_string(sequence) +
                                            " started on the direct path without being handed out to it (or twice)"};
     } else {
-      started_[sequence] = chunk{data, count, t, op, std::move(done)};
+      started_[sequence] = chunk{std::move(regions), t, op, std::move(done)};
     }
   }
   if (!refused.ok()) {
@@ -64,31 +70,50 @@ uint64_t direct_queue::ran() const {
 }
 
 void direct_queue::loop() {
+  // Chunks run but not yet told (done not called): see "Completions" in direct_queue.hpp.
+  std::vector<std::pair<callback, status>> ended;
+  std::chrono::steady_clock::time_point first_ended{};
+  auto tell = [&] {
+    for (auto& [done, st] : ended) done(st);
+    ended.clear();
+  };
   std::unique_lock lk(mu_);
   for (;;) {
-    cv_.wait(lk, [&] { return stopping_ || (!order_.empty() && started_.count(order_.front())); });
+    auto runnable = [&] { return stopping_ || (!order_.empty() && started_.count(order_.front())); };
+    if (!ended.empty() && !runnable()) {
+      lk.unlock();
+      tell();
+      lk.lock();
+      continue;
+    }
+    cv_.wait(lk, runnable);
     if (stopping_) break;
     const uint64_t sequence = order_.front();
     order_.pop_front();
     auto node = started_.extract(sequence);
     chunk c = std::move(node.mapped());
     lk.unlock();
-    status st = lane_->run(c.data, c.count, c.type, c.op, sequence);
+    status st = lane_->run(c.regions, c.type, c.op, sequence);
     {
       std::lock_guard counted(mu_);
       ++ran_;
     }
     if (st.code() == errc::protocol && on_protocol_) on_protocol_(st);
-    c.done(st);
+    const auto now = std::chrono::steady_clock::now();
+    if (ended.empty()) first_ended = now;
+    const bool failed = !st.ok();
+    ended.emplace_back(std::move(c.done), std::move(st));
+    if (failed || now - first_ended >= completion_delay) tell();
     lk.lock();
   }
-  // Stopped: what was started and not run ends with the reason (outside the lock).
+  // Stopped: what ran is told, what was started and not run ends with the reason (outside the lock).
   std::vector<chunk> left;
   for (auto& [seq, c] : started_) left.push_back(std::move(c));
   started_.clear();
   order_.clear();
   const status why = why_stopped_;
   lk.unlock();
+  tell();
   for (auto& c : left) c.done(why);
 }
 

@@ -42,7 +42,9 @@ constexpr std::array table{
            "a peer silent this long is declared lost", owner::config, "seconds"},
   // ---- collectives ----
   variable{"CHORUS_CHUNK_BYTES", "", kind::whole, "4194304", 1024, 64 * MiB, "",
-           "a buffer is cut into chunks of this size, spread over the streams", owner::config, "bytes"},
+           "a buffer is cut into chunks of this size, spread over the streams (not a bucket the pipeline's direct "
+           "path on one host takes whole)",
+           owner::config, "bytes"},
   variable{"CHORUS_SEGMENT_BYTES", "", kind::whole, "524288", 1024, 64 * MiB, "",
            "pipelining unit inside a chunk's ring steps", owner::config, "bytes"},
   variable{"CHORUS_SMALL_ALLREDUCE_BYTES", "", kind::whole, "65536", 0, 64 * MiB, "",
@@ -91,7 +93,8 @@ constexpr std::array table{
   variable{"CHORUS_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", kind::whole, "67108864", 0, two_pow_34, "",
            "largest fused bucket", owner::config, "bytes"},
   variable{"CHORUS_IN_PLACE_BYTES", "", kind::whole, "1048576", 0, two_pow_34, "",
-           "allreduce tensors at least this large are reduced in place, not fused; 0 = fuse everything",
+           "allreduce tensors at least this large are reduced in place, not fused; 0 = fuse everything (two ranks "
+           "on one host always fuse them: no copy there)",
            owner::config, "bytes"},
   variable{"CHORUS_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_CHECK_TIME_SECONDS", kind::whole, "60", 0, two_pow_30,
            "", "warn about tensors some ranks have not submitted after this long; 0 = off", owner::config, "seconds"},

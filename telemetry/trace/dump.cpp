@@ -116,6 +116,7 @@ std::string to_json(const trace_file& f, const trace_record& r) {
       o += ",\"stream\":" + std::to_string(r.peer) + ",\"raw_bytes\":" + std::to_string(r.bytes) +
            ",\"wire_bytes\":" + std::to_string(r.count);
       break;
+    case record_kind::direct_path: o += ",\"max_bytes\":" + std::to_string(r.bytes); break;
     case record_kind::steal:
       o += ",\"thief\":" + std::to_string(r.peer) + ",\"victim\":" + std::to_string(r.victim) +
            ",\"sequence\":" + std::to_string(r.sequence);

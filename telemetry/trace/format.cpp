@@ -25,6 +25,7 @@ std::string_view name_of(record_kind k) {
     case record_kind::end: return "end";
     case record_kind::autotune: return "autotune";
     case record_kind::compressed: return "compressed";
+    case record_kind::direct_path: return "direct_path";
   }
   return "unknown";
 }

@@ -61,6 +61,8 @@ enum class record_kind : uint8_t {
                         ///< varint sample index | f64 sample score | tunables (as above) | varint digest
   compressed = 20,      ///< svarint stream | varint raw_bytes | varint wire_bytes: a compressed chunk
                         ///< ended (raw: the caller's bytes; wire: fp16/bf16 bytes, what the ring moved)
+  direct_path = 21,     ///< varint max_bytes: the pipeline's direct path takes chunks up to this many
+                        ///< bytes (observer::on_direct_path; absent: none, as in older traces)
 };
 
 /// "enqueue", "ready", ...; "unknown" for a value outside the enum.

@@ -230,6 +230,7 @@ class block_parser {
       case record_kind::compressed:
         ok = small_int(r, x.peer, "stream") && r.varint(x.bytes, "raw bytes") && r.varint(x.count, "wire bytes");
         break;
+      case record_kind::direct_path: ok = r.varint(x.bytes, "direct path bytes"); break;
       case record_kind::steal:
         ok = small_int(r, x.peer, "thief") && small_int(r, x.victim, "victim") && r.varint(x.sequence, "sequence");
         break;

@@ -42,7 +42,7 @@ struct trace_record {
   uint64_t handle = 0;             ///< enqueue, callback, ready
   uint64_t cycle = 0;              ///< ready, cycle, agreed, bucket
   uint64_t sequence = 0;           ///< chunk_start, chunk_end, steal; bucket: first sequence
-  uint64_t bytes = 0;              ///< chunks, bucket; compressed: the caller's bytes
+  uint64_t bytes = 0;              ///< chunks, bucket; compressed: the caller's bytes; direct_path: max
   uint64_t bucket = 0;
   uint64_t count = 0;              ///< bucket: chunks; cycle: messages sent; lost; limit; end;
                                    ///< compressed: wire bytes

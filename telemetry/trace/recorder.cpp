@@ -351,6 +351,10 @@ void recorder::on_compressed(int stream, std::size_t raw_bytes, std::size_t wire
   });
 }
 
+void recorder::on_direct_path(std::size_t max_bytes, time_point at) {
+  emit(record_kind::direct_path, at, [&](byte_writer& w, thread_buffer&) { w.varint(max_bytes); });
+}
+
 void recorder::on_tunables(const tunables& t, time_point at) {
   emit(record_kind::tunables, at, [&](byte_writer& w, thread_buffer&) {
     w.varint(t.fusion_threshold);

@@ -86,6 +86,7 @@ class recorder final : public observer {
                     time_point at) override;
   /// A `compressed` record beside the chunk's chunk_end: the caller's bytes and the wire bytes.
   void on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) override;
+  void on_direct_path(std::size_t max_bytes, time_point at) override;
   void on_tunables(const tunables& t, time_point at) override;
   void on_autotune(const autotune_event& e, time_point at) override;
 

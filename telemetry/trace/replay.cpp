@@ -56,6 +56,7 @@ result<replay_input> replay_input_from(const std::vector<trace_file>& files) {
           break;
         }
         case record_kind::autotune: rr.autotune.push_back(r.autotune); break;
+        case record_kind::direct_path: rr.direct_max_bytes = static_cast<std::size_t>(r.bytes); break;
         case record_kind::cycle:
           rr.recorded.cycles.push_back(r.cycle);
           last = std::max(last, r.cycle);

@@ -47,6 +47,7 @@ struct replay_score {
 struct replay_rank {
   int rank = 0;
   tunables tuning;               ///< the first tunables record
+  std::size_t direct_max_bytes = 0;  ///< the direct_path record (0: none)
   std::vector<replay_op> ops;    ///< in ready order
   std::map<uint64_t, replay_score> scores;   ///< cycle → the window score contributed to it
   std::vector<autotune_event> autotune;      ///< the autotuner's windows and switches, in order

@@ -38,6 +38,7 @@ fusion_state state(int size, direct_queue* direct) {
   s.cfg.small_bytes = 1024;
   s.cfg.in_place_bytes = 1;  // every tensor a bucket of its own
   s.cfg.direct = direct;
+  s.cfg.direct_max_bytes = direct ? direct->max_bytes() : 0;
   auto sets = std::make_shared<process_set_table>(size);
   auto added = sets->add({0});  // rank 0 alone: a set of its own, not the job's
   EXPECT_TRUE(added && *added == 1);
@@ -66,9 +67,51 @@ std::vector<op_ref> mixed() {
 }
 
 TEST(fusion_direct, plain_allreduces_of_the_job_set_take_the_lane_and_nothing_else_does) {
+  // Two ranks: the lane takes every size, so "plain" and "small" fuse into one bucket although
+  // in_place_bytes would keep each apart (fusing them copies nothing there).
   auto l = lane(2, 4u << 20);
   EXPECT_EQ(planned(state(2, l.get()), mixed()),
+            (std::vector<std::string>{"direct", "ring", "ring", "ring", "", "ring"}));
+  // Three ranks, the same limit: each is a bucket of its own again, as in_place_bytes says.
+  auto three = lane(3, 4u << 20);
+  EXPECT_EQ(planned(state(3, three.get()), mixed()),
             (std::vector<std::string>{"direct", "direct", "ring", "ring", "ring", "", "ring"}));
+}
+
+// In place (input == output): a fused bucket on the lane runs on the tensors themselves.
+op_ref in_place(const std::string& name, int64_t elements, std::vector<float>& storage) {
+  auto o = allreduce(name, elements);
+  storage.assign(static_cast<std::size_t>(elements), 1.0f);
+  o.input = o.output = storage.data();
+  return o;
+}
+
+TEST(fusion_direct, on_two_ranks_a_bucket_the_lane_takes_is_one_chunk_and_in_place_ops_are_never_packed) {
+  auto l = lane(2, 4u << 20);
+  std::vector<float> a, b, c, d;
+  // 8 KiB + 8 KiB with 4 KiB chunks: one bucket (the lane fuses past in_place_bytes), uncut.
+  auto s = state(2, l.get());
+  auto plan = plan_batch(s, batch_agreed{1, {in_place("a", 2048, a), in_place("b", 2048, b)}});
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].second.size(), 1u);
+  EXPECT_EQ(plan[0].second[0].algo, chunk_algo::direct_allreduce);
+  EXPECT_TRUE(plan[0].first->fused());
+  EXPECT_TRUE(plan[0].first->scattered);
+  // One op out of place: the same plan (it is every rank's), but this rank packs the bucket.
+  auto out_of_place = in_place("d", 2048, d);
+  std::vector<float> result(2048);
+  out_of_place.output = result.data();
+  auto t = state(2, l.get());
+  auto packed = plan_batch(t, batch_agreed{1, {in_place("c", 2048, c), out_of_place}});
+  ASSERT_EQ(packed.size(), 1u);
+  EXPECT_EQ(packed[0].second.size(), 1u);
+  EXPECT_FALSE(packed[0].first->scattered);
+  // Without a lane the same tensors are two buckets of two chunks each, as in_place_bytes says.
+  auto u = state(2, nullptr);
+  auto ring = plan_batch(u, batch_agreed{1, {in_place("a", 2048, a), in_place("b", 2048, b)}});
+  ASSERT_EQ(ring.size(), 2u);
+  EXPECT_EQ(ring[0].second.size(), 2u);
+  EXPECT_FALSE(ring[0].first->scattered);
 }
 
 TEST(fusion_direct, without_a_lane_the_ring_and_recursive_doubling_run_as_before) {

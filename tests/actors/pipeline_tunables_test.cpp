@@ -40,7 +40,10 @@ TEST(pipeline_tunables, start_streams_and_set_tunables_decide_the_streams_and_ch
   o.in_place_bytes = 0;
   std::vector<std::shared_ptr<chunk_observer>> obs{std::make_shared<chunk_observer>(),
                                                    std::make_shared<chunk_observer>()};
-  auto job = start_job(2, o, [&](int r) { return obs[static_cast<std::size_t>(r)]; });
+  // Off the direct path: its chunks take no stream, and a bucket it takes whole is not cut.
+  collective_options streams_only;
+  streams_only.caller_bytes = 0;
+  auto job = start_job(2, o, [&](int r) { return obs[static_cast<std::size_t>(r)]; }, streams_only);
   ASSERT_TRUE(job[0].pipe && job[1].pipe);
   steps_of_ones(job, "first");
   for (auto& [stream, bytes] : obs[0]->take()) {

@@ -3,7 +3,8 @@
 // exact result for each dtype and op; a rank waiting for a peer that never posts returns the
 // status interrupt() gives it (and so does every later call); ranks whose calls differ both
 // get a protocol error saying what each posted; buffers larger than a slot go in pieces and stay
-// exact; what it takes and what it leaves alone.
+// exact, and so do buffers in regions cut differently on each rank; what it takes and what it
+// leaves alone.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <future>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -180,7 +182,7 @@ TEST(direct_allreduce, buffers_larger_than_a_slot_go_in_pieces_and_stay_exact) {
   check_pieces<float>(2, dtype::f32);
   check_pieces<double>(2, dtype::f64);
   check_pieces<int16_t>(3, dtype::i16);
-  // An average over pieces divides once, at the end.
+  // An average over pieces divides each element once (piece by piece, after its fold).
   auto ranks = make_ranks(2);
   std::vector<float> a(100000, 1.0f), b(100000, 4.0f);
   auto other = std::async(std::launch::async, [&] { return ranks[1]->run(b.data(), b.size(), dtype::f32, reduce_op::average); });
@@ -188,6 +190,51 @@ TEST(direct_allreduce, buffers_larger_than_a_slot_go_in_pieces_and_stay_exact) {
   ASSERT_TRUE(other.get().ok());
   EXPECT_EQ(a, std::vector<float>(100000, 2.5f));
   EXPECT_EQ(b, a);
+}
+
+// run() over regions: each rank keeps its buffer in separate pieces of memory, cut at its own
+// points (empty ones too, across slot boundaries), and ends with exactly what a contiguous
+// buffer gets, average included (divided piece by piece).
+template <class T>
+void check_regions(int n, dtype t, reduce_op op) {
+  auto ranks = make_ranks(n);
+  const std::size_t count = 3 * (shm::mailbox_slot_bytes / sizeof(T)) + 5;
+  std::vector<std::vector<std::byte>> whole;
+  for (int r = 0; r < n; ++r) whole.push_back(buffer_of<T>(r, count, 1));
+  std::vector<std::future<status>> runs;
+  for (int r = 0; r < n; ++r)
+    runs.push_back(std::async(std::launch::async, [&, r] { return ranks[r]->run(whole[r].data(), count, t, op); }));
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(runs[r].get().ok()) << "rank " << r;
+  std::mt19937 rng(static_cast<unsigned>(n * 31 + static_cast<int>(op)));
+  std::vector<std::vector<std::vector<std::byte>>> pieces(static_cast<std::size_t>(n));
+  std::vector<std::vector<std::span<std::byte>>> regions(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    auto fresh = buffer_of<T>(r, count, 1);
+    std::size_t at = 0;
+    while (at < count) {
+      const std::size_t len = std::min(count - at, static_cast<std::size_t>(rng() % 9000));  // 0 .. 8999 elements
+      auto& p = pieces[r].emplace_back(fresh.begin() + static_cast<std::ptrdiff_t>(at * sizeof(T)),
+                                       fresh.begin() + static_cast<std::ptrdiff_t>((at + len) * sizeof(T)));
+      regions[r].emplace_back(p.data(), p.size());
+      at += len;
+    }
+  }
+  runs.clear();
+  for (int r = 0; r < n; ++r)
+    runs.push_back(std::async(std::launch::async, [&, r] { return ranks[r]->run(regions[r], t, op, 7); }));
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(runs[r].get().ok()) << "rank " << r;
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::byte> joined;
+    for (const auto& p : pieces[r]) joined.insert(joined.end(), p.begin(), p.end());
+    ASSERT_EQ(joined, whole[0]) << "rank " << r << " of " << n;
+  }
+}
+
+TEST(direct_allreduce, regions_cut_differently_on_each_rank_reduce_exactly_like_one_buffer) {
+  check_regions<float>(2, dtype::f32, reduce_op::average);
+  check_regions<float>(2, dtype::f32, reduce_op::sum);
+  check_regions<double>(3, dtype::f64, reduce_op::average);
+  check_regions<int32_t>(4, dtype::i32, reduce_op::max);
 }
 
 TEST(direct_allreduce, calls_that_differ_only_past_the_first_piece_fail_naming_both_sizes) {

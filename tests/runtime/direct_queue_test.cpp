@@ -4,7 +4,8 @@
 // never handed out fails at once; an interrupt ends the running chunk and every later one with
 // its cause; stop() ends the chunks waiting for their turn and joins; chunks handed out and never
 // started leave the order when a pipeline shuts down; ranks whose orders differ get a protocol
-// error naming both chunks, and the queue reports it.
+// error naming both chunks, and the queue reports it; completions of chunks run back to back are
+// told together, never held for a chunk not started.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -159,6 +160,46 @@ TEST(direct_queue, ranks_whose_orders_differ_fail_naming_both_chunks_and_report_
   EXPECT_EQ(o1.future.get().code(), errc::protocol);
   std::lock_guard lk(mu);
   EXPECT_EQ(reported.size(), 2u);  // both ranks' queues told their communicators
+}
+
+// Completions (direct_queue.hpp): chunks that are ready back to back run before the earlier
+// ones are told, each told exactly once and in order; one with nothing ready behind it is told
+// at once, without waiting for a later chunk to start.
+TEST(direct_queue, completions_wait_for_ready_chunks_behind_them_but_never_for_a_chunk_not_started) {
+  auto q = make_queues(2);
+  constexpr int chunks = 5;
+  std::vector<std::vector<std::vector<float>>> bufs(2);
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < chunks + 1; ++c) bufs[r].push_back(std::vector<float>(1000, static_cast<float>(r + c)));
+  for (int r = 0; r < 2; ++r)
+    for (uint64_t s = 1; s <= chunks + 1; ++s) q[r]->expect(s);
+  std::mutex mu;
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> told(2);  // [rank]: (chunk, chunks run by then)
+  std::vector<std::promise<void>> last(2);
+  auto start = [&](int r, uint64_t s) {
+    q[r]->start(s, bufs[r][s - 1].data(), 1000, dtype::f32, reduce_op::sum, [&, r, s](const status& st) {
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      std::lock_guard lk(mu);
+      told[r].emplace_back(s, q[r]->ran());
+      if (s == chunks) last[r].set_value();
+    });
+  };
+  // 2..5 first: none can run before 1, so once 1 starts all five are ready back to back.
+  for (int r = 0; r < 2; ++r) {
+    for (uint64_t s = 2; s <= chunks; ++s) start(r, s);
+    start(r, 1);
+  }
+  // Chunk 6 is handed out but not started: chunk 5's completion must not wait for it.
+  for (auto& p : last) ASSERT_EQ(p.get_future().wait_for(10s), std::future_status::ready);
+  std::lock_guard lk(mu);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(told[r].size(), static_cast<std::size_t>(chunks)) << "rank " << r;
+    for (int c = 0; c < chunks; ++c) EXPECT_EQ(told[r][c].first, static_cast<uint64_t>(c + 1)) << "rank " << r;
+    // The earliest a completion is told is after the next ready chunk ran.
+    EXPECT_GE(told[r][0].second, 2u) << "rank " << r;
+    EXPECT_EQ(told[r].back().second, static_cast<uint64_t>(chunks)) << "rank " << r;
+    for (int c = 0; c < chunks; ++c) EXPECT_EQ(bufs[r][c], std::vector<float>(1000, static_cast<float>(1 + 2 * c)));
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +66,23 @@ TEST(shm_mailbox, posts_arrive_with_their_header_and_slots_come_back_when_releas
   EXPECT_EQ(m.bytes, 100u);
   EXPECT_EQ(m.tag, 0xdefu);
   EXPECT_EQ(std::memcmp(m.payload, two.data(), two.size()), 0);
+}
+
+TEST(shm_mailbox, a_post_gathered_from_parts_arrives_as_their_concatenation) {
+  auto b = make_pair_of_boxes();
+  std::vector<std::byte> x(1000, std::byte{3}), y(7, std::byte{4}), z(mailbox_slot_bytes - 1007, std::byte{5});
+  const std::vector<std::span<const std::byte>> parts{x, {}, y, z};
+  b.out->post(1, 0x77, parts, 9);
+  mail m;
+  auto got = b.in->take(1, m);
+  ASSERT_TRUE(got && *got);
+  EXPECT_EQ(m.bytes, mailbox_slot_bytes);
+  EXPECT_EQ(m.tag, 0x77u);
+  EXPECT_EQ(m.call, 9u);
+  std::vector<std::byte> want = x;
+  want.insert(want.end(), y.begin(), y.end());
+  want.insert(want.end(), z.begin(), z.end());
+  EXPECT_EQ(std::memcmp(m.payload, want.data(), want.size()), 0);
 }
 
 TEST(shm_mailbox, a_damaged_slot_is_a_protocol_error_naming_the_peer) {

@@ -28,9 +28,10 @@ struct rank_job {
 };
 
 /// Starts `n` ranks (communicator + pipeline each) in parallel threads; `observer_of_rank`
-/// (optional) gives each rank its own telemetry observer.
+/// (optional) gives each rank its own telemetry observer; `copts`, the communicators' options.
 inline std::vector<rank_job> start_job(int n, pipeline_options opts = {},
-                                       std::function<std::shared_ptr<telemetry::observer>(int)> observer_of_rank = {}) {
+                                       std::function<std::shared_ptr<telemetry::observer>(int)> observer_of_rank = {},
+                                       collective_options copts = {}) {
   uint16_t port = n > 1 ? free_rendezvous_port() : 0;
   std::vector<rank_job> jobs(static_cast<std::size_t>(n));
   std::vector<std::thread> threads;
@@ -40,7 +41,7 @@ inline std::vector<rank_job> start_job(int n, pipeline_options opts = {},
       process_env env = rendezvous_env(r, n, port, 20s);
       mesh::mesh_options t;
       t.connect_timeout = 20s;
-      auto comm = communicator::create(env, t, collective_options{});
+      auto comm = communicator::create(env, t, copts);
       if (!comm) {
         errors[r] = comm.error().to_string();
         return;

@@ -73,6 +73,7 @@ TEST(TraceRecorder, EveryEventComesBackAsWritten) {
     rec->on_chunk_start(1, 100, 4096, t0 + 7us);
     rec->on_chunk_end(1, 100, 4096, status{errc::connection_lost, "rank 0 closed"}, t0 + 7us, t0 + 9us);
     rec->on_compressed(1, 4096, 2048, t0 + 9us);
+    rec->on_direct_path(SIZE_MAX, t0 + 9us);
     rec->on_steal(1, 0, 101, t0 + 8us);
     std::vector<int> missing{0};
     rec->on_stall("fc2.weight", missing, t0 + 10us);
@@ -85,7 +86,7 @@ TEST(TraceRecorder, EveryEventComesBackAsWritten) {
   EXPECT_EQ(f->header.size, 2);
   EXPECT_TRUE(f->ended);
   const auto& r = f->records;
-  ASSERT_EQ(r.size(), 16u);  // 15 events and the end record
+  ASSERT_EQ(r.size(), 17u);  // 16 events and the end record
   std::map<record_kind, const trace_record*> by;
   for (auto& x : r) by[x.kind] = &x;
   EXPECT_EQ(by[record_kind::tunables]->tuning.in_place_bytes, 1u << 20);
@@ -116,6 +117,8 @@ TEST(TraceRecorder, EveryEventComesBackAsWritten) {
   EXPECT_EQ(z->peer, 1);
   EXPECT_EQ(z->bytes, 4096u);
   EXPECT_EQ(z->count, 2048u);
+  ASSERT_NE(by[record_kind::direct_path], nullptr);
+  EXPECT_EQ(by[record_kind::direct_path]->bytes, uint64_t{SIZE_MAX});
   EXPECT_EQ(by[record_kind::steal]->victim, 0);
   EXPECT_EQ(by[record_kind::stall]->names, std::vector<std::string>{"fc2.weight"});
   EXPECT_EQ(by[record_kind::stall]->values, std::vector<int64_t>{0});

@@ -46,10 +46,19 @@ bool mailbox_writer::has_room(uint64_t k) const {
 }
 
 void mailbox_writer::post(uint64_t k, uint64_t tag, const void* payload, std::size_t bytes, uint64_t call) {
+  const std::span<const std::byte> whole{static_cast<const std::byte*>(payload), bytes};
+  post(k, tag, std::span{&whole, 1}, call);
+}
+
+void mailbox_writer::post(uint64_t k, uint64_t tag, std::span<const std::span<const std::byte>> parts, uint64_t call) {
   std::byte* at = slot(*seg_, k);
+  std::size_t bytes = 0;
+  for (auto p : parts) {
+    if (!p.empty()) std::memcpy(at + slot_header + bytes, p.data(), p.size());
+    bytes += p.size();
+  }
   header h{k, bytes, tag, call};
   std::memcpy(at, &h, sizeof h);
-  if (bytes) std::memcpy(at + slot_header, payload, bytes);
   seg_->published().store(k, std::memory_order_seq_cst);
   auto& sleeping = seg_->reader_sleeping();
   if (sleeping.load(std::memory_order_seq_cst) != 0 && sleeping.exchange(0, std::memory_order_seq_cst) != 0)

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "runtime/core/status.hpp"
 #include "runtime/transport/shm/segment.hpp"
@@ -48,6 +49,8 @@ class mailbox_writer {
   bool has_room(uint64_t k) const;
   /// Steps 1 and 2: `bytes` <= mailbox_slot_bytes; only after has_room(k).
   void post(uint64_t k, uint64_t tag, const void* payload, std::size_t bytes, uint64_t call = 0);
+  /// post(), the payload gathered from `parts` in order (together <= mailbox_slot_bytes).
+  void post(uint64_t k, uint64_t tag, std::span<const std::span<const std::byte>> parts, uint64_t call = 0);
 
  private:
   std::unique_ptr<segment> seg_;
