@@ -18,18 +18,19 @@ namespace {
 
 using self_ptr = caf::stateful_actor<completion_state>*;
 
-void end_op(self_ptr self, const op_ref& op, const status& st, std::vector<std::byte> gathered = {},
+/// Adds `op`'s end to `out` (sent to the producer once the bucket's ops are all in it).
+void end_op(self_ptr self, ops_finished& out, const op_ref& op, const status& st, std::vector<std::byte> gathered = {},
             std::vector<int64_t> dims = {}) {
   auto& s = self->state;
   if (is_join_filler(op)) return;  // a joined rank's stand-in: nobody waits for it
   if (st.ok()) {
     ++s.ops_ok;
-    self->send(s.wired.producer, op_finished{op.handle, st, std::move(gathered), std::move(dims)});
+    out.ops.push_back(op_finished{op.handle, st, std::move(gathered), std::move(dims)});
     return;
   }
   ++s.ops_failed;
   status named{st.code(), describe(op.spec) + " on rank " + std::to_string(s.cfg.rank) + ": " + st.message()};
-  self->send(s.wired.producer, op_finished{op.handle, std::move(named), {}, {}});
+  out.ops.push_back(op_finished{op.handle, std::move(named), {}, {}});
 }
 
 /// Copies one ended chunk of a fused bucket out to the ops' tensors (overlapping the
@@ -92,21 +93,24 @@ void finish_bucket(self_ptr self, completion_state::entry& e) {
   status st = e.error.ok() ? job.local_error : e.error;
   const std::vector<int64_t> skipped = check_nonfinite(self, job, st);
   if (!st.ok()) observer_of(self->state.wired).on_error(to_string(st.code()), st, std::chrono::steady_clock::now());
+  ops_finished ended;
   if (job.bystander) {
-    for (const auto& op : job.ops) end_op(self, op, st);  // stand-ins end silently
+    for (const auto& op : job.ops) end_op(self, ended, op, st);  // stand-ins end silently
   } else if (st.ok() && job.plan.kind == fusable_kind::allgather) {
-    end_op(self, job.ops.front(), st, std::move(job.gathered), job.first_dims);
+    end_op(self, ended, job.ops.front(), st, std::move(job.gathered), job.first_dims);
   } else if (st.ok() && job.plan.kind == fusable_kind::alltoall) {
-    end_op(self, job.ops.front(), st, std::move(job.gathered), received_splits(job, group_rank(self, job), group_size(self, job)));
+    end_op(self, ended, job.ops.front(), st, std::move(job.gathered),
+           received_splits(job, group_rank(self, job), group_size(self, job)));
   } else if (st.ok() && job.plan.kind == fusable_kind::reducescatter) {
     const auto& op = job.ops.front();
     auto slice = split_rows(static_cast<std::size_t>(op.spec.shape[0]), job.row_bytes,
                             group_size(self, job))[static_cast<std::size_t>(group_rank(self, job))];
     if (slice.length) std::memcpy(op.output, job.data + slice.offset, slice.length);
-    end_op(self, op, st, {}, skipped);
+    end_op(self, ended, op, st, {}, skipped);
   } else {
-    for (const auto& op : job.ops) end_op(self, op, st, {}, skipped);
+    for (const auto& op : job.ops) end_op(self, ended, op, st, {}, skipped);
   }
+  if (!ended.ops.empty()) self->send(self->state.wired.producer, std::move(ended));
   ++self->state.buckets_done;
   if (self->state.wired.autotuner) {
     std::vector<uint64_t> tensors;

@@ -1,10 +1,11 @@
 // The completion actor: one per rank. Receives bucket_planned from fusion and chunk_done from
-// the senders; sends op_finished to the producer (which calls the op's done) and window_moved
-// to fusion. Each ended chunk of a fused bucket is unpacked into the ops' outputs at once
-// (overlapping the bucket's other chunks); when the last chunk ends every op of the bucket
-// ends exactly once: ok, or the bucket's first error naming the tensor and this rank (after
-// an error the outputs hold undefined data). Averaging needs nothing here: the chunk ops
-// divide by the number of ranks, element by element, so a fused bucket is divided once.
+// the senders; sends ops_finished (a bucket's ops at once) to the producer (which calls each
+// op's done) and window_moved to fusion. Each ended chunk of a fused bucket is unpacked into
+// the ops' outputs at once (overlapping the bucket's other chunks); when the last chunk ends
+// every op of the bucket ends exactly once: ok, or the bucket's first error naming the tensor
+// and this rank (after an error the outputs hold undefined data). Averaging needs nothing
+// here: the chunk ops divide by the number of ranks, element by element, so a fused bucket is
+// divided once.
 #pragma once
 
 #include <cstdint>

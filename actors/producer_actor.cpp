@@ -227,6 +227,9 @@ caf::behavior producer_actor(caf::stateful_actor<producer_state>* self, producer
       [=](op_finished& f) {
         finish(self, f.handle, f.result, std::move(f.gathered), std::move(f.first_dims));
       },
+      [=](ops_finished& fs) {
+        for (auto& f : fs.ops) finish(self, f.handle, f.result, std::move(f.gathered), std::move(f.first_dims));
+      },
       [=](drain_atom, int64_t grace_ms) -> caf::response_promise {
         auto& s = self->state;
         s.draining = true;

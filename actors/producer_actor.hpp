@@ -1,7 +1,7 @@
 // The producer: one per rank, owner of the table of enqueued operations (handle → request with
 // its callback). Receives op_enqueued (ops_enqueued: several at once) from the API and
-// op_finished from the negotiator and the completion actor; sends tensor_ready to the
-// negotiator. It is the only place that calls an op's done callback, so "exactly once" is
+// op_finished from the negotiator and ops_finished from the completion actor; sends
+// tensor_ready to the negotiator. It is the only place that calls an op's done callback, so "exactly once" is
 // enforced here: a second op_finished for a handle finds nothing and is logged.
 #pragma once
 

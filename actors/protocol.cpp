@@ -18,6 +18,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<peers_connected>("chorus.peers_connected");
   cfg.add_message_type<batch_agreed>("chorus.batch_agreed");
   cfg.add_message_type<op_finished>("chorus.op_finished");
+  cfg.add_message_type<ops_finished>("chorus.ops_finished");
   cfg.add_message_type<join_enqueued>("chorus.join_enqueued");
   cfg.add_message_type<join_finished>("chorus.join_finished");
   cfg.add_message_type<bucket_planned>("chorus.bucket_planned");

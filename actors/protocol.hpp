@@ -2,7 +2,7 @@
 //   API ─op_enqueued (ops_enqueued)─▶ producer ─tensor_ready─▶ negotiator ◀─gossip_bytes─▶ peers
 //   negotiator ─batch_agreed─▶ fusion ─bucket_planned─▶ completion, ─chunk_work─▶ senders
 //   runner ─chunk_ran─▶ sender ─chunk_done─▶ completion ─window_moved─▶ fusion
-//   completion / negotiator ─op_finished─▶ producer ─▶ the op's done callback
+//   completion / negotiator ─op_finished (completion: ops_finished, a bucket's)─▶ producer ─▶ the op's done callback
 //   API ─join_enqueued─▶ producer ─join_atom─▶ negotiator ─join_finished─▶ producer (Horovod's join)
 //   autotune on: completion ─bucket_finished─▶ autotuner ─window_scored─▶ negotiator (gossip
 //     agrees the window) ─window_agreed─▶ autotuner, and ─tunables_pending─▶ fusion;
@@ -226,6 +226,9 @@ struct op_finished {
   /// reducescatter with CHORUS_NAN_CHECK=skip: the ranks whose input held NaN/Inf (agreed).
   std::vector<int64_t> first_dims;
 };
+/// completion → producer: the ops of one bucket ended, in plan order: one message for all of
+/// them (a step's last bucket may hold a hundred tensors).
+struct ops_finished { std::vector<op_finished> ops; };
 /// API → producer: this rank joins; `done` gets the outcome and the last rank to join.
 struct join_enqueued { std::function<void(const status&, int last_rank)> done; };
 /// negotiator → producer: every rank has joined (ok, with the last one), or joining failed.
@@ -372,6 +375,10 @@ typename Inspector::result_type inspect(Inspector& f, batch_agreed& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, op_finished& x) {
   return f(caf::meta::type_name("op_finished"), x.handle, x.result, x.first_dims);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ops_finished& x) {
+  return f(caf::meta::type_name("ops_finished"), x.ops);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_enqueued&) {

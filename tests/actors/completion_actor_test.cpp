@@ -20,6 +20,9 @@ struct sink_state {
 };
 caf::behavior sink_actor(caf::stateful_actor<sink_state>* self) {
   return {[=](op_finished& f) { self->state.finished.push_back(std::move(f)); },
+          [=](ops_finished& fs) {
+            for (auto& f : fs.ops) self->state.finished.push_back(std::move(f));
+          },
           [=](const window_moved& w) { self->state.windows.push_back(w.oldest_unfinished); }};
 }
 
