@@ -43,6 +43,17 @@ status unpack_range(const bucket_job& job, std::size_t begin, std::size_t end) {
   return {};
 }
 
+void copy_inputs(const bucket_job& job, std::size_t begin, std::size_t end) {
+  for (const auto& m : job.plan.members) {
+    std::size_t lo = std::max(begin, m.offset), hi = std::min(end, m.offset + m.bytes);
+    if (m.offset >= end) break;
+    const auto& op = job.ops[m.id];
+    if (lo >= hi || op.input == op.output) continue;
+    std::memcpy(static_cast<std::byte*>(op.output) + (lo - m.offset),
+                static_cast<const std::byte*>(op.input) + (lo - m.offset), hi - lo);
+  }
+}
+
 std::vector<std::span<std::byte>> member_regions(const bucket_job& job, std::size_t begin, std::size_t end) {
   std::vector<std::span<std::byte>> out;
   for (const auto& m : job.plan.members) {

@@ -22,6 +22,10 @@ status pack_range(bucket_job& job, std::size_t begin, std::size_t end);
 /// are the output). errc::internal naming the tensor when a member has no output.
 status unpack_range(const bucket_job& job, std::size_t begin, std::size_t end);
 
+/// Copies the out-of-place members' inputs that fall in [begin, end) of a scattered bucket to
+/// their outputs (bucket_job::scattered: the chunk then runs on the outputs).
+void copy_inputs(const bucket_job& job, std::size_t begin, std::size_t end);
+
 /// The members' bytes that fall in [begin, end) of a fused bucket, in member order, the gaps
 /// between them left out: in the members' outputs for a scattered bucket
 /// (bucket_job::scattered), else in job.data. What a direct chunk of a fused bucket runs on,

@@ -92,8 +92,12 @@ compression effective_wire(const fusion_state& s, const tensor_spec& spec) {
 /// rank must start every sequence); completion reports the error.
 void ready_chunk(fusion_state& s, chunk_work& w) {
   auto& job = *w.job;
-  if (job.scattered) return;  // runs on the members' tensors (chunk_runner)
   auto index = w.sequence - job.first_sequence;
+  if (job.scattered) {  // runs on the members' outputs (chunk_runner): out-of-place inputs go there
+    auto [offset, bytes] = job.chunk_ranges[index];
+    copy_inputs(job, offset, offset + bytes);
+    return;
+  }
   if (index == 0) prepare_buffer(s, job);
   auto [offset, bytes] = job.chunk_ranges[index];
   w.data = job.data ? job.data + offset : nullptr;
@@ -316,8 +320,10 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       const bool direct = lane > 0 && !device && spec.process_set == 0 && bk.kind == fusable_kind::allreduce &&
                           job->wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f;
       // A bucket the direct path takes whole stays one chunk: that path runs its chunks one
-      // after another anyway (in 64 KiB pieces), so cutting would only add completions.
-      const bool whole = direct && direct_allreduce::takes(lane, job->plan.bytes, bk.type, bk.op);
+      // after another anyway (in 64 KiB pieces), so cutting would only add completions. Only
+      // a bucket asked for plain: the compression gate decides how chunks run, never the plan.
+      const bool whole =
+          direct && bk.wire_mode == 0 && direct_allreduce::takes(lane, job->plan.bytes, bk.type, bk.op);
       for (const auto& c : plan_chunks({job->plan}, whole ? 0 : chunk_bytes, s.next_sequence)) {
         // CUDA buckets and process sets (their own rings) take the flat algorithms.
         const bool flat = device || spec.process_set != 0;
@@ -335,14 +341,15 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
         works.push_back(chunk_work{c.sequence, algo, nullptr, c.bytes, bk.type, bk.op, root, job});  // data: at dispatch
         job->chunk_ranges.emplace_back(c.offset, c.bytes);
       }
-      // Fused, every chunk direct and every op in place: the mailboxes gather and scatter, so
-      // no copy into a fusion buffer and back. Ranks may decide this differently (their ops'
-      // buffers): a direct chunk of a fused bucket posts the members' bytes either way.
+      // Fused and every chunk direct: the mailboxes gather from the members' outputs and fold
+      // into them (an out-of-place op's input is copied to its output first), so no copy into
+      // a fusion buffer and back. A rank whose op lacks a buffer packs instead (and fails
+      // naming it); a direct chunk of a fused bucket posts the members' bytes either way.
       job->scattered = job->fused() && !works.empty() &&
                        std::all_of(works.begin(), works.end(),
                                    [](const chunk_work& w) { return w.algo == chunk_algo::direct_allreduce; }) &&
                        std::all_of(job->ops.begin(), job->ops.end(),
-                                   [](const op_ref& op) { return op.output && op.input == op.output; });
+                                   [](const op_ref& op) { return op.output && op.input; });
       s.next_sequence += works.size();
     }
     job->chunks = static_cast<uint32_t>(works.size());

@@ -113,9 +113,10 @@ struct bucket_job {
   /// and unpacked chunk by chunk).
   std::vector<std::pair<std::size_t, std::size_t>> chunk_ranges;
   bool fused() const { return plan.kind == fusable_kind::allreduce && !plan.in_place; }
-  /// Fused, yet every chunk runs on the direct path over the members' own tensors (each op's
-  /// input is its output): the mailboxes gather from them and fold into them, so the bucket
-  /// takes no buffer and is never packed or unpacked (member_regions, bucket_ranges.hpp).
+  /// Fused, yet every chunk runs on the direct path over the members' own outputs (an
+  /// out-of-place op's input is copied there first): the mailboxes gather from them and fold
+  /// into them, so the bucket takes no buffer and is never packed or unpacked
+  /// (copy_inputs, member_regions: bucket_ranges.hpp).
   bool scattered = false;
   // allgather and alltoall only (reducescatter: row_bytes; its chunk_ranges are windows of
   // every rank's slice, runtime/collectives/scatter_plan.hpp)

@@ -53,12 +53,19 @@ void start(self_ptr self, chunk_work w) {
   s.cfg.runner->run(it->second, s.cfg.stream);
 }
 
+/// The oldest chunk in flight that holds a slot (direct chunks hold none); UINT64_MAX if none.
+uint64_t oldest_in_a_slot(const sender_state& s) {
+  for (const auto& [seq, w] : s.in_flight)
+    if (w.algo != chunk_algo::direct_allreduce) return seq;
+  return UINT64_MAX;
+}
+
 /// Rule (2) of the invariant in sender_actor.hpp.
 void try_start(self_ptr self) {
   auto& s = self->state;
   while (!s.queue.empty()) {
     bool slot = s.in_flight.size() - s.direct_in_flight < s.cfg.max_in_flight;
-    bool oldest = s.in_flight.empty() || s.queue.front().sequence < s.in_flight.begin()->first;
+    bool oldest = s.queue.front().sequence < oldest_in_a_slot(s);
     bool direct = s.queue.front().algo == chunk_algo::direct_allreduce;  // no slot (sender_actor.hpp)
     if (!slot && !oldest && !direct) break;
     start(self, take(s, false));
@@ -149,7 +156,9 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
       [=](const steal_take& t) {
         auto& s = self->state;
         steal_reply r{s.cfg.stream, t.round, std::nullopt};
-        if (!s.queue.empty()) {
+        // Never a direct chunk: it is only queued behind a chunk waiting for a slot, and it
+        // runs on the direct path whichever sender starts it.
+        if (!s.queue.empty() && s.queue.back().algo != chunk_algo::direct_allreduce) {
           r.chunk = take(s, true);
           ++s.stats.given;
         }

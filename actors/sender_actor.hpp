@@ -16,7 +16,7 @@
 //       unfinished chunk (fusion_actor.hpp);
 //   (2) every deque is kept sorted by sequence, and a sender starts the head of its deque when
 //       it has a free slot, or — even with no free slot — when the head is older than every
-//       chunk it has in flight.
+//       chunk it has in flight in a slot (direct chunks, below, hold none).
 // Take s, the smallest sequence unfinished on any rank. On each rank every chunk below s has
 // ended, so s is the oldest unfinished chunk there: it is inside the window, and once handed
 // out it is the head of its deque and older than anything in flight, so (2) starts it at once.
@@ -25,8 +25,9 @@
 //
 // Direct chunks (chunk_algo::direct_allreduce) take no slot and start as soon as they head
 // the deque: they wait for their turn in the direct queue (direct_queue.hpp), which runs them
-// one at a time in fusion's order, not on this stream. Fusion hands them all to stream 0, so
-// they cost no steal rounds, and the stream board (which paces streams) never sees them.
+// one at a time in fusion's order, not on this stream, and ends each without waiting for any
+// stream's chunk. Fusion hands them all to stream 0, they are never stolen, and the stream
+// board (which paces streams) never sees them.
 #pragma once
 
 #include <cstdint>

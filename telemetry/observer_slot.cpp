@@ -16,10 +16,13 @@ std::shared_ptr<observer> observer_slot::exchange(std::shared_ptr<observer> part
   std::lock_guard lk(exchange_mu_);
   if (part) {
     std::optional<tunables> t;
+    std::optional<std::size_t> direct;
     {
       std::lock_guard tl(tunables_mu_);
       t = last_tunables_;
+      direct = direct_path_;
     }
+    if (direct) part->on_direct_path(*direct, clock::now());
     if (t) part->on_tunables(*t, clock::now());
   }
   current_.store(part.get(), std::memory_order_seq_cst);
@@ -38,6 +41,14 @@ void observer_slot::on_tunables(const tunables& t, time_point at) {
   }
   forwarding_observer::on_tunables(t, at);
 }
+void observer_slot::on_direct_path(std::size_t max_bytes, time_point at) {
+  {
+    std::lock_guard lk(tunables_mu_);
+    direct_path_ = max_bytes;
+  }
+  forwarding_observer::on_direct_path(max_bytes, at);
+}
+
 std::optional<tunables> observer_slot::last_tunables() const {
   std::lock_guard lk(tunables_mu_);
   return last_tunables_;

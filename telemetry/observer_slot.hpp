@@ -24,8 +24,9 @@ namespace chorus::telemetry {
 class observer_slot final : public forwarding_observer<observer_slot> {
  public:
   /// Installs `part` (null: none) and returns the previous part once no event is being
-  /// forwarded to it any more. A new part first gets the last on_tunables seen (the pipeline
-  /// reports them once at start), so a recording started late still knows them.
+  /// forwarded to it any more. A new part first gets the last on_direct_path and on_tunables
+  /// seen (the pipeline reports them at start), so a recording started late still knows them
+  /// (a trace's replay plans with both).
   /// Must not be called from inside an observer method (it would wait for itself).
   std::shared_ptr<observer> exchange(std::shared_ptr<observer> part);
   /// Whether a part is installed (a hint: another thread may be exchanging it).
@@ -35,6 +36,8 @@ class observer_slot final : public forwarding_observer<observer_slot> {
 
   /// Records `t` as the last tunables seen, then forwards it.
   void on_tunables(const tunables& t, time_point at) override;
+  /// Records the direct path's size, then forwards it.
+  void on_direct_path(std::size_t max_bytes, time_point at) override;
 
  private:
   friend class forwarding_observer<observer_slot>;
@@ -46,8 +49,9 @@ class observer_slot final : public forwarding_observer<observer_slot> {
   std::atomic<uint64_t> in_flight_{0};  // forwarded calls running now
   std::mutex exchange_mu_;              // serializes exchange(); guards owner_
   std::shared_ptr<observer> owner_;     // keeps *current_ alive
-  mutable std::mutex tunables_mu_;      // guards last_tunables_
+  mutable std::mutex tunables_mu_;      // guards last_tunables_ and direct_path_
   std::optional<tunables> last_tunables_;
+  std::optional<std::size_t> direct_path_;
 };
 
 // Fast path: nothing installed, one relaxed load (a part installed a moment ago is picked up by

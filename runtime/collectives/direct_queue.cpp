@@ -93,6 +93,11 @@ void direct_queue::loop() {
     auto node = started_.extract(sequence);
     chunk c = std::move(node.mapped());
     lk.unlock();
+    if (!ended.empty()) {
+      std::size_t bytes = 0;
+      for (auto r : c.regions) bytes += r.size();
+      if (bytes > completion_hold_bytes || std::chrono::steady_clock::now() - first_ended >= completion_delay) tell();
+    }
     status st = lane_->run(c.regions, c.type, c.op, sequence);
     {
       std::lock_guard counted(mu_);

@@ -18,11 +18,12 @@
 //
 // Completions. Each done wakes the pipeline's actors, and on a host whose cores all run
 // ranks that wake-up takes a core from some rank's running chunk (measured: 30-200 us per
-// chunk, on the critical path of every rank). So while the next chunk is ready to run, the
-// thread runs it first and tells the chunks that ended together, at the latest
-// completion_delay after the first of them ended, and at once when nothing is ready to run
-// (so a sender or the start window waiting for a completion never waits for this thread) or
-// a chunk failed. This cannot deadlock: a rank holds completions back only while it has the
+// chunk, on the critical path of every rank). So while the next chunk is ready to run and
+// small (completion_hold_bytes: a fraction of a millisecond here), the thread runs it first
+// and tells the chunks that ended together: before a larger chunk, or once completion_delay
+// has passed since the first of them ended, and at once when nothing is ready to run (so a
+// sender or the start window waiting for a completion never waits for this thread) or a
+// chunk failed. This cannot deadlock: a rank holds completions back only while it has the
 // next chunk in hand order to run, and a rank that cannot run it yet (its sender has not
 // started it) holds nothing back, so its senders and start window get every completion they
 // may be waiting for, and it starts the chunk as the argument above says.
@@ -46,8 +47,11 @@ namespace chorus {
 
 class direct_queue {
  public:
-  /// The longest a completion waits for the chunks after it (Completions, above).
+  /// How long completions are held for the chunks after them, at most (Completions, above:
+  /// past it they are told before the next chunk runs, so one small chunk more at worst).
   static constexpr std::chrono::microseconds completion_delay{1000};
+  /// Completions are told before a chunk larger than this runs, never held across it.
+  static constexpr std::size_t completion_hold_bytes = 1u << 20;
   using callback = std::function<void(const status&)>;
   /// `on_protocol` (any status of errc::protocol a run returns, before its done): the peers
   /// should learn that the job broke (communicator::abort).

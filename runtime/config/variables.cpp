@@ -94,7 +94,7 @@ constexpr std::array table{
            "largest fused bucket", owner::config, "bytes"},
   variable{"CHORUS_IN_PLACE_BYTES", "", kind::whole, "1048576", 0, two_pow_34, "",
            "allreduce tensors at least this large are reduced in place, not fused; 0 = fuse everything (two ranks "
-           "on one host always fuse them: no copy there)",
+           "on one host: plain allreduces on the direct path fuse whatever their size)",
            owner::config, "bytes"},
   variable{"CHORUS_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_CHECK_TIME_SECONDS", kind::whole, "60", 0, two_pow_30,
            "", "warn about tensors some ranks have not submitted after this long; 0 = off", owner::config, "seconds"},

@@ -86,7 +86,7 @@ op_ref in_place(const std::string& name, int64_t elements, std::vector<float>& s
   return o;
 }
 
-TEST(fusion_direct, on_two_ranks_a_bucket_the_lane_takes_is_one_chunk_and_in_place_ops_are_never_packed) {
+TEST(fusion_direct, on_two_ranks_a_bucket_the_lane_takes_is_one_chunk_and_is_never_packed) {
   auto l = lane(2, 4u << 20);
   std::vector<float> a, b, c, d;
   // 8 KiB + 8 KiB with 4 KiB chunks: one bucket (the lane fuses past in_place_bytes), uncut.
@@ -97,12 +97,21 @@ TEST(fusion_direct, on_two_ranks_a_bucket_the_lane_takes_is_one_chunk_and_in_pla
   EXPECT_EQ(plan[0].second[0].algo, chunk_algo::direct_allreduce);
   EXPECT_TRUE(plan[0].first->fused());
   EXPECT_TRUE(plan[0].first->scattered);
-  // One op out of place: the same plan (it is every rank's), but this rank packs the bucket.
+  // One op out of place: still scattered (its input is copied to its output first).
   auto out_of_place = in_place("d", 2048, d);
   std::vector<float> result(2048);
   out_of_place.output = result.data();
   auto t = state(2, l.get());
-  auto packed = plan_batch(t, batch_agreed{1, {in_place("c", 2048, c), out_of_place}});
+  auto mixed_ops = plan_batch(t, batch_agreed{1, {in_place("c", 2048, c), out_of_place}});
+  ASSERT_EQ(mixed_ops.size(), 1u);
+  EXPECT_EQ(mixed_ops[0].second.size(), 1u);
+  EXPECT_TRUE(mixed_ops[0].first->scattered);
+  // An op without an input: the same plan (it is every rank's), but this rank packs, which
+  // then fails naming the tensor.
+  auto no_input = in_place("e", 2048, d);
+  no_input.input = nullptr;
+  auto v = state(2, l.get());
+  auto packed = plan_batch(v, batch_agreed{1, {in_place("c", 2048, c), no_input}});
   ASSERT_EQ(packed.size(), 1u);
   EXPECT_EQ(packed[0].second.size(), 1u);
   EXPECT_FALSE(packed[0].first->scattered);

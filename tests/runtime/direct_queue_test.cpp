@@ -202,5 +202,33 @@ TEST(direct_queue, completions_wait_for_ready_chunks_behind_them_but_never_for_a
   }
 }
 
+// ... but never across a chunk larger than direct_queue::completion_hold_bytes: a small
+// chunk's completion is told before such a chunk runs.
+TEST(direct_queue, completions_are_told_before_a_large_chunk_runs) {
+  auto q = make_queues(2);
+  const std::size_t large = direct_queue::completion_hold_bytes / sizeof(float) + 1;
+  std::vector<std::vector<float>> small(2, std::vector<float>(16, 1.0f)), big(2, std::vector<float>(large, 1.0f));
+  std::vector<uint64_t> ran_when_told(2, 0);
+  std::vector<outcome> big_done(2);
+  std::vector<std::promise<void>> small_told(2);
+  for (int r = 0; r < 2; ++r) {
+    q[r]->expect(1);
+    q[r]->expect(2);
+    q[r]->start(2, big[r].data(), large, dtype::f32, reduce_op::sum, big_done[r].done());  // ready behind 1
+    q[r]->start(1, small[r].data(), 16, dtype::f32, reduce_op::sum, [&, r](const status& st) {
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      ran_when_told[r] = q[r]->ran();
+      small_told[r].set_value();
+    });
+  }
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(small_told[r].get_future().wait_for(10s), std::future_status::ready);
+    ASSERT_EQ(big_done[r].future.wait_for(10s), std::future_status::ready);
+    EXPECT_TRUE(big_done[r].future.get().ok());
+    EXPECT_EQ(ran_when_told[r], 1u) << "rank " << r << ": the small chunk was told after the large one ran";
+    EXPECT_EQ(big[r], std::vector<float>(large, 2.0f));
+  }
+}
+
 }  // namespace
 }  // namespace chorus

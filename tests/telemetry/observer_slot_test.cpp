@@ -1,7 +1,7 @@
 // The run-time timeline's parts (telemetry/observer_slot.hpp, telemetry/trace/live_timeline.hpp):
 // the slot forwards to what is installed and nothing else, hands a part back only once no
 // thread is inside it (checked with threads hammering it while parts are swapped), replays the
-// tunables; a live timeline started and finished around some events writes Chrome-trace JSON
+// tunables and the direct path's size; a live timeline started and finished around some events writes Chrome-trace JSON
 // with each tensor's phases, only the events it saw, and removes its scratch recording.
 #include <gtest/gtest.h>
 
@@ -28,6 +28,7 @@ class counting final : public observer {
   void on_enqueue(uint64_t, const tensor_spec&, time_point) override { hit(); }
   void on_cycle(const cycle_event&) override { hit(); }
   void on_tunables(const tunables& t, time_point) override { tunables_seen = t.streams; }
+  void on_direct_path(std::size_t max_bytes, time_point) override { direct_seen = max_bytes; }
   void hit() {
     if (retired.load()) violations.fetch_add(1);
     calls.fetch_add(1);
@@ -35,6 +36,7 @@ class counting final : public observer {
   std::atomic<bool> retired{false};
   std::atomic<uint64_t> calls{0}, violations{0};
   int tunables_seen = 0;
+  std::size_t direct_seen = 0;
 };
 
 tensor_spec spec(std::string name) {
@@ -64,12 +66,19 @@ TEST(ObserverSlot, ForwardsOnlyToWhatIsInstalled) {
   EXPECT_FALSE(slot.installed());
 }
 
-TEST(ObserverSlot, ANewPartGetsTheLastTunables) {
+TEST(ObserverSlot, ANewPartGetsTheLastTunablesAndTheDirectPath) {
   observer_slot slot;
-  slot.on_tunables({1, 2, 3, 1000us, 0}, clock::now());  // the pipeline's start, before any part
+  slot.on_direct_path(SIZE_MAX, clock::now());           // the pipeline's start, before any part
+  slot.on_tunables({1, 2, 3, 1000us, 0}, clock::now());
   auto a = std::make_shared<counting>();
   slot.exchange(a);
   EXPECT_EQ(a->tunables_seen, 3);
+  EXPECT_EQ(a->direct_seen, SIZE_MAX);  // a trace started late replays with the lane's size
+  // Without a direct path there is nothing to replay.
+  observer_slot none;
+  auto b = std::make_shared<counting>();
+  none.exchange(b);
+  EXPECT_EQ(b->direct_seen, 0u);
 }
 
 TEST(ObserverSlot, APartHandedBackIsNeverCalledAgainWhileThreadsReport) {
