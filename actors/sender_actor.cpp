@@ -13,24 +13,31 @@ namespace {
 
 using self_ptr = caf::stateful_actor<sender_state>*;
 
-/// Queues `w` in sequence order and counts it in the runner's hint (chunk_runner::queued_anywhere).
+bool is_direct(const chunk_work& w) { return w.algo == chunk_algo::direct_allreduce; }
+
+/// Queues `w` in sequence order and counts it in the runner's hint (chunk_runner::queued_anywhere)
+/// unless it is direct: direct chunks are never stolen (sender_actor.hpp).
 void insert_sorted(sender_state& s, chunk_work w) {
   auto& q = s.queue;
   auto at = std::upper_bound(q.begin(), q.end(), w.sequence,
                              [](uint64_t seq, const chunk_work& c) { return seq < c.sequence; });
+  if (!is_direct(w)) s.cfg.runner->queued_anywhere().fetch_add(1, std::memory_order_relaxed);
   q.insert(at, std::move(w));
-  s.cfg.runner->queued_anywhere().fetch_add(1, std::memory_order_relaxed);
 }
 
-/// Takes the head (oldest) or the tail of the queue, and uncounts it.
-chunk_work take(sender_state& s, bool tail) {
-  auto w = std::move(tail ? s.queue.back() : s.queue.front());
-  if (tail)
-    s.queue.pop_back();
-  else
-    s.queue.pop_front();
-  s.cfg.runner->queued_anywhere().fetch_sub(1, std::memory_order_relaxed);
+/// Takes queue[at] out of the queue, and uncounts it.
+chunk_work take(sender_state& s, std::size_t at) {
+  auto it = s.queue.begin() + static_cast<std::ptrdiff_t>(at);
+  auto w = std::move(*it);
+  s.queue.erase(it);
+  if (!is_direct(w)) s.cfg.runner->queued_anywhere().fetch_sub(1, std::memory_order_relaxed);
   return w;
+}
+
+/// The chunks a thief may take: the queued ones but the direct.
+std::size_t stealable(const sender_state& s) {
+  return static_cast<std::size_t>(
+      std::count_if(s.queue.begin(), s.queue.end(), [](const chunk_work& w) { return !is_direct(w); }));
 }
 
 void start(self_ptr self, chunk_work w) {
@@ -46,7 +53,7 @@ void start(self_ptr self, chunk_work w) {
     return;
   }
   s.stats.max_in_flight = std::max(s.stats.max_in_flight, s.in_flight.size());
-  if (it->second.algo == chunk_algo::direct_allreduce)
+  if (is_direct(it->second))
     ++s.direct_in_flight;
   else if (s.wired.board)
     s.wired.board->started(s.cfg.stream, it->second.started);
@@ -56,7 +63,7 @@ void start(self_ptr self, chunk_work w) {
 /// The oldest chunk in flight that holds a slot (direct chunks hold none); UINT64_MAX if none.
 uint64_t oldest_in_a_slot(const sender_state& s) {
   for (const auto& [seq, w] : s.in_flight)
-    if (w.algo != chunk_algo::direct_allreduce) return seq;
+    if (!is_direct(w)) return seq;
   return UINT64_MAX;
 }
 
@@ -66,9 +73,9 @@ void try_start(self_ptr self) {
   while (!s.queue.empty()) {
     bool slot = s.in_flight.size() - s.direct_in_flight < s.cfg.max_in_flight;
     bool oldest = s.queue.front().sequence < oldest_in_a_slot(s);
-    bool direct = s.queue.front().algo == chunk_algo::direct_allreduce;  // no slot (sender_actor.hpp)
+    bool direct = is_direct(s.queue.front());  // no slot (sender_actor.hpp)
     if (!slot && !oldest && !direct) break;
-    start(self, take(s, false));
+    start(self, take(s, 0));
   }
 }
 
@@ -124,7 +131,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
           observer_of(s.wired).on_compressed(s.cfg.stream, raw, raw / size_of(it->second.type) * 2,
                                              std::chrono::steady_clock::now());
         }
-        if (it->second.algo == chunk_algo::direct_allreduce)
+        if (is_direct(it->second))
           --s.direct_in_flight;
         else if (s.wired.board)
           s.wired.board->finished(s.cfg.stream, it->second.bytes, std::chrono::steady_clock::now());
@@ -137,7 +144,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
       },
       [=](const steal_request& q) {
         auto& s = self->state;
-        self->send(s.wired.senders[static_cast<std::size_t>(q.thief)], steal_offer{s.cfg.stream, q.round, s.queue.size()});
+        self->send(s.wired.senders[static_cast<std::size_t>(q.thief)], steal_offer{s.cfg.stream, q.round, stealable(s)});
       },
       [=](const steal_offer& o) {
         auto& s = self->state;
@@ -156,13 +163,16 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
       [=](const steal_take& t) {
         auto& s = self->state;
         steal_reply r{s.cfg.stream, t.round, std::nullopt};
-        // Never a direct chunk: it is only queued behind a chunk waiting for a slot, and it
-        // runs on the direct path whichever sender starts it.
-        if (!s.queue.empty() && s.queue.back().algo != chunk_algo::direct_allreduce) {
-          r.chunk = take(s, true);
-          ++s.stats.given;
-        }
+        // The newest chunk but a direct one: a direct chunk is only queued behind a chunk
+        // waiting for a slot, and runs on the direct path whichever sender starts it.
+        for (std::size_t i = s.queue.size(); i-- > 0;)
+          if (!is_direct(s.queue[i])) {
+            r.chunk = take(s, i);
+            ++s.stats.given;
+            break;
+          }
         self->send(s.wired.senders[static_cast<std::size_t>(t.thief)], std::move(r));
+        try_start(self);  // a direct chunk that waited behind the stolen one may head the deque now
       },
       [=](steal_reply& r) {
         auto& s = self->state;
@@ -171,8 +181,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         if (!r.chunk) return;
         ++s.stats.stolen;
         observer_of(s.wired).on_steal(s.cfg.stream, r.victim, r.chunk->sequence, std::chrono::steady_clock::now());
-        if (s.wired.board && r.chunk->algo != chunk_algo::direct_allreduce)
-          s.wired.board->moved_chunk(r.victim, s.cfg.stream, r.chunk->bytes);
+        if (s.wired.board) s.wired.board->moved_chunk(r.victim, s.cfg.stream, r.chunk->bytes);  // never direct
         insert_sorted(s, std::move(*r.chunk));
         try_start(self);
         maybe_steal(self);

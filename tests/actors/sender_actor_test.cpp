@@ -75,9 +75,10 @@ struct senders_fixture {
     caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
     sched->run();
   }
-  void give(int stream, uint64_t seq) {
+  void give(int stream, uint64_t seq, chunk_algo algo = chunk_algo::ring_allreduce) {
     chunk_work w;
     w.sequence = seq;
+    w.algo = algo;
     w.bytes = 1024;
     w.job = job;
     caf::anon_send(senders[stream], w);
@@ -238,6 +239,46 @@ TEST(sender_actor, the_queued_count_follows_every_deque) {
   f.run_all_but(-1);
   EXPECT_EQ(f.done().size(), 6u);
   EXPECT_EQ(f.runner->queued_anywhere().load(), 0u);
+  EXPECT_FALSE(f.sched->has_job());
+}
+
+TEST(sender_actor, direct_chunks_take_no_slot_and_are_never_stolen) {
+  senders_fixture f(2);
+  const auto direct = chunk_algo::direct_allreduce;
+  f.give(0, 0);
+  f.give(0, 1);          // both slots
+  f.give(0, 2);          // waits for a slot
+  f.give(0, 3, direct);  // behind 2, so it waits too
+  f.give(0, 4, direct);
+  f.sched->run();
+  EXPECT_EQ(f.runner->running[0], (std::set<uint64_t>{0, 1}));
+  EXPECT_EQ(f.runner->queued_anywhere().load(), 1u);  // only 2 can be stolen
+  // Stream 1 runs out of work: it steals 2 (the newest chunk but the direct ones), and 3 and 4
+  // then head stream 0's deque and start there without a slot.
+  f.give(1, 5);
+  f.sched->run();
+  f.end(1, 5);
+  f.sched->run();
+  EXPECT_EQ(f.runner->running[1], (std::set<uint64_t>{2}));
+  EXPECT_EQ(f.runner->running[0], (std::set<uint64_t>{0, 1, 3, 4}));
+  EXPECT_EQ(f.sender(0).direct_in_flight, 2u);
+  EXPECT_TRUE(f.sender(0).queue.empty());
+  EXPECT_EQ(f.sender(0).stats.given, 1u);
+  EXPECT_EQ(f.runner->queued_anywhere().load(), 0u);
+  // A new chunk on stream 0 finds its two slots taken by 0 and 1, not by the direct ones.
+  f.give(0, 6);
+  f.sched->run();
+  EXPECT_EQ(f.runner->running[0].count(6), 0u);
+  f.end(0, 3);
+  f.end(0, 4);
+  f.sched->run();
+  EXPECT_EQ(f.sender(0).direct_in_flight, 0u);
+  EXPECT_EQ(f.runner->running[0].count(6), 0u);  // still two non-direct chunks in flight
+  f.end(0, 0);
+  f.sched->run();
+  EXPECT_EQ(f.runner->running[0].count(6), 1u);
+  f.run_all_but(-1);
+  EXPECT_EQ(f.done().size(), 7u);
   EXPECT_FALSE(f.sched->has_job());
 }
 
