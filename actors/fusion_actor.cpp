@@ -137,6 +137,15 @@ std::vector<bucket> plan_with_in_place(const std::vector<fusion_item>& items, st
   return out;
 }
 
+/// Whether a plain allreduce of the job's own set on the host (`x`: a fusion item or a bucket)
+/// of `bytes` goes to the direct path, as far as the plan can tell (the compression gate may
+/// send more there as chunks run: plan_batch's `direct`). The same answer on every rank.
+template <class T>
+bool direct_as_planned(std::size_t lane, const T& x, std::size_t bytes) {
+  return x.kind == fusable_kind::allreduce && x.device < 0 && x.process_set == 0 && x.wire_mode == 0 &&
+         direct_allreduce::takes(lane, bytes, x.type, x.op);
+}
+
 /// The member-local rank of job rank `root` in `job`'s process set (-1: not a member).
 int local_root(const bucket_job& job, int root) {
   const auto& m = *job.members;
@@ -253,8 +262,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
   // the job's own set run there whatever they are fused with (as plan_batch's `direct` below).
   const std::size_t lane = s.cfg.direct_max_bytes;
   auto direct_whole = [&](const fusion_item& it) {
-    return lane == SIZE_MAX && it.kind == fusable_kind::allreduce && it.device < 0 && it.process_set == 0 &&
-           it.wire_mode == 0 && direct_allreduce::takes(lane, it.bytes, it.type, it.op);
+    return lane == SIZE_MAX && direct_as_planned(lane, it, it.bytes);
   };
   for (auto& bk : plan_with_in_place(items, s.cfg.fusion_threshold, s.cfg.in_place_bytes, direct_whole)) {
     auto job = std::make_shared<bucket_job>();
@@ -322,8 +330,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       // A bucket the direct path takes whole stays one chunk: that path runs its chunks one
       // after another anyway (in 64 KiB pieces), so cutting would only add completions. Only
       // a bucket asked for plain: the compression gate decides how chunks run, never the plan.
-      const bool whole =
-          direct && bk.wire_mode == 0 && direct_allreduce::takes(lane, job->plan.bytes, bk.type, bk.op);
+      const bool whole = direct_as_planned(lane, bk, job->plan.bytes);
       for (const auto& c : plan_chunks({job->plan}, whole ? 0 : chunk_bytes, s.next_sequence)) {
         // CUDA buckets and process sets (their own rings) take the flat algorithms.
         const bool flat = device || spec.process_set != 0;

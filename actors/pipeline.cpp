@@ -319,7 +319,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
                                   std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time),
                                   opts.in_place_bytes};
   if (a.observer) {
-    if (auto* lane = comm.pipeline_lane()) a.observer->on_direct_path(lane->max_bytes(), std::chrono::steady_clock::now());
+    if (fc.direct_max_bytes) a.observer->on_direct_path(fc.direct_max_bytes, std::chrono::steady_clock::now());
     a.observer->on_tunables(first, std::chrono::steady_clock::now());
   }
   for (auto& actor : p->all()) caf::anon_send(actor, a);

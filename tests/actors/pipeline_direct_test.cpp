@@ -37,9 +37,13 @@ TEST(pipeline_direct, odd_sizes_in_and_out_of_place_fuse_into_one_direct_chunk_w
   pipeline_options o;
   o.in_place_bytes = 1u << 20;
   o.chunk_bytes = 1u << 16;
+  // A long cycle time, after a first cycle (below): the next one starts only once every rank
+  // holds all four tensors, so they are agreed, and planned, together even on a loaded machine.
+  o.cycle_time = 300ms;
   auto job = start_job(2, o, [&](int r) { return obs[static_cast<std::size_t>(r)]; });
   ASSERT_TRUE(job[0].pipe && job[1].pipe);
   if (!job[0].comm->pipeline_lane()) GTEST_SKIP() << "no shared-memory lane here (the direct path needs one)";
+  steps_of_ones(job, "direct.first");
   // 3, 5 and 7 floats (gaps at 64-byte alignment) and one of 1.2 MB (past in_place_bytes,
   // and past chunk_bytes: the lane takes the bucket whole).
   const std::vector<std::size_t> sizes{3, 5, 7, 300001};
@@ -75,7 +79,8 @@ TEST(pipeline_direct, odd_sizes_in_and_out_of_place_fuse_into_one_direct_chunk_w
       if (out_of_place)
         for (std::size_t i = 0; i < sizes[k]; ++i) ASSERT_EQ(in[r][k][i], value(r, k, i)) << "input changed";
     }
-  // Every rank planned the four tensors as one fused direct bucket of one chunk.
+  // Every rank planned the four tensors as one fused direct bucket of one chunk (the first
+  // cycle's tensor is a bucket of its own).
   for (int r = 0; r < 2; ++r) {
     std::lock_guard lk(obs[r]->mu);
     std::size_t fused = 0;
