@@ -78,6 +78,7 @@ negotiation::negotiation_options negotiation_options_of(const pipeline_options& 
   n.cycle_time = o.cycle_time;
   n.early_start = o.early_start;
   n.hold_when_ahead = o.hold_when_ahead;
+  n.start_bytes = static_cast<int64_t>(o.fusion_threshold);
   n.stall_warning_time = o.stall_check;
   n.stall_shutdown_time = o.stall_shutdown;
   n.process_sets = o.process_sets;

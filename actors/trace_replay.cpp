@@ -54,6 +54,7 @@ result<std::vector<rank_decisions>> replay_trace(const telemetry::trace::replay_
   negotiation::negotiation_options nopts;
   nopts.cycle_time = std::chrono::milliseconds(1);  // virtual time: see the header, step 2
   nopts.early_start = false;                        // the same cycles, started by the clock
+  nopts.start_bytes = 0;                            // (nor by the bytes waiting)
   nopts.stall_warning_time = negotiation::duration::zero();
   nopts.stall_shutdown_time = negotiation::duration::zero();
   // Process sets: a set's members are the ranks that enqueued its tensors (every member takes

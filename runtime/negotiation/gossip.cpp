@@ -73,7 +73,7 @@ void gossip_negotiator::advance(time_point now, actions& out) {
     bool joined = !early_.empty() && early_.begin()->first.first == last_cycle_ + 1;
     auto may_start = [&] {
       return !last_start_ || now >= *last_start_ + ledger_.options().cycle_time ||
-             (ledger_.options().early_start && ledger_.has_awaited());
+             (ledger_.options().early_start && ledger_.has_awaited()) || ledger_.fills_bucket();
     };
     if (joined || (ledger_.has_new() && !ledger_.holds_back() && may_start())) {
       start_cycle(now, out);

@@ -10,7 +10,9 @@
 //     idle job therefore sends nothing at all. With negotiation_options::early_start, also at
 //     once when what other ranks were waiting for at the end of c-1 is now all new here
 //     (negotiation_ledger::has_awaited: a late rank that caught up completes the agreement
-//     without waiting out the cycle time). With negotiation_options::hold_when_ahead, a rank
+//     without waiting out the cycle time). With negotiation_options::start_bytes, also at once
+//     when the tensors new here hold that many bytes (negotiation_ledger::fills_bucket: a
+//     fusion buffer's worth is waiting). With negotiation_options::hold_when_ahead, a rank
 //     ahead of the others starts no cycle for new tensors: it joins the next one
 //     (negotiation_ledger::holds_back).
 //  3. Starting, the rank snapshots its contribution (negotiation_ledger::contribution()):

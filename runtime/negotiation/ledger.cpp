@@ -30,11 +30,13 @@ void negotiation_ledger::local_ready(tensor_spec spec, actions& out) {
     if (registry_.spec(*id) == spec && !table_.count(spec.name)) {
       pending_ids_.set(*id);
       fresh_ids_ = true;
+      fresh_bytes_ += spec.byte_size();
       return;
     }
   }
   // A first appearance, or a name coming back with another spec (re-registration): it
   // travels as name + spec and gets a new id once every rank announced it alike.
+  fresh_bytes_ += spec.byte_size();
   local_names_.emplace(spec.name, spec);
   fresh_names_.push_back(std::move(spec));
 }
@@ -53,6 +55,10 @@ void negotiation_ledger::request_join() {
 bool negotiation_ledger::has_new() const {
   if (failed_) return false;
   return fresh_ids_ || !fresh_names_.empty() || fresh_score_ || shutdown_fresh_ || join_fresh_ || stall_.has_new();
+}
+
+bool negotiation_ledger::fills_bucket() const {
+  return !failed_ && options_.start_bytes > 0 && fresh_bytes_ >= options_.start_bytes;
 }
 
 bool negotiation_ledger::has_awaited() const {
@@ -94,6 +100,7 @@ gossip_message negotiation_ledger::contribution() {
   }
   fresh_names_.clear();
   fresh_ids_ = false;
+  fresh_bytes_ = 0;
   const auto foreign = foreign_ids();
   m.ready_and.or_with(foreign);  // ready for what its sets leave it out of
   // A stall report never blames a rank for a tensor of a set it is not in.

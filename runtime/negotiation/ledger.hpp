@@ -42,6 +42,7 @@ class negotiation_ledger {
   void local_ready(tensor_spec spec, actions& out);
   void submit_score(double score, uint64_t digest);
   void set_cycle_time(duration cycle_time) { options_.cycle_time = cycle_time; }
+  void set_start_bytes(int64_t bytes) { options_.start_bytes = bytes; }
   void request_shutdown() { shutdown_fresh_ = true; }
   /// See negotiation_strategy::request_join.
   void request_join();
@@ -56,6 +57,9 @@ class negotiation_ledger {
   /// reached its negotiator just after its peer's cycle did) then costs one cycle, not a
   /// cycle time, and a rank that is far behind still sends everything in one cycle.
   bool has_awaited() const;
+  /// negotiation_options::start_bytes is on and the tensors enqueued here since the last
+  /// contribution hold at least that many bytes: a cycle started now fills a fusion buffer.
+  bool fills_bucket() const;
   /// With negotiation_options::hold_when_ahead: this rank is ahead (it waited for other ranks
   /// at the end of the last cycle, and no rank had anything it lacked) and only tensors are
   /// new here, so it need not start a cycle: the ranks behind start the next one when they
@@ -96,6 +100,7 @@ class negotiation_ledger {
   // Local: what this rank has enqueued and not yet seen agreed.
   dynamic_bitmap pending_ids_;
   bool fresh_ids_ = false;
+  int64_t fresh_bytes_ = 0;     // of the tensors enqueued since the last contribution
   dynamic_bitmap contributed_;  // pending_ids_ as of the last contribution
   dynamic_bitmap awaited_;      // after the last resolve: pending on another rank, not in contributed_
   bool ahead_ = false;          // after the last resolve: see holds_back()

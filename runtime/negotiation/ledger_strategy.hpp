@@ -24,6 +24,7 @@ class ledger_strategy : public negotiation_strategy {
   /// Feeds the ledger's timers (stalls), then advance(); a strategy may add its own timers.
   actions on_timer(time_point now) override;
   void set_cycle_time(duration cycle_time) final { ledger_.set_cycle_time(cycle_time); }
+  void set_start_bytes(int64_t bytes) final { ledger_.set_start_bytes(bytes); }
   bool joined() const final { return ledger_.joined(); }
 
   bool idle() const final { return !running_ && !ledger_.has_new(); }

@@ -52,6 +52,13 @@ struct negotiation_options {
   /// (negotiation_ledger::holds_back). Scores, shutdown, join and stall reports are never
   /// held. Off here so that the strategy tests and the simulator count cycles without it.
   bool hold_when_ahead = false;
+  /// Gossip: a rank whose tensors new since its last contribution hold at least this many
+  /// bytes starts a cycle at once instead of after cycle_time (negotiation_ledger::
+  /// fills_bucket). The pipeline sets it to the fusion threshold: the cycle time is there to
+  /// gather small tensors into one bucket, and once a bucket's worth waits, waiting longer only
+  /// delays it. 0 = off (the strategy tests and the simulator count cycles without it). Trace
+  /// replay runs without it, as without early_start.
+  int64_t start_bytes = 0;
   /// The job's process sets (null: only the global one). A tensor of set k is negotiated by
   /// every rank, but only k's members enqueue it: the others count as having announced it
   /// and as ready for it (the ledger's contribution says so in the message, so every rank
@@ -181,6 +188,8 @@ class negotiation_strategy {
   virtual actions submit_score(double score, uint64_t digest, time_point now) = 0;
   /// The autotuner switched the cycle time (a local timing bound: ranks may differ briefly).
   virtual void set_cycle_time(duration cycle_time) = 0;
+  /// The autotuner switched the fusion threshold (negotiation_options::start_bytes follows it).
+  virtual void set_start_bytes(int64_t bytes) = 0;
   /// Asks every rank to shut down; agreed in the next cycle (actions::shutdown_cycle).
   virtual actions request_shutdown(time_point now) = 0;
   /// This rank joins (Horovod's join, for uneven inputs). From the next cycle on it counts as

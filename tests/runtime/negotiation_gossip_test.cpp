@@ -408,6 +408,37 @@ TEST(GossipNegotiator, TheCycleTimeIsALowerBoundOnSpacing) {
   EXPECT_EQ(g.on_timer(t + 5ms).cycles.size(), 1u);
 }
 
+TEST(GossipNegotiator, ABucketsWorthOfNewBytesStartsACycleWithoutWaitingOutTheCycleTime) {
+  negotiation_options nego;
+  nego.cycle_time = 5ms;
+  nego.start_bytes = 400;  // 100 floats
+  gossip_negotiator g(0, 1, nego);
+  time_point t{};
+  EXPECT_EQ(g.local_ready(spec("a", {1}), t).cycles.size(), 1u);  // idle: at once
+  // 396 bytes new (first appearances, by name): they wait for the cycle time.
+  EXPECT_TRUE(g.local_ready(spec("b", {60}), t + 1ms).cycles.empty());
+  auto c = g.local_ready(spec("c", {39}), t + 1ms);
+  EXPECT_TRUE(c.cycles.empty());
+  ASSERT_TRUE(c.wake_at);
+  EXPECT_EQ(*c.wake_at, t + 5ms);
+  // Four more bytes: 400 wait, and the cycle starts now with all three.
+  auto d = g.local_ready(spec("d", {1}), t + 2ms);
+  ASSERT_EQ(d.cycles.size(), 1u);
+  ASSERT_EQ(d.batches.size(), 1u);
+  EXPECT_EQ(d.batches[0].ids.size(), 3u);
+  // The count starts again after each contribution; registered names (sent as bits) count alike.
+  EXPECT_TRUE(g.local_ready(spec("b", {60}), t + 3ms).cycles.empty());
+  EXPECT_TRUE(g.local_ready(spec("c", {39}), t + 3ms).cycles.empty());
+  EXPECT_EQ(g.local_ready(spec("a", {1}), t + 3ms).cycles.size(), 1u);
+  // Off (0, as a fusion threshold of 0 sets it): even a large tensor waits out the cycle time.
+  g.set_start_bytes(0);
+  EXPECT_TRUE(g.local_ready(spec("big", {1000}), t + 4ms).cycles.empty());
+  EXPECT_TRUE(g.on_timer(t + 5ms).cycles.empty());
+  // Switched on again, the next look at the ledger starts the cycle for what waits.
+  g.set_start_bytes(400);
+  EXPECT_EQ(g.on_timer(t + 5ms + 1us).cycles.size(), 1u);
+}
+
 // Two gossip negotiators wired by hand: every message is delivered at once, in order.
 struct hand_wired_pair {
   explicit hand_wired_pair(negotiation_options o) : ranks{gossip_negotiator(0, 2, o), gossip_negotiator(1, 2, o)} {}
