@@ -32,7 +32,7 @@ struct pipeline_options {
   /// control link (actors/control_edge.hpp); caf: CAF remote actors behind a control gate
   /// (actors/control_plane.hpp), the slower alternative, kept to measure against.
   std::string control_plane = "tcp";
-  std::chrono::microseconds cycle_time{1000};  ///< CHORUS_CYCLE_TIME_MS (alias HOROVOD_CYCLE_TIME), lower bound on cycle spacing
+  std::chrono::microseconds cycle_time{1000};  ///< CHORUS_CYCLE_TIME_MS (alias HOROVOD_CYCLE_TIME), least cycle spacing, unless a bucket's worth waits (gossip: negotiation_options::start_bytes)
   /// CHORUS_EARLY_START=1: a rank that caught up with what its peers wait for starts a cycle at
   /// once, not after cycle_time (negotiation::negotiation_options::early_start).
   bool early_start = false;

@@ -81,7 +81,7 @@ constexpr std::array table{
            "(always copy to pinned host memory and use the CPU data plane)",
            owner::config, ""},
   variable{"CHORUS_CYCLE_TIME_MS", "HOROVOD_CYCLE_TIME", kind::decimal, "1", 0, 60000, "",
-           "least time between a rank's cycle starts, unless a fusion threshold's worth of bytes waits", owner::config,
+           "least time between a rank's cycle starts (gossip: sooner when a fusion threshold's worth of bytes waits)", owner::config,
            "milliseconds"},
   variable{"CHORUS_EARLY_START", "", kind::choice, "0", 0, 0, "0|1",
            "1: a rank that caught up with what its peers wait for starts a cycle at once", owner::config, ""},
@@ -92,7 +92,7 @@ constexpr std::array table{
            "1: process sets may be added and removed after init (add_process_set, remove_process_set)",
            owner::config, ""},
   variable{"CHORUS_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", kind::whole, "67108864", 0, two_pow_34, "",
-           "largest fused bucket; this many bytes waiting start a cycle without waiting out the cycle time",
+           "largest fused bucket; with gossip, this many bytes waiting start a cycle without waiting out the cycle time",
            owner::config, "bytes"},
   variable{"CHORUS_IN_PLACE_BYTES", "", kind::whole, "1048576", 0, two_pow_34, "",
            "allreduce tensors at least this large are reduced in place, not fused; 0 = fuse everything (two ranks "

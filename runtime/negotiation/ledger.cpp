@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "runtime/negotiation/diagnostics.hpp"
 
@@ -30,13 +31,13 @@ void negotiation_ledger::local_ready(tensor_spec spec, actions& out) {
     if (registry_.spec(*id) == spec && !table_.count(spec.name)) {
       pending_ids_.set(*id);
       fresh_ids_ = true;
-      fresh_bytes_ += spec.byte_size();
+      count_fresh(spec);
       return;
     }
   }
   // A first appearance, or a name coming back with another spec (re-registration): it
   // travels as name + spec and gets a new id once every rank announced it alike.
-  fresh_bytes_ += spec.byte_size();
+  count_fresh(spec);
   local_names_.emplace(spec.name, spec);
   fresh_names_.push_back(std::move(spec));
 }
@@ -55,6 +56,13 @@ void negotiation_ledger::request_join() {
 bool negotiation_ledger::has_new() const {
   if (failed_) return false;
   return fresh_ids_ || !fresh_names_.empty() || fresh_score_ || shutdown_fresh_ || join_fresh_ || stall_.has_new();
+}
+
+void negotiation_ledger::count_fresh(const tensor_spec& spec) {
+  // Saturating: each size fits an int64 (validate), their sum need not.
+  const int64_t bytes = spec.byte_size();
+  fresh_bytes_ = bytes > std::numeric_limits<int64_t>::max() - fresh_bytes_ ? std::numeric_limits<int64_t>::max()
+                                                                            : fresh_bytes_ + bytes;
 }
 
 bool negotiation_ledger::fills_bucket() const {

@@ -58,7 +58,8 @@ class negotiation_ledger {
   /// cycle time, and a rank that is far behind still sends everything in one cycle.
   bool has_awaited() const;
   /// negotiation_options::start_bytes is on and the tensors enqueued here since the last
-  /// contribution hold at least that many bytes: a cycle started now fills a fusion buffer.
+  /// contribution hold at least that many bytes: what this rank announces now fills a fusion
+  /// buffer (the peers may not all have it yet).
   bool fills_bucket() const;
   /// With negotiation_options::hold_when_ahead: this rank is ahead (it waited for other ranks
   /// at the end of the last cycle, and no rank had anything it lacked) and only tensors are
@@ -90,6 +91,8 @@ class negotiation_ledger {
   dynamic_bitmap outsiders(const tensor_spec& spec) const;
   /// An error when `spec`'s process set is unknown or leaves this rank out; ok otherwise.
   status check_set(const tensor_spec& spec) const;
+  /// Adds a tensor enqueued here to fresh_bytes_ (fills_bucket).
+  void count_fresh(const tensor_spec& spec);
   /// Step 8 of resolve(): folds the cycle's scores into the window; reports it when complete.
   void resolve_window(const gossip_message& merged, uint64_t cycle, actions& out);
 

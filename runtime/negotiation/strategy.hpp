@@ -28,8 +28,9 @@ using duration = clock::duration;
 
 /// Settings; must be equal on every rank (stall messages quote them).
 struct negotiation_options {
-  /// Lower bound between the starts of two cycles on one rank; a rank joining a cycle that
-  /// another rank started ignores it (CHORUS_CYCLE_TIME_MS, alias HOROVOD_CYCLE_TIME).
+  /// Lower bound between the starts of two cycles on one rank, except as early_start and
+  /// start_bytes allow; a rank joining a cycle that another rank started ignores it
+  /// (CHORUS_CYCLE_TIME_MS, alias HOROVOD_CYCLE_TIME).
   duration cycle_time = std::chrono::milliseconds(1);
   /// A tensor pending somewhere but not everywhere for this long gets one stall_warning
   /// naming the ranks that have not produced it; 0 = off (CHORUS_STALL_CHECK_TIME_SECONDS).
@@ -53,11 +54,13 @@ struct negotiation_options {
   /// held. Off here so that the strategy tests and the simulator count cycles without it.
   bool hold_when_ahead = false;
   /// Gossip: a rank whose tensors new since its last contribution hold at least this many
-  /// bytes starts a cycle at once instead of after cycle_time (negotiation_ledger::
-  /// fills_bucket). The pipeline sets it to the fusion threshold: the cycle time is there to
-  /// gather small tensors into one bucket, and once a bucket's worth waits, waiting longer only
-  /// delays it. 0 = off (the strategy tests and the simulator count cycles without it). Trace
-  /// replay runs without it, as without early_start.
+  /// bytes (tensor_spec::byte_size: allgather and alltoall are negotiated without their first
+  /// dimension, so they count 0) starts a cycle at once instead of after cycle_time
+  /// (negotiation_ledger::fills_bucket), unless hold_when_ahead holds it back. The pipeline
+  /// sets it to the fusion threshold: the cycle time is there to gather small tensors into one
+  /// bucket, and once a bucket's worth waits, waiting longer only delays it. 0 = off (the
+  /// strategy tests and the simulator count cycles without it). Trace replay runs without it,
+  /// as without early_start.
   int64_t start_bytes = 0;
   /// The job's process sets (null: only the global one). A tensor of set k is negotiated by
   /// every rank, but only k's members enqueue it: the others count as having announced it

@@ -90,7 +90,7 @@ inline constexpr const char* tunable_fusion_threshold = "chorus_tunable_fusion_t
 inline constexpr const char* tunable_chunk_bytes = "chorus_tunable_chunk_bytes";
 /// Gauge: the number of streams.
 inline constexpr const char* tunable_streams = "chorus_tunable_streams";
-/// Gauge: the cycle time, the lower bound on cycle spacing (seconds).
+/// Gauge: the cycle time, the least spacing of cycles unless a bucket's worth waits (seconds).
 inline constexpr const char* tunable_cycle_time = "chorus_tunable_cycle_time_seconds";
 /// Gauge: allreduce tensors at least this large are reduced in place, unfused (bytes; 0 = none).
 inline constexpr const char* tunable_in_place = "chorus_tunable_in_place_bytes";

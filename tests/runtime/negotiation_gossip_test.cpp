@@ -520,6 +520,29 @@ void register_both(hand_wired_pair& job, const tensor_spec& x, const tensor_spec
   for (int r : {0, 1}) job.pump(r, job.ranks[r].on_timer(t0 + cycle_time), t0 + cycle_time);
 }
 
+TEST(GossipNegotiator, ARankAheadHoldsBackABucketsWorthToo) {
+  negotiation_options o;
+  o.cycle_time = 10ms;
+  o.hold_when_ahead = true;
+  o.start_bytes = 400;
+  hand_wired_pair job(o);
+  auto x = spec("x", {4}), y = spec("y", {8}), big = spec("big", {1000});
+  time_point t0{};
+  register_both(job, x, y, t0, o.cycle_time);
+  ASSERT_EQ(job.agreed[0].size(), 2u);
+  // Rank 0 has x, rank 1 not yet: after this cycle rank 0 is ahead.
+  auto t1 = t0 + 20ms;
+  EXPECT_EQ(job.pump(0, job.ranks[0].local_ready(x, t1), t1), 1u);
+  ASSERT_EQ(job.agreed[0].size(), 2u);
+  // A bucket's worth on rank 0 starts nothing while it is ahead, at once or later.
+  EXPECT_EQ(job.pump(0, job.ranks[0].local_ready(big, t1 + 1ms), t1 + 1ms), 0u);
+  EXPECT_EQ(job.pump(0, job.ranks[0].on_timer(t1 + 30ms), t1 + 30ms), 0u);
+  // Rank 1 catches up with x and starts the cycle; rank 0 joins it with x and the big tensor.
+  EXPECT_EQ(job.pump(1, job.ranks[1].local_ready(x, t1 + 31ms), t1 + 31ms), 1u);
+  EXPECT_EQ(job.agreed[0].size(), 3u);  // x; "big" waits for rank 1
+  EXPECT_EQ(job.agreed[0], job.agreed[1]);
+}
+
 TEST(GossipNegotiator, TensorsReadyTogetherShareACycle) {
   negotiation_options o;
   o.cycle_time = 1ms;
