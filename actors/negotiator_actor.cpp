@@ -511,9 +511,9 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
         apply(self, st.strategy->submit_score(w.score, w.digest, now_of(self)));
       },
       [=](const tunables_switch& sw) {
-        if (!self->state.strategy) return;
-        self->state.strategy->set_cycle_time(std::chrono::microseconds(sw.cycle_time_us));
-        self->state.strategy->set_start_bytes(static_cast<int64_t>(sw.fusion_threshold));
+        if (self->state.strategy)
+          self->state.strategy->set_timing(std::chrono::microseconds(sw.cycle_time_us),
+                                           static_cast<int64_t>(sw.fusion_threshold));
       },
       [=](stats_atom) { return summarize(self->state); },
   };

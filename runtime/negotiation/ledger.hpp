@@ -41,8 +41,10 @@ class negotiation_ledger {
   /// a name coming back with another spec, a name some rank announced anew) as name + spec.
   void local_ready(tensor_spec spec, actions& out);
   void submit_score(double score, uint64_t digest);
-  void set_cycle_time(duration cycle_time) { options_.cycle_time = cycle_time; }
-  void set_start_bytes(int64_t bytes) { options_.start_bytes = bytes; }
+  void set_timing(duration cycle_time, int64_t start_bytes) {
+    options_.cycle_time = cycle_time;
+    options_.start_bytes = start_bytes;
+  }
   void request_shutdown() { shutdown_fresh_ = true; }
   /// See negotiation_strategy::request_join.
   void request_join();

@@ -23,8 +23,7 @@ class ledger_strategy : public negotiation_strategy {
   actions request_join(time_point now) final;
   /// Feeds the ledger's timers (stalls), then advance(); a strategy may add its own timers.
   actions on_timer(time_point now) override;
-  void set_cycle_time(duration cycle_time) final { ledger_.set_cycle_time(cycle_time); }
-  void set_start_bytes(int64_t bytes) final { ledger_.set_start_bytes(bytes); }
+  void set_timing(duration cycle_time, int64_t start_bytes) final { ledger_.set_timing(cycle_time, start_bytes); }
   bool joined() const final { return ledger_.joined(); }
 
   bool idle() const final { return !running_ && !ledger_.has_new(); }

@@ -189,10 +189,9 @@ class negotiation_strategy {
   /// actions::windows reports the agreed window; if the digests differ, negotiation stops with
   /// errc::protocol naming the ranks of each digest (a rank computed another proposal).
   virtual actions submit_score(double score, uint64_t digest, time_point now) = 0;
-  /// The autotuner switched the cycle time (a local timing bound: ranks may differ briefly).
-  virtual void set_cycle_time(duration cycle_time) = 0;
-  /// The autotuner switched the fusion threshold (negotiation_options::start_bytes follows it).
-  virtual void set_start_bytes(int64_t bytes) = 0;
+  /// The autotuner switched the knobs that time cycles: the cycle time and the fusion threshold
+  /// (negotiation_options::start_bytes follows it). Local timing bounds: ranks may differ briefly.
+  virtual void set_timing(duration cycle_time, int64_t start_bytes) = 0;
   /// Asks every rank to shut down; agreed in the next cycle (actions::shutdown_cycle).
   virtual actions request_shutdown(time_point now) = 0;
   /// This rank joins (Horovod's join, for uneven inputs). From the next cycle on it counts as

@@ -431,11 +431,11 @@ TEST(GossipNegotiator, ABucketsWorthOfNewBytesStartsACycleWithoutWaitingOutTheCy
   EXPECT_TRUE(g.local_ready(spec("c", {39}), t + 3ms).cycles.empty());
   EXPECT_EQ(g.local_ready(spec("a", {1}), t + 3ms).cycles.size(), 1u);
   // Off (0, as a fusion threshold of 0 sets it): even a large tensor waits out the cycle time.
-  g.set_start_bytes(0);
+  g.set_timing(nego.cycle_time, 0);
   EXPECT_TRUE(g.local_ready(spec("big", {1000}), t + 4ms).cycles.empty());
   EXPECT_TRUE(g.on_timer(t + 5ms).cycles.empty());
   // Switched on again, the next look at the ledger starts the cycle for what waits.
-  g.set_start_bytes(400);
+  g.set_timing(nego.cycle_time, 400);
   EXPECT_EQ(g.on_timer(t + 5ms + 1us).cycles.size(), 1u);
 }
 
