@@ -25,6 +25,7 @@
 #include "actors/negotiator_actor.hpp"
 #include "actors/producer_actor.hpp"
 #include "actors/sender_actor.hpp"
+#include "actors/thread_policy.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/core/tsan_edge.hpp"
@@ -110,6 +111,7 @@ void tune(caf::actor_system_config& cfg, const pipeline_options& o) {
   // others; alone, it has no one to steal from, and those wake-ups (about 18 per training
   // step of the small CNN) preempt the training thread for nothing.
   if (o.scheduler_threads == 1) cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::seconds(1)});
+  if (o.scheduler_batch) cfg.add_thread_hook<batch_scheduling_hook>();
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
   cfg.set("logger.console-verbosity", caf::atom("quiet"));
 }

@@ -51,6 +51,8 @@ struct pipeline_options {
   std::chrono::seconds stall_check{60};        ///< CHORUS_STALL_CHECK_TIME_SECONDS (alias HOROVOD_STALL_CHECK_TIME_SECONDS), 0 = off
   std::chrono::seconds stall_shutdown{0};      ///< CHORUS_STALL_SHUTDOWN_TIME_SECONDS (alias HOROVOD_...), 0 = off
   int scheduler_threads = 1;                   ///< CHORUS_SCHEDULER_THREADS: CAF worker threads
+  /// CHORUS_SCHEDULER_BATCH: the actors' threads run under SCHED_BATCH (actors/thread_policy.hpp).
+  bool scheduler_batch = true;
   /// CHORUS_START_WINDOW: how far (in chunks) a rank may start ahead of its oldest unfinished chunk.
   std::size_t start_window = 16;
   /// CHORUS_CONNECT_TIMEOUT_SECONDS: control-plane rendezvous and connects at start().

@@ -20,6 +20,7 @@ pipeline_options pipeline_options::from_config(const config& c) {
   o.stall_check = p.stall_check;
   o.stall_shutdown = p.stall_shutdown;
   o.scheduler_threads = p.scheduler_threads;
+  o.scheduler_batch = p.scheduler_batch;
   o.start_window = p.start_window;
   o.chunks_in_flight = p.chunks_in_flight;
   o.stream_placement = p.stream_placement;

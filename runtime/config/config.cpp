@@ -91,6 +91,7 @@ result<config> read_config(const env_lookup& get) {
   take(st, r.whole("CHORUS_STALL_CHECK_TIME_SECONDS"), p.stall_check, secs);
   take(st, r.whole("CHORUS_STALL_SHUTDOWN_TIME_SECONDS"), p.stall_shutdown, secs);
   take(st, r.whole("CHORUS_SCHEDULER_THREADS"), p.scheduler_threads);
+  take(st, r.flag("CHORUS_SCHEDULER_BATCH"), p.scheduler_batch);
   take(st, r.whole("CHORUS_START_WINDOW"), p.start_window);
   take(st, r.whole("CHORUS_CHUNKS_IN_FLIGHT"), p.chunks_in_flight);
   take(st, r.choice("CHORUS_STREAM_PLACEMENT"), p.stream_placement);

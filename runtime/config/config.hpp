@@ -57,6 +57,7 @@ struct pipeline_config {
   std::chrono::seconds stall_check{60};         ///< CHORUS_STALL_CHECK_TIME_SECONDS (HOROVOD_...)
   std::chrono::seconds stall_shutdown{0};       ///< CHORUS_STALL_SHUTDOWN_TIME_SECONDS (HOROVOD_...)
   int scheduler_threads = 1;                    ///< CHORUS_SCHEDULER_THREADS
+  bool scheduler_batch = true;                  ///< CHORUS_SCHEDULER_BATCH
   std::size_t start_window = 16;                ///< CHORUS_START_WINDOW
   std::size_t chunks_in_flight = 2;             ///< CHORUS_CHUNKS_IN_FLIGHT
   std::string stream_placement = "speed";       ///< CHORUS_STREAM_PLACEMENT

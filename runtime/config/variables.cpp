@@ -104,6 +104,11 @@ constexpr std::array table{
            two_pow_30, "", "stop the job when a tensor stalls this long; 0 = off", owner::config, "seconds"},
   variable{"CHORUS_SCHEDULER_THREADS", "", kind::whole, "1", 1, 256, "",
            "CAF worker threads of the actor pipeline", owner::config, "threads"},
+  variable{"CHORUS_SCHEDULER_BATCH", "", kind::choice, "1", 0, 0, "0|1",
+           "1: the actor pipeline's threads run under Linux's SCHED_BATCH policy: a woken actor takes an idle core "
+           "at once but does not preempt a busy one (the data plane's or the framework's thread) before its time "
+           "slice ends; 0: the default policy",
+           owner::config, ""},
   variable{"CHORUS_START_WINDOW", "", kind::whole, "16", 1, 1 << 20, "",
            "how far (in chunks) a rank may start ahead of its oldest unfinished chunk", owner::config, "chunks"},
   variable{"CHORUS_CHUNKS_IN_FLIGHT", "", kind::whole, "2", 1, 1024, "",

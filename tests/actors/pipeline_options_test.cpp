@@ -34,6 +34,7 @@ TEST(pipeline_options, defaults_without_variables) {
   EXPECT_EQ(o->stall_check, std::chrono::seconds(60));
   EXPECT_EQ(o->stall_shutdown, std::chrono::seconds(0));
   EXPECT_EQ(o->scheduler_threads, 1);
+  EXPECT_TRUE(o->scheduler_batch);
   EXPECT_EQ(o->in_place_bytes, 1u << 20);
   EXPECT_EQ(o->chunks_in_flight, 2u);
   EXPECT_EQ(o->connect_timeout, std::chrono::milliseconds(60000));
@@ -44,6 +45,7 @@ TEST(pipeline_options, defaults_without_variables) {
   EXPECT_EQ(o->in_place_bytes, plain.in_place_bytes);
   EXPECT_EQ(o->cycle_time, plain.cycle_time);
   EXPECT_EQ(o->connect_timeout, plain.connect_timeout);
+  EXPECT_EQ(o->scheduler_batch, plain.scheduler_batch);
 }
 
 TEST(pipeline_options, chorus_variables) {
@@ -57,6 +59,7 @@ TEST(pipeline_options, chorus_variables) {
                  {"CHORUS_STALL_CHECK_TIME_SECONDS", "5"},
                  {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "30"},
                  {"CHORUS_SCHEDULER_THREADS", "2"},
+                 {"CHORUS_SCHEDULER_BATCH", "0"},
                  {"CHORUS_START_WINDOW", "8"},
                  {"CHORUS_IN_PLACE_BYTES", "0"},
                  {"CHORUS_CHUNKS_IN_FLIGHT", "4"},
@@ -72,6 +75,7 @@ TEST(pipeline_options, chorus_variables) {
   EXPECT_EQ(o->stall_check, std::chrono::seconds(5));
   EXPECT_EQ(o->stall_shutdown, std::chrono::seconds(30));
   EXPECT_EQ(o->scheduler_threads, 2);
+  EXPECT_FALSE(o->scheduler_batch);
   EXPECT_EQ(o->start_window, 8u);
   EXPECT_EQ(o->in_place_bytes, 0u);
   EXPECT_EQ(o->chunks_in_flight, 4u);
