@@ -9,6 +9,7 @@
 
 #include "runtime/config/config.hpp"
 #include "runtime/core/status.hpp"
+#include "runtime/transport/shm/mailbox_use.hpp"
 #include "runtime/transport/transport.hpp"
 #include "telemetry/observer.hpp"
 
@@ -29,10 +30,10 @@ struct context {
   std::function<stream_traffic(int stream, int peer)> peer_traffic;
   /// Local and remote port of that connection (may be empty: no connection_info series).
   std::function<std::pair<int, int>(int stream, int peer)> ports;
-  /// Payload bytes posted through shared-memory mailboxes, by path: 0 the caller's blocking
-  /// allreduces, 1 the pipeline's direct path (communicator::mailbox_sent; may be empty: no
+  /// Payload bytes posted through shared-memory mailboxes, by use: the caller's blocking
+  /// allreduces or the pipeline's direct path (communicator::mailbox_sent; may be empty: no
   /// such series).
-  std::function<uint64_t(int path)> mailbox_sent;
+  std::function<uint64_t(shm::mailbox_use)> mailbox_sent;
   /// Compression asked for by ops among all ranks is dropped: every peer shares memory
   /// (runtime/compression/shm_gate.hpp), shown as a gauge.
   bool compression_off_on_shm = false;

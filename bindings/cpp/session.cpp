@@ -110,9 +110,7 @@ status session::init(const std::vector<std::vector<int>>& process_sets) {
   // destroyed before the communicator (shutdown below).
   tctx.traffic = [c = comm->get()](int s) { return c->traffic(s); };
   tctx.peer_traffic = [c = comm->get()](int s, int p) { return c->peer_traffic(s, p); };
-  tctx.mailbox_sent = [c = comm->get()](int path) {
-    return c->mailbox_sent(path == 0 ? shm::mailbox_use::caller : shm::mailbox_use::pipeline);
-  };
+  tctx.mailbox_sent = [c = comm->get()](shm::mailbox_use use) { return c->mailbox_sent(use); };
   tctx.ports = [c = comm->get()](int s, int p) { return c->connection_ports(s, p); };
   auto obs = telemetry::observer_from_config(tctx, cfg->telemetry);
   if (!obs) {

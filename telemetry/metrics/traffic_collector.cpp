@@ -136,19 +136,19 @@ std::vector<prometheus::MetricFamily> traffic_collector::collect_at(clock::time_
   std::vector<prometheus::MetricFamily> out{std::move(sent), std::move(received), std::move(shm), std::move(rate)};
   if (!cur.per_peer.empty() && ref.per_peer.size() == cur.per_peer.size()) collect_peers(cur, ref, seconds, out);
   if (mailbox_) {
-    // The mailboxes are no stream's: path 0 the caller's blocking allreduces, path 1 the
-    // pipeline's direct path (context::mailbox_sent).
+    // The mailboxes are no stream's: one series per use (context::mailbox_sent).
     prometheus::MetricFamily mail{metric_names::mailbox_sent_bytes,
                                   "Payload bytes this rank posted to its peers through shared-memory mailboxes "
                                   "(label path: caller = blocking allreduces on the calling thread, pipeline = "
                                   "the pipeline's direct path); no stream counts them",
                                   prometheus::MetricType::Counter,
                                   {}};
-    for (int path = 0; path < 2; ++path) {
+    for (int u = 0; u < shm::mailbox_uses; ++u) {
+      const auto use = static_cast<shm::mailbox_use>(u);
       prometheus::ClientMetric m;
-      m.label.push_back({"path", path == 0 ? "caller" : "pipeline"});
+      m.label.push_back({"path", shm::name_of(use)});
       m.label.push_back({"rank", rank_});
-      m.counter.value = static_cast<double>(mailbox_(path));
+      m.counter.value = static_cast<double>(mailbox_(use));
       mail.metric.push_back(std::move(m));
     }
     out.push_back(std::move(mail));

@@ -53,7 +53,7 @@ class traffic_collector final : public prometheus::Collectable {
   std::function<stream_traffic(int)> read_;
   std::function<stream_traffic(int, int)> read_peer_;
   std::function<std::pair<int, int>(int, int)> ports_;
-  std::function<uint64_t(int)> mailbox_;
+  std::function<uint64_t(shm::mailbox_use)> mailbox_;
   std::chrono::milliseconds window_;
   mutable std::mutex mu_;
   mutable std::deque<sample> history_;  // oldest first; front is the reference of the next rate

@@ -249,7 +249,7 @@ TEST(TrafficCollector, MailboxBytesAreCountedByPathWhenThereIsAReader) {
     EXPECT_FALSE(find(none.Collect(), n::mailbox_sent_bytes, {}));  // no reader: no series
   }
   std::array<std::atomic<uint64_t>, 2> posted{};
-  ctx.mailbox_sent = [&](int path) { return posted[static_cast<std::size_t>(path)].load(); };
+  ctx.mailbox_sent = [&](shm::mailbox_use use) { return posted[static_cast<std::size_t>(use)].load(); };
   traffic_collector c(ctx, 1000ms);
   posted[0] = 4096;
   posted[1] = 64 << 20;

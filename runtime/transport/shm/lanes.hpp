@@ -23,6 +23,7 @@
 #include "runtime/rendezvous/rendezvous.hpp"
 #include "runtime/transport/link_table.hpp"
 #include "runtime/transport/shm/mailbox.hpp"
+#include "runtime/transport/shm/mailbox_use.hpp"
 #include "runtime/transport/shm/ring.hpp"
 
 namespace chorus::shm {
@@ -31,14 +32,6 @@ struct lane {
   std::unique_ptr<ring_writer> out;  ///< our frames to the peer; null: TCP only
   std::unique_ptr<ring_reader> in;   ///< the peer's frames to us; null: it sends on TCP only
 };
-
-/// What each of the two mailboxes from one rank to another carries. Each has its own post
-/// numbers, so the calls of the one never interleave with the other's.
-enum class mailbox_use : int {
-  caller = 0,    ///< blocking allreduces on the calling thread (collectives/direct_allreduce.hpp)
-  pipeline = 1,  ///< the pipeline's allreduces, in hand-out order (collectives/direct_queue.hpp)
-};
-constexpr int mailbox_uses = 2;
 
 /// One use's mailboxes to and from every peer.
 struct mailbox_set {
