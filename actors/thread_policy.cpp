@@ -17,16 +17,15 @@ void batch_scheduling_hook::thread_started() {
   if (int rc = pthread_setschedparam(pthread_self(), SCHED_BATCH, &none); rc != 0) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
-      CHORUS_LOG(debug, "pipeline", "SCHED_BATCH refused for the actors' threads: " << std::strerror(rc));
+      CHORUS_LOG(info, "pipeline", "SCHED_BATCH refused for the actors' threads (" << std::strerror(rc)
+                                                                                    << "); they keep the default policy");
   }
 #endif
 }
 
 bool runs_batch_scheduled() {
 #ifdef SCHED_BATCH
-  int policy = 0;
-  sched_param p{};
-  return pthread_getschedparam(pthread_self(), &policy, &p) == 0 && policy == SCHED_BATCH;
+  return sched_getscheduler(0) == SCHED_BATCH;  // the kernel's answer for the calling thread
 #else
   return false;
 #endif

@@ -1,4 +1,6 @@
-// The scheduling policy of the actor pipeline's own threads (CAF's workers and its timer).
+// The scheduling policy of the actor pipeline's own threads: CAF's workers and its timer (with
+// the CAF control plane also its network thread and detached actors); a thread started from
+// one of them, such as by a done callback, inherits it.
 // The actors keep books: they admit ops, negotiate, plan buckets and call callbacks back, while
 // the bytes move on other threads (the data plane's, the framework's). Under Linux's default
 // policy a thread that wakes preempts the one running on its core, so on a host whose cores
@@ -14,7 +16,7 @@
 namespace chorus {
 
 /// A CAF thread hook: every thread the actor system starts runs under SCHED_BATCH. A refusal
-/// (a platform without the policy) is logged once at debug level and changes nothing else.
+/// (a sandbox or platform without the policy) is logged once and changes nothing else.
 class batch_scheduling_hook : public caf::thread_hook {
  public:
   void init(caf::actor_system&) override {}

@@ -22,7 +22,8 @@
  * -pedantic -Werror.
  *
  * Thread-safety: every function may be called from any thread. Completion callbacks run on a
- * Chorus thread and must not call chorus_init() or chorus_shutdown().
+ * Chorus thread and must not call chorus_init() or chorus_shutdown(). Chorus threads run under
+ * SCHED_BATCH unless CHORUS_SCHEDULER_BATCH=0; a thread a callback starts inherits it.
  * Buffers are the caller's: Chorus works on them in place, without copying them when no copy
  * is needed; they must stay alive and untouched until the operation ended.
  */

@@ -234,7 +234,8 @@ class handle {
 
 /// Completion callback of allreduce and broadcast. Runs exactly once, on a Chorus thread (or,
 /// for an argument rejected at the call, on the calling thread before the call returns).
-/// Keep it short: it runs where other operations are completed.
+/// Keep it short: it runs where other operations are completed. Chorus threads run under
+/// SCHED_BATCH unless CHORUS_SCHEDULER_BATCH=0, and a thread the callback starts inherits it.
 using done_callback = std::function<void(const status&)>;
 /// Completion callback of allgather (and reducescatter): the status, the rows and their shape.
 using gather_callback =
