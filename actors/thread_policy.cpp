@@ -12,7 +12,6 @@
 namespace chorus {
 
 void batch_scheduling_hook::thread_started() {
-#ifdef SCHED_BATCH
   sched_param none{};
   if (int rc = pthread_setschedparam(pthread_self(), SCHED_BATCH, &none); rc != 0) {
     static std::atomic<bool> said{false};
@@ -20,15 +19,8 @@ void batch_scheduling_hook::thread_started() {
       CHORUS_LOG(info, "pipeline", "SCHED_BATCH refused for the actors' threads (" << std::strerror(rc)
                                                                                     << "); they keep the default policy");
   }
-#endif
 }
 
-bool runs_batch_scheduled() {
-#ifdef SCHED_BATCH
-  return sched_getscheduler(0) == SCHED_BATCH;  // the kernel's answer for the calling thread
-#else
-  return false;
-#endif
-}
+bool runs_batch_scheduled() { return sched_getscheduler(0) == SCHED_BATCH; }
 
 }  // namespace chorus

@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -25,16 +24,17 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// Why SCHED_BATCH cannot be tested here, or empty: it is refused to a scratch thread, or the
-/// test already runs under it (so "left alone" could not be told from "changed").
+/// Why SCHED_BATCH cannot be tested here, or empty: the hook cannot set it on a scratch thread
+/// (a sandbox refuses it), or the test already runs under it (so "left alone" could not be
+/// told from "changed").
 std::string why_untestable() {
   if (runs_batch_scheduled()) return "the test itself runs under SCHED_BATCH (chrt -b?)";
-  int rc = 0;
-  std::thread([&rc] {
-    sched_param none{};
-    rc = pthread_setschedparam(pthread_self(), SCHED_BATCH, &none);
+  bool took = false;
+  std::thread([&took] {
+    batch_scheduling_hook{}.thread_started();
+    took = runs_batch_scheduled();
   }).join();
-  return rc == 0 ? std::string() : std::string("SCHED_BATCH is refused here: ") + std::strerror(rc);
+  return took ? std::string() : "SCHED_BATCH is refused here (sched_setscheduler)";
 }
 
 /// The policy of the first thread of this process named `comm` (-1: none).
