@@ -48,6 +48,19 @@ int policy_of_thread_named(const std::string& comm) {
   return -1;
 }
 
+/// The policy of the thread named `comm` once it is `want`, else after 2 s the last one seen
+/// (-1: no such thread). The timer thread names itself and runs the hook as it starts, which
+/// may be a moment after the system is up.
+int settled_policy_of_thread_named(const std::string& comm, int want) {
+  const auto until = std::chrono::steady_clock::now() + 2s;
+  int got = policy_of_thread_named(comm);
+  while (got != want && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+    got = policy_of_thread_named(comm);
+  }
+  return got;
+}
+
 struct policies {
   bool worker = false;
   int clock = -1;  ///< the timer thread's policy
@@ -68,7 +81,7 @@ policies of_actor_system(bool hook) {
   caf::scoped_actor self{sys};
   self->request(probe, 10s, 0).receive([&](bool b) { out.worker = b; },
                                        [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
-  out.clock = policy_of_thread_named("caf.clock");
+  out.clock = settled_policy_of_thread_named("caf.clock", hook ? SCHED_BATCH : SCHED_OTHER);
   self->send_exit(probe, caf::exit_reason::user_shutdown);
   return out;
 }
