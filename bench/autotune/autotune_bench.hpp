@@ -27,8 +27,8 @@ struct autotune_bench_options {
   std::string retune_signal;
 };
 
-/// Runs the benchmark on two communicators of this job (one pipeline each: fixed and
-/// autotuned) and prints, on rank 0, RESULT autotune, autotune_cost and (with retune_signal)
+/// Runs the benchmark on one pipeline (the fixed blocks with its autotuner held, the tuned
+/// blocks with it resumed) and prints, on rank 0, RESULT autotune, autotune_cost and (with retune_signal)
 /// autotune_retune (see the .cpp).
 int run_autotune_bench(const process_env& env, const autotune_bench_options& o);
 

@@ -68,11 +68,7 @@ point bayes_optimizer::design_point(std::size_t row, std::size_t rows) const {
       std::swap(strata[i - 1], strata[h % i]);
     }
     // The value nearest the middle of the row's stratum of [0, 1] (log scale).
-    const double target = (double(strata[row]) + 0.5) / double(rows);
-    point one(space_.dims(), 0);
-    std::vector<double> u = space_.unit(one);
-    u[d] = target;
-    p[d] = space_.snap_unit(u)[d];
+    p[d] = space_.snap_axis(d, (double(strata[row]) + 0.5) / double(rows));
   }
   return p;
 }

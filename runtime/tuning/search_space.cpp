@@ -84,15 +84,17 @@ std::vector<double> search_space::values(const point& p) const {
   return v;
 }
 
+int search_space::snap_axis(std::size_t d, double u) const {
+  const auto& c = unit_[d];
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < c.size(); ++i)
+    if (std::fabs(c[i] - u) < std::fabs(c[best] - u)) best = i;
+  return static_cast<int>(best);
+}
+
 point search_space::snap_unit(const std::vector<double>& u) const {
   point p(axes_.size());
-  for (std::size_t d = 0; d < axes_.size(); ++d) {
-    const auto& c = unit_[d];
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < c.size(); ++i)
-      if (std::fabs(c[i] - u[d]) < std::fabs(c[best] - u[d])) best = i;
-    p[d] = static_cast<int>(best);
-  }
+  for (std::size_t d = 0; d < axes_.size(); ++d) p[d] = snap_axis(d, u[d]);
   return p;
 }
 

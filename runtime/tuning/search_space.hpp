@@ -48,6 +48,8 @@ class search_space {
   point nearest(const std::vector<double>& values) const;
   /// The point with the nearest coordinates to `u` in [0,1]^d.
   point snap_unit(const std::vector<double>& u) const;
+  /// The index of axis d's value whose coordinate is nearest to `u`.
+  int snap_axis(std::size_t d, double u) const;
   bool contains(const point& p) const;
   /// "streams=4 chunk_bytes=1048576 ..."
   std::string describe(const point& p) const;

@@ -34,6 +34,10 @@ TEST(TuningSearchSpace, LogScaledUnitCoordinates) {
   EXPECT_DOUBLE_EQ(u[0], 0.5);
   EXPECT_EQ(s->nearest({30000, 3.2}), (point{5, 2}));  // 32768 is nearer than 16384 on a log scale
   EXPECT_EQ(s->snap_unit({0.52, 1.0}), (point{5, 7}));
+  EXPECT_EQ(s->snap_axis(0, 0.52), 5);
+  EXPECT_EQ(s->snap_axis(0, 0.54), 5);
+  EXPECT_EQ(s->snap_axis(0, 0.56), 6);
+  EXPECT_EQ(s->snap_axis(1, 0.0), 0);
   auto bad = search_space::make({axis{"chunk", {4, 2}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("chunk"), std::string::npos);
