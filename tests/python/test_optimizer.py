@@ -216,6 +216,53 @@ def test_buckets_follow_backward_order_and_close_at_the_cap(monkeypatch):
         hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
 
 
+def test_set_bucket_bytes_cuts_again_between_steps_with_the_lowest_ranks_size(monkeypatch):
+    # make_model's gradients in backward order: 4.bias 16 B, 4.weight 256, 2.bias 64, 2.weight
+    # 1024, 0.bias 64, 0.weight 640. Each rank asks for another size; rank 0's is used.
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", "300")
+    model = make_model()
+    opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
+    names = {p: n for n, p in model.named_parameters()}
+
+    def layout():
+        return [(re.sub(r"^opt\d+\.", "", b.name), [names[p] for p in b.params]) for b in opt._buckets]
+
+    data = batches()
+    sizes = {1: 2000 + 7 * hvd.rank(), 3: 0, 4: 700}  # before step k
+    cuts = []
+    for k, (x, y) in enumerate(data):
+        if k in sizes:
+            assert opt.set_bucket_bytes(sizes[k]) == sizes[k] - 7 * hvd.rank() * (k == 1)
+            cuts.append(layout())
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(my_shard(x)), my_shard(y)).backward()
+        opt.step()
+    seen = hvd.allgather_object(cuts)
+    assert all(s == seen[0] for s in seen), seen
+    # 2000 B: all six in one bucket (2064 B, closed by the last); 0: none; 700: the five under
+    # 700 B in one (1040 B, closed by 0.weight), 2.weight (1024 B) alone. Backward produced
+    # bias and weight of a layer in either order, so compare the members as sets.
+    assert [len(c) for c in seen[0]] == [1, 0, 1]
+    assert sorted(seen[0][0][0][1]) == sorted(names.values())
+    assert sorted(seen[0][2][0][1]) == sorted(n for n in names.values() if n != "2.weight")
+    # Training across the cuts is training on one process with the whole batch.
+    for a, b in zip(model.parameters(), reference_params(sgd)):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    # Not during a step, not a size, not where there are no buckets.
+    torch.nn.functional.cross_entropy(model(my_shard(data[0][0])), my_shard(data[0][1])).backward()
+    with pytest.raises(AssertionError, match="between steps"):
+        opt.set_bucket_bytes(4096)
+    opt.step()
+    for bad in (-1, 1.5, "1M", True, (1 << 34) + 1):
+        with pytest.raises(ValueError, match="whole number of bytes"):
+            opt.set_bucket_bytes(bad)
+    params = list(model.parameters())
+    grouped = hvd.DistributedOptimizer(sgd(params, 1.0), named_parameters=model.named_parameters(),
+                                       groups=[params[:2]])
+    with pytest.raises(ValueError, match="no gradient buckets"):
+        grouped.set_bucket_bytes(4096)
+
+
 class _RegisteredOutOfOrder(torch.nn.Module):
     """Layers registered last, middle, first: the order backward produces their gradients
     (last layer first) is not the reverse of the registration order."""

@@ -15,7 +15,8 @@ built once more, from the order in which that step's backward pass actually prod
 gradients (rank 0's, broadcast, so that every rank builds the same ones), as DDP does: a model
 that registers its layers in another order than it uses them would otherwise get buckets that
 complete late. CHORUS_BUCKET_BYTES=0 turns buckets off: every gradient is its own operation,
-as in Horovod."""
+as in Horovod. DistributedOptimizer.set_bucket_bytes cuts them again, between steps, at
+another size."""
 
 import os
 

@@ -5,6 +5,7 @@ call with those that come out together (a layer's weight and bias); small gradie
 buckets, one operation per bucket once all of its gradients exist (chorus/torch/buckets.py);
 step() waits only for what is still in flight."""
 
+import operator
 import time
 import warnings
 import weakref
@@ -15,7 +16,7 @@ import torch
 from chorus.common.process_sets import _check as _check_process_set
 from chorus.common.process_sets import global_process_set
 from chorus.torch import basics as _basics
-from chorus.torch.buckets import Bucket, _nbytes, bucket_bytes_from_env, make_buckets
+from chorus.torch.buckets import MAX_BUCKET_BYTES, Bucket, _nbytes, bucket_bytes_from_env, make_buckets
 from chorus.torch.compression import Compression, runtime_code
 from chorus.torch.mpi_ops import Adasum, Average
 from chorus.torch.mpi_ops import _chorus_op, _lib, _op_name, _scale_, _stream_of
@@ -167,8 +168,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._together_s = _TOGETHER_S
         self._buckets = []
         self._bucket_of = {}        # parameter -> its Bucket
-        self._bucket_args = None    # (prefix, cap) while the buckets still await their rebuild
-        self._first_step = []       # bucketed parameters, in the order the first step produced them
+        self._bucket_order = None   # parameters buckets are cut from, in backward's order; None: no buckets
+        self._bucket_prefix = prefix
+        self._bucket_cap = 0        # CHORUS_BUCKET_BYTES, or the last set_bucket_bytes()
+        self._order_agreed = False  # _bucket_order is the order a step's backward produced (rank 0's)
+        self._rebuild_pending = False  # the next synchronize() agrees the order and cuts again
+        self._first_step = []       # parameters, in the order the first step with buckets produced them
         self._param_index = {p: i for i, p in enumerate(all_params)}
         if groups:
             for group in groups:
@@ -187,13 +192,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 if groups:
                     self._flatten_small_groups(prefix, cap)
                 else:
-                    params = [p for p in all_params if p.requires_grad]
-                    self._set_buckets(make_buckets(params[::-1], self._parameter_names, prefix, cap))
-                    if self._buckets:
-                        self._bucket_args = (prefix, cap)
-                        self._recut_after_reinit(params[::-1], prefix, cap)
+                    params = [p for p in all_params if p.requires_grad][::-1]
+                    self._bucket_order = list(params)
+                    self._cut_buckets(cap)
+                    self._recut_after_reinit(params)
 
-    def _recut_after_reinit(self, params, prefix, cap):
+    def _cut_buckets(self, cap):
+        """Buckets of about `cap` bytes from _bucket_order. Until a step's backward order was
+        agreed, the next synchronize() agrees it and cuts them again."""
+        self._bucket_cap = cap
+        self._set_buckets(make_buckets(self._bucket_order, self._parameter_names, self._bucket_prefix, cap))
+        self._rebuild_pending = bool(self._buckets) and not self._order_agreed
+        self._first_step = []
+
+    def _recut_after_reinit(self, params):
         """Every init() after the first (an elastic reset, or shutdown() and init()) starts the
         buckets over, so the next step agrees on their order again on every rank of the new job:
         a worker that joins an elastic job cuts its buckets with the others, not alone."""
@@ -203,11 +215,47 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             opt = me()
             if opt is not None:
                 opt._handles = {}  # operations of the old job: all ended when it shut down
-                opt._set_buckets(make_buckets(params, opt._parameter_names, prefix, cap))
-                opt._bucket_args = (prefix, cap)
-                opt._first_step = []
+                kept = set(opt._bucket_order)  # not those whose gradient turned out sparse
+                opt._bucket_order = [p for p in params if p in kept]
+                opt._order_agreed = False
+                opt._cut_buckets(opt._bucket_cap)
 
         _basics._reset_hooks.append(again)
+
+    def set_bucket_bytes(self, cap):
+        """Cuts the gradient buckets again at about `cap` bytes (0: no buckets, every gradient
+        is its own operation), from the next backward pass on: for instance to follow the
+        autotuner's fusion threshold, ``opt.set_bucket_bytes(settings()["fusion_threshold"])``
+        every few hundred steps. Returns the size in force.
+
+        Collective over the optimizer's process set: every member calls it at the same step,
+        after step() (or synchronize()) and before the next backward. The set's lowest rank's
+        `cap` is used on every rank (one small broadcast), so ranks that read different values
+        still cut the same buckets. An optimizer with explicit `groups`, or with a compression
+        that does not work element by element, has no buckets to cut: ValueError."""
+        try:
+            value = -1 if isinstance(cap, bool) else operator.index(cap)
+        except TypeError:
+            value = -1
+        if not 0 <= value <= MAX_BUCKET_BYTES:
+            raise ValueError("set_bucket_bytes: expected a whole number of bytes in [0, %d], got %r"
+                             % (MAX_BUCKET_BYTES, cap))
+        cap = value
+        if self._handles:
+            raise AssertionError("set_bucket_bytes() was called after loss.backward() but before "
+                                 "optimizer.step() or optimizer.synchronize(): call it between steps.")
+        if not self._included or (size() == 1 and _lib.elastic_round() < 0):
+            return cap  # no gradient of this rank is reduced: nothing to cut
+        if self._bucket_order is None:
+            raise ValueError("set_bucket_bytes: this optimizer has no gradient buckets (it was built with "
+                             "explicit groups, or with a compression that does not work element by element)")
+        agreed = torch.tensor([cap], dtype=torch.int64)
+        root = 0 if self._ps == 0 else min(self._process_set.ranks)
+        broadcast_(agreed, root_rank=root, name=self._bucket_prefix + "bucket_bytes", process_set=self._process_set)
+        cap = int(agreed.item())
+        if cap != self._bucket_cap:
+            self._cut_buckets(cap)
+        return cap
 
     def _flatten_small_groups(self, prefix, cap):
         """Explicit groups whose members share a dtype and are each under `cap` bytes become
@@ -230,25 +278,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._bucket_of = {p: b for b in buckets for p in b.params}
 
     def _rebuild_buckets(self):
-        """After the first step: the buckets again, from the order that step's backward
-        produced the gradients in. The order of the set's lowest rank is broadcast (one small
-        operation, once), so every rank builds the same buckets; gradients the step did not produce
-        keep their place after the others."""
-        prefix, cap = self._bucket_args
-        self._bucket_args = None
-        members = [p for b in self._buckets for p in b.params]
-        seen = set()
-        order = [p for p in self._first_step if p in self._bucket_of and not (p in seen or seen.add(p))]
-        order += [p for p in members if p not in seen]
-        self._first_step = []
+        """After the first step with buckets: the buckets again, from the order that step's
+        backward produced the gradients in. The order of the set's lowest rank is broadcast (one
+        small operation, once), so every rank cuts the same buckets; gradients the step did not
+        produce keep their place after the others."""
+        known, seen = set(self._bucket_order), set()
+        order = [p for p in self._first_step if p in known and not (p in seen or seen.add(p))]
+        order += [p for p in self._bucket_order if p not in seen]
         agreed = torch.tensor([self._param_index[p] for p in order], dtype=torch.int64)
         # Among the optimizer's set only (its other ranks never get here), from its lowest rank.
         root = 0 if self._ps == 0 else min(self._process_set.ranks)
-        broadcast_(agreed, root_rank=root, name=prefix + "bucket_order", process_set=self._process_set)
-        agreed = agreed.tolist()
-        if agreed != [self._param_index[p] for p in members]:
-            by_index = {i: p for p, i in self._param_index.items()}
-            self._set_buckets(make_buckets([by_index[i] for i in agreed], self._parameter_names, prefix, cap))
+        broadcast_(agreed, root_rank=root, name=self._bucket_prefix + "bucket_order", process_set=self._process_set)
+        by_index = {i: p for p, i in self._param_index.items()}
+        self._bucket_order = [by_index[i] for i in agreed.tolist()]
+        self._order_agreed = True
+        self._cut_buckets(self._bucket_cap)
 
     # -- hooks ------------------------------------------------------------------------------
 
@@ -300,10 +344,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # (Horovod: a sparse optimizer such as SparseAdam still gets a sparse gradient).
             p.grad = p.grad.to_dense()
             self._densified.append(p)
+        if self._rebuild_pending:
+            self._first_step.append(p)
         bucket = self._bucket_of.get(p)
         if bucket is not None:
-            if self._bucket_args is not None:
-                self._first_step.append(p)
             if p.grad.is_sparse and not self.sparse_as_dense:
                 self._unbucket(p)  # p goes on alone, below
             else:
@@ -340,6 +384,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         held, to go with p."""
         bucket = self._bucket_of.pop(p)
         bucket.remove(p)
+        if self._bucket_order is not None:  # never in a bucket again
+            self._bucket_order = [q for q in self._bucket_order if q is not p]
         if len(bucket.params) == 1:
             self._buckets = [b for b in self._buckets if b is not bucket]
             del self._bucket_of[bucket.params[0]]
@@ -525,7 +571,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.grad = p.grad.to_sparse()
         if error is not None:
             raise error
-        if self._bucket_args is not None:
+        if self._rebuild_pending:
             self._rebuild_buckets()
         self._synchronized = True
 
