@@ -256,6 +256,11 @@ def test_set_bucket_bytes_cuts_again_between_steps_with_the_lowest_ranks_size(mo
     for bad in (-1, 1.5, "1M", True, (1 << 34) + 1):
         with pytest.raises(ValueError, match="whole number of bytes"):
             opt.set_bucket_bytes(bad)
+    # A bad value on one rank raises on every rank (none waits for the others), naming it.
+    before = layout()
+    with pytest.raises(ValueError, match=r"rank\(s\) 1 passed something else"):
+        opt.set_bucket_bytes("lots" if hvd.rank() == 1 else 4096)
+    assert layout() == before
     params = list(model.parameters())
     grouped = hvd.DistributedOptimizer(sgd(params, 1.0), named_parameters=model.named_parameters(),
                                        groups=[params[:2]])
@@ -309,6 +314,31 @@ def test_buckets_are_rebuilt_from_the_first_steps_backward_order_of_rank_0(monke
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
     assert layout() == seen[0]
+
+
+def test_set_bucket_bytes_from_none_cuts_in_the_agreed_backward_order(monkeypatch):
+    # No buckets at first; 200 B buckets leave middle.weight (256 B) alone, yet the first step
+    # after them agrees the backward order of every gradient, middle.weight's included: a later
+    # size that takes it puts it where backward produces it (last, middle, first).
+    monkeypatch.setenv("CHORUS_BUCKET_BYTES", "0")
+    model = _RegisteredOutOfOrder()
+    opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
+    names = {p: n for n, p in model.named_parameters()}
+    assert opt._buckets == []
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(BATCH, 6, generator=g), torch.randint(0, 4, (BATCH,), generator=g)
+    layers = []
+    for cap in (200, 1000, 1000):
+        assert opt.set_bucket_bytes(cap) == cap
+        layers.append([[names[p].split(".")[0] for p in b.params] for b in opt._buckets])
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    # Before any step with buckets: reverse registration order, middle.weight alone.
+    assert layers[0] == [["middle", "first", "first"], ["last", "last"]]
+    # After it: one bucket of all six, in backward's order, and it stays so.
+    assert layers[1] == layers[2] == [["last", "last", "middle", "middle", "first", "first"]]
+    assert hvd.allgather_object(layers) == [layers] * hvd.size()
 
 
 class _SparseNet(torch.nn.Module):

@@ -20,7 +20,7 @@ from chorus.torch.buckets import MAX_BUCKET_BYTES, Bucket, _nbytes, bucket_bytes
 from chorus.torch.compression import Compression, runtime_code
 from chorus.torch.mpi_ops import Adasum, Average
 from chorus.torch.mpi_ops import _chorus_op, _lib, _op_name, _scale_, _stream_of
-from chorus.torch.mpi_ops import _grouped_allreduce_async, broadcast_, sparse_allreduce_async
+from chorus.torch.mpi_ops import _grouped_allreduce_async, allgather, broadcast_, sparse_allreduce_async
 from chorus.torch.mpi_ops import rank, size, synchronize
 
 
@@ -171,6 +171,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._bucket_order = None   # parameters buckets are cut from, in backward's order; None: no buckets
         self._bucket_prefix = prefix
         self._bucket_cap = 0        # CHORUS_BUCKET_BYTES, or the last set_bucket_bytes()
+        self._env_bucket_cap = 0    # CHORUS_BUCKET_BYTES: where an elastic reset starts again
+        # Buckets only where a bucket's result equals its members' one by one: a compression
+        # that works element by element (the built-in ones); explicit groups are never re-cut.
+        self._can_bucket = compression in (Compression.none, Compression.fp16, Compression.bf16) and not groups
         self._order_agreed = False  # _bucket_order is the order a step's backward produced (rank 0's)
         self._rebuild_pending = False  # the next synchronize() agrees the order and cuts again
         self._first_step = []       # parameters, in the order the first step with buckets produced them
@@ -185,17 +189,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # HOROVOD_ELASTIC rule): its hooks are there from the start, as on every worker.
         if (size() > 1 or _lib.elastic_round() >= 0) and self._included:
             self._register_hooks()
-            # Buckets only where a bucket's result equals its members' one by one: a
-            # compression that works element by element (the built-in ones).
-            if compression in (Compression.none, Compression.fp16, Compression.bf16):
-                cap = bucket_bytes_from_env()
-                if groups:
-                    self._flatten_small_groups(prefix, cap)
-                else:
-                    params = [p for p in all_params if p.requires_grad][::-1]
-                    self._bucket_order = list(params)
-                    self._cut_buckets(cap)
-                    self._recut_after_reinit(params)
+            if groups and compression in (Compression.none, Compression.fp16, Compression.bf16):
+                self._flatten_small_groups(prefix, bucket_bytes_from_env())
+            elif self._can_bucket:
+                params = [p for p in all_params if p.requires_grad][::-1]
+                self._bucket_order = list(params)
+                self._env_bucket_cap = bucket_bytes_from_env()
+                self._cut_buckets(self._env_bucket_cap)
+                self._recut_after_reinit(params)
 
     def _cut_buckets(self, cap):
         """Buckets of about `cap` bytes from _bucket_order. Until a step's backward order was
@@ -207,18 +208,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _recut_after_reinit(self, params):
         """Every init() after the first (an elastic reset, or shutdown() and init()) starts the
-        buckets over, so the next step agrees on their order again on every rank of the new job:
-        a worker that joins an elastic job cuts its buckets with the others, not alone."""
+        buckets over from CHORUS_BUCKET_BYTES and the registration order, as a worker that joins
+        an elastic job cuts them; the next step agrees on their order again on every rank of the
+        new job. A size set by set_bucket_bytes() must be set again after a reset."""
         me = weakref.ref(self)
 
         def again():
             opt = me()
             if opt is not None:
                 opt._handles = {}  # operations of the old job: all ended when it shut down
-                kept = set(opt._bucket_order)  # not those whose gradient turned out sparse
-                opt._bucket_order = [p for p in params if p in kept]
+                opt._bucket_order = list(params)
                 opt._order_agreed = False
-                opt._cut_buckets(opt._bucket_cap)
+                opt._cut_buckets(opt._env_bucket_cap)
 
         _basics._reset_hooks.append(again)
 
@@ -230,32 +231,38 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
         Collective over the optimizer's process set: every member calls it at the same step,
         after step() (or synchronize()) and before the next backward. The set's lowest rank's
-        `cap` is used on every rank (one small broadcast), so ranks that read different values
-        still cut the same buckets. An optimizer with explicit `groups`, or with a compression
-        that does not work element by element, has no buckets to cut: ValueError."""
+        `cap` is used on every rank (one small allgather), so ranks that read different values
+        still cut the same buckets; a value that is not a size raises ValueError on every rank.
+        An optimizer with explicit `groups`, or with a compression that does not work element by
+        element, has no buckets to cut: ValueError. An elastic reset (or shutdown() and init())
+        starts again from CHORUS_BUCKET_BYTES."""
         try:
             value = -1 if isinstance(cap, bool) else operator.index(cap)
         except TypeError:
             value = -1
-        if not 0 <= value <= MAX_BUCKET_BYTES:
-            raise ValueError("set_bucket_bytes: expected a whole number of bytes in [0, %d], got %r"
-                             % (MAX_BUCKET_BYTES, cap))
-        cap = value
-        if self._handles:
-            raise AssertionError("set_bucket_bytes() was called after loss.backward() but before "
-                                 "optimizer.step() or optimizer.synchronize(): call it between steps.")
-        if not self._included or (size() == 1 and _lib.elastic_round() < 0):
-            return cap  # no gradient of this rank is reduced: nothing to cut
-        if self._bucket_order is None:
+        valid = 0 <= value <= MAX_BUCKET_BYTES
+        expected = "set_bucket_bytes: expected a whole number of bytes in [0, %d]" % MAX_BUCKET_BYTES
+        if not self._can_bucket:
             raise ValueError("set_bucket_bytes: this optimizer has no gradient buckets (it was built with "
                              "explicit groups, or with a compression that does not work element by element)")
-        agreed = torch.tensor([cap], dtype=torch.int64)
-        root = 0 if self._ps == 0 else min(self._process_set.ranks)
-        broadcast_(agreed, root_rank=root, name=self._bucket_prefix + "bucket_bytes", process_set=self._process_set)
-        cap = int(agreed.item())
-        if cap != self._bucket_cap:
-            self._cut_buckets(cap)
-        return cap
+        if self._handles or self._held or self._end_queued or any(b.ready for b in self._buckets):
+            raise AssertionError("set_bucket_bytes() was called after loss.backward() but before "
+                                 "optimizer.step() or optimizer.synchronize(): call it between steps.")
+        if self._bucket_order is None:  # one process, or outside the set: nothing is reduced here
+            if not valid:
+                raise ValueError("%s, got %r" % (expected, cap))
+            return value
+        # Every rank learns every rank's value, so that a bad one raises on all of them alike.
+        values = allgather(torch.tensor([value if valid else -1], dtype=torch.int64),
+                           name=self._bucket_prefix + "bucket_bytes", process_set=self._process_set).tolist()
+        members = range(size()) if self._ps == 0 else sorted(self._process_set.ranks)
+        bad = [str(r) for r, v in zip(members, values) if v < 0]
+        if bad:
+            raise ValueError("%s on every rank; rank(s) %s passed something else%s"
+                             % (expected, ",".join(bad), "" if valid else " (here %r)" % (cap,)))
+        if values[0] != self._bucket_cap:
+            self._cut_buckets(values[0])
+        return values[0]
 
     def _flatten_small_groups(self, prefix, cap):
         """Explicit groups whose members share a dtype and are each under `cap` bytes become
