@@ -29,6 +29,9 @@ def parse_args():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--fp16-allreduce", action="store_true", help="compress gradients to float16")
     p.add_argument("--sync-bn", action="store_true", help="use hvd.SyncBatchNorm")
+    p.add_argument("--buckets-follow-fusion", action="store_true",
+                   help="each epoch, cut the gradient buckets at a quarter of the fusion threshold in force "
+                        "(which CHORUS_AUTOTUNE=1 moves)")
     return p.parse_args()
 
 
@@ -80,6 +83,9 @@ def main():
     for epoch in range(args.epochs):
         model.train()
         sampler.set_epoch(epoch)
+        if args.buckets_follow_fusion:
+            # Between steps, on every rank (collective; rank 0's value is used on all).
+            optimizer.set_bucket_bytes(hvd.settings()["fusion_threshold"] // 4)
         total, correct, loss_sum, batches = 0, 0, 0.0, 0
         for x, y in loader:
             optimizer.zero_grad()
