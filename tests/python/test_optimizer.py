@@ -394,6 +394,10 @@ def test_a_sparse_gradient_leaves_its_bucket():
         if distributed:
             assert [len(b.params) for b in opt._buckets] == [2]
             assert model.emb.weight.grad.is_sparse
+            # It stays out when the buckets are cut again.
+            assert opt.set_bucket_bytes((1 << 20) + 1) == (1 << 20) + 1
+            assert [len(b.params) for b in opt._buckets] == [2]
+            assert all(p is not model.emb.weight for b in opt._buckets for p in b.params)
         return [p.detach() for p in model.parameters()]
 
     if hvd.size() == 3 and BATCH % 3:

@@ -227,8 +227,9 @@ def settings():
     """The settings in force on this rank, as a dict: fusion_threshold, chunk_bytes, streams,
     cycle_time_ms, in_place_bytes. With CHORUS_AUTOTUNE=1 the autotuner moves them, on every
     rank alike at an agreed cycle. A DistributedOptimizer's buckets follow fusion_threshold
-    with opt.set_bucket_bytes(settings()["fusion_threshold"]), called on every rank between
-    the same two steps (it uses the lowest rank's value).
+    with opt.set_bucket_bytes(settings()["fusion_threshold"] // 4) (a fraction: buckets as large
+    as the threshold overlap less with backward), called on every rank between the same two
+    steps (it uses the lowest rank's value).
 
     Raises a `ValueError` if Chorus is not initialized."""
     if not _lib.is_initialized():

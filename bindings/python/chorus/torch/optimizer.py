@@ -226,8 +226,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def set_bucket_bytes(self, cap):
         """Cuts the gradient buckets again at about `cap` bytes (0: no buckets, every gradient
         is its own operation), from the next backward pass on: for instance to follow the
-        autotuner's fusion threshold, ``opt.set_bucket_bytes(settings()["fusion_threshold"])``
-        every few hundred steps. Returns the size in force.
+        autotuner's fusion threshold, ``opt.set_bucket_bytes(settings()["fusion_threshold"] // 4)``
+        every few hundred steps (buckets as large as the threshold overlap less with backward;
+        docs/autotune.md). Returns the size in force.
 
         Collective over the optimizer's process set: every member calls it at the same step,
         after step() (or synchronize()) and before the next backward. The set's lowest rank's
