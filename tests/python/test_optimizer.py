@@ -54,6 +54,12 @@ def distributed_params(make_opt, passes=1, **kwargs):
     return [p.detach() for p in model.parameters()]
 
 
+def bucket_layout(opt, model):
+    """The optimizer's buckets: (name without the optimizer's prefix, member names)."""
+    names = {p: n for n, p in model.named_parameters()}
+    return [(re.sub(r"^opt\d+\.", "", b.name), [names[p] for p in b.params]) for b in opt._buckets]
+
+
 def sgd(params, scale):
     return torch.optim.SGD(params, lr=0.1 * scale, momentum=0.9)
 
@@ -100,8 +106,7 @@ def test_groups_of_small_gradients_become_flat_buckets_and_others_stay_grouped(m
     params = list(model.parameters())
     opt = hvd.DistributedOptimizer(sgd(params, 1.0), named_parameters=model.named_parameters(),
                                    groups=[params[:2], params[2:4]])
-    names = {p: n for n, p in model.named_parameters()}
-    assert [(re.sub(r"^opt\d+\.", "", b.name), [names[p] for p in b.params]) for b in opt._buckets] == \
+    assert bucket_layout(opt, model) == \
         [("group0.0.weight", ["0.weight", "0.bias"])]
     assert list(opt._group_counts) == [tuple(params[2:4])]
     for x, y in batches():
@@ -208,8 +213,7 @@ def test_buckets_follow_backward_order_and_close_at_the_cap(monkeypatch):
     monkeypatch.setenv("CHORUS_BUCKET_BYTES", "300")
     model = make_model()
     opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
-    names = {p: n for n, p in model.named_parameters()}
-    assert [(re.sub(r"^opt\d+\.", "", b.name), [names[p] for p in b.params]) for b in opt._buckets] == \
+    assert bucket_layout(opt, model) == \
         [("bucket0.4.bias", ["4.bias", "4.weight", "2.bias"])]
     monkeypatch.setenv("CHORUS_BUCKET_BYTES", "lots")
     with pytest.raises(ValueError, match="CHORUS_BUCKET_BYTES"):
@@ -225,7 +229,7 @@ def test_set_bucket_bytes_cuts_again_between_steps_with_the_lowest_ranks_size(mo
     names = {p: n for n, p in model.named_parameters()}
 
     def layout():
-        return [(re.sub(r"^opt\d+\.", "", b.name), [names[p] for p in b.params]) for b in opt._buckets]
+        return bucket_layout(opt, model)
 
     data = batches()
     sizes = {1: 2000 + 7 * hvd.rank(), 3: 0, 4: 700}  # before step k
@@ -290,7 +294,7 @@ def test_buckets_are_rebuilt_from_the_first_steps_backward_order_of_rank_0(monke
     names = {p: n for n, p in model.named_parameters()}
 
     def layout():
-        return [(re.sub(r"^opt\d+\.", "", b.name), [names[p] for p in b.params]) for b in opt._buckets]
+        return bucket_layout(opt, model)
 
     # Reverse registration order: middle.bias, middle.weight | first.bias, first.weight | ...
     assert layout() == [("bucket0.middle.bias", ["middle.bias", "middle.weight", "first.bias"]),
