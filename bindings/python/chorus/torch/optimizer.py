@@ -174,7 +174,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._env_bucket_cap = 0    # CHORUS_BUCKET_BYTES: where an elastic reset starts again
         # Buckets only where a bucket's result equals its members' one by one: a compression
         # that works element by element (the built-in ones); explicit groups are never re-cut.
-        self._can_bucket = compression in (Compression.none, Compression.fp16, Compression.bf16) and not groups
+        elementwise = compression in (Compression.none, Compression.fp16, Compression.bf16)
+        self._can_bucket = elementwise and not groups
         self._order_agreed = False  # _bucket_order is the order a step's backward produced (rank 0's)
         self._rebuild_pending = False  # the next synchronize() agrees the order and cuts again
         self._first_step = []       # parameters, in the order the first step with buckets produced them
@@ -189,7 +190,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # HOROVOD_ELASTIC rule): its hooks are there from the start, as on every worker.
         if (size() > 1 or _lib.elastic_round() >= 0) and self._included:
             self._register_hooks()
-            if groups and compression in (Compression.none, Compression.fp16, Compression.bf16):
+            if groups and elementwise:
                 self._flatten_small_groups(prefix, bucket_bytes_from_env())
             elif self._can_bucket:
                 params = [p for p in all_params if p.requires_grad][::-1]
