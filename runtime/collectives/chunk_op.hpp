@@ -36,6 +36,13 @@ class chunk_op {
   /// run different collectives for one sequence fail at once instead of waiting.
   uint16_t layout_tag() const { return layout_tag_; }
 
+  /// Mixes `spec` (the caller's digest of its call: shapes, dtype, op) into the layout tag, so
+  /// that ranks whose calls differ only there fail at the first frame too. 0: nothing to mix.
+  /// Before start().
+  void add_spec(uint64_t spec) {
+    if (spec) set_layout({layout_tag_, spec});
+  }
+
   /// Posts the first frames. Called once.
   virtual void start(transport& t) = 0;
   /// Where the payload of `h` from `peer` goes, or nullptr for scratch (see frame_sink).

@@ -48,14 +48,22 @@ result<std::unique_ptr<communicator>> communicator::create(const process_env& en
   log::set_rank(env.rank);
   auto rdv = rendezvous::open(env);
   if (!rdv) return rdv.error();
+  return create(env, std::move(*rdv), mesh, opts);
+}
+
+result<std::unique_ptr<communicator>> communicator::create(const process_env& env, std::unique_ptr<rendezvous> rdv,
+                                                           const mesh::mesh_options& mesh,
+                                                           const collective_options& opts) {
   auto mopts = mesh;
   mopts.scratch_bytes = std::max(mopts.scratch_bytes, opts.segment_bytes);
   process_env session = env;  // the data plane proves this attempt's id, not only the job's
-  session.session_id = (*rdv)->session_id();
-  auto parts = mesh::connect_mesh(session, **rdv, mopts);
+  session.rank = rdv->rank();
+  session.size = rdv->size();
+  session.session_id = rdv->session_id();
+  auto parts = mesh::connect_mesh(session, *rdv, mopts);
   if (!parts) return parts.error();
-  if (auto st = agree_settings(**rdv, opts, mopts.connect_timeout); !st.ok()) return st;
-  return std::unique_ptr<communicator>(new communicator(std::move(*rdv), std::move(*parts), opts));
+  if (auto st = agree_settings(*rdv, opts, mopts.connect_timeout); !st.ok()) return st;
+  return std::unique_ptr<communicator>(new communicator(std::move(rdv), std::move(parts.value()), opts));
 }
 
 communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts parts, collective_options opts)
@@ -177,6 +185,12 @@ void communicator::launch(std::vector<chunk_job> jobs, callback done) {
       if (--g->left == 0) g->done(g->first_error);
     };
     for (auto& j : *shared) {
+      if (j.spec)
+        j.make = [make = std::move(j.make), spec = j.spec](int stream) {
+          auto op = make(stream);
+          op->add_spec(spec);
+          return op;
+        };
       if (scheduler_) {
         scheduler_->submit(j.sequence, j.bytes, j.charge, std::move(j.make), each);
       } else {
@@ -199,7 +213,7 @@ allreduce_choice communicator::choose(std::size_t bytes, allreduce_algorithm alg
 }
 
 void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, callback done,
-                                   allreduce_algorithm algo) {
+                                   allreduce_algorithm algo, uint64_t spec) {
   const allreduce_choice choice = choose(count * size_of(t), algo);
   auto* base = static_cast<std::byte*>(data);
   std::vector<chunk_job> jobs;
@@ -218,17 +232,17 @@ void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduc
                       if (choice == allreduce_choice::hier_sharded || choice == allreduce_choice::hier_leader)
                         return make_hier_allreduce(seq, stream, hosts(), r, chunk, elems, t, op, segment, choice);
                       return make_ring_allreduce(seq, stream, r, n, chunk, elems, t, op, segment);
-                    }, cut.charge});
+                    }, cut.charge, spec});
   }
   launch(std::move(jobs), std::move(done));
 }
 
 void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& asked,
-                                   callback done) {
+                                   callback done, uint64_t spec) {
   wire_options wire = asked;
   wire.wire = gate_.effective(asked.wire);
   if (wire.wire == compression::none && !wire.check && wire.prescale == 1.0f) {
-    allreduce_async(data, count, t, op, std::move(done));
+    allreduce_async(data, count, t, op, std::move(done), allreduce_algorithm::automatic, spec);
     return;
   }
   auto* base = static_cast<std::byte*>(data);
@@ -246,12 +260,12 @@ void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduc
     const std::size_t elems = c.count;
     jobs.push_back({seq, elems * unit, [=](int stream) -> std::unique_ptr<chunk_op> {
                       return make_wire_ring_allreduce(seq, stream, r, n, chunk, elems, t, op, segment, wire);
-                    }});
+                    }, 0, spec});
   }
   launch(std::move(jobs), std::move(done));
 }
 
-void communicator::broadcast_async(void* data, std::size_t count, dtype t, int root, callback done) {
+void communicator::broadcast_async(void* data, std::size_t count, dtype t, int root, callback done, uint64_t spec) {
   if (root < 0 || root >= size()) {
     done(status{errc::invalid_argument, "broadcast: root rank " + std::to_string(root) + " is not in [0, " +
                                             std::to_string(size()) + ")"});
@@ -267,7 +281,7 @@ void communicator::broadcast_async(void* data, std::size_t count, dtype t, int r
     const std::size_t bytes = c.count * size_of(t);
     jobs.push_back({seq, bytes, [=](int stream) -> std::unique_ptr<chunk_op> {
                       return std::make_unique<broadcast_op>(seq, stream, r, n, chunk, bytes, root, segment);
-                    }});
+                    }, 0, spec});
   }
   launch(std::move(jobs), std::move(done));
 }
@@ -280,7 +294,7 @@ allgather_choice communicator::choose_allgather(allreduce_algorithm algo) const 
 }
 
 void communicator::allgather_async(const void* in, void* out, std::vector<std::size_t> counts, dtype t, callback done,
-                                   allreduce_algorithm algo) {
+                                   allreduce_algorithm algo, uint64_t spec) {
   if (static_cast<int>(counts.size()) != size()) {
     done(status{errc::invalid_argument, "allgather: " + std::to_string(counts.size()) + " counts for " +
                                             std::to_string(size()) + " ranks"});
@@ -307,13 +321,13 @@ void communicator::allgather_async(const void* in, void* out, std::vector<std::s
                       std::vector<hier_block> blocks;
                       for (const auto& b : win) blocks.push_back({b.offset, b.length});
                       return make_hier_allgather(seq, stream, hosts(), r, out, blocks, t, segment);
-                    }});
+                    }, 0, spec});
   }
   launch(std::move(jobs), std::move(done));
 }
 
 void communicator::reducescatter_async(void* data, std::vector<std::size_t> counts, dtype t, reduce_op op,
-                                       callback done) {
+                                       callback done, uint64_t spec) {
   if (static_cast<int>(counts.size()) != size()) {
     done(status{errc::invalid_argument, "reducescatter: " + std::to_string(counts.size()) + " counts for " +
                                             std::to_string(size()) + " ranks"});
@@ -327,13 +341,13 @@ void communicator::reducescatter_async(void* data, std::vector<std::size_t> coun
     uint64_t seq = next_sequence_++;
     jobs.push_back({seq, w.bytes * static_cast<std::size_t>(n), [=, win = window_of(slices, w)](int stream) {
                       return make_ring_reducescatter(seq, stream, r, n, data, win, t, op, segment);
-                    }});
+                    }, 0, spec});
   }
   launch(std::move(jobs), std::move(done));
 }
 
 void communicator::alltoall_async(const void* in, std::vector<std::size_t> send_counts, void* out,
-                                  std::vector<std::size_t> recv_counts, dtype t, callback done) {
+                                  std::vector<std::size_t> recv_counts, dtype t, callback done, uint64_t spec) {
   const auto me = static_cast<std::size_t>(rank());
   if (static_cast<int>(send_counts.size()) != size() || static_cast<int>(recv_counts.size()) != size() ||
       send_counts[me] != recv_counts[me]) {
@@ -351,13 +365,16 @@ void communicator::alltoall_async(const void* in, std::vector<std::size_t> send_
                   [=, r = rank(), n = size(), segment = opts_.segment_bytes, send = slices_of(send_counts, size_of(t)),
                    recv = slices_of(recv_counts, size_of(t))](int stream) -> std::unique_ptr<chunk_op> {
                     return std::make_unique<alltoall_op>(seq, stream, r, n, in, send, out, recv, size_of(t), segment);
-                  }});
+                  }, 0, spec});
   launch(std::move(jobs), std::move(done));
 }
 
-void communicator::run_chunk(std::unique_ptr<chunk_op> op, callback done) {
+void communicator::run_chunk(std::unique_ptr<chunk_op> op, callback done, std::function<void()> started) {
   auto shared = std::make_shared<std::unique_ptr<chunk_op>>(std::move(op));
-  t_->post([this, shared, done = std::move(done)]() mutable { engine_->run(std::move(*shared), std::move(done)); });
+  t_->post([this, shared, done = std::move(done), started = std::move(started)]() mutable {
+    engine_->run(std::move(*shared), std::move(done));
+    if (started) started();
+  });
 }
 
 status communicator::wait(const std::function<void(callback)>& start) {
@@ -380,14 +397,17 @@ status communicator::wait(const std::function<void(callback)>& start) {
   return s->st;
 }
 
-status communicator::allreduce(void* data, std::size_t count, dtype t, reduce_op op, allreduce_algorithm algo) {
+status communicator::allreduce(void* data, std::size_t count, dtype t, reduce_op op, allreduce_algorithm algo,
+                               uint64_t spec) {
   if (runs_on_caller(count * size_of(t), t, op, algo)) {
-    const uint64_t call = next_sequence_++;  // numbered like any collective, alike on every rank
+    // Numbered like any collective, alike on every rank; a spec makes the number differ where
+    // the calls do, which the mailboxes check.
+    const uint64_t call = next_sequence_++ + spec * 0x9e3779b97f4a7c15ull;
     auto st = direct_->run(data, count, t, op, call);
     if (st.code() == errc::protocol) abort(st);  // the peers learn why the job broke
     return st;
   }
-  return wait([&](callback cb) { allreduce_async(data, count, t, op, std::move(cb), algo); });
+  return wait([&](callback cb) { allreduce_async(data, count, t, op, std::move(cb), algo, spec); });
 }
 
 status communicator::allreduce(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire) {

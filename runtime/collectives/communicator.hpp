@@ -72,6 +72,10 @@ class communicator {
   static result<std::unique_ptr<communicator>> create(const process_env& env, const config& cfg);
   static result<std::unique_ptr<communicator>> create(const process_env& env, const mesh::mesh_options& mesh,
                                                       const collective_options& opts);
+  /// The same over a rendezvous opened by the caller (a process group's store: its rank and
+  /// size are rdv's, env gives the rest: secret, job id, host, timeouts).
+  static result<std::unique_ptr<communicator>> create(const process_env& env, std::unique_ptr<rendezvous> rdv,
+                                                      const mesh::mesh_options& mesh, const collective_options& opts);
   ~communicator();
 
   int rank() const { return t_->rank(); }
@@ -110,40 +114,46 @@ class communicator {
 
   /// In place. `done` runs exactly once, on the I/O thread; buffers stay untouched by the
   /// caller until then.
+  /// `spec` (here and below): the caller's digest of what the call is beyond its byte count
+  /// (shape, dtype, ...), mixed into every frame's layout tag (chunk_op::add_spec), so that
+  /// ranks that make different calls of the same size fail instead of mixing their bytes; 0:
+  /// none.
   void allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, callback done,
-                       allreduce_algorithm algo = allreduce_algorithm::automatic);
+                       allreduce_algorithm algo = allreduce_algorithm::automatic, uint64_t spec = 0);
   /// allreduce_async over the compressed and/or checked ring (wire_ring_op.hpp) for every chunk,
   /// small ones too: `wire` as there (compression: f32/f64 with sum or average only). Compression
   /// goes through wire_gate() first: where it drops it and nothing else is asked for, this is the
   /// plain allreduce_async above (automatic algorithm), bit for bit.
-  void allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire, callback done);
-  void broadcast_async(void* data, std::size_t count, dtype t, int root, callback done);
+  void allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire, callback done,
+                       uint64_t spec = 0);
+  void broadcast_async(void* data, std::size_t count, dtype t, int root, callback done, uint64_t spec = 0);
   /// `out` receives counts[r] elements from each rank r, in rank order; `in` holds counts[rank()].
   /// Counts identical on every rank. Cut into chunks that each move a window of every rank's
   /// block (scatter_plan.hpp), spread over the streams; each chunk runs the flat ring or the
   /// hierarchical allgather (hier_allgather.hpp) as choose_allgather() says: `algo` flat or
   /// hierarchical forces the hierarchy off or on, anything else leaves it to CHORUS_HIERARCHICAL.
   void allgather_async(const void* in, void* out, std::vector<std::size_t> counts, dtype t, callback done,
-                       allreduce_algorithm algo = allreduce_algorithm::automatic);
+                       allreduce_algorithm algo = allreduce_algorithm::automatic, uint64_t spec = 0);
   /// What allgather_async runs under `algo`.
   allgather_choice choose_allgather(allreduce_algorithm algo) const;
   /// Reduce-scatter in place: `data` holds counts[r] elements for each rank r, in rank order
   /// (counts identical on every rank). Every slice serves as scratch; at the end ours (at
   /// element sum(counts[0..rank()))) holds the reduction over all ranks (average: divided by
   /// size()). Cut into chunks that each move a window of every slice, spread over the streams.
-  void reducescatter_async(void* data, std::vector<std::size_t> counts, dtype t, reduce_op op, callback done);
+  void reducescatter_async(void* data, std::vector<std::size_t> counts, dtype t, reduce_op op, callback done,
+                           uint64_t spec = 0);
   /// Sends send_counts[i] elements of `in` (consecutive, rank order) to rank i, and receives
   /// recv_counts[j] elements from rank j into `out` (consecutive, rank order). recv_counts[j]
   /// must be rank j's send_counts[rank()]; where it is not, the receiver fails with
   /// errc::protocol. One chunk, pipelined by segments.
   void alltoall_async(const void* in, std::vector<std::size_t> send_counts, void* out,
-                      std::vector<std::size_t> recv_counts, dtype t, callback done);
+                      std::vector<std::size_t> recv_counts, dtype t, callback done, uint64_t spec = 0);
 
   /// Blocking. With every rank on one host (mailboxes between all pairs) and the automatic
   /// algorithm, a buffer within options().caller_bytes (direct_allreduce::takes) runs on the calling thread
   /// (direct_allreduce.hpp) instead of the I/O thread; everything else waits for allreduce_async.
   status allreduce(void* data, std::size_t count, dtype t, reduce_op op,
-                   allreduce_algorithm algo = allreduce_algorithm::automatic);
+                   allreduce_algorithm algo = allreduce_algorithm::automatic, uint64_t spec = 0);
   /// Whether a blocking allreduce of `bytes` under `algo` runs on the calling thread.
   bool runs_on_caller(std::size_t bytes, dtype t, reduce_op op,
                       allreduce_algorithm algo = allreduce_algorithm::automatic) const {
@@ -162,10 +172,12 @@ class communicator {
                   std::vector<std::size_t> recv_counts, dtype t);
   status barrier();
 
-  /// Runs one chunk op built elsewhere (the pipeline's senders). Its sequence number must not
-  /// collide with this communicator's own: callers use numbers from pipeline_sequence_base up.
-  /// `done` runs exactly once, on the I/O thread.
-  void run_chunk(std::unique_ptr<chunk_op> op, callback done);
+  /// Runs one chunk op built elsewhere (the pipeline's senders, point-to-point transfers). Its
+  /// sequence number must not collide with this communicator's own: callers use numbers from
+  /// pipeline_sequence_base up (p2p_sequence's have the top bit). `done` runs exactly once, on
+  /// the I/O thread; `started`, when given, runs on the I/O thread right after the op started
+  /// (so that a receiver can tell its sender to go once frames land in place).
+  void run_chunk(std::unique_ptr<chunk_op> op, callback done, std::function<void()> started = {});
   static constexpr uint64_t pipeline_sequence_base = uint64_t{1} << 62;
   /// The job's rendezvous store (rank 0 serves it for the job's lifetime).
   rendezvous& store() { return *rdv_; }
@@ -197,6 +209,7 @@ class communicator {
     std::function<std::unique_ptr<chunk_op>(int stream)> make;
     /// Bytes of its stream's window it holds (chunk_scheduler::submit; 0: a whole slot).
     std::size_t charge = 0;
+    uint64_t spec = 0;  ///< mixed into the op's layout tag (chunk_op::add_spec)
   };
   /// Runs the chunks on the I/O thread (by speed or round-robin); `done` once, after the last,
   /// with the first error.

@@ -23,6 +23,7 @@ T integer_identity(reduce_op op) {
     case reduce_op::product: return T{1};
     case reduce_op::min: return std::numeric_limits<T>::max();
     case reduce_op::max: return std::numeric_limits<T>::lowest();
+    case reduce_op::band: return T(~T{0});
     default: return T{0};
   }
 }
@@ -49,8 +50,9 @@ void fill_identity(void* data, std::size_t count, dtype t, reduce_op op) {
     case dtype::u8: return fill<uint8_t>(data, count, integer_identity<uint8_t>(op));
     case dtype::i8: return fill<int8_t>(data, count, integer_identity<int8_t>(op));
     case dtype::i16: return fill<int16_t>(data, count, integer_identity<int16_t>(op));
-    case dtype::boolean:  // "or" (sum, max) starts from false, "and" (min, product) from true
-      return fill<uint8_t>(data, count, op == reduce_op::min || op == reduce_op::product ? 1 : 0);
+    case dtype::boolean:  // "or" and "exclusive or" start from false, "and" (min, product, band) from true
+      return fill<uint8_t>(data, count,
+                           op == reduce_op::min || op == reduce_op::product || op == reduce_op::band ? 1 : 0);
   }
 }
 

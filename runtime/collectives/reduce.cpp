@@ -56,6 +56,20 @@ struct product_op {
   }
 };
 
+// Bitwise ops: integer types only (dispatch refuses them for floats).
+struct band_op {
+  template <class T>
+  static T apply(T x, T y) { return T(x & y); }
+};
+struct bor_op {
+  template <class T>
+  static T apply(T x, T y) { return T(x | y); }
+};
+struct bxor_op {
+  template <class T>
+  static T apply(T x, T y) { return T(x ^ y); }
+};
+
 // Float min and max are commutative bit for bit, so that two ranks combining the same pair in
 // opposite orders (recursive doubling: a rank computes op(mine, theirs), its partner
 // op(theirs, mine)) end with identical bits:
@@ -333,6 +347,15 @@ void reduce_as(const call& c) {
     case reduce_op::min: return run(min_op{});
     case reduce_op::max: return run(max_op{});
     case reduce_op::product: return run(product_op{});
+    case reduce_op::band:
+    case reduce_op::bor:
+    case reduce_op::bxor:
+      if constexpr (std::is_integral_v<T>) {
+        if (c.op == reduce_op::band) return run(band_op{});
+        if (c.op == reduce_op::bor) return run(bor_op{});
+        return run(bxor_op{});
+      }
+      return;  // floats: refused in reduce_checked
   }
 }
 
@@ -349,9 +372,12 @@ void reduce_flavor(const call& c) {
     case dtype::i8: return reduce_as<Flavor, int8_t>(c);
     case dtype::i16: return reduce_as<Flavor, int16_t>(c);
     case dtype::boolean: {
-      // 0/1 bytes: "or" is max, "and" is min (average never reaches here: refused at submit).
+      // 0/1 bytes: "or" is max, "and" is min, "exclusive or" bitwise (average never reaches
+      // here: refused at submit).
       call logic = c;
-      logic.op = c.op == reduce_op::min || c.op == reduce_op::product ? reduce_op::min : reduce_op::max;
+      if (c.op != reduce_op::bxor)
+        logic.op = c.op == reduce_op::min || c.op == reduce_op::product || c.op == reduce_op::band ? reduce_op::min
+                                                                                                    : reduce_op::max;
       return reduce_as<Flavor, uint8_t>(logic);
     }
   }
@@ -465,6 +491,9 @@ void check_overlap(const char* fn, const void* out, const char* in_name, const v
 void reduce_checked(const char* fn, const call& c) {
   check_dtype(fn, c.t);
   check_op(fn, c.op);
+  if (is_bitwise(c.op) && !is_integral(c.t))
+    invariant_failed(std::string(fn) + ": " + std::string(name_of(c.op)) + " of " + std::string(name_of(c.t)) +
+                     "; bitwise ops take integer and boolean types only");
   check_pointer(fn, "output", c.out, c.count);
   check_pointer(fn, "first input", c.a, c.count);
   check_pointer(fn, "second input", c.b, c.count);

@@ -21,6 +21,8 @@ namespace chorus {
 //   order; if x or y is NaN the result is the canonical quiet NaN (f16 0x7e00, bf16 0x7fc0,
 //   f32 0x7fc00000, f64 0x7ff8000000000000). Both are commutative bit for bit, which keeps
 //   recursive-doubling partners identical.
+// * band, bor and bxor are bitwise, for integer and boolean types only (a float is a broken
+//   invariant).
 // * Integer sum and product wrap around modulo 2^bits (u8 sum is modulo 256; i32 and i64 are
 //   computed in two's complement, so signed overflow wraps instead of being undefined).
 // * Pointers need no alignment at all, not even to the element size.

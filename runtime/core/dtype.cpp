@@ -21,7 +21,7 @@ std::string_view name_of(dtype t) {
 }
 
 std::string_view name_of(reduce_op op) {
-  static constexpr std::string_view names[] = {"sum", "average", "min", "max", "product"};
+  static constexpr std::string_view names[] = {"sum", "average", "min", "max", "product", "band", "bor", "bxor"};
   auto i = static_cast<int>(op);
   return i < reduce_op_count ? names[i] : "?";
 }

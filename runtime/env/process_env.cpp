@@ -289,6 +289,26 @@ result<process_env> read_process_env() {
   return read_process_env(cfg::process_lookup());
 }
 
+result<process_env> read_group_env(const env_lookup& get) {
+  process_env env;
+  auto secret = read_secret(get);
+  if (!secret) return secret.error();
+  env.job_secret = std::move(*secret);
+  auto id = read_job_id(get);
+  if (!id) return id.error();
+  if (*id) env.job_id = **id;
+  auto timeout = read_timeout(get);
+  if (!timeout) return timeout.error();
+  env.rendezvous_timeout = *timeout;
+  if (const char* master = lookup(get, "MASTER_ADDR")) {
+    env.rendezvous_host = master;
+  } else {
+    auto rdv = read_rendezvous(get);
+    if (rdv && *rdv) env.rendezvous_host = (*rdv)->host;
+  }
+  return env;
+}
+
 result<process_env> read_process_env(const env_lookup& get) {
   process_env env;
   auto fams = read_families(get);

@@ -81,6 +81,13 @@ result<process_env> read_process_env();
 /// (except the secret, whose value is never printed).
 result<process_env> read_process_env(const env_lookup& get);
 
+/// What a process group created by a framework (torch.distributed's backend) takes from the
+/// environment, its rank, size and store coming from the framework: CHORUS_JOB_SECRET,
+/// CHORUS_JOB_ID and CHORUS_RENDEZVOUS_TIMEOUT_SECONDS, parsed as read_process_env does, and the
+/// rendezvous host (MASTER_ADDR, else CHORUS_RENDEZVOUS's host, else 127.0.0.1) towards which an
+/// address to listen on is chosen. Rank and size are left at 0 of 1, rendezvous_port at 0.
+result<process_env> read_group_env(const env_lookup& get);
+
 /// One line for logs: "rank=1 size=4 local_rank=1 local_size=4 rendezvous=127.0.0.1:29500
 /// job_id=0x... source=chorus secret=set rendezvous_timeout_ms=60000". Never prints the secret.
 std::string describe(const process_env& env);

@@ -108,8 +108,8 @@ double ref_float(reduce_op op, double x, double y) {
     case reduce_op::max:
       if (std::isnan(x) || std::isnan(y)) return NAN;
       return x > y ? x : y > x ? y : std::signbit(x) ? y : x;
+    default: return NAN;  // bitwise ops take integers only
   }
-  return NAN;
 }
 
 uint64_t ref_int(const type_info& ti, reduce_op op, uint64_t xb, uint64_t yb) {
@@ -121,6 +121,9 @@ uint64_t ref_int(const type_info& ti, reduce_op op, uint64_t xb, uint64_t yb) {
     case reduce_op::product: r = uint64_t(x) * uint64_t(y); break;
     case reduce_op::min: r = uint64_t(x < y ? x : y); break;
     case reduce_op::max: r = uint64_t(x > y ? x : y); break;
+    case reduce_op::band: r = uint64_t(x) & uint64_t(y); break;
+    case reduce_op::bor: r = uint64_t(x) | uint64_t(y); break;
+    case reduce_op::bxor: r = uint64_t(x) ^ uint64_t(y); break;
   }
   return r & width_mask(ti.width);
 }
@@ -306,6 +309,13 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, ReduceTest,
                                             ::testing::ValuesIn(all_ops)),
                          param_name);
 
+// band, bor and bxor: integer types only.
+const dtype integer_dtypes[] = {dtype::i32, dtype::i64, dtype::u8, dtype::i8, dtype::i16};
+const reduce_op bitwise_ops[] = {reduce_op::band, reduce_op::bor, reduce_op::bxor};
+INSTANTIATE_TEST_SUITE_P(Bitwise, ReduceTest,
+                         ::testing::Combine(::testing::ValuesIn(integer_dtypes), ::testing::ValuesIn(bitwise_ops)),
+                         param_name);
+
 // ---- divide_by and a whole average --------------------------------------------------------
 
 class DivideTest : public ::testing::TestWithParam<dtype> {
@@ -388,14 +398,18 @@ TEST(DivideBy, IntegersTruncateTowardZero) {
 
 // ---- broken invariants abort with the operands named --------------------------------------
 
-// bool (0/1 bytes) reduces as logic: sum and max are "or", min and product are "and"; the
-// join filler's identity is false for "or" and true for "and".
+// bool (0/1 bytes) reduces as logic: sum, max and bor are "or", min, product and band are
+// "and", bxor is "exclusive or"; the join filler's identity is false for "or" and "exclusive
+// or", true for "and".
 TEST(BoolReduce, SumAndMaxAreOrMinAndProductAreAnd) {
   const uint8_t a[] = {0, 0, 1, 1}, b[] = {0, 1, 0, 1};
   const std::pair<reduce_op, std::array<uint8_t, 4>> cases[] = {{reduce_op::sum, {0, 1, 1, 1}},
                                                                  {reduce_op::max, {0, 1, 1, 1}},
+                                                                 {reduce_op::bor, {0, 1, 1, 1}},
                                                                  {reduce_op::min, {0, 0, 0, 1}},
-                                                                 {reduce_op::product, {0, 0, 0, 1}}};
+                                                                 {reduce_op::product, {0, 0, 0, 1}},
+                                                                 {reduce_op::band, {0, 0, 0, 1}},
+                                                                 {reduce_op::bxor, {0, 1, 1, 0}}};
   for (const auto& [op, want] : cases) {
     uint8_t x[4];
     std::memcpy(x, a, 4);
@@ -403,7 +417,7 @@ TEST(BoolReduce, SumAndMaxAreOrMinAndProductAreAnd) {
     EXPECT_EQ(std::vector<uint8_t>(x, x + 4), std::vector<uint8_t>(want.begin(), want.end())) << name_of(op);
     uint8_t id[3] = {7, 7, 7};
     fill_identity(id, 3, dtype::boolean, op);
-    const uint8_t e = op == reduce_op::min || op == reduce_op::product ? 1 : 0;
+    const uint8_t e = op == reduce_op::min || op == reduce_op::product || op == reduce_op::band ? 1 : 0;
     EXPECT_EQ(std::vector<uint8_t>(id, id + 3), std::vector<uint8_t>(3, e)) << name_of(op);
   }
 }
@@ -430,6 +444,7 @@ TEST(ReduceDeathTest, BadArgumentsAbortWithTheirValues) {
   EXPECT_DEATH(reduce_into(buf, buf + 8, 4, dtype::f32, static_cast<reduce_op>(9)),
                "unknown reduce_op value 9");
   EXPECT_DEATH(reduce_into(nullptr, buf, 1, dtype::f32, reduce_op::sum), "null with count=1");
+  EXPECT_DEATH(reduce_into(buf, buf + 8, 4, dtype::f32, reduce_op::bxor), "bxor of f32; bitwise ops take integer");
   reduce_into(nullptr, nullptr, 0, dtype::f32, reduce_op::sum);  // nothing to do: fine
 }
 

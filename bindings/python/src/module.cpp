@@ -61,7 +61,7 @@ bool wait(torch_op& op, std::optional<double> timeout_s) {
 namespace chorus::python {
 
 reduce_op to_reduce_op(int op) {
-  if (op < 0 || op >= reduce_op_count)
+  if (op < 0 || op > static_cast<int>(reduce_op::product))  // Horovod's ops (the bitwise ones are torch.distributed's)
     raise_argument("reduce op " + std::to_string(op) + " is not one of sum (0), average (1), min (2), max (3), "
                    "product (4)");
   return static_cast<reduce_op>(op);
@@ -243,4 +243,5 @@ PYBIND11_MODULE(_chorus_torch, m) {
   chorus::python::register_join(m);
   chorus::python::register_process_sets(m);
   chorus::python::register_elastic(m);
+  chorus::python::register_c10d(m);
 }

@@ -45,5 +45,7 @@ void register_join(pybind11::module_& m);
 void register_process_sets(pybind11::module_& m);
 /// elastic_ops.cpp: elastic_round, elastic_latest_round.
 void register_elastic(pybind11::module_& m);
+/// c10d/register.cpp: the torch.distributed backend's constructor, _create_process_group.
+void register_c10d(pybind11::module_& m);
 
 }  // namespace chorus::python

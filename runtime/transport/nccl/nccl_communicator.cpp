@@ -86,6 +86,10 @@ result<ncclRedOp_t> to_nccl(reduce_op op) {
     case reduce_op::min: return ncclMin;
     case reduce_op::max: return ncclMax;
     case reduce_op::product: return ncclProd;
+    case reduce_op::band:
+    case reduce_op::bor:
+    case reduce_op::bxor:
+      return status{errc::invalid_argument, "NCCL has no bitwise reduction (" + std::string(name_of(op)) + ")"};
   }
   return status{errc::invalid_argument, "reduce_op value " + std::to_string(static_cast<int>(op)) +
                                             " has no NCCL op (expected 0.." +

@@ -39,13 +39,18 @@ TEST(nccl_mapping, every_dtype_has_its_nccl_type) {
   EXPECT_NE(i16.error().message().find("i16"), std::string::npos) << i16.error().to_string();
 }
 
-TEST(nccl_mapping, every_reduce_op_has_its_nccl_op) {
-  const ncclRedOp_t expected[reduce_op_count] = {ncclSum, ncclAvg, ncclMin, ncclMax, ncclProd};
-  for (int i = 0; i < reduce_op_count; ++i) {
+TEST(nccl_mapping, every_arithmetic_reduce_op_has_its_nccl_op) {
+  const ncclRedOp_t expected[] = {ncclSum, ncclAvg, ncclMin, ncclMax, ncclProd};
+  for (int i = 0; i < static_cast<int>(std::size(expected)); ++i) {
     auto op = static_cast<reduce_op>(i);
     auto nop = to_nccl(op);
     ASSERT_TRUE(nop.ok()) << name_of(op) << ": " << nop.error().to_string();
     EXPECT_EQ(*nop, expected[i]) << name_of(op);
+  }
+  for (auto op : {reduce_op::band, reduce_op::bor, reduce_op::bxor}) {  // NCCL has no bitwise reductions
+    auto nop = to_nccl(op);
+    ASSERT_FALSE(nop.ok()) << name_of(op);
+    EXPECT_NE(nop.error().message().find(std::string(name_of(op))), std::string::npos) << nop.error().to_string();
   }
 }
 

@@ -26,3 +26,4 @@ from chorus.torch.scatter_ops import (alltoall, alltoall_async, grouped_reducesc
                                       join, reducescatter, reducescatter_async)
 from chorus.torch.sync_batch_norm import SyncBatchNorm
 from chorus.torch import elastic  # noqa: E402  (hvd.elastic)
+from chorus.torch import distributed  # noqa: E402,F401  (registers torch.distributed's "chorus" backend)

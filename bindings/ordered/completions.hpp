@@ -1,0 +1,68 @@
+// The thread that ends a group's calls (ordered_group.hpp). The data plane reports on its own
+// threads (the I/O thread, the one-host lane); what a framework does when a call ends (a
+// torch future's callbacks: DDP divides and copies a bucket there) must not run on them, so
+// every end is handed to this thread. It also keeps the pending calls' deadlines: a call pending
+// past the group's timeout is reported once (the group then aborts), and it holds back an end
+// that must follow every earlier call (a barrier's).
+// Thread-safety: every member may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/core/status.hpp"
+
+namespace chorus::ordered {
+
+class completions {
+ public:
+  using clock = std::chrono::steady_clock;
+  /// `on_timeout` runs on this thread, once, for the first call pending past `timeout`, with a
+  /// status naming it (errc::timeout).
+  completions(std::chrono::milliseconds timeout, std::function<void(const status&)> on_timeout);
+  /// stop().
+  ~completions();
+  completions(const completions&) = delete;
+  completions& operator=(const completions&) = delete;
+
+  /// Call `seq` (numbers grow in call order) is pending; `name` names it in a timeout.
+  void begin(uint64_t seq, std::string name);
+  /// Call `seq` ended: `fn` runs on this thread (after every call before `seq` ended, when
+  /// `after_earlier`), and the call is no longer pending.
+  void end(uint64_t seq, std::function<void()> fn, bool after_earlier = false);
+  /// Call `seq` ended on the calling thread, which reports it itself.
+  void ended_here(uint64_t seq);
+  /// Runs what is queued, then joins the thread. Later end()s run their function on the caller.
+  /// Idempotent.
+  void stop();
+
+ private:
+  struct deferred {
+    uint64_t seq;
+    std::function<void()> fn;
+  };
+  void loop();
+  /// Moves deferred functions whose earlier calls all ended to the run queue (mu_ held).
+  void release_deferred();
+
+  std::chrono::milliseconds timeout_, tick_;
+  std::function<void(const status&)> on_timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, std::pair<clock::time_point, std::string>> pending_;  // seq -> (deadline, name)
+  std::vector<deferred> deferred_;
+  std::deque<std::function<void()>> ready_;
+  bool timed_out_ = false;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+}  // namespace chorus::ordered

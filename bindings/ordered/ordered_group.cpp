@@ -1,0 +1,428 @@
+// The ordered group: calls numbered in issue order and handed to the data plane; point-to-point
+// offers, "ready" and refusals on the control link; the first failure aborts everything.
+#include "bindings/ordered/ordered_group.hpp"
+
+#include <cstring>
+
+#include "runtime/collectives/p2p_op.hpp"
+#include "runtime/core/log.hpp"
+#include "runtime/transport/mesh/mesh_connect.hpp"
+
+namespace chorus::ordered {
+
+namespace {
+
+// Control-link message kinds of the point-to-point protocol.
+constexpr uint8_t msg_offer = 1;   // tag i32 | sequence u64 | bytes u64: "I have a transfer for you"
+constexpr uint8_t msg_ready = 2;   // sequence u64: "my buffer for it is in place: send"
+constexpr uint8_t msg_refuse = 3;  // sequence u64 | reason: "your transfer does not fit my receive"
+
+template <class T>
+void put(std::vector<uint8_t>& out, T v) {
+  const auto at = out.size();
+  out.resize(at + sizeof v);
+  std::memcpy(out.data() + at, &v, sizeof v);
+}
+template <class T>
+bool take(const std::vector<uint8_t>& in, std::size_t& at, T& v) {
+  if (in.size() - at < sizeof v || at > in.size()) return false;
+  std::memcpy(&v, in.data() + at, sizeof v);
+  at += sizeof v;
+  return true;
+}
+
+}  // namespace
+
+uint64_t spec_digest(std::initializer_list<uint64_t> parts, const std::vector<int64_t>& more) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t p) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((p >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  for (auto p : parts) mix(p);
+  mix(more.size());
+  for (auto p : more) mix(static_cast<uint64_t>(p));
+  return h ? h : 1;
+}
+
+result<std::unique_ptr<ordered_group>> ordered_group::create(std::unique_ptr<rendezvous> rdv, const process_env& env,
+                                                             const config& cfg, group_options opts) {
+  auto mesh = mesh::mesh_options::from_config(cfg.transport);
+  // A dead or frozen member is named within the group's timeout when that is the shorter.
+  mesh.peer_timeout = std::min(mesh.peer_timeout, opts.timeout);
+  auto copts = collective_options::from_config(cfg.collectives);
+  copts.by_speed = cfg.pipeline.stream_placement == "speed";
+  copts.chunks_in_flight = cfg.pipeline.chunks_in_flight;
+  auto comm = communicator::create(env, std::move(rdv), mesh, copts);
+  if (!comm) return comm.error();
+  return std::unique_ptr<ordered_group>(new ordered_group(std::move(*comm), cfg, std::move(opts)));
+}
+
+ordered_group::ordered_group(std::unique_ptr<communicator> comm, const config& cfg, group_options opts)
+    : comm_(std::move(comm)), opts_(std::move(opts)) {
+  wire_.wire = cfg.collectives.wire;
+  check_mode_ = cfg.collectives.check;
+  wire_.check = check_mode_ != nan_check::off;
+  ends_ = std::make_unique<completions>(opts_.timeout, [this](const status& why) { abort(why); });
+  link_ = comm_->take_control_link();
+  if (link_) {
+    link_->start({[this](int peer, uint8_t kind, int32_t, std::vector<uint8_t> data) {
+                    on_control(peer, kind, std::move(data));
+                  },
+                  [this](int peer, const status& why, bool clean) { on_closed(peer, why, clean); }});
+  }
+  if (check_mode_ == nan_check::skip && rank() == 0)
+    CHORUS_LOG(warn, "c10d", "CHORUS_NAN_CHECK=skip has no way to tell torch.distributed which step to skip: "
+                             "its allreduces run unchecked; use 'error' to fail them instead");
+}
+
+ordered_group::~ordered_group() {
+  const status bye{errc::shutdown, "process group '" + opts_.name + "' was destroyed on rank " +
+                                       std::to_string(rank())};
+  if (link_) link_->close();
+  comm_->close();  // fails what the data plane holds (their ends queue on the completion thread)
+  fail_p2p(bye);
+  ends_->stop();
+}
+
+std::string ordered_group::name_of(const call_info& c, uint64_t seq) const {
+  std::string out = "c10d." + c.kind + "#" + std::to_string(seq);
+  if (!c.what.empty()) out += " (" + c.what + ")";
+  out += " in process group '" + opts_.name + "' on rank " + std::to_string(rank()) + " of " + std::to_string(size());
+  if (!opts_.global_ranks.empty()) {
+    std::vector<uint32_t> g(opts_.global_ranks.begin(), opts_.global_ranks.end());
+    out += " (global ranks " + format_rank_list(g) + "; ranks below are the group's)";
+  }
+  return out;
+}
+
+status ordered_group::named(const std::string& name, const status& st) const {
+  if (st.ok()) return st;
+  return status{st.code(), name + ": " + st.message()};
+}
+
+status ordered_group::failure() const {
+  std::lock_guard lk(state_mu_);
+  return broken_;
+}
+
+void ordered_group::abort(const status& why) {
+  {
+    std::lock_guard lk(state_mu_);
+    if (!broken_.ok() || why.ok()) return;
+    broken_ = why;
+  }
+  CHORUS_LOG(error, "c10d", "process group '" << opts_.name << "' aborted: " << why.message());
+  comm_->abort(why);
+  fail_p2p(why);
+}
+
+uint64_t ordered_group::begin(const call_info& c, std::string& name) {
+  const uint64_t seq = ++next_call_;
+  name = name_of(c, seq);
+  ends_->begin(seq, name);
+  return seq;
+}
+
+communicator::callback ordered_group::finisher(uint64_t seq, std::string name, done_fn done, bool after_earlier) {
+  return [this, seq, name = std::move(name), done = std::move(done), after_earlier](const status& st) mutable {
+    status out = named(name, st);
+    if (!st.ok() && st.code() == errc::protocol) abort(out);  // a mismatch: the group cannot go on
+    ends_->end(seq, [done = std::move(done), out = std::move(out)] { done(out); }, after_earlier);
+  };
+}
+
+uint64_t ordered_group::allreduce(const call_info& c, void* data, std::size_t count, dtype t, reduce_op op,
+                                  done_fn done) {
+  std::unique_lock lk(mu_);
+  std::string name;
+  const uint64_t seq = begin(c, name);
+  const std::size_t bytes = count * size_of(t);
+  const bool plain = wire_.wire == compression::none && !wire_.check;
+  if (plain && bytes <= opts_.inline_bytes && comm_->runs_on_caller(bytes, t, op)) {
+    auto st = named(name, comm_->allreduce(data, count, t, op, allreduce_algorithm::automatic, c.spec));
+    lk.unlock();
+    ends_->ended_here(seq);
+    if (!st.ok() && st.code() == errc::protocol) abort(st);
+    done(st);
+    return seq;
+  }
+  auto* lane = comm_->pipeline_lane();
+  if (plain && lane && lane->takes(bytes, t, op)) {
+    // The lane numbers its calls itself (the mailboxes check the number): the spec makes it
+    // differ where members' calls do.
+    const uint64_t call = ++next_lane_ + c.spec * 0x9e3779b97f4a7c15ull;
+    lane->expect(call);
+    lane->start(call, data, count, t, op, finisher(seq, std::move(name), std::move(done)));
+    return seq;
+  }
+  const bool floats = t == dtype::f32 || t == dtype::f64 || t == dtype::f16 || t == dtype::bf16;
+  const bool sums = op == reduce_op::sum || op == reduce_op::average;
+  wire_options w;
+  w.wire = (t == dtype::f32 || t == dtype::f64) && sums ? wire_.wire : compression::none;
+  w.check = wire_.check && floats && sums;
+  if (w.wire == compression::none && !w.check) {
+    comm_->allreduce_async(data, count, t, op, finisher(seq, std::move(name), std::move(done)),
+                           allreduce_algorithm::automatic, c.spec);
+    return seq;
+  }
+  auto report = std::make_shared<nonfinite_report>();
+  w.report = report;
+  const bool fail_on_nan = check_mode_ == nan_check::error;
+  comm_->allreduce_async(
+      data, count, t, op, w,
+      [this, seq, name, done = std::move(done), report, fail_on_nan](const status& st) mutable {
+        status out = st;
+        if (st.ok() && fail_on_nan && report->any()) {
+          std::vector<uint32_t> ranks;
+          for (int r : report->ranks()) ranks.push_back(static_cast<uint32_t>(r));
+          out = status{errc::invalid_argument, "NaN or Inf in the input on rank" + std::string(ranks.size() > 1 ? "s " : " ") +
+                                                   format_rank_list(ranks) + " (CHORUS_NAN_CHECK=error)"};
+        }
+        finisher(seq, name, std::move(done))(out);
+      },
+      c.spec);
+  return seq;
+}
+
+uint64_t ordered_group::broadcast(const call_info& c, void* data, std::size_t count, dtype t, int root, done_fn done) {
+  std::lock_guard lk(mu_);
+  std::string name;
+  const uint64_t seq = begin(c, name);
+  comm_->broadcast_async(data, count, t, root, finisher(seq, std::move(name), std::move(done)), c.spec);
+  return seq;
+}
+
+uint64_t ordered_group::allgather(const call_info& c, const void* in, void* out, std::vector<std::size_t> counts,
+                                  dtype t, done_fn done) {
+  std::lock_guard lk(mu_);
+  std::string name;
+  const uint64_t seq = begin(c, name);
+  comm_->allgather_async(in, out, std::move(counts), t, finisher(seq, std::move(name), std::move(done)),
+                         allreduce_algorithm::automatic, c.spec);
+  return seq;
+}
+
+uint64_t ordered_group::reducescatter(const call_info& c, void* data, std::vector<std::size_t> counts, dtype t,
+                                      reduce_op op, done_fn done) {
+  std::lock_guard lk(mu_);
+  std::string name;
+  const uint64_t seq = begin(c, name);
+  comm_->reducescatter_async(data, std::move(counts), t, op, finisher(seq, std::move(name), std::move(done)), c.spec);
+  return seq;
+}
+
+uint64_t ordered_group::alltoall(const call_info& c, const void* in, std::vector<std::size_t> send_counts, void* out,
+                                 std::vector<std::size_t> recv_counts, dtype t, done_fn done) {
+  std::lock_guard lk(mu_);
+  std::string name;
+  const uint64_t seq = begin(c, name);
+  comm_->alltoall_async(in, std::move(send_counts), out, std::move(recv_counts), t,
+                        finisher(seq, std::move(name), std::move(done)), c.spec);
+  return seq;
+}
+
+uint64_t ordered_group::barrier(const call_info& c, done_fn done) {
+  std::lock_guard lk(mu_);
+  std::string name;
+  const uint64_t seq = begin(c, name);
+  auto token = std::make_shared<uint8_t>(0);
+  comm_->allreduce_async(token.get(), 1, dtype::u8, reduce_op::max,
+                         [keep = token, fin = finisher(seq, std::move(name), std::move(done), true)](
+                             const status& st) { fin(st); },
+                         allreduce_algorithm::recursive_doubling, c.spec);
+  return seq;
+}
+
+uint64_t ordered_group::send(const call_info& c, const void* data, std::size_t bytes, int peer, int tag,
+                             done_fn done) {
+  std::unique_lock lk(mu_);
+  std::string name;
+  const uint64_t seq = begin(c, name);
+  lk.unlock();
+  auto fail_now = [&](const status& why) {
+    ends_->end(seq, [done = std::move(done), st = named(name, why)] { done(st); });
+    return seq;
+  };
+  if (peer < 0 || peer >= size() || peer == rank())
+    return fail_now(status{errc::invalid_argument, "destination rank " + std::to_string(peer) +
+                                                       " is not another member of the group (size " +
+                                                       std::to_string(size()) + ")"});
+  if (auto st = failure(); !st.ok()) return fail_now(st);
+  std::vector<uint8_t> offer;
+  uint64_t transfer = 0;
+  {
+    std::lock_guard p(p2p_mu_);
+    transfer = p2p_sequence(rank(), next_transfer_++);
+    sends_.emplace(transfer, pending_send{data, bytes, peer, seq, name, std::move(done)});
+  }
+  put<int32_t>(offer, tag);
+  put<uint64_t>(offer, transfer);
+  put<uint64_t>(offer, bytes);
+  if (!link_ || !link_->send(peer, msg_offer, rank(), offer)) {
+    pending_send s;
+    {
+      std::lock_guard p(p2p_mu_);
+      auto it = sends_.find(transfer);
+      if (it == sends_.end()) return seq;  // already failed by an abort
+      s = std::move(it->second);
+      sends_.erase(it);
+    }
+    ends_->end(seq, [s = std::move(s), this] {
+      s.done(named(s.name, status{errc::connection_lost, "rank " + std::to_string(s.peer) + " is no longer connected"}));
+    });
+  }
+  return seq;
+}
+
+uint64_t ordered_group::recv(const call_info& c, void* data, std::size_t bytes, int peer, int tag, recv_fn done) {
+  std::unique_lock lk(mu_);
+  std::string name;
+  const uint64_t seq = begin(c, name);
+  lk.unlock();
+  if (peer < -1 || peer >= size() || peer == rank()) {
+    ends_->end(seq, [done = std::move(done), st = named(name, status{errc::invalid_argument,
+                                                                     "source rank " + std::to_string(peer) +
+                                                                         " is not another member of the group (size " +
+                                                                         std::to_string(size()) + ")"})] {
+      done(st, -1);
+    });
+    return seq;
+  }
+  if (auto st = failure(); !st.ok()) {
+    ends_->end(seq, [done = std::move(done), st = named(name, st)] { done(st, -1); });
+    return seq;
+  }
+  std::optional<p2p_match> m;
+  pending_recv r{data, bytes, seq, name, std::move(done)};
+  {
+    std::lock_guard p(p2p_mu_);
+    const uint64_t id = next_receive_++;
+    m = matcher_.posted(p2p_receive{id, peer, tag});
+    if (!m) recvs_.emplace(id, std::move(r));
+  }
+  if (m) start_receive(*m, std::move(r));
+  return seq;
+}
+
+void ordered_group::start_receive(const p2p_match& m, pending_recv r) {
+  const int source = m.offer.source;
+  if (m.offer.bytes != r.bytes) {
+    const std::string why = "rank " + std::to_string(source) + " sent " + std::to_string(m.offer.bytes) +
+                            " bytes with tag " + std::to_string(m.offer.tag) + " but rank " + std::to_string(rank()) +
+                            "'s receive takes " + std::to_string(r.bytes) + " (send and recv need tensors of one size)";
+    std::vector<uint8_t> msg;
+    put<uint64_t>(msg, m.offer.sequence);
+    msg.insert(msg.end(), why.begin(), why.end());
+    if (link_) link_->send(source, msg_refuse, rank(), msg);
+    ends_->end(r.call, [r = std::move(r), st = named(r.name, status{errc::mismatch, why}), source] {
+      r.done(st, source);
+    });
+    return;
+  }
+  const uint64_t transfer = m.offer.sequence;
+  const int stream = static_cast<int>(transfer % static_cast<uint64_t>(comm_->num_streams()));
+  auto op = std::make_unique<p2p_recv_op>(transfer, stream, source, r.data, r.bytes, comm_->options().segment_bytes);
+  const uint64_t call = r.call;
+  auto done = std::move(r.done);
+  comm_->run_chunk(
+      std::move(op),
+      [this, call, name = r.name, done = std::move(done), source](const status& st) mutable {
+        status out = named(name, st);
+        if (!st.ok() && st.code() == errc::protocol) abort(out);
+        ends_->end(call, [done = std::move(done), out = std::move(out), source] { done(out, source); });
+      },
+      [link = link_, source, transfer, me = rank()] {
+        std::vector<uint8_t> msg;
+        put<uint64_t>(msg, transfer);
+        if (link) link->send(source, msg_ready, me, msg);
+      });
+}
+
+void ordered_group::on_control(int peer, uint8_t kind, std::vector<uint8_t> data) {
+  std::size_t at = 0;
+  auto hostile = [&](const std::string& what) {
+    abort(status{errc::protocol, "rank " + std::to_string(peer) + " sent a point-to-point message that is not "
+                                 "valid (" + what + ") in process group '" + opts_.name + "'"});
+  };
+  if (kind == msg_offer) {
+    p2p_offer o;
+    o.source = peer;
+    int32_t tag = 0;
+    if (!take(data, at, tag) || !take(data, at, o.sequence) || !take(data, at, o.bytes) || at != data.size())
+      return hostile("offer of " + std::to_string(data.size()) + " bytes");
+    if (!is_p2p_sequence(o.sequence) || p2p_sender(o.sequence) != peer)
+      return hostile("offer of a transfer it does not own");
+    o.tag = tag;
+    std::optional<p2p_match> m;
+    pending_recv r{};
+    {
+      std::lock_guard p(p2p_mu_);
+      m = matcher_.offered(o);
+      if (m) {
+        auto it = recvs_.find(m->receive.id);
+        if (it == recvs_.end()) return;  // failed meanwhile
+        r = std::move(it->second);
+        recvs_.erase(it);
+      }
+    }
+    if (m) start_receive(*m, std::move(r));
+    return;
+  }
+  uint64_t transfer = 0;
+  if (!take(data, at, transfer)) return hostile("message kind " + std::to_string(kind) + " too short");
+  pending_send s;
+  {
+    std::lock_guard p(p2p_mu_);
+    auto it = sends_.find(transfer);
+    if (it == sends_.end() || it->second.peer != peer)
+      return hostile("a reply to transfer " + std::to_string(transfer) + ", which it was not offered");
+    s = std::move(it->second);
+    sends_.erase(it);
+  }
+  if (kind == msg_ready) {
+    const int stream = static_cast<int>(transfer % static_cast<uint64_t>(comm_->num_streams()));
+    comm_->run_chunk(std::make_unique<p2p_send_op>(transfer, stream, peer, s.data, s.bytes,
+                                                   comm_->options().segment_bytes),
+                     finisher(s.call, s.name, std::move(s.done)));
+  } else if (kind == msg_refuse) {
+    std::string why(data.begin() + static_cast<std::ptrdiff_t>(at), data.end());
+    ends_->end(s.call, [s = std::move(s), st = named(s.name, status{errc::mismatch, why})] { s.done(st); });
+  } else {
+    hostile("unknown kind " + std::to_string(kind));
+  }
+}
+
+void ordered_group::on_closed(int peer, const status& why, bool clean) {
+  if (!clean) {
+    abort(why);
+    return;
+  }
+  fail_p2p(status{errc::connection_lost, "rank " + std::to_string(peer) + " left process group '" + opts_.name +
+                                       "' (destroyed it, or shut down)"},
+           peer);
+}
+
+void ordered_group::fail_p2p(const status& why, int only_peer) {
+  std::vector<pending_send> sends;
+  std::vector<pending_recv> recvs;
+  {
+    std::lock_guard p(p2p_mu_);
+    for (auto it = sends_.begin(); it != sends_.end();) {
+      if (only_peer < 0 || it->second.peer == only_peer) {
+        sends.push_back(std::move(it->second));
+        it = sends_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (only_peer < 0) {
+      matcher_.take_receives();
+      for (auto& [id, r] : recvs_) recvs.push_back(std::move(r));
+      recvs_.clear();
+    }
+  }
+  for (auto& s : sends) ends_->end(s.call, [s = std::move(s), st = named(s.name, why)] { s.done(st); });
+  for (auto& r : recvs) ends_->end(r.call, [r = std::move(r), st = named(r.name, why)] { r.done(st, -1); });
+}
+
+}  // namespace chorus::ordered
