@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -97,6 +98,37 @@ std::string configured_text(const char* name) {
   return v ? *v : std::string();
 }
 
+// torch.distributed's store: the environment's, else beside the rendezvous (job_identity).
+status choose_master(const launch_options& opts, job_identity& job) {
+  if (opts.elastic()) return {};
+  const auto get = cfg::process_lookup();
+  const char* addr = get("MASTER_ADDR");
+  const char* port = get("MASTER_PORT");
+  if (addr && *addr && port && *port) {
+    job.master_addr = addr;
+    job.master_port = port;
+    return {};
+  }
+  const auto colon = job.rendezvous.rfind(':');
+  if (colon == std::string::npos) return status{errc::config, "rendezvous '" + job.rendezvous + "' is not host:port"};
+  std::string host = job.rendezvous.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  job.master_addr = host;
+  if (job.store_listener >= 0) {
+    auto free = pick_free_port();
+    if (!free) return free.error();
+    job.master_port = std::to_string(*free);
+    return {};
+  }
+  int rdv_port = 0;
+  const std::string text = job.rendezvous.substr(colon + 1);
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), rdv_port);
+  if (ec != std::errc() || end != text.data() + text.size() || rdv_port < 2 || rdv_port > 65535)
+    return status{errc::config, "rendezvous '" + job.rendezvous + "' has no port above 1 to put torch's store below"};
+  job.master_port = std::to_string(rdv_port - 1);
+  return {};
+}
+
 }  // namespace
 
 result<job_identity> make_job_identity(const launch_options& opts, const std::vector<placement>& placements,
@@ -148,6 +180,7 @@ result<job_identity> make_job_identity(const launch_options& opts, const std::ve
     if (!port) return port.error();
     job.rendezvous = format_host_port(host, static_cast<uint16_t>(*port));
   }
+  if (auto st = choose_master(opts, job); !st.ok()) return st;
   if (auto secret = configured_text("CHORUS_JOB_SECRET"); !secret.empty()) {
     job.secret = std::move(secret);
   } else if (opts.nnodes && *opts.nnodes > 1) {

@@ -21,6 +21,11 @@ struct job_identity {
   int store_listener = -1;  // a socket listening on the rendezvous port, held from the choice of
                             // the port until rank 0 inherits it (CHORUS_RENDEZVOUS_FD); -1 when
                             // the port was given or rank 0 runs on another host
+  // torch.distributed's MASTER_ADDR and MASTER_PORT for the ranks (rank 0's TCPStore): the
+  // environment's when both are set; else the rendezvous host, and a port of its own: one
+  // checked free here when chorusrun chose the rendezvous port, else the one below it (torch's
+  // own convention puts Chorus at MASTER_PORT + 1), so every node of a per-node job agrees.
+  std::string master_addr, master_port;
 };
 
 /// The job's rendezvous, secret and id. Rendezvous: CHORUS_RENDEZVOUS when set, else
@@ -31,6 +36,8 @@ struct job_identity {
 /// when set, else 32 fresh random bytes; per-node mode with several nodes requires it set (every
 /// node must use the same). Job id: fresh, except in per-node mode (empty: the ranks derive it
 /// from the rendezvous address, alike on every node). Fails when the OS or OpenSSL does.
+/// torch.distributed's MASTER_ADDR/MASTER_PORT as job_identity says (none for elastic jobs,
+/// whose ranks change from round to round).
 /// Elastic jobs: chorusrun serves the store itself: on CHORUS_HOST, else CHORUS_IFACE's address,
 /// when set (hosts offered later reach it there); else on 127.0.0.1 when every worker starts here
 /// (`this_host` is this host's name, launch_plan.hpp's starts_directly), else on the address

@@ -76,6 +76,14 @@ std::vector<std::pair<std::string, std::string>> job_variables(const launch_opti
   v.emplace_back("HOROVOD_CROSS_RANK", std::to_string(p.cross_rank));
   v.emplace_back("HOROVOD_CROSS_SIZE", std::to_string(p.cross_size));
   v.emplace_back("HOROVOD_HOSTNAME", p.host);
+  if (!opts.elastic() && !job.master_port.empty()) {  // torch.distributed's (init_process_group("chorus"))
+    v.emplace_back("RANK", std::to_string(p.rank));
+    v.emplace_back("WORLD_SIZE", std::to_string(world_size));
+    v.emplace_back("LOCAL_RANK", std::to_string(p.local_rank));
+    v.emplace_back("LOCAL_WORLD_SIZE", std::to_string(p.local_size));
+    v.emplace_back("MASTER_ADDR", job.master_addr);
+    v.emplace_back("MASTER_PORT", job.master_port);
+  }
   if (opts.elastic()) {  // the worker id is its first rank; rounds renumber ranks, not workers
     v.emplace_back("CHORUS_ELASTIC_WORKER", std::to_string(worker >= 0 ? worker : p.rank));
     // How long chorusrun may wait for slots, so a worker waits as long for the next round. Both

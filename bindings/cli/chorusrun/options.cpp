@@ -12,7 +12,7 @@ namespace {
 constexpr std::string_view per_rank_names[] = {
     "CHORUS_RANK",       "CHORUS_SIZE",        "CHORUS_LOCAL_RANK",  "CHORUS_LOCAL_SIZE",  "HOROVOD_RANK",
     "HOROVOD_SIZE",      "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE",
-    "HOROVOD_HOSTNAME",  "CHORUS_ELASTIC_WORKER"};
+    "HOROVOD_HOSTNAME",  "CHORUS_ELASTIC_WORKER", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
 
 status usage_error(std::string message) { return {errc::invalid_argument, std::move(message)}; }
 
@@ -253,7 +253,9 @@ std::string usage_text() {
          "Starts N ranks of `command` with CHORUS_RANK, CHORUS_SIZE, CHORUS_LOCAL_RANK,\n"
          "CHORUS_LOCAL_SIZE, CHORUS_RENDEZVOUS, CHORUS_JOB_SECRET and CHORUS_JOB_ID set, and\n"
          "horovodrun's HOROVOD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE, _CROSS_RANK, _CROSS_SIZE,\n"
-         "_HOSTNAME. Remote ranks read their variables (the secret too) from stdin, not argv.\n"
+         "_HOSTNAME, and torch.distributed's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+         "MASTER_ADDR and MASTER_PORT (not in elastic jobs; MASTER_* kept when set). Remote\n"
+         "ranks read their variables (the secret too) from stdin, not argv.\n"
          "\n"
          "options:\n"
          "  -np N, -n N         number of ranks to start (required)\n"

@@ -26,7 +26,7 @@ launch_options parse(std::vector<const char*> args) {
   return o ? *o : launch_options{};
 }
 
-job_identity test_job() { return {"10.0.0.1:4000", "s3cr3t", "00000000000000ab"}; }
+job_identity test_job() { return {"10.0.0.1:4000", "s3cr3t", "00000000000000ab", -1, "10.0.0.1", "3999"}; }
 
 std::vector<rank_launch> plan(const launch_options& opts) {
   auto p = plan_placements(opts, "here");
@@ -75,6 +75,57 @@ TEST(launch_plan, local_ranks_get_variables_in_their_environment) {
   EXPECT_EQ(env["CHORUS_JOB_SECRET"], "s3cr3t");
   EXPECT_EQ(env["A"], "1");
   EXPECT_EQ(env["PATH"], "/usr/bin");
+}
+
+TEST(launch_plan, ranks_get_torch_distributeds_variables_too) {
+  auto l = plan(parse({"-np", "2", "prog"}));
+  ASSERT_EQ(l.size(), 2u);
+  auto env = as_map(l[1].env);
+  EXPECT_EQ(env["RANK"], "1");
+  EXPECT_EQ(env["WORLD_SIZE"], "2");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(env["MASTER_PORT"], "3999");
+  // -x cannot set what differs per rank; elastic ranks change rank from round to round.
+  std::vector<std::string> args = {"chorusrun", "-np", "2", "-x", "RANK=3", "prog"};
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  EXPECT_FALSE(parse_options({argv.data(), argv.size()}));
+  auto elastic = plan(parse({"-np", "2", "--min-np", "1", "prog"}));
+  ASSERT_FALSE(elastic.empty());
+  EXPECT_EQ(as_map(elastic[0].env).count("RANK"), 0u);
+}
+
+TEST(launch_plan, torchs_store_goes_beside_the_rendezvous_unless_the_environment_names_it) {
+  ::unsetenv("CHORUS_RENDEZVOUS");
+  ::unsetenv("MASTER_ADDR");
+  ::unsetenv("MASTER_PORT");
+  auto local = parse({"-np", "2", "prog"});
+  auto p = plan_placements(local, "here");
+  ASSERT_TRUE(p);
+  auto job = make_job_identity(local, *p, "here");
+  ASSERT_TRUE(job) << job.error().message();
+  EXPECT_EQ(job->master_addr, "127.0.0.1");
+  EXPECT_FALSE(job->master_port.empty());
+  EXPECT_NE(job->rendezvous, "127.0.0.1:" + job->master_port) << "torch's store and Chorus's on one port";
+  ::close(job->store_listener);
+  // A given rendezvous (per-node mode): the port below it, alike on every node.
+  auto node = parse({"--nnodes", "2", "--node-rank", "1", "--rendezvous", "10.0.0.1:29501", "-np", "1", "prog"});
+  ::setenv("CHORUS_JOB_SECRET", "abcd", 1);
+  auto njob = make_job_identity(node, *plan_placements(node, "here"), "here");
+  ASSERT_TRUE(njob) << njob.error().message();
+  EXPECT_EQ(njob->master_addr, "10.0.0.1");
+  EXPECT_EQ(njob->master_port, "29500");
+  ::setenv("MASTER_ADDR", "10.9.9.9", 1);
+  ::setenv("MASTER_PORT", "1234", 1);
+  njob = make_job_identity(node, *plan_placements(node, "here"), "here");
+  ::unsetenv("MASTER_ADDR");
+  ::unsetenv("MASTER_PORT");
+  ::unsetenv("CHORUS_JOB_SECRET");
+  ASSERT_TRUE(njob) << njob.error().message();
+  EXPECT_EQ(njob->master_addr, "10.9.9.9");
+  EXPECT_EQ(njob->master_port, "1234");
 }
 
 TEST(launch_plan, launcher_template_gets_host_and_variables_on_stdin) {
