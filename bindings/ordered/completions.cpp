@@ -7,20 +7,24 @@
 
 namespace chorus::ordered {
 
-completions::completions(std::chrono::milliseconds timeout, std::function<void(const status&)> on_timeout)
+completions::completions(std::chrono::milliseconds timeout, std::function<void(const status&)> on_timeout,
+                         std::chrono::milliseconds stall_after,
+                         std::function<void(uint64_t, const std::string&, uint64_t)> on_stall)
     : timeout_(timeout),
+      stall_after_(stall_after),
       // Deadlines are checked every tick, not each by a wake-up of its own: a wake-up per call would
       // cost the small calls a context switch each.
-      tick_(std::clamp<std::chrono::milliseconds>(timeout / 4, std::chrono::milliseconds(10),
+      tick_(std::clamp<std::chrono::milliseconds>(std::min(timeout, stall_after) / 4, std::chrono::milliseconds(10),
                                                    std::chrono::milliseconds(1000))),
       on_timeout_(std::move(on_timeout)),
+      on_stall_(std::move(on_stall)),
       thread_([this] { loop(); }) {}
 
 completions::~completions() { stop(); }
 
-void completions::begin(uint64_t seq, std::string name) {
+void completions::begin(uint64_t seq, std::string name, uint64_t spec) {
   std::lock_guard lk(mu_);
-  pending_.emplace(seq, std::make_pair(clock::now() + timeout_, std::move(name)));
+  pending_.emplace(seq, pending_call{clock::now(), std::move(name), spec});
 }
 
 void completions::end(uint64_t seq, std::function<void()> fn, bool after_earlier) {
@@ -31,7 +35,7 @@ void completions::end(uint64_t seq, std::function<void()> fn, bool after_earlier
     fn();
     return;
   }
-  if (after_earlier && !pending_.empty() && pending_.begin()->first < seq) {
+  if (after_earlier && oldest_collective() < seq) {
     deferred_.push_back({seq, std::move(fn)});
   } else {
     ready_.push_back(std::move(fn));
@@ -50,8 +54,14 @@ void completions::ended_here(uint64_t seq) {
   }
 }
 
+uint64_t completions::oldest_collective() const {
+  for (const auto& [seq, call] : pending_)
+    if (call.spec != 0) return seq;
+  return UINT64_MAX;
+}
+
 void completions::release_deferred() {
-  const uint64_t oldest = pending_.empty() ? UINT64_MAX : pending_.begin()->first;
+  const uint64_t oldest = oldest_collective();
   for (auto it = deferred_.begin(); it != deferred_.end();) {
     if (it->seq < oldest) {  // nothing before it is pending any more (and it is not itself)
       ready_.push_back(std::move(it->fn));
@@ -75,12 +85,22 @@ void completions::loop() {
     }
     if (stopping_) return;
     if (!timed_out_ && !pending_.empty()) {
-      auto oldest = std::min_element(pending_.begin(), pending_.end(), [](const auto& a, const auto& b) {
-        return a.second.first < b.second.first;
-      });
-      if (oldest->second.first <= clock::now()) {
+      // Calls begin in number order, so the lowest number is the oldest.
+      auto& [seq, oldest] = *pending_.begin();
+      const auto waited = clock::now() - oldest.since;
+      if (on_stall_ && stall_after_ < timeout_ && waited >= stall_after_ * (oldest.stall_reports + 1) &&
+          waited < timeout_) {
+        ++oldest.stall_reports;
+        const uint64_t stalled = seq, spec = oldest.spec;
+        const std::string name = oldest.name;
+        lk.unlock();
+        on_stall_(stalled, name, spec);
+        lk.lock();
+        continue;
+      }
+      if (waited >= timeout_) {
         timed_out_ = true;
-        const std::string what = oldest->second.second;
+        const std::string what = oldest.name;
         lk.unlock();
         on_timeout_(status{errc::timeout, what + " did not end within the group's timeout of " +
                                               kv::format_duration(timeout_) +

@@ -6,6 +6,7 @@
 
 #include "runtime/collectives/p2p_op.hpp"
 #include "runtime/core/log.hpp"
+#include "runtime/rendezvous/kv_client.hpp"
 #include "runtime/transport/mesh/mesh_connect.hpp"
 
 namespace chorus::ordered {
@@ -62,7 +63,9 @@ ordered_group::ordered_group(std::unique_ptr<communicator> comm, const config& c
   wire_.wire = cfg.collectives.wire;
   check_mode_ = cfg.collectives.check;
   wire_.check = check_mode_ != nan_check::off;
-  ends_ = std::make_unique<completions>(opts_.timeout, [this](const status& why) { abort(why); });
+  ends_ = std::make_unique<completions>(
+      opts_.timeout, [this](const status& why) { abort(why); }, opts_.stall_check,
+      [this](uint64_t seq, const std::string& name, uint64_t spec) { check_stall(seq, name, spec); });
   link_ = comm_->take_control_link();
   if (link_) {
     link_->start({[this](int peer, uint8_t kind, int32_t, std::vector<uint8_t> data) {
@@ -75,9 +78,17 @@ ordered_group::ordered_group(std::unique_ptr<communicator> comm, const config& c
                              "its allreduces run unchecked; use 'error' to fail them instead");
 }
 
-ordered_group::~ordered_group() {
+ordered_group::~ordered_group() { close(); }
+
+void ordered_group::close() {
   const status bye{errc::shutdown, "process group '" + opts_.name + "' was destroyed on rank " +
                                        std::to_string(rank())};
+  {
+    std::lock_guard lk(state_mu_);
+    if (closed_) return;
+    closed_ = true;
+    if (broken_.ok()) broken_ = bye;  // later calls end at once with it
+  }
   if (link_) link_->close();
   comm_->close();  // fails what the data plane holds (their ends queue on the completion thread)
   fail_p2p(bye);
@@ -96,8 +107,20 @@ std::string ordered_group::name_of(const call_info& c, uint64_t seq) const {
 }
 
 status ordered_group::named(const std::string& name, const status& st) const {
-  if (st.ok()) return st;
+  if (st.ok() || st.message().rfind(name, 0) == 0) return st;  // ok, or already named (a timeout)
+  if (st.code() == errc::protocol)  // what the data plane says when members' calls differ
+    return status{st.code(), name + ": the members' calls differ (another collective, shape, dtype, reduce op or "
+                                    "root on some rank; every member of a group must make the same calls in the same "
+                                    "order): " + st.message()};
   return status{st.code(), name + ": " + st.message()};
+}
+
+bool ordered_group::refused(uint64_t seq, const std::string& name, done_fn& done) {
+  auto st = failure();
+  if (st.ok()) return false;
+  const std::string why = st.code() == errc::shutdown ? st.message() : "the group failed before: " + st.message();
+  ends_->end(seq, [done = std::move(done), st = status{st.code(), name + ": " + why}] { done(st); });
+  return true;
 }
 
 status ordered_group::failure() const {
@@ -119,8 +142,40 @@ void ordered_group::abort(const status& why) {
 uint64_t ordered_group::begin(const call_info& c, std::string& name) {
   const uint64_t seq = ++next_call_;
   name = name_of(c, seq);
-  ends_->begin(seq, name);
+  ends_->begin(seq, name, c.spec);
   return seq;
+}
+
+void ordered_group::check_stall(uint64_t seq, const std::string& name, uint64_t spec) {
+  if (spec == 0 || !failure().ok()) return;  // point-to-point calls need no member at the same call
+  // Every member stalled at call `seq` says which call it is there; a member that made another
+  // call there waits on another path (the shared-memory mailboxes, or the I/O thread's frames)
+  // and would never see this one: that is a mismatch, named here.
+  auto& store = comm_->store();
+  const std::string key = "stall/" + std::to_string(seq) + "/";
+  if (auto st = store.publish(key + std::to_string(rank()), std::to_string(spec) + " " + name); !st.ok()) {
+    CHORUS_LOG(warn, "c10d", name << " is stalled, and publishing that failed: " << st.message());
+    return;
+  }
+  std::vector<uint32_t> behind;
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) continue;
+    auto theirs = store.get(key + std::to_string(r), std::chrono::milliseconds(20));
+    if (!theirs) {
+      behind.push_back(static_cast<uint32_t>(r));
+      continue;
+    }
+    const auto space = theirs->find(' ');
+    if (theirs->substr(0, space) == std::to_string(spec)) continue;
+    abort(status{errc::mismatch, name + " waits for a call that rank " + std::to_string(r) +
+                                     " made differently (another collective, shape, dtype, reduce op or root): " +
+                                     (space == std::string::npos ? *theirs : theirs->substr(space + 1))});
+    return;
+  }
+  if (!behind.empty())
+    CHORUS_LOG(warn, "c10d", name << " has waited " << kv::format_duration(opts_.stall_check)
+                                  << " or more for rank" << (behind.size() > 1 ? "s " : " ")
+                                  << format_rank_list(behind) << ", which have not reached it");
 }
 
 communicator::callback ordered_group::finisher(uint64_t seq, std::string name, done_fn done, bool after_earlier) {
@@ -136,6 +191,7 @@ uint64_t ordered_group::allreduce(const call_info& c, void* data, std::size_t co
   std::unique_lock lk(mu_);
   std::string name;
   const uint64_t seq = begin(c, name);
+  if (refused(seq, name, done)) return seq;
   const std::size_t bytes = count * size_of(t);
   const bool plain = wire_.wire == compression::none && !wire_.check;
   if (plain && bytes <= opts_.inline_bytes && comm_->runs_on_caller(bytes, t, op)) {
@@ -188,6 +244,7 @@ uint64_t ordered_group::broadcast(const call_info& c, void* data, std::size_t co
   std::lock_guard lk(mu_);
   std::string name;
   const uint64_t seq = begin(c, name);
+  if (refused(seq, name, done)) return seq;
   comm_->broadcast_async(data, count, t, root, finisher(seq, std::move(name), std::move(done)), c.spec);
   return seq;
 }
@@ -197,6 +254,7 @@ uint64_t ordered_group::allgather(const call_info& c, const void* in, void* out,
   std::lock_guard lk(mu_);
   std::string name;
   const uint64_t seq = begin(c, name);
+  if (refused(seq, name, done)) return seq;
   comm_->allgather_async(in, out, std::move(counts), t, finisher(seq, std::move(name), std::move(done)),
                          allreduce_algorithm::automatic, c.spec);
   return seq;
@@ -207,6 +265,7 @@ uint64_t ordered_group::reducescatter(const call_info& c, void* data, std::vecto
   std::lock_guard lk(mu_);
   std::string name;
   const uint64_t seq = begin(c, name);
+  if (refused(seq, name, done)) return seq;
   comm_->reducescatter_async(data, std::move(counts), t, op, finisher(seq, std::move(name), std::move(done)), c.spec);
   return seq;
 }
@@ -216,6 +275,7 @@ uint64_t ordered_group::alltoall(const call_info& c, const void* in, std::vector
   std::lock_guard lk(mu_);
   std::string name;
   const uint64_t seq = begin(c, name);
+  if (refused(seq, name, done)) return seq;
   comm_->alltoall_async(in, std::move(send_counts), out, std::move(recv_counts), t,
                         finisher(seq, std::move(name), std::move(done)), c.spec);
   return seq;
@@ -225,6 +285,7 @@ uint64_t ordered_group::barrier(const call_info& c, done_fn done) {
   std::lock_guard lk(mu_);
   std::string name;
   const uint64_t seq = begin(c, name);
+  if (refused(seq, name, done)) return seq;
   auto token = std::make_shared<uint8_t>(0);
   comm_->allreduce_async(token.get(), 1, dtype::u8, reduce_op::max,
                          [keep = token, fin = finisher(seq, std::move(name), std::move(done), true)](
@@ -247,7 +308,7 @@ uint64_t ordered_group::send(const call_info& c, const void* data, std::size_t b
     return fail_now(status{errc::invalid_argument, "destination rank " + std::to_string(peer) +
                                                        " is not another member of the group (size " +
                                                        std::to_string(size()) + ")"});
-  if (auto st = failure(); !st.ok()) return fail_now(st);
+  if (auto st = failure(); !st.ok()) return fail_now(status{st.code(), "the group failed before: " + st.message()});
   std::vector<uint8_t> offer;
   uint64_t transfer = 0;
   {
@@ -267,9 +328,9 @@ uint64_t ordered_group::send(const call_info& c, const void* data, std::size_t b
       s = std::move(it->second);
       sends_.erase(it);
     }
-    ends_->end(seq, [s = std::move(s), this] {
-      s.done(named(s.name, status{errc::connection_lost, "rank " + std::to_string(s.peer) + " is no longer connected"}));
-    });
+    ends_->end(seq, [done = std::move(s.done), st = named(s.name, status{errc::connection_lost,
+                                                                         "rank " + std::to_string(s.peer) +
+                                                                             " is no longer connected"})] { done(st); });
   }
   return seq;
 }
@@ -289,7 +350,9 @@ uint64_t ordered_group::recv(const call_info& c, void* data, std::size_t bytes, 
     return seq;
   }
   if (auto st = failure(); !st.ok()) {
-    ends_->end(seq, [done = std::move(done), st = named(name, st)] { done(st, -1); });
+    ends_->end(seq, [done = std::move(done), st = status{st.code(), name + ": the group failed before: " + st.message()}] {
+      done(st, -1);
+    });
     return seq;
   }
   std::optional<p2p_match> m;
@@ -314,8 +377,9 @@ void ordered_group::start_receive(const p2p_match& m, pending_recv r) {
     put<uint64_t>(msg, m.offer.sequence);
     msg.insert(msg.end(), why.begin(), why.end());
     if (link_) link_->send(source, msg_refuse, rank(), msg);
-    ends_->end(r.call, [r = std::move(r), st = named(r.name, status{errc::mismatch, why}), source] {
-      r.done(st, source);
+    const uint64_t call = r.call;
+    ends_->end(call, [done = std::move(r.done), st = named(r.name, status{errc::mismatch, why}), source] {
+      done(st, source);
     });
     return;
   }
@@ -386,7 +450,8 @@ void ordered_group::on_control(int peer, uint8_t kind, std::vector<uint8_t> data
                      finisher(s.call, s.name, std::move(s.done)));
   } else if (kind == msg_refuse) {
     std::string why(data.begin() + static_cast<std::ptrdiff_t>(at), data.end());
-    ends_->end(s.call, [s = std::move(s), st = named(s.name, status{errc::mismatch, why})] { s.done(st); });
+    const uint64_t call = s.call;
+    ends_->end(call, [done = std::move(s.done), st = named(s.name, status{errc::mismatch, why})] { done(st); });
   } else {
     hostile("unknown kind " + std::to_string(kind));
   }
@@ -421,8 +486,14 @@ void ordered_group::fail_p2p(const status& why, int only_peer) {
       recvs_.clear();
     }
   }
-  for (auto& s : sends) ends_->end(s.call, [s = std::move(s), st = named(s.name, why)] { s.done(st); });
-  for (auto& r : recvs) ends_->end(r.call, [r = std::move(r), st = named(r.name, why)] { r.done(st, -1); });
+  for (auto& s : sends) {
+    const uint64_t call = s.call;
+    ends_->end(call, [done = std::move(s.done), st = named(s.name, why)] { done(st); });
+  }
+  for (auto& r : recvs) {
+    const uint64_t call = r.call;
+    ends_->end(call, [done = std::move(r.done), st = named(r.name, why)] { done(st, -1); });
+  }
 }
 
 }  // namespace chorus::ordered

@@ -52,6 +52,10 @@ struct group_options {
   /// Allreduces up to this many bytes run on the calling thread where the caller's shared-memory
   /// path takes them (every member on one host).
   std::size_t inline_bytes = 64u << 10;
+  /// A call pending this long makes the members compare, through the store, which call each is
+  /// at (check_stall): a mismatch that left members waiting on different paths fails then,
+  /// naming both calls, instead of at the timeout; members that are only late are logged.
+  std::chrono::milliseconds stall_check{2000};
 };
 
 class ordered_group {
@@ -65,8 +69,11 @@ class ordered_group {
   /// connected or the connect timeout passed.
   static result<std::unique_ptr<ordered_group>> create(std::unique_ptr<rendezvous> rdv, const process_env& env,
                                                        const config& cfg, group_options opts);
-  /// Ends every pending call (errc::shutdown), says goodbye to the members, joins the threads.
+  /// close().
   ~ordered_group();
+  /// Ends every pending call (errc::shutdown), says goodbye to the members, joins the threads;
+  /// later calls end at once with the same error. Idempotent.
+  void close();
   ordered_group(const ordered_group&) = delete;
   ordered_group& operator=(const ordered_group&) = delete;
 
@@ -86,7 +93,8 @@ class ordered_group {
                          done_fn done);
   uint64_t alltoall(const call_info& c, const void* in, std::vector<std::size_t> send_counts, void* out,
                     std::vector<std::size_t> recv_counts, dtype t, done_fn done);
-  /// Ends once every member reached it and every earlier call of this member ended.
+  /// Ends once every member reached it and every earlier collective call of this member ended
+  /// (not point-to-point ones, as Gloo).
   uint64_t barrier(const call_info& c, done_fn done);
   /// `bytes` of `data` to member `peer`, matched there by `tag`.
   uint64_t send(const call_info& c, const void* data, std::size_t bytes, int peer, int tag, done_fn done);
@@ -122,8 +130,12 @@ class ordered_group {
   status named(const std::string& name, const status& st) const;
   /// Numbers the call and registers it as pending: under mu_.
   uint64_t begin(const call_info& c, std::string& name);
+  /// A broken group ends call `seq` at once with its failure (true), else false.
+  bool refused(uint64_t seq, const std::string& name, done_fn& done);
   /// The data plane's callback for call `seq`: hands the end to the completion thread.
   communicator::callback finisher(uint64_t seq, std::string name, done_fn done, bool after_earlier = false);
+  /// The completion thread's report of call `seq` pending for another stall_check.
+  void check_stall(uint64_t seq, const std::string& name, uint64_t spec);
   void on_control(int peer, uint8_t kind, std::vector<uint8_t> data);
   void on_closed(int peer, const status& why, bool clean);
   /// Starts the matched receive (or refuses it).
@@ -140,6 +152,7 @@ class ordered_group {
   uint64_t next_lane_ = 0;
   mutable std::mutex state_mu_;
   status broken_;
+  bool closed_ = false;
   std::mutex p2p_mu_;
   p2p_matcher matcher_;
   std::map<uint64_t, pending_send> sends_;  // by transfer sequence: offered, not yet told "ready"

@@ -9,7 +9,11 @@ built through the store torch hands it (no port of Chorus's own): multi-stream T
 between the ranks of a host, the hierarchical algorithms across hosts. torch.distributed already
 issues a group's collectives in the same order on every member, so they run without Chorus's
 negotiation; a member whose call differs (another shape, dtype or collective) fails the group
-with an error naming the call and the ranks. CPU tensors only. See docs/python.md."""
+with an error naming the call and the ranks. CPU tensors only. See docs/python.md.
+
+torch 1.13 tells a backend nothing when a group is destroyed, so this module wraps
+torch.distributed.destroy_process_group: a Chorus group it destroys ends its pending work and
+closes its connections at once, and its later calls raise."""
 
 import datetime
 
@@ -32,9 +36,30 @@ def _create_process_group(backend_options, pg_options):
                                       backend_options.group_size, seconds, str(backend_options.group_id), ranks)
 
 
+def _wrap_destroy(torch_destroy):
+    def destroy_process_group(group=None):
+        c10d = _dist.distributed_c10d
+        if group is None or group == c10d.GroupMember.WORLD:
+            doomed = list(c10d._pg_map.keys())
+        elif group == c10d.GroupMember.NON_GROUP_MEMBER:
+            doomed = []
+        else:
+            doomed = [group]
+        torch_destroy(group)
+        for pg in doomed:
+            _lib._shut_down_process_group(pg)
+    destroy_process_group.__doc__ = torch_destroy.__doc__
+    destroy_process_group._chorus_wraps = torch_destroy
+    return destroy_process_group
+
+
 def _register():
     if BACKEND.upper() not in _dist.Backend._plugins:
         _dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True)
+    if not hasattr(_dist.distributed_c10d.destroy_process_group, "_chorus_wraps"):
+        wrapped = _wrap_destroy(_dist.distributed_c10d.destroy_process_group)
+        _dist.distributed_c10d.destroy_process_group = wrapped
+        _dist.destroy_process_group = wrapped
 
 
 _register()

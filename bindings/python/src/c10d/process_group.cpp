@@ -45,6 +45,8 @@ process_group_chorus::process_group_chorus(const c10::intrusive_ptr<::c10d::Stor
                                            std::vector<int> global_ranks)
     : ::c10d::ProcessGroup(rank, size), calls_(join(store, rank, size, timeout, name, std::move(global_ranks))) {}
 
+void process_group_chorus::shut_down() { calls_->group().close(); }
+
 process_group_chorus::~process_group_chorus() {
   // Python may drop the group holding the GIL, while the completion thread runs a future's
   // callback that needs it: let go of it while the group's threads end.

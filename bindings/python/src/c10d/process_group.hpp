@@ -74,6 +74,9 @@ class process_group_chorus final : public ::c10d::ProcessGroup {
 
   /// The data plane under this group (tests, metrics).
   c10d_calls& calls() { return *calls_; }
+  /// torch.distributed.destroy_process_group: ends what is pending and closes the connections
+  /// now, whoever still holds the group; its later calls raise. Idempotent.
+  void shut_down();
 
  private:
   std::unique_ptr<c10d_calls> calls_;

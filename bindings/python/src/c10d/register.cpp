@@ -22,6 +22,15 @@ void register_c10d(py::module_& m) {
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("name"),
       py::arg("global_ranks"), py::call_guard<py::gil_scoped_release>(),
       "A Chorus process group for torch.distributed (blocks until every member joined).");
+  m.def(
+      "_shut_down_process_group",
+      [](const c10::intrusive_ptr<::c10d::ProcessGroup>& pg) {
+        auto* mine = dynamic_cast<process_group_chorus*>(pg.get());
+        if (mine) mine->shut_down();
+        return mine != nullptr;
+      },
+      py::arg("group"), py::call_guard<py::gil_scoped_release>(),
+      "Closes a Chorus process group now (torch.distributed.destroy_process_group); False for another backend's.");
 }
 
 }  // namespace chorus::python

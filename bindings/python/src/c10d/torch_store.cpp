@@ -1,6 +1,8 @@
 // The store's calls, its exceptions turned into statuses.
 #include "c10d/torch_store.hpp"
 
+#include <thread>
+
 namespace chorus::python {
 
 status torch_store::failed(const std::string& doing, const std::exception& e) const {
@@ -19,14 +21,21 @@ status torch_store::set(const std::string& key, const std::string& value) {
 }
 
 result<std::string> torch_store::get(const std::string& key, std::chrono::milliseconds timeout) {
-  try {
-    store_->wait({key}, std::max(timeout, std::chrono::milliseconds(1)));
-  } catch (const std::exception& e) {
-    // A wait that ran out and a store that broke throw alike: a store that still answers and
-    // lacks the key timed out.
+  // Polled with check(), never with the store's own wait(timeout): a TCPStore wait that runs out
+  // leaves its reply on the connection, which every later call (torch's own, on every group that
+  // shares the store) would then misread.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
     auto there = check(key);
-    if (there && !*there) return status{errc::timeout, describe() + ": no '" + key + "' in time"};
-    return failed("wait('" + key + "')", e);
+    if (!there) return there.error();
+    if (*there) break;
+    if (std::chrono::steady_clock::now() >= deadline)
+      return status{errc::timeout, describe() + ": no '" + key + "' in time"};
+    std::this_thread::sleep_for(std::min(pause, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                    deadline - std::chrono::steady_clock::now() +
+                                                    std::chrono::milliseconds(1))));
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
   }
   try {
     auto v = store_->get(key);
