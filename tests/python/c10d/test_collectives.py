@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from conftest import ALL_DTYPES, COMPLEX_DTYPES, rank, reduced, same, size, value
+from c10d_values import ALL_DTYPES, COMPLEX_DTYPES, rank, reduced, same, size, value
 
 OPS = [dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX,
        dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR]

@@ -11,7 +11,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from conftest import rank, size
+from c10d_values import rank, size
 
 torch.use_deterministic_algorithms(True)
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from conftest import rank, size
+from c10d_values import rank, size
 
 
 def fresh_group():

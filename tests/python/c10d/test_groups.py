@@ -4,7 +4,7 @@ itself), single-member groups, new_subgroups, and a gloo group beside them in th
 import torch
 import torch.distributed as dist
 
-from conftest import rank, reduced, size, value
+from c10d_values import rank, reduced, size, value
 
 
 def members_sum(ranks, shape, seed):

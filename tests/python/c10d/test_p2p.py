@@ -4,7 +4,7 @@ transfers in both directions at once."""
 import torch
 import torch.distributed as dist
 
-from conftest import rank, size, value
+from c10d_values import rank, size, value
 
 
 def test_send_recv_around_the_ring_with_async_forms():
