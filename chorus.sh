@@ -21,6 +21,17 @@
 #                               RESULT chorus_hosts / gloo_hosts lines (--op allgather:
 #                               chorus_{hier_,flat_,}allgather_hosts), and RESULT link_hosts H
 #                               <flow_GBps> <link_GBps> computed from the shaping
+#   ./chorus.sh bench-c10d [-np N | --emulated-hosts H [--ranks-per-host L] [--link R] [--flow R]]
+#                     [--sizes 4K,64M] [--rounds R]
+#                               torch.distributed's all_reduce on the "chorus" backend against Gloo
+#                               and against Chorus's data plane from C++ (bench/c10d/bench_c10d.py):
+#                               RESULT c10d_allreduce <impl> <N> <bytes> <median_us> <busbw_GBps>
+#   ./chorus.sh bench-train [--emulated-hosts H [--ranks-per-host L] [--link R --flow R] [--slow R]
+#                     [--slow-fraction F] [--port-bits B]] [--model M] [--batch B]
+#                     [--impls chorus,ddp_chorus,ddp_gloo,solo] [--steps S] [--repeat K]
+#                               training: chorus.torch, DDP over "chorus", DDP over Gloo and every rank
+#                               alone (bench/train/bench_train.py; torchvision models by name):
+#                               RESULT train_hosts <impl> <N> <model> <samples_per_s_total> <scaling>
 #   ./chorus.sh bench-autotune [-np N | --emulated-hosts H [--ranks-per-host L] [--link R] [--flow R]
 #                     [--slow-fraction F]] [--log FILE] [--plot PNG] [autotune options]
 #                               chorus-bench autotune (bench/hosts/bench_autotune.sh): the autotuner
@@ -137,6 +148,16 @@ case "$cmd" in
     if [ "${1:-}" = "-np" ]; then np="$2"; shift 2; fi
     exec "$build_dir/bindings/cli/chorusrun" -np "$np" --timeout 1200 -- "$build_dir/bench/chorus-bench" allreduce "$@"
     ;;
+  bench-c10d)
+    build
+    exec bash "$root/bench/c10d/bench_c10d.sh" "$build_dir" "$@"
+    ;;
+  bench-train)
+    build
+    chorus_install_deps python3-torchvision
+    PYTHONPATH="$build_dir/bindings/python${PYTHONPATH:+:$PYTHONPATH}" exec /usr/bin/python3 \
+      "$root/bench/train/bench_train.py" --chorusrun "$build_dir/bindings/cli/chorusrun" "$@"
+    ;;
   bench-autotune)
     build
     chorus_install_deps python3-matplotlib   # --plot
@@ -160,7 +181,8 @@ case "$cmd" in
   *)
     echo "usage: ./chorus.sh demo | test [--sanitize address|undefined|thread|address,undefined [--subset]] [ctest args]" >&2
     echo "       | fuzz [SECONDS | --runs N] [TARGET...]" >&2
-    echo "       | fuzz --seeds | bench [-np N] [options] | bench --emulated-hosts H [...] | bench-autotune [...] | soak [--ops N] | build" >&2
+    echo "       | fuzz --seeds | bench [-np N] [options] | bench --emulated-hosts H [...] | bench-c10d [...]" >&2
+    echo "       | bench-train [...] | bench-autotune [...] | soak [--ops N] | build" >&2
     exit 2
     ;;
 esac

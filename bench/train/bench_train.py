@@ -1,12 +1,21 @@
-"""Training throughput of chorus.torch against torch DDP (gloo), in one run, on CPU.
+"""Training throughput of chorus.torch and of DDP over Chorus against DDP over Gloo, in one run, on
+CPU, on one host or across emulated hosts (./chorus.sh bench-train):
 
     PYTHONPATH=build/bindings/python /usr/bin/python3 bench/train/bench_train.py \
         --chorusrun build/bindings/cli/chorusrun [--ranks 1,2] [--models mlp,cnn] [--steps 20] \
-        [--repeat 3] [--impls chorus,ddp,solo]
+        [--repeat 3] [--impls chorus,ddp_chorus,ddp_gloo,solo] [--batch 64] \
+        [--emulated-hosts H [--ranks-per-host L] [--link R --flow R] [--slow R] [--slow-fraction F]]
 
-For each model, implementation and N it starts N worker processes on 127.0.0.1 (chorus.torch
-under chorusrun; DDP with its own rendezvous), one thread per rank, batch 64 per rank, 3
-warm-up steps then the timed steps. The host is shared and noisy, so every configuration runs
+Implementations: chorus (chorus.torch's DistributedOptimizer), ddp_chorus (DistributedDataParallel
+over torch.distributed's "chorus" backend), ddp_gloo (the same over Gloo; `ddp` is its old name)
+and solo (every rank trains alone at the same time: the compute-only rate). Models: mlp and cnn
+below, or any torchvision model by name (alexnet, resnet18, resnet50, vgg11, ...) on synthetic
+ImageNet-sized batches (3x224x224, 1000 classes).
+
+For each model, implementation and N it starts N worker processes under chorusrun (local ranks,
+or with --emulated-hosts H, N = H x L ranks across H emulated hosts of bench/hosts/hosts.sh, every
+implementation on the same shaped network, brought up once), one thread per rank, --batch per
+rank, --warmup steps then the timed steps. The host is shared and noisy, so every configuration runs
 --repeat times, interleaved (the order of the implementations alternates from one repetition
 to the next), and the median is printed:
 
@@ -21,21 +30,29 @@ no communication at all: the ceiling that co-running N trainers on this host all
 lines give chorus/ddp and the scaling efficiency (N=2 ÷ twice N=1) of each implementation, from
 the medians and paired (the median of the ratios within each repetition).
 Models: an MLP of about 6.3 M parameters (25 MB of float32 gradients: communication-heavy) and
-a small ResNet-like CNN of about 0.3 M parameters (compute-heavy)."""
+a small ResNet-like CNN of about 0.3 M parameters (compute-heavy).
+When solo is in the run, each implementation's rate against solo's of the same N also comes as
+
+    RESULT train_hosts <impl> <N> <model> <samples_per_s_total> <scaling>
+
+(scaling: the median rate ÷ solo's median rate; solo's own line reads 1)."""
 
 import argparse
 import os
-import socket
 import subprocess
+import socket
 import statistics
 import sys
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+HOSTS_SH = os.path.join(HERE, "..", "hosts", "hosts.sh")
+IMPL_NAMES = {"ddp": "ddp_gloo"}  # the old name of DDP over Gloo
 
 
 def free_port():
+    """A port free on 127.0.0.1 now (bench_paired.py's Gloo store)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -46,6 +63,9 @@ def free_port():
 def make_model(name):
     import torch.nn as nn
 
+    if name not in ("mlp", "cnn"):
+        import torchvision
+        return getattr(torchvision.models, name)(num_classes=1000)
     if name == "mlp":
         # 1024*2048 + 2048*2048 + 2048*10 weights (+ biases): 6.31 M parameters.
         return nn.Sequential(nn.Linear(1024, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
@@ -75,6 +95,8 @@ def make_model(name):
 def make_batch(name, batch):
     import torch
     g = torch.Generator().manual_seed(0)
+    if name not in ("mlp", "cnn"):  # torchvision: ImageNet-sized
+        return torch.randn(batch, 3, 224, 224, generator=g), torch.randint(0, 1000, (batch,), generator=g)
     x = torch.randn(batch, 1024, generator=g) if name == "mlp" else torch.randn(batch, 3, 32, 32, generator=g)
     return x, torch.randint(0, 10, (batch,), generator=g)
 
@@ -126,10 +148,11 @@ def worker(args):
 
         def slowest(seconds):
             return hvd.allreduce(torch.tensor([seconds], dtype=torch.float64), op=hvd.Max, name="time").item()
-    else:
+    else:  # ddp_gloo, ddp_chorus
         import torch.distributed as dist
+        import chorus.torch.distributed  # noqa: F401  (registers "chorus")
         rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        dist.init_process_group("gloo", rank=rank, world_size=n)
+        dist.init_process_group("gloo" if args.impl == "ddp_gloo" else "chorus", rank=rank, world_size=n)
         net = torch.nn.parallel.DistributedDataParallel(model) if n > 1 else model
 
         def barrier():
@@ -165,7 +188,7 @@ def worker(args):
                                                params, bg_ms), flush=True)
     if args.impl == "chorus":
         hvd.shutdown()
-    elif args.impl == "ddp":
+    elif args.impl.startswith("ddp"):
         # torch 1.13's teardown of DDP + the Gloo process group can deadlock (~ProcessGroupGloo
         # joins a Gloo thread that waits for the GIL the joining thread holds): after a barrier,
         # leave without it.
@@ -179,16 +202,16 @@ def worker(args):
 
 def run_job(args, model, impl, n):
     """Runs one job; returns (samples/s of the job, parameters, background CPU ms per step)."""
-    me = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--impl", impl,
+    me = [sys.executable, os.path.abspath(__file__), "--worker", "--worker-model", model, "--impl", impl,
           "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup)]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CHORUS_METRICS_PORT="0")
-    if impl == "chorus":
-        procs = [subprocess.Popen([args.chorusrun, "-np", str(n), "--no-prefix", "--timeout", str(args.timeout),
-                                   "--"] + me, env=env, stdout=subprocess.PIPE, text=True)]
-    else:
-        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(n))
-        procs = [subprocess.Popen(me, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
-                                  text=True) for r in range(n)]
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)  # chorusrun sets them for every implementation
+    launch = [args.chorusrun, "-np", str(n), "--no-prefix", "--timeout", str(args.timeout)]
+    if os.environ.get("CHORUS_HOSTS_ADDRS"):  # inside hosts.sh run: every rank on its emulated host
+        hosts = ",".join("%s:%d" % (a, args.ranks_per_host) for a in os.environ["CHORUS_HOSTS_ADDRS"].split(","))
+        launch += ["-H", hosts, "--launcher", HOSTS_SH + " exec {host}", "-x", "GLOO_SOCKET_IFNAME=eth0"]
+    procs = [subprocess.Popen(launch + ["--"] + me, env=env, stdout=subprocess.PIPE, text=True)]
     out = wait_all(procs, args.timeout + 30)
     results = [line.split() for line in out.splitlines() if line.startswith("WORKER ")]
     if impl == "solo" and len(results) == n:  # independent trainers: the job's rate is their sum
@@ -218,11 +241,19 @@ def wait_all(procs, timeout):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--model", default="mlp")
+    p.add_argument("--worker-model", dest="model", default="mlp", help=argparse.SUPPRESS)
     p.add_argument("--impl", default="chorus")
     p.add_argument("--models", default="mlp,cnn")
-    p.add_argument("--impls", default="chorus,ddp", help="any of chorus, ddp, solo")
-    p.add_argument("--ranks", default="1,2")
+    p.add_argument("--impls", default="chorus,ddp_gloo", help="any of chorus, ddp_chorus, ddp_gloo (ddp), solo")
+    p.add_argument("--model", dest="models", help="one model (the same as --models M)")
+    p.add_argument("--ranks", default=None, help="rank counts to run (default 1,2; with --emulated-hosts: H x L)")
+    p.add_argument("--emulated-hosts", type=int, default=0, help="H emulated hosts (bench/hosts/hosts.sh; root)")
+    p.add_argument("--ranks-per-host", type=int, default=1)
+    p.add_argument("--link", help="each host's link rate (tc units), as hosts.sh")
+    p.add_argument("--flow", help="each connection's cap, as hosts.sh")
+    p.add_argument("--slow", help="the slow connections' cap, as hosts.sh")
+    p.add_argument("--slow-fraction", help="the share of slow connections, as hosts.sh")
+    p.add_argument("--port-bits", help="connection classes 2^B, as hosts.sh")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
@@ -232,15 +263,20 @@ def main():
     args = p.parse_args()
     if args.worker:
         return worker(args)
-    impls = args.impls.split(",")
-    ranks = [int(r) for r in args.ranks.split(",")]
+    if args.emulated_hosts and not os.environ.get("CHORUS_HOSTS_ADDRS"):
+        return on_emulated_hosts(args)
+    impls = [IMPL_NAMES.get(i, i) for i in args.impls.split(",")]
+    if args.ranks:
+        ranks = [int(r) for r in args.ranks.split(",")]
+    else:
+        ranks = [args.emulated_hosts * args.ranks_per_host] if args.emulated_hosts else [1, 2]
     for model in args.models.split(","):
         runs, params = {}, 0
         for rep in range(args.repeat):
             order = impls if rep % 2 == 0 else impls[::-1]
             for n in ranks:
                 for impl in order:
-                    if impl == "solo" and n == 1 and "ddp" in impls:
+                    if impl == "solo" and n == 1 and "ddp_gloo" in impls:
                         continue  # the same as DDP at N=1 (a plain model, no communication)
                     sps, params, bg = run_job(args, model, impl, n)
                     runs.setdefault((impl, n), []).append((sps, bg))
@@ -270,12 +306,32 @@ def main():
                          "/".join("%.3f" % x for x in r)), file=sys.stderr)
 
         for n in ranks:
-            show("N=%d chorus/ddp" % n, ("chorus", n), ("ddp", n))
+            show("N=%d chorus/ddp_gloo" % n, ("chorus", n), ("ddp_gloo", n))
+            show("N=%d ddp_chorus/ddp_gloo" % n, ("ddp_chorus", n), ("ddp_gloo", n))
+            for impl in impls:
+                if ("solo", n) in med and (impl, n) in med:
+                    print("RESULT train_hosts %s %d %s %.2f %.3f" % (impl, n, model, med[(impl, n)],
+                                                                    med[(impl, n)] / med[("solo", n)]), flush=True)
+                    show("%s N=%d scaling (÷ solo)" % (impl, n), (impl, n), ("solo", n))
         for impl in impls:
+            base = (impl if impl != "solo" else "ddp_gloo", 1)  # solo's N=1 is DDP's (a plain model)
             for n in ranks:
-                if n > 1:  # solo's N=1 is DDP's (a plain model either way)
-                    show("%s N=%d scaling efficiency" % (impl, n), (impl, n), (impl if impl != "solo" else "ddp", 1), n)
+                if n > 1 and base in med and (impl, n) in med:
+                    show("%s N=%d scaling efficiency" % (impl, n), (impl, n), base, n)
     return 0
+
+
+def on_emulated_hosts(args):
+    """Brings the emulated hosts up once (hosts.sh run: removed on exit), and runs this benchmark
+    inside them."""
+    shaping = []
+    for flag in ("link", "flow", "slow", "slow_fraction", "port_bits"):
+        value = getattr(args, flag)
+        if value:
+            shaping += ["--" + flag.replace("_", "-"), value]
+    inner = [a for a in sys.argv[1:]]
+    return subprocess.call([HOSTS_SH, "run", str(args.emulated_hosts)] + shaping +
+                           ["--", sys.executable, os.path.abspath(__file__)] + inner)
 
 
 if __name__ == "__main__":

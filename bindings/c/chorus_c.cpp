@@ -96,8 +96,8 @@ std::optional<chorus::tensor_spec> spec_of(const char* fn, chorus::collective_ki
   if (dtype < 0 || dtype >= chorus::dtype_count)
     return reject("dtype " + std::to_string(dtype) + " is not a chorus_dtype (0-" +
                   std::to_string(chorus::dtype_count - 1) + ")");
-  if (reduces && (op < 0 || op >= chorus::reduce_op_count))
-    return reject("op " + std::to_string(op) + " is not a chorus_op (0-" + std::to_string(chorus::reduce_op_count - 1) +
+  if (reduces && (op < 0 || op >= chorus::arithmetic_reduce_op_count))
+    return reject("op " + std::to_string(op) + " is not a chorus_op (0-" + std::to_string(chorus::arithmetic_reduce_op_count - 1) +
                   ")");
   spec.type = static_cast<chorus::dtype>(dtype);
   spec.shape.assign(shape, shape + ndim);

@@ -54,7 +54,7 @@ status check_operation(const tensor_spec& s, const void* data) {
     return reject(s, "dtype " + std::to_string(static_cast<int>(s.type)) +
                          " is not one of f16, bf16, f32, f64, i32, i64, u8, i8, i16, bool");
   const bool reduces = s.kind == collective_kind::allreduce || s.kind == collective_kind::reducescatter;
-  if (reduces && (static_cast<int>(s.op) >= reduce_op_count || is_bitwise(s.op)))
+  if (reduces && static_cast<int>(s.op) >= arithmetic_reduce_op_count)
     return reject(
         s, "reduce op " + std::to_string(static_cast<int>(s.op)) + " is not one of sum, average, min, max, product");
   if (reduces && s.type == dtype::boolean && s.op == reduce_op::average)

@@ -18,6 +18,8 @@ inline constexpr int dtype_count = 10;
 /// to integer and boolean types only; a float with one of them is refused where it is submitted.
 enum class reduce_op : uint8_t { sum = 0, average = 1, min = 2, max = 3, product = 4, band = 5, bor = 6, bxor = 7 };
 inline constexpr int reduce_op_count = 8;
+/// The ops before the bitwise ones (sum .. product): the ones the Horovod-style APIs take.
+inline constexpr int arithmetic_reduce_op_count = 5;
 
 /// Whether `op` is one of the bitwise ops (band, bor, bxor).
 constexpr bool is_bitwise(reduce_op op) { return op == reduce_op::band || op == reduce_op::bor || op == reduce_op::bxor; }

@@ -56,7 +56,7 @@ std::vector<fusion_item> random_batch(std::mt19937_64& rng, std::size_t threshol
               : k < 96 ? fusable_kind::reducescatter
                        : fusable_kind::alltoall;
     it.type = static_cast<dtype>(small(rng) == 0 ? pick(rng) % dtype_count : 2);
-    it.op = static_cast<reduce_op>(small(rng) == 0 ? pick(rng) % reduce_op_count : 0);
+    it.op = static_cast<reduce_op>(small(rng) == 0 ? pick(rng) % arithmetic_reduce_op_count : 0);
     it.root = small(rng);
     it.device = small(rng) == 0 ? 1 : -1;
     it.process_set = small(rng) == 0 ? 1 : 0;

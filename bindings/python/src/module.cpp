@@ -61,7 +61,7 @@ bool wait(torch_op& op, std::optional<double> timeout_s) {
 namespace chorus::python {
 
 reduce_op to_reduce_op(int op) {
-  if (op < 0 || op > static_cast<int>(reduce_op::product))  // Horovod's ops (the bitwise ones are torch.distributed's)
+  if (op < 0 || op >= arithmetic_reduce_op_count)  // Horovod's ops (the bitwise ones are torch.distributed's)
     raise_argument("reduce op " + std::to_string(op) + " is not one of sum (0), average (1), min (2), max (3), "
                    "product (4)");
   return static_cast<reduce_op>(op);

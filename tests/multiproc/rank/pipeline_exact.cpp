@@ -73,7 +73,7 @@ std::vector<test_tensor> make_tensors(uint64_t seed, int size, int count) {
       int64_t a = 1 + static_cast<int64_t>(g() % 8);
       t.shape = {a, std::max<int64_t>(1, n / a)};
     }
-    t.op = static_cast<reduce_op>(g() % reduce_op_count);
+    t.op = static_cast<reduce_op>(g() % arithmetic_reduce_op_count);
     if (t.kind == collective_kind::broadcast) t.root = static_cast<int>(g() % static_cast<uint64_t>(size));
     t.name = "t" + std::to_string(i) + "." + std::string(name_of(t.kind)) + "." + std::string(name_of(t.type));
     out.push_back(std::move(t));
