@@ -7,7 +7,8 @@
 
 namespace chorus::ordered {
 
-completions::completions(std::chrono::milliseconds timeout, std::function<void(const status&)> on_timeout,
+completions::completions(std::chrono::milliseconds timeout, std::function<std::string(uint64_t)> name,
+                         std::function<void(const status&)> on_timeout,
                          std::chrono::milliseconds stall_after,
                          std::function<void(uint64_t, const std::string&, uint64_t)> on_stall)
     : timeout_(timeout),
@@ -16,15 +17,16 @@ completions::completions(std::chrono::milliseconds timeout, std::function<void(c
       // cost the small calls a context switch each.
       tick_(std::clamp<std::chrono::milliseconds>(std::min(timeout, stall_after) / 4, std::chrono::milliseconds(10),
                                                    std::chrono::milliseconds(1000))),
+      name_(std::move(name)),
       on_timeout_(std::move(on_timeout)),
       on_stall_(std::move(on_stall)),
       thread_([this] { loop(); }) {}
 
 completions::~completions() { stop(); }
 
-void completions::begin(uint64_t seq, std::string name, uint64_t spec) {
+void completions::begin(uint64_t seq, uint64_t spec) {
   std::lock_guard lk(mu_);
-  pending_.emplace(seq, pending_call{clock::now(), std::move(name), spec});
+  pending_.emplace(seq, pending_call{clock::now(), spec});
 }
 
 void completions::end(uint64_t seq, std::function<void()> fn, bool after_earlier) {
@@ -92,16 +94,17 @@ void completions::loop() {
           waited < timeout_) {
         ++oldest.stall_reports;
         const uint64_t stalled = seq, spec = oldest.spec;
-        const std::string name = oldest.name;
         lk.unlock();
+        const std::string name = name_(stalled);
         on_stall_(stalled, name, spec);
         lk.lock();
         continue;
       }
       if (waited >= timeout_) {
         timed_out_ = true;
-        const std::string what = oldest.name;
+        const uint64_t late = seq;
         lk.unlock();
+        const std::string what = name_(late);
         on_timeout_(status{errc::timeout, what + " did not end within the group's timeout of " +
                                               kv::format_duration(timeout_) +
                                               " (init_process_group's timeout); the group is aborted"});

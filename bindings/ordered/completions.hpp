@@ -27,9 +27,11 @@ class completions {
  public:
   using clock = std::chrono::steady_clock;
   /// `on_timeout` runs on this thread, once, for the first call pending past `timeout`, with a
-  /// status naming it (errc::timeout). `on_stall(seq, name, spec)` runs on this thread for the
-  /// oldest pending call each time it has been pending another `stall_after`.
-  completions(std::chrono::milliseconds timeout, std::function<void(const status&)> on_timeout,
+  /// status naming it (errc::timeout; `name(seq)` gives the text). `on_stall(seq, name, spec)` runs
+  /// on this thread for the oldest pending call each time it has been pending another
+  /// `stall_after`.
+  completions(std::chrono::milliseconds timeout, std::function<std::string(uint64_t seq)> name,
+              std::function<void(const status&)> on_timeout,
               std::chrono::milliseconds stall_after = std::chrono::milliseconds::max(),
               std::function<void(uint64_t seq, const std::string& name, uint64_t spec)> on_stall = {});
   /// stop().
@@ -37,9 +39,9 @@ class completions {
   completions(const completions&) = delete;
   completions& operator=(const completions&) = delete;
 
-  /// Call `seq` (numbers grow in call order) is pending; `name` names it in a timeout, `spec`
-  /// (the call's digest) goes to on_stall.
-  void begin(uint64_t seq, std::string name, uint64_t spec = 0);
+  /// Call `seq` (numbers grow in call order) is pending; `spec` (the call's digest; 0 for
+  /// point-to-point calls) goes to on_stall.
+  void begin(uint64_t seq, uint64_t spec = 0);
   /// Call `seq` ended: `fn` runs on this thread (after every collective call before `seq`
   /// ended, when `after_earlier`: calls begun with a spec; point-to-point ones have none), and
   /// the call is no longer pending.
@@ -63,11 +65,11 @@ class completions {
 
   struct pending_call {
     clock::time_point since;
-    std::string name;
     uint64_t spec = 0;
     int stall_reports = 0;
   };
   std::chrono::milliseconds timeout_, stall_after_, tick_;
+  std::function<std::string(uint64_t)> name_;
   std::function<void(const status&)> on_timeout_;
   std::function<void(uint64_t, const std::string&, uint64_t)> on_stall_;
   std::mutex mu_;

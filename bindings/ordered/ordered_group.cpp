@@ -34,10 +34,11 @@ bool take(const std::vector<uint8_t>& in, std::size_t& at, T& v) {
 
 }  // namespace
 
-uint64_t spec_digest(std::initializer_list<uint64_t> parts, const std::vector<int64_t>& more) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](uint64_t p) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((p >> (8 * i)) & 0xff)) * 1099511628211ull;
+uint64_t spec_digest(std::initializer_list<uint64_t> parts, std::span<const int64_t> more) {
+  uint64_t h = 0x243f6a8885a308d3ull;
+  auto mix = [&](uint64_t p) {  // a word at a time (calls are on the hot path): multiply, fold
+    h = (h ^ p) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
   };
   for (auto p : parts) mix(p);
   mix(more.size());
@@ -64,8 +65,8 @@ ordered_group::ordered_group(std::unique_ptr<communicator> comm, const config& c
   check_mode_ = cfg.collectives.check;
   wire_.check = check_mode_ != nan_check::off;
   ends_ = std::make_unique<completions>(
-      opts_.timeout, [this](const status& why) { abort(why); }, opts_.stall_check,
-      [this](uint64_t seq, const std::string& name, uint64_t spec) { check_stall(seq, name, spec); });
+      opts_.timeout, [this](uint64_t seq) { return name_of(seq); }, [this](const status& why) { abort(why); },
+      opts_.stall_check, [this](uint64_t seq, const std::string& name, uint64_t spec) { check_stall(seq, name, spec); });
   link_ = comm_->take_control_link();
   if (link_) {
     link_->start({[this](int peer, uint8_t kind, int32_t, std::vector<uint8_t> data) {
@@ -115,11 +116,11 @@ status ordered_group::named(const std::string& name, const status& st) const {
   return status{st.code(), name + ": " + st.message()};
 }
 
-bool ordered_group::refused(uint64_t seq, const std::string& name, done_fn& done) {
+bool ordered_group::refused(uint64_t seq, const call_name& name, done_fn& done) {
   auto st = failure();
   if (st.ok()) return false;
   const std::string why = st.code() == errc::shutdown ? st.message() : "the group failed before: " + st.message();
-  ends_->end(seq, [done = std::move(done), st = status{st.code(), name + ": " + why}] { done(st); });
+  ends_->end(seq, [done = std::move(done), st = status{st.code(), name.str() + ": " + why}] { done(st); });
   return true;
 }
 
@@ -139,10 +140,35 @@ void ordered_group::abort(const status& why) {
   fail_p2p(why);
 }
 
-uint64_t ordered_group::begin(const call_info& c, std::string& name) {
+uint64_t ordered_group::begin(const call_info& c, call_name& name) {
   const uint64_t seq = ++next_call_;
-  name = name_of(c, seq);
-  ends_->begin(seq, name, c.spec);
+  name = call_name{this, seq};
+  {
+    std::lock_guard lk(recent_mu_);
+    auto& slot = recent_[seq % recent_calls];
+    slot.seq = seq;
+    slot.call = c;
+  }
+  ends_->begin(seq, c.spec);
+  return seq;
+}
+
+std::string ordered_group::name_of(uint64_t seq) const {
+  call_info c;
+  {
+    std::lock_guard lk(recent_mu_);
+    const auto& slot = recent_[seq % recent_calls];
+    if (slot.seq == seq) c = slot.call;
+  }
+  if (c.kind.empty()) c.kind = "call";
+  return name_of(c, seq);
+}
+
+template <class Lock>
+uint64_t ordered_group::alone(uint64_t seq, Lock& lk, done_fn& done) {
+  lk.unlock();
+  ends_->ended_here(seq);
+  done(status{});
   return seq;
 }
 
@@ -178,7 +204,7 @@ void ordered_group::check_stall(uint64_t seq, const std::string& name, uint64_t 
                                   << format_rank_list(behind) << ", which have not reached it");
 }
 
-communicator::callback ordered_group::finisher(uint64_t seq, std::string name, done_fn done, bool after_earlier) {
+communicator::callback ordered_group::finisher(uint64_t seq, call_name name, done_fn done, bool after_earlier) {
   return [this, seq, name = std::move(name), done = std::move(done), after_earlier](const status& st) mutable {
     status out = named(name, st);
     if (!st.ok() && st.code() == errc::protocol) abort(out);  // a mismatch: the group cannot go on
@@ -189,9 +215,10 @@ communicator::callback ordered_group::finisher(uint64_t seq, std::string name, d
 uint64_t ordered_group::allreduce(const call_info& c, void* data, std::size_t count, dtype t, reduce_op op,
                                   done_fn done) {
   std::unique_lock lk(mu_);
-  std::string name;
+  call_name name;
   const uint64_t seq = begin(c, name);
   if (refused(seq, name, done)) return seq;
+  if (size() == 1) return alone(seq, lk, done);
   const std::size_t bytes = count * size_of(t);
   const bool plain = wire_.wire == compression::none && !wire_.check;
   if (plain && bytes <= opts_.inline_bytes && comm_->runs_on_caller(bytes, t, op)) {
@@ -241,20 +268,25 @@ uint64_t ordered_group::allreduce(const call_info& c, void* data, std::size_t co
 }
 
 uint64_t ordered_group::broadcast(const call_info& c, void* data, std::size_t count, dtype t, int root, done_fn done) {
-  std::lock_guard lk(mu_);
-  std::string name;
+  std::unique_lock lk(mu_);
+  call_name name;
   const uint64_t seq = begin(c, name);
   if (refused(seq, name, done)) return seq;
+  if (size() == 1) return alone(seq, lk, done);
   comm_->broadcast_async(data, count, t, root, finisher(seq, std::move(name), std::move(done)), c.spec);
   return seq;
 }
 
 uint64_t ordered_group::allgather(const call_info& c, const void* in, void* out, std::vector<std::size_t> counts,
                                   dtype t, done_fn done) {
-  std::lock_guard lk(mu_);
-  std::string name;
+  std::unique_lock lk(mu_);
+  call_name name;
   const uint64_t seq = begin(c, name);
   if (refused(seq, name, done)) return seq;
+  if (size() == 1) {
+    if (counts[0] && in != out) std::memmove(out, in, counts[0] * size_of(t));
+    return alone(seq, lk, done);
+  }
   comm_->allgather_async(in, out, std::move(counts), t, finisher(seq, std::move(name), std::move(done)),
                          allreduce_algorithm::automatic, c.spec);
   return seq;
@@ -262,30 +294,36 @@ uint64_t ordered_group::allgather(const call_info& c, const void* in, void* out,
 
 uint64_t ordered_group::reducescatter(const call_info& c, void* data, std::vector<std::size_t> counts, dtype t,
                                       reduce_op op, done_fn done) {
-  std::lock_guard lk(mu_);
-  std::string name;
+  std::unique_lock lk(mu_);
+  call_name name;
   const uint64_t seq = begin(c, name);
   if (refused(seq, name, done)) return seq;
+  if (size() == 1) return alone(seq, lk, done);  // the one slice is the reduction (an average of one)
   comm_->reducescatter_async(data, std::move(counts), t, op, finisher(seq, std::move(name), std::move(done)), c.spec);
   return seq;
 }
 
 uint64_t ordered_group::alltoall(const call_info& c, const void* in, std::vector<std::size_t> send_counts, void* out,
                                  std::vector<std::size_t> recv_counts, dtype t, done_fn done) {
-  std::lock_guard lk(mu_);
-  std::string name;
+  std::unique_lock lk(mu_);
+  call_name name;
   const uint64_t seq = begin(c, name);
   if (refused(seq, name, done)) return seq;
+  if (size() == 1) {
+    if (send_counts[0] && in != out) std::memmove(out, in, send_counts[0] * size_of(t));
+    return alone(seq, lk, done);
+  }
   comm_->alltoall_async(in, std::move(send_counts), out, std::move(recv_counts), t,
                         finisher(seq, std::move(name), std::move(done)), c.spec);
   return seq;
 }
 
 uint64_t ordered_group::barrier(const call_info& c, done_fn done) {
-  std::lock_guard lk(mu_);
-  std::string name;
+  std::unique_lock lk(mu_);
+  call_name name;
   const uint64_t seq = begin(c, name);
   if (refused(seq, name, done)) return seq;
+  if (size() == 1) return alone(seq, lk, done);
   auto token = std::make_shared<uint8_t>(0);
   comm_->allreduce_async(token.get(), 1, dtype::u8, reduce_op::max,
                          [keep = token, fin = finisher(seq, std::move(name), std::move(done), true)](
@@ -297,7 +335,7 @@ uint64_t ordered_group::barrier(const call_info& c, done_fn done) {
 uint64_t ordered_group::send(const call_info& c, const void* data, std::size_t bytes, int peer, int tag,
                              done_fn done) {
   std::unique_lock lk(mu_);
-  std::string name;
+  call_name name;
   const uint64_t seq = begin(c, name);
   lk.unlock();
   auto fail_now = [&](const status& why) {
@@ -337,7 +375,7 @@ uint64_t ordered_group::send(const call_info& c, const void* data, std::size_t b
 
 uint64_t ordered_group::recv(const call_info& c, void* data, std::size_t bytes, int peer, int tag, recv_fn done) {
   std::unique_lock lk(mu_);
-  std::string name;
+  call_name name;
   const uint64_t seq = begin(c, name);
   lk.unlock();
   if (peer < -1 || peer >= size() || peer == rank()) {
@@ -350,7 +388,7 @@ uint64_t ordered_group::recv(const call_info& c, void* data, std::size_t bytes, 
     return seq;
   }
   if (auto st = failure(); !st.ok()) {
-    ends_->end(seq, [done = std::move(done), st = status{st.code(), name + ": the group failed before: " + st.message()}] {
+    ends_->end(seq, [done = std::move(done), st = status{st.code(), name.str() + ": the group failed before: " + st.message()}] {
       done(st, -1);
     });
     return seq;

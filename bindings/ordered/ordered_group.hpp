@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,8 @@ struct call_info {
   uint64_t spec = 0;  ///< digest of everything that must agree across members (spec_digest)
 };
 
-/// FNV-1a over `parts`: a call's spec.
-uint64_t spec_digest(std::initializer_list<uint64_t> parts, const std::vector<int64_t>& more = {});
+/// A digest of `parts` and then `more` (a shape): a call's spec (never 0).
+uint64_t spec_digest(std::initializer_list<uint64_t> parts, std::span<const int64_t> more = {});
 
 struct group_options {
   std::string name;                      ///< the framework's name of the group ("0", "default_pg")
@@ -109,31 +110,46 @@ class ordered_group {
 
  private:
   ordered_group(std::unique_ptr<communicator> comm, const config& cfg, group_options opts);
+
+  /// "c10d.all_reduce#17 (Float[4]) in process group '0' on rank 1 of 2"
+  std::string name_of(const call_info& c, uint64_t seq) const;
+  /// The same for call `seq` from the recent calls' table ("c10d call #17 ..." once its entry
+  /// was reused).
+  std::string name_of(uint64_t seq) const;
+  /// A call's name, formatted only when needed (an error, a stall, a timeout): a call that ends
+  /// well never pays for the text.
+  struct call_name {
+    const ordered_group* group = nullptr;
+    uint64_t seq = 0;
+    std::string str() const { return group->name_of(seq); }
+  };
+  /// `st` with the call's name in front (ok stays ok).
+  status named(const std::string& name, const status& st) const;
+  status named(const call_name& name, const status& st) const { return st.ok() ? st : named(name.str(), st); }
+  /// Numbers the call and registers it as pending: under mu_.
+  uint64_t begin(const call_info& c, call_name& name);
+  /// A group of one: call `seq` has nothing to move; it ends here, now (unlocking `lk`).
+  template <class Lock>
+  uint64_t alone(uint64_t seq, Lock& lk, done_fn& done);
+  /// A broken group ends call `seq` at once with its failure (true), else false.
+  bool refused(uint64_t seq, const call_name& name, done_fn& done);
+  /// The data plane's callback for call `seq`: hands the end to the completion thread.
+  communicator::callback finisher(uint64_t seq, call_name name, done_fn done, bool after_earlier = false);
   struct pending_send {
     const void* data;
     std::size_t bytes;
     int peer;
     uint64_t call;
-    std::string name;
+    call_name name;
     done_fn done;
   };
   struct pending_recv {
     void* data;
     std::size_t bytes;
     uint64_t call;
-    std::string name;
+    call_name name;
     recv_fn done;
   };
-  /// "c10d all_reduce #17 (float32[4]) in group '0' on rank 1 of 2"
-  std::string name_of(const call_info& c, uint64_t seq) const;
-  /// `st` with the call's name in front (ok stays ok).
-  status named(const std::string& name, const status& st) const;
-  /// Numbers the call and registers it as pending: under mu_.
-  uint64_t begin(const call_info& c, std::string& name);
-  /// A broken group ends call `seq` at once with its failure (true), else false.
-  bool refused(uint64_t seq, const std::string& name, done_fn& done);
-  /// The data plane's callback for call `seq`: hands the end to the completion thread.
-  communicator::callback finisher(uint64_t seq, std::string name, done_fn done, bool after_earlier = false);
   /// The completion thread's report of call `seq` pending for another stall_check.
   void check_stall(uint64_t seq, const std::string& name, uint64_t spec);
   void on_control(int peer, uint8_t kind, std::vector<uint8_t> data);
@@ -149,6 +165,15 @@ class ordered_group {
   nan_check check_mode_ = nan_check::off;
   std::mutex mu_;          // issue order
   uint64_t next_call_ = 0;
+  /// The latest calls' descriptions, by number modulo its size (under recent_mu_): names are
+  /// formatted from here only when needed.
+  static constexpr std::size_t recent_calls = 1024;
+  struct recent_call {
+    uint64_t seq = 0;
+    call_info call;
+  };
+  mutable std::mutex recent_mu_;
+  std::vector<recent_call> recent_ = std::vector<recent_call>(recent_calls);
   uint64_t next_lane_ = 0;
   mutable std::mutex state_mu_;
   status broken_;

@@ -32,6 +32,8 @@ struct recorder {
   }
 };
 
+std::string name(uint64_t seq) { return "call #" + std::to_string(seq); }
+
 bool eventually(const std::function<bool()>& f, std::chrono::milliseconds limit = 5s) {
   const auto end = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < end) {
@@ -43,8 +45,8 @@ bool eventually(const std::function<bool()>& f, std::chrono::milliseconds limit 
 
 TEST(completions, ends_run_on_the_thread_in_the_order_they_came) {
   recorder rec;
-  completions c(10s, [](const status&) {});
-  for (int i = 1; i <= 3; ++i) c.begin(i, "call " + std::to_string(i), 1);
+  completions c(10s, name, [](const status&) {});
+  for (int i = 1; i <= 3; ++i) c.begin(i, 1);
   c.end(2, [&] { rec.add(2); });
   c.end(1, [&] { rec.add(1); });
   c.end(3, [&] { rec.add(3); });
@@ -55,10 +57,10 @@ TEST(completions, ends_run_on_the_thread_in_the_order_they_came) {
 
 TEST(completions, a_barrier_waits_for_earlier_collectives_but_not_point_to_point_calls) {
   recorder rec;
-  completions c(10s, [](const status&) {});
-  c.begin(1, "all_reduce", 11);
-  c.begin(2, "recv", 0);  // point-to-point: no spec
-  c.begin(3, "barrier", 12);
+  completions c(10s, name, [](const status&) {});
+  c.begin(1, 11);
+  c.begin(2, 0);  // point-to-point: no spec
+  c.begin(3, 12);
   c.end(3, [&] { rec.add(3); }, true);
   std::this_thread::sleep_for(50ms);
   EXPECT_TRUE(rec.seen().empty()) << "the barrier ended before the all_reduce";
@@ -73,7 +75,7 @@ TEST(completions, a_call_pending_too_long_is_reported_stalled_then_timed_out_onc
   std::mutex mu;
   std::string why;
   completions c(
-      300ms,
+      300ms, name,
       [&](const status& st) {
         ++timeouts;
         std::lock_guard lk(mu);
@@ -81,25 +83,25 @@ TEST(completions, a_call_pending_too_long_is_reported_stalled_then_timed_out_onc
       },
       100ms, [&](uint64_t seq, const std::string& name, uint64_t spec) {
         EXPECT_EQ(seq, 4u);
-        EXPECT_EQ(name, "c10d.all_reduce#4");
+        EXPECT_EQ(name, "call #4");
         EXPECT_EQ(spec, 99u);
         ++stalls;
       });
-  c.begin(4, "c10d.all_reduce#4", 99);
+  c.begin(4, 99);
   ASSERT_TRUE(eventually([&] { return timeouts.load() == 1; }));
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(timeouts.load(), 1);
   EXPECT_GE(stalls.load(), 1);
   EXPECT_LE(stalls.load(), 3);
   std::lock_guard lk(mu);
-  EXPECT_NE(why.find("c10d.all_reduce#4 did not end within the group's timeout of 300 ms"), std::string::npos) << why;
+  EXPECT_NE(why.find("call #4 did not end within the group's timeout of 300 ms"), std::string::npos) << why;
 }
 
 TEST(completions, after_stop_ends_run_on_the_caller_and_deferred_ones_run_at_stop) {
   recorder rec;
-  auto c = std::make_unique<completions>(10s, [](const status&) {});
-  c->begin(1, "a", 1);
-  c->begin(2, "barrier", 2);
+  auto c = std::make_unique<completions>(10s, name, [](const status&) {});
+  c->begin(1, 1);
+  c->begin(2, 2);
   c->end(2, [&] { rec.add(2); }, true);  // held for call 1, which never ends
   c->stop();
   EXPECT_EQ(rec.seen(), (std::vector<int>{2}));

@@ -171,7 +171,15 @@ auto ender(c10::intrusive_ptr<chorus_work> work, After after) {
   };
 }
 
-std::vector<int64_t> sizes_of(const at::Tensor& t) { return t.sizes().vec(); }
+/// The end of a call with nothing to copy back. It holds a raw reference to the work, which fits
+/// std::function's own storage (no allocation on the small calls' path); the group runs it
+/// exactly once, which releases the reference.
+ordered::ordered_group::done_fn plain_ender(const c10::intrusive_ptr<chorus_work>& work) {
+  chorus_work* raw = c10::intrusive_ptr<chorus_work>(work).release();
+  return [raw](const status& st) { c10::intrusive_ptr<chorus_work>::reclaim(raw)->complete(st); };
+}
+
+std::span<const int64_t> sizes_of(const at::Tensor& t) { return {t.sizes().data(), t.sizes().size()}; }
 uint64_t code_of(const at::Tensor& t) { return static_cast<uint64_t>(t.scalar_type()); }
 
 }  // namespace
@@ -190,6 +198,10 @@ work_ptr c10d_calls::allreduce(std::vector<at::Tensor>& tensors, const ::c10d::A
   auto work = make_work(rank(), OpType::ALLREDUCE, tensors);
   const std::size_t count = elements(first);
   if (tensors.size() == 1) {
+    if (first.is_contiguous()) {
+      group_->allreduce(info, first.data_ptr(), count, t, op, plain_ender(work));
+      return work;
+    }
     stand_in b(first);
     group_->allreduce(info, b.data(), count, t, op, ender(work, [b] { b.finish(); }));
     return work;
@@ -484,7 +496,7 @@ work_ptr c10d_calls::reduce_scatter_base(at::Tensor& output, at::Tensor& input,
   at::Tensor buf = scratch_bytes(n * N);
   copy_out(input, bytes_ptr(buf));
   ordered::call_info info{call, describe(output),
-                          ordered::spec_digest({9, code_of(output), static_cast<uint64_t>(op)}, {output.numel()})};
+                          ordered::spec_digest({9, code_of(output), static_cast<uint64_t>(op), static_cast<uint64_t>(output.numel())})};
   auto work = make_work(rank(), OpType::_REDUCE_SCATTER_BASE, {output});
   group_->reducescatter(info, buf.data_ptr(), std::vector<std::size_t>(N, elements(output)), t, op,
                         ender(work, [buf, output, n, me = static_cast<std::size_t>(rank())] {
@@ -527,7 +539,7 @@ work_ptr c10d_calls::alltoall_base(at::Tensor& output, at::Tensor& input, std::v
   };
   auto send = counts(input, input_splits, "input");
   auto recv = counts(output, output_splits, "output");
-  std::vector<int64_t> row_shape = sizes_of(input);
+  std::vector<int64_t> row_shape = input.sizes().vec();
   if (!row_shape.empty()) row_shape.erase(row_shape.begin());
   ordered::call_info info{call, describe(input), ordered::spec_digest({10, code_of(input)}, row_shape)};
   auto work = make_work(rank(), OpType::ALLTOALL_BASE, {output});

@@ -41,7 +41,7 @@ void register_c10d(py::module_& m) {
         if (!mine) throw std::invalid_argument("not a Chorus process group");
         if (!t.is_contiguous() || t.scalar_type() != at::kFloat) throw std::invalid_argument("a contiguous float32 tensor");
         auto& g = mine->calls().group();
-        const ordered::call_info info{"all_reduce", "bench", ordered::spec_digest({1, 6, 0, 1}, t.sizes().vec())};
+        const ordered::call_info info{"all_reduce", "bench", ordered::spec_digest({1, 6, 0, 1}, {t.sizes().data(), t.sizes().size()})};
         std::vector<double> seconds;
         std::mutex mu;
         std::condition_variable cv;

@@ -21,11 +21,16 @@ class chorus_work final : public ::c10d::Work {
   void complete(const status& st, int source = -1);
   int sourceRank() const override;
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  /// Made at the first call (a blocking call never asks for it), marked then if the work
+  /// already ended, else when it ends.
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
  private:
+  /// Marks `f` with the outputs or the error (outside mutex_: its callbacks run here).
+  void mark(const c10::intrusive_ptr<c10::ivalue::Future>& f) const;
   std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;  // under mutex_
+  bool future_marked_ = false;                       // under mutex_: marked once, by one side
   int source_ = -1;
 };
 
