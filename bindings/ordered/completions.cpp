@@ -1,4 +1,4 @@
-// The completion thread: a queue of ends to run, pending calls' deadlines checked every tick.
+// Runners that run ends (more start while callbacks block), and a clock for deadlines and stalls.
 #include "bindings/ordered/completions.hpp"
 
 #include <algorithm>
@@ -8,8 +8,7 @@
 namespace chorus::ordered {
 
 completions::completions(std::chrono::milliseconds timeout, std::function<std::string(uint64_t)> name,
-                         std::function<void(const status&)> on_timeout,
-                         std::chrono::milliseconds stall_after,
+                         std::function<void(const status&)> on_timeout, std::chrono::milliseconds stall_after,
                          std::function<void(uint64_t, const std::string&, uint64_t)> on_stall)
     : timeout_(timeout),
       stall_after_(stall_after),
@@ -19,10 +18,25 @@ completions::completions(std::chrono::milliseconds timeout, std::function<std::s
                                                    std::chrono::milliseconds(1000))),
       name_(std::move(name)),
       on_timeout_(std::move(on_timeout)),
-      on_stall_(std::move(on_stall)),
-      thread_([this] { loop(); }) {}
+      on_stall_(std::move(on_stall)) {
+  {
+    std::lock_guard lk(mu_);
+    start_runner();
+  }
+  clock_ = std::thread([this] { tick(); });
+}
 
 completions::~completions() { stop(); }
+
+void completions::start_runner() {
+  auto& r = runners_.emplace_back();
+  r.thread = std::thread([this, &r] { run(r); });
+}
+
+int completions::runners() const {
+  std::lock_guard lk(mu_);
+  return static_cast<int>(runners_.size());
+}
 
 void completions::begin(uint64_t seq, uint64_t spec) {
   std::lock_guard lk(mu_);
@@ -31,7 +45,7 @@ void completions::begin(uint64_t seq, uint64_t spec) {
 
 void completions::end(uint64_t seq, std::function<void()> fn, bool after_earlier) {
   std::unique_lock lk(mu_);
-  if (stopping_ && !thread_.joinable()) {
+  if (stopped_) {
     pending_.erase(seq);
     lk.unlock();
     fn();
@@ -44,7 +58,8 @@ void completions::end(uint64_t seq, std::function<void()> fn, bool after_earlier
   }
   pending_.erase(seq);
   release_deferred();
-  cv_.notify_one();
+  help_if_stuck();
+  work_cv_.notify_one();
 }
 
 void completions::ended_here(uint64_t seq) {
@@ -52,7 +67,7 @@ void completions::ended_here(uint64_t seq) {
   pending_.erase(seq);
   if (!deferred_.empty()) {
     release_deferred();
-    cv_.notify_one();
+    work_cv_.notify_one();
   }
 }
 
@@ -74,42 +89,55 @@ void completions::release_deferred() {
   }
 }
 
-void completions::loop() {
+void completions::help_if_stuck() {
+  if (ready_.empty() || stopping_ || static_cast<int>(runners_.size()) >= max_runners) return;
+  const auto now = clock::now();
+  for (const auto& r : runners_)
+    if (!r.busy || now - r.since < stuck_after) return;  // one is free, or will be soon
+  start_runner();
+}
+
+void completions::run(runner& me) {
   std::unique_lock lk(mu_);
   for (;;) {
-    cv_.wait_for(lk, tick_, [&] { return stopping_ || !ready_.empty(); });
-    while (!ready_.empty()) {
-      auto fn = std::move(ready_.front());
-      ready_.pop_front();
-      lk.unlock();
-      fn();
-      lk.lock();
-    }
+    work_cv_.wait(lk, [&] { return stopping_ || !ready_.empty(); });
+    if (ready_.empty()) return;  // stopping, and nothing left
+    auto fn = std::move(ready_.front());
+    ready_.pop_front();
+    me.busy = true;
+    me.since = clock::now();
+    lk.unlock();
+    fn();
+    lk.lock();
+    me.busy = false;
+  }
+}
+
+void completions::tick() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    clock_cv_.wait_for(lk, tick_, [&] { return stopping_; });
     if (stopping_) return;
-    if (!timed_out_ && !pending_.empty()) {
-      // Calls begin in number order, so the lowest number is the oldest.
-      auto& [seq, oldest] = *pending_.begin();
-      const auto waited = clock::now() - oldest.since;
-      if (on_stall_ && stall_after_ < timeout_ && waited >= stall_after_ * (oldest.stall_reports + 1) &&
-          waited < timeout_) {
-        ++oldest.stall_reports;
-        const uint64_t stalled = seq, spec = oldest.spec;
-        lk.unlock();
-        const std::string name = name_(stalled);
-        on_stall_(stalled, name, spec);
-        lk.lock();
-        continue;
-      }
-      if (waited >= timeout_) {
-        timed_out_ = true;
-        const uint64_t late = seq;
-        lk.unlock();
-        const std::string what = name_(late);
-        on_timeout_(status{errc::timeout, what + " did not end within the group's timeout of " +
-                                              kv::format_duration(timeout_) +
-                                              " (init_process_group's timeout); the group is aborted"});
-        lk.lock();
-      }
+    help_if_stuck();
+    if (timed_out_ || pending_.empty()) continue;
+    // Calls begin in number order, so the lowest number is the oldest.
+    auto& [seq, oldest] = *pending_.begin();
+    const auto waited = clock::now() - oldest.since;
+    if (on_stall_ && stall_after_ < timeout_ && waited >= stall_after_ * (oldest.stall_reports + 1) &&
+        waited < timeout_) {
+      ++oldest.stall_reports;
+      const uint64_t stalled = seq, spec = oldest.spec;
+      lk.unlock();
+      on_stall_(stalled, name_(stalled), spec);
+      lk.lock();
+    } else if (waited >= timeout_) {
+      timed_out_ = true;
+      const uint64_t late = seq;
+      lk.unlock();
+      on_timeout_(status{errc::timeout, name_(late) + " did not end within the group's timeout of " +
+                                            kv::format_duration(timeout_) +
+                                            " (init_process_group's timeout); the group is aborted"});
+      lk.lock();
     }
   }
 }
@@ -117,17 +145,28 @@ void completions::loop() {
 void completions::stop() {
   {
     std::lock_guard lk(mu_);
-    if (stopping_ && !thread_.joinable()) return;
-    stopping_ = true;
-    cv_.notify_one();
+    if (stopping_) return;
+    stopping_ = true;  // no runner starts from now on: runners_ no longer changes
+    // Anything deferred runs now: the calls it waited for can no longer end here.
+    for (auto& d : deferred_) ready_.push_back(std::move(d.fn));
+    deferred_.clear();
+    work_cv_.notify_all();
+    clock_cv_.notify_all();
   }
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
-  // Anything deferred runs now: the calls it waited for can no longer end here.
+  const auto self = std::this_thread::get_id();
+  auto finish = [&](std::thread& t) {
+    if (!t.joinable()) return;
+    if (t.get_id() == self)
+      t.detach();  // stopped from one of its own callbacks: that thread ends by itself
+    else
+      t.join();
+  };
+  finish(clock_);
+  for (auto& r : runners_) finish(r.thread);  // runners drain the queue before they end
   std::deque<std::function<void()>> left;
   {
     std::lock_guard lk(mu_);
-    for (auto& d : deferred_) ready_.push_back(std::move(d.fn));
-    deferred_.clear();
+    stopped_ = true;
     left.swap(ready_);
   }
   for (auto& fn : left) fn();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -95,6 +96,33 @@ TEST(completions, a_call_pending_too_long_is_reported_stalled_then_timed_out_onc
   EXPECT_LE(stalls.load(), 3);
   std::lock_guard lk(mu);
   EXPECT_NE(why.find("call #4 did not end within the group's timeout of 300 ms"), std::string::npos) << why;
+}
+
+TEST(completions, an_end_that_waits_for_another_end_gets_another_runner) {
+  // A callback that starts a call and waits for its end (DDP's PowerSGD hook does): the first
+  // runner blocks in it, so the second end must run elsewhere.
+  completions c(10s, name, [](const status&) {});
+  std::mutex mu;
+  std::condition_variable cv;
+  bool inner_ended = false, outer_ended = false;
+  c.begin(1, 1);
+  c.begin(2, 1);
+  c.end(1, [&] {
+    std::unique_lock lk(mu);
+    cv.wait_for(lk, 5s, [&] { return inner_ended; });
+    outer_ended = inner_ended;
+  });
+  std::this_thread::sleep_for(completions::stuck_after + 20ms);
+  c.end(2, [&] {
+    std::lock_guard lk(mu);
+    inner_ended = true;
+    cv.notify_all();
+  });
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lk(mu);
+    return outer_ended;
+  }));
+  EXPECT_EQ(c.runners(), 2);
 }
 
 TEST(completions, after_stop_ends_run_on_the_caller_and_deferred_ones_run_at_stop) {

@@ -35,6 +35,24 @@ void register_c10d(py::module_& m) {
       py::arg("group"), py::call_guard<py::gil_scoped_release>(),
       "Closes a Chorus process group now (torch.distributed.destroy_process_group); False for another backend's.");
   m.def(
+      "_c10d_link_use",
+      [](const c10::intrusive_ptr<::c10d::ProcessGroup>& pg) {
+        auto* mine = dynamic_cast<process_group_chorus*>(pg.get());
+        if (!mine) throw std::invalid_argument("not a Chorus process group");
+        auto& comm = mine->calls().group().data_plane();
+        const auto use = comm.data_plane().links();
+        py::dict d;
+        d["streams"] = comm.num_streams();
+        d["hosts"] = comm.hosts().num_hosts();
+        d["shm_streams"] = use.shm_streams;
+        d["shm_frames"] = use.shm_frames;
+        d["shm_missed"] = use.shm_missed;
+        return d;
+      },
+      py::arg("group"),
+      "Tests: how a Chorus group's data plane reaches its peers (streams, hosts, streams with shared-memory rings, "
+      "frames through them).");
+  m.def(
       "_c10d_allreduce_loop",
       [](const c10::intrusive_ptr<::c10d::ProcessGroup>& pg, at::Tensor t, int iterations) {
         auto* mine = dynamic_cast<process_group_chorus*>(pg.get());
