@@ -50,6 +50,17 @@ struct autotune_event {
   bool watching = false;       ///< the search has converged and the tuner watches (after this window)
 };
 
+/// One call of a torch.distributed group (bindings/ordered), once it ended: no negotiation, so
+/// one event per call says all there is.
+struct call_event {
+  std::string_view group;   ///< the group's name ("0", "1", ...)
+  uint64_t seq = 0;         ///< the call's number in its group (1, 2, ...)
+  std::string_view call;    ///< torch's name: "all_reduce", "broadcast", "send", ...
+  std::size_t bytes = 0;    ///< bytes of its tensors on this rank
+  const status* result = nullptr;  ///< how it ended
+  time_point started;       ///< when it was issued
+};
+
 /// One negotiation cycle of this rank, once it finished.
 struct cycle_event {
   uint64_t cycle = 0;
@@ -126,6 +137,8 @@ struct bucket_event {
   /* The pipeline's chunks have a direct path on this host (actors/fusion_actor.hpp), taking chunks up to   \
      `max_bytes` (SIZE_MAX: all); at start, only when there is one. It shapes the plan (trace replay). */    \
   X(on_direct_path, (std::size_t max_bytes, time_point at), (max_bytes, at))                                  \
+  /* A torch.distributed group's call ended (`at`): one event per call. */                                  \
+  X(on_call, (const call_event& e, time_point at), (e, at))                                                  \
   /* The tunables in force: at start and after every switch. */                                              \
   X(on_tunables, (const tunables& t, time_point at), (t, at))                                                \
   /* The autotuner handled an agreed window (CHORUS_AUTOTUNE=1); on_tunables follows a switch. */            \

@@ -34,6 +34,9 @@ struct context {
   /// allreduces or the pipeline's direct path (communicator::mailbox_sent; may be empty: no
   /// such series).
   std::function<uint64_t(shm::mailbox_use)> mailbox_sent;
+  /// The trace file's name before the rank: "rank-" (the actor pipeline's), "c10d-rank-"
+  /// (torch.distributed groups', bindings/ordered/group_telemetry.hpp).
+  std::string trace_prefix = "rank-";
   /// Compression asked for by ops among all ranks is dropped: every peer shares memory
   /// (runtime/compression/shm_gate.hpp), shown as a gauge.
   bool compression_off_on_shm = false;

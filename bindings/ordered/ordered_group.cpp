@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "bindings/ordered/group_telemetry.hpp"
 #include "runtime/collectives/p2p_op.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/rendezvous/kv_client.hpp"
@@ -34,6 +35,12 @@ bool take(const std::vector<uint8_t>& in, std::size_t& at, T& v) {
 
 }  // namespace
 
+std::size_t total_of(const std::vector<std::size_t>& counts) {
+  std::size_t n = 0;
+  for (auto c : counts) n += c;
+  return n;
+}
+
 uint64_t spec_digest(std::initializer_list<uint64_t> parts, std::span<const int64_t> more) {
   uint64_t h = 0x243f6a8885a308d3ull;
   auto mix = [&](uint64_t p) {  // a word at a time (calls are on the hot path): multiply, fold
@@ -61,6 +68,7 @@ result<std::unique_ptr<ordered_group>> ordered_group::create(std::unique_ptr<ren
 
 ordered_group::ordered_group(std::unique_ptr<communicator> comm, const config& cfg, group_options opts)
     : comm_(std::move(comm)), opts_(std::move(opts)) {
+  observer_ = acquire_telemetry(*comm_, cfg);
   wire_.wire = cfg.collectives.wire;
   check_mode_ = cfg.collectives.check;
   wire_.check = check_mode_ != nan_check::off;
@@ -91,6 +99,7 @@ void ordered_group::close() {
     if (broken_.ok()) broken_ = bye;  // later calls end at once with it
   }
   if (link_) link_->close();
+  forget_telemetry_source(comm_.get());
   comm_->close();  // fails what the data plane holds (their ends queue on the completion thread)
   fail_p2p(bye);
   ends_->stop();
@@ -120,7 +129,9 @@ bool ordered_group::refused(uint64_t seq, const call_name& name, done_fn& done) 
   auto st = failure();
   if (st.ok()) return false;
   const std::string why = st.code() == errc::shutdown ? st.message() : "the group failed before: " + st.message();
-  ends_->end(seq, [done = std::move(done), st = status{st.code(), name.str() + ": " + why}] { done(st); });
+  status out{st.code(), name.str() + ": " + why};
+  ended(name, out);
+  ends_->end(seq, [done = std::move(done), out = std::move(out)] { done(out); });
   return true;
 }
 
@@ -140,9 +151,15 @@ void ordered_group::abort(const status& why) {
   fail_p2p(why);
 }
 
+void ordered_group::ended(const call_name& name, const status& st) const {
+  if (!observer_) return;
+  const telemetry::call_event e{opts_.name, name.seq, name.kind, name.bytes, &st, name.started};
+  observer_->on_call(e, std::chrono::steady_clock::now());
+}
+
 uint64_t ordered_group::begin(const call_info& c, call_name& name) {
   const uint64_t seq = ++next_call_;
-  name = call_name{this, seq};
+  name = call_name{this, seq, c.kind, 0, std::chrono::steady_clock::now()};
   {
     std::lock_guard lk(recent_mu_);
     auto& slot = recent_[seq % recent_calls];
@@ -165,9 +182,11 @@ std::string ordered_group::name_of(uint64_t seq) const {
 }
 
 template <class Lock>
-uint64_t ordered_group::alone(uint64_t seq, Lock& lk, done_fn& done) {
+uint64_t ordered_group::alone(const call_name& name, Lock& lk, done_fn& done) {
+  const uint64_t seq = name.seq;
   lk.unlock();
   ends_->ended_here(seq);
+  ended(name, status{});
   done(status{});
   return seq;
 }
@@ -208,6 +227,7 @@ communicator::callback ordered_group::finisher(uint64_t seq, call_name name, don
   return [this, seq, name = std::move(name), done = std::move(done), after_earlier](const status& st) mutable {
     status out = named(name, st);
     if (!st.ok() && st.code() == errc::protocol) abort(out);  // a mismatch: the group cannot go on
+    ended(name, out);
     ends_->end(seq, [done = std::move(done), out = std::move(out)] { done(out); }, after_earlier);
   };
 }
@@ -217,8 +237,9 @@ uint64_t ordered_group::allreduce(const call_info& c, void* data, std::size_t co
   std::unique_lock lk(mu_);
   call_name name;
   const uint64_t seq = begin(c, name);
+  name.bytes = count * size_of(t);
   if (refused(seq, name, done)) return seq;
-  if (size() == 1) return alone(seq, lk, done);
+  if (size() == 1) return alone(name, lk, done);
   const std::size_t bytes = count * size_of(t);
   const bool plain = wire_.wire == compression::none && !wire_.check;
   if (plain && bytes <= opts_.inline_bytes && comm_->runs_on_caller(bytes, t, op)) {
@@ -226,6 +247,7 @@ uint64_t ordered_group::allreduce(const call_info& c, void* data, std::size_t co
     lk.unlock();
     ends_->ended_here(seq);
     if (!st.ok() && st.code() == errc::protocol) abort(st);
+    ended(name, st);
     done(st);
     return seq;
   }
@@ -271,8 +293,9 @@ uint64_t ordered_group::broadcast(const call_info& c, void* data, std::size_t co
   std::unique_lock lk(mu_);
   call_name name;
   const uint64_t seq = begin(c, name);
+  name.bytes = count * size_of(t);
   if (refused(seq, name, done)) return seq;
-  if (size() == 1) return alone(seq, lk, done);
+  if (size() == 1) return alone(name, lk, done);
   comm_->broadcast_async(data, count, t, root, finisher(seq, std::move(name), std::move(done)), c.spec);
   return seq;
 }
@@ -282,10 +305,11 @@ uint64_t ordered_group::allgather(const call_info& c, const void* in, void* out,
   std::unique_lock lk(mu_);
   call_name name;
   const uint64_t seq = begin(c, name);
+  name.bytes = (counts.empty() ? 0 : counts[static_cast<std::size_t>(rank())]) * size_of(t);
   if (refused(seq, name, done)) return seq;
   if (size() == 1) {
     if (counts[0] && in != out) std::memmove(out, in, counts[0] * size_of(t));
-    return alone(seq, lk, done);
+    return alone(name, lk, done);
   }
   comm_->allgather_async(in, out, std::move(counts), t, finisher(seq, std::move(name), std::move(done)),
                          allreduce_algorithm::automatic, c.spec);
@@ -297,8 +321,9 @@ uint64_t ordered_group::reducescatter(const call_info& c, void* data, std::vecto
   std::unique_lock lk(mu_);
   call_name name;
   const uint64_t seq = begin(c, name);
+  name.bytes = total_of(counts) * size_of(t);
   if (refused(seq, name, done)) return seq;
-  if (size() == 1) return alone(seq, lk, done);  // the one slice is the reduction (an average of one)
+  if (size() == 1) return alone(name, lk, done);  // the one slice is the reduction (an average of one)
   comm_->reducescatter_async(data, std::move(counts), t, op, finisher(seq, std::move(name), std::move(done)), c.spec);
   return seq;
 }
@@ -308,10 +333,11 @@ uint64_t ordered_group::alltoall(const call_info& c, const void* in, std::vector
   std::unique_lock lk(mu_);
   call_name name;
   const uint64_t seq = begin(c, name);
+  name.bytes = total_of(send_counts) * size_of(t);
   if (refused(seq, name, done)) return seq;
   if (size() == 1) {
     if (send_counts[0] && in != out) std::memmove(out, in, send_counts[0] * size_of(t));
-    return alone(seq, lk, done);
+    return alone(name, lk, done);
   }
   comm_->alltoall_async(in, std::move(send_counts), out, std::move(recv_counts), t,
                         finisher(seq, std::move(name), std::move(done)), c.spec);
@@ -322,8 +348,9 @@ uint64_t ordered_group::barrier(const call_info& c, done_fn done) {
   std::unique_lock lk(mu_);
   call_name name;
   const uint64_t seq = begin(c, name);
+  name.bytes = 0;
   if (refused(seq, name, done)) return seq;
-  if (size() == 1) return alone(seq, lk, done);
+  if (size() == 1) return alone(name, lk, done);
   auto token = std::make_shared<uint8_t>(0);
   comm_->allreduce_async(token.get(), 1, dtype::u8, reduce_op::max,
                          [keep = token, fin = finisher(seq, std::move(name), std::move(done), true)](
@@ -337,9 +364,12 @@ uint64_t ordered_group::send(const call_info& c, const void* data, std::size_t b
   std::unique_lock lk(mu_);
   call_name name;
   const uint64_t seq = begin(c, name);
+  name.bytes = bytes;
   lk.unlock();
   auto fail_now = [&](const status& why) {
-    ends_->end(seq, [done = std::move(done), st = named(name, why)] { done(st); });
+    status st = named(name, why);
+    ended(name, st);
+    ends_->end(seq, [done = std::move(done), st = std::move(st)] { done(st); });
     return seq;
   };
   if (peer < 0 || peer >= size() || peer == rank())
@@ -366,9 +396,9 @@ uint64_t ordered_group::send(const call_info& c, const void* data, std::size_t b
       s = std::move(it->second);
       sends_.erase(it);
     }
-    ends_->end(seq, [done = std::move(s.done), st = named(s.name, status{errc::connection_lost,
-                                                                         "rank " + std::to_string(s.peer) +
-                                                                             " is no longer connected"})] { done(st); });
+    status st = named(s.name, status{errc::connection_lost, "rank " + std::to_string(s.peer) + " is no longer connected"});
+    ended(s.name, st);
+    ends_->end(seq, [done = std::move(s.done), st = std::move(st)] { done(st); });
   }
   return seq;
 }
@@ -377,20 +407,20 @@ uint64_t ordered_group::recv(const call_info& c, void* data, std::size_t bytes, 
   std::unique_lock lk(mu_);
   call_name name;
   const uint64_t seq = begin(c, name);
+  name.bytes = bytes;
   lk.unlock();
   if (peer < -1 || peer >= size() || peer == rank()) {
-    ends_->end(seq, [done = std::move(done), st = named(name, status{errc::invalid_argument,
-                                                                     "source rank " + std::to_string(peer) +
-                                                                         " is not another member of the group (size " +
-                                                                         std::to_string(size()) + ")"})] {
-      done(st, -1);
-    });
+    status st = named(name, status{errc::invalid_argument, "source rank " + std::to_string(peer) +
+                                                               " is not another member of the group (size " +
+                                                               std::to_string(size()) + ")"});
+    ended(name, st);
+    ends_->end(seq, [done = std::move(done), st = std::move(st)] { done(st, -1); });
     return seq;
   }
   if (auto st = failure(); !st.ok()) {
-    ends_->end(seq, [done = std::move(done), st = status{st.code(), name.str() + ": the group failed before: " + st.message()}] {
-      done(st, -1);
-    });
+    status out{st.code(), name.str() + ": the group failed before: " + st.message()};
+    ended(name, out);
+    ends_->end(seq, [done = std::move(done), out = std::move(out)] { done(out, -1); });
     return seq;
   }
   std::optional<p2p_match> m;
@@ -416,9 +446,9 @@ void ordered_group::start_receive(const p2p_match& m, pending_recv r) {
     msg.insert(msg.end(), why.begin(), why.end());
     if (link_) link_->send(source, msg_refuse, rank(), msg);
     const uint64_t call = r.call;
-    ends_->end(call, [done = std::move(r.done), st = named(r.name, status{errc::mismatch, why}), source] {
-      done(st, source);
-    });
+    status st = named(r.name, status{errc::mismatch, why});
+    ended(r.name, st);
+    ends_->end(call, [done = std::move(r.done), st = std::move(st), source] { done(st, source); });
     return;
   }
   const uint64_t transfer = m.offer.sequence;
@@ -431,6 +461,7 @@ void ordered_group::start_receive(const p2p_match& m, pending_recv r) {
       [this, call, name = r.name, done = std::move(done), source](const status& st) mutable {
         status out = named(name, st);
         if (!st.ok() && st.code() == errc::protocol) abort(out);
+        ended(name, out);
         ends_->end(call, [done = std::move(done), out = std::move(out), source] { done(out, source); });
       },
       [link = link_, source, transfer, me = rank()] {
@@ -489,7 +520,9 @@ void ordered_group::on_control(int peer, uint8_t kind, std::vector<uint8_t> data
   } else if (kind == msg_refuse) {
     std::string why(data.begin() + static_cast<std::ptrdiff_t>(at), data.end());
     const uint64_t call = s.call;
-    ends_->end(call, [done = std::move(s.done), st = named(s.name, status{errc::mismatch, why})] { done(st); });
+    status st = named(s.name, status{errc::mismatch, why});
+    ended(s.name, st);
+    ends_->end(call, [done = std::move(s.done), st = std::move(st)] { done(st); });
   } else {
     hostile("unknown kind " + std::to_string(kind));
   }
@@ -526,11 +559,15 @@ void ordered_group::fail_p2p(const status& why, int only_peer) {
   }
   for (auto& s : sends) {
     const uint64_t call = s.call;
-    ends_->end(call, [done = std::move(s.done), st = named(s.name, why)] { done(st); });
+    status st = named(s.name, why);
+    ended(s.name, st);
+    ends_->end(call, [done = std::move(s.done), st = std::move(st)] { done(st); });
   }
   for (auto& r : recvs) {
     const uint64_t call = r.call;
-    ends_->end(call, [done = std::move(r.done), st = named(r.name, why)] { done(st, -1); });
+    status st = named(r.name, why);
+    ended(r.name, st);
+    ends_->end(call, [done = std::move(r.done), st = std::move(st)] { done(st, -1); });
   }
 }
 

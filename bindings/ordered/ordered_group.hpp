@@ -33,6 +33,7 @@
 #include "runtime/collectives/p2p_matcher.hpp"
 #include "runtime/config/config.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
+#include "telemetry/observer.hpp"
 
 namespace chorus::ordered {
 
@@ -121,8 +122,13 @@ class ordered_group {
   struct call_name {
     const ordered_group* group = nullptr;
     uint64_t seq = 0;
+    std::string kind;         // torch's name of the call, for telemetry
+    std::size_t bytes = 0;    // of its tensors on this rank
+    std::chrono::steady_clock::time_point started;
     std::string str() const { return group->name_of(seq); }
   };
+  /// Reports the end of the call to telemetry (observer::on_call); any thread.
+  void ended(const call_name& name, const status& st) const;
   /// `st` with the call's name in front (ok stays ok).
   status named(const std::string& name, const status& st) const;
   status named(const call_name& name, const status& st) const { return st.ok() ? st : named(name.str(), st); }
@@ -130,7 +136,7 @@ class ordered_group {
   uint64_t begin(const call_info& c, call_name& name);
   /// A group of one: call `seq` has nothing to move; it ends here, now (unlocking `lk`).
   template <class Lock>
-  uint64_t alone(uint64_t seq, Lock& lk, done_fn& done);
+  uint64_t alone(const call_name& name, Lock& lk, done_fn& done);
   /// A broken group ends call `seq` at once with its failure (true), else false.
   bool refused(uint64_t seq, const call_name& name, done_fn& done);
   /// The data plane's callback for call `seq`: hands the end to the completion thread.
@@ -184,6 +190,7 @@ class ordered_group {
   std::map<uint64_t, pending_recv> recvs_;  // by receive id: posted, not matched
   uint64_t next_transfer_ = 0;
   uint64_t next_receive_ = 0;
+  std::shared_ptr<telemetry::observer> observer_;  // the process' (group_telemetry.hpp); may be null
   std::unique_ptr<completions> ends_;  // last: its thread may call abort() until it stops
 };
 

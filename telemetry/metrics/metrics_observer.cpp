@@ -35,6 +35,8 @@ Histogram::BucketBoundaries exponential(double start, double factor, int count) 
 const Histogram::BucketBoundaries negotiation_buckets = exponential(10e-6, 2, 18);
 // 50 µs .. 6.5 s: a small op is ~100 µs end to end, a large bucket tens of ms.
 const Histogram::BucketBoundaries op_buckets = exponential(50e-6, 2, 18);
+// torch.distributed's calls: from a microsecond (small allreduces on one host) to minutes.
+const Histogram::BucketBoundaries call_buckets = exponential(1e-6, 4, 14);
 // 1 KiB .. 256 MiB.
 const Histogram::BucketBoundaries bucket_byte_buckets = exponential(1024, 4, 10);
 
@@ -107,6 +109,13 @@ metrics_observer::metrics_observer(const context& ctx, std::chrono::milliseconds
     ops_enqueued_[static_cast<std::size_t>(k)] = &enqueued.Add(l);
     op_latency_[static_cast<std::size_t>(k)] = &latency.Add(l, op_buckets);
   }
+
+  auto& calls = counter(n::c10d_calls_total, "Calls of torch.distributed's Chorus groups that ended");
+  auto& call_latency = histogram(n::c10d_call_latency, "Seconds from a torch.distributed call to its end");
+  auto& call_bytes = counter(n::c10d_bytes, "Bytes of torch.distributed calls' tensors");
+  for (const char* c : n::c10d_calls)
+    calls_.push_back({c, &calls.Add({{"call", c}, {"result", "ok"}}), &calls.Add({{"call", c}, {"result", "error"}}),
+                      &call_latency.Add({{"call", c}}, call_buckets), &call_bytes.Add({{"call", c}})});
 
   errors_family_ = &counter(n::errors, "Errors that ended operations, by kind");
   for (int c = 1; c <= static_cast<int>(errc::internal); ++c) {
@@ -262,6 +271,19 @@ void metrics_observer::on_nonfinite(std::span<const std::string>, std::span<cons
 void metrics_observer::on_compressed(int, std::size_t raw_bytes, std::size_t wire_bytes, time_point) {
   compressed_input_->Increment(static_cast<double>(raw_bytes));
   compressed_wire_->Increment(static_cast<double>(wire_bytes));
+}
+
+void metrics_observer::on_call(const call_event& e, time_point at) {
+  // A short list: finding the call's series by name costs a few comparisons.
+  const call_series* c = &calls_.back();  // "other"
+  for (const auto& k : calls_)
+    if (k.call == e.call) {
+      c = &k;
+      break;
+    }
+  (e.result && !e.result->ok() ? c->failed : c->ok)->Increment();
+  c->latency->Observe(seconds(at - e.started));
+  c->bytes->Increment(static_cast<double>(e.bytes));
 }
 
 void metrics_observer::on_tunables(const tunables& t, time_point) {

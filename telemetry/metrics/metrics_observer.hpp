@@ -81,6 +81,7 @@ class metrics_observer final : public observer {
   void on_nonfinite(std::span<const std::string> tensors, std::span<const int> ranks, std::string_view mode,
                     time_point at) override;
   void on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) override;
+  void on_call(const call_event& e, time_point at) override;
   void on_tunables(const tunables& t, time_point at) override;
   void on_autotune(const autotune_event& e, time_point at) override;
 
@@ -122,6 +123,16 @@ class metrics_observer final : public observer {
   prometheus::Counter* nonfinite_skip_;
   prometheus::Counter* compressed_input_;
   prometheus::Counter* compressed_wire_;
+
+  /// The series of one torch.distributed call kind (metric_names::c10d_calls).
+  struct call_series {
+    std::string_view call;
+    prometheus::Counter* ok;
+    prometheus::Counter* failed;
+    prometheus::Histogram* latency;
+    prometheus::Counter* bytes;
+  };
+  std::vector<call_series> calls_;
 
   prometheus::Gauge* fusion_threshold_;
   prometheus::Gauge* chunk_bytes_;

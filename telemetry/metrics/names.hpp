@@ -83,6 +83,20 @@ inline constexpr const char* compressed_bytes = "chorus_compressed_bytes_total";
 /// (CHORUS_COMPRESSION_SHM=auto), else 0. Set once at init; the same on every rank.
 inline constexpr const char* compression_off_on_shm = "chorus_compression_off_on_shm";
 
+// ---- torch.distributed groups (bindings/ordered; labels rank, call = torch's name:
+//      "all_reduce", "broadcast", "send", ...; "other" for a name not listed in c10d_calls) ----
+/// Counter: calls of this rank's Chorus process groups that ended (label result = "ok", "error").
+inline constexpr const char* c10d_calls_total = "chorus_c10d_calls_total";
+/// Histogram: seconds from a call to its end.
+inline constexpr const char* c10d_call_latency = "chorus_c10d_call_seconds";
+/// Counter: bytes of the calls' tensors on this rank.
+inline constexpr const char* c10d_bytes = "chorus_c10d_bytes_total";
+/// The calls with series of their own.
+inline constexpr const char* c10d_calls[] = {
+    "all_reduce", "all_reduce_coalesced", "reduce", "broadcast", "all_gather", "all_gather_into_tensor",
+    "all_gather_coalesced", "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single",
+    "all_to_all", "barrier", "send", "recv", "other"};
+
 // ---- tunables in force (label rank) ----
 /// Gauge: the fusion threshold (bytes).
 inline constexpr const char* tunable_fusion_threshold = "chorus_tunable_fusion_threshold_bytes";

@@ -117,6 +117,11 @@ std::string to_json(const trace_file& f, const trace_record& r) {
            ",\"wire_bytes\":" + std::to_string(r.count);
       break;
     case record_kind::direct_path: o += ",\"max_bytes\":" + std::to_string(r.bytes); break;
+    case record_kind::call:
+      o += ",\"group\":" + json::quote(r.group) + ",\"call\":" + json::quote(r.text) +
+           ",\"seq\":" + std::to_string(r.sequence) + ",\"bytes\":" + std::to_string(r.bytes) + "," +
+           status_json(r.result) + ",\"started_us\":" + us(r.started_ns);
+      break;
     case record_kind::steal:
       o += ",\"thief\":" + std::to_string(r.peer) + ",\"victim\":" + std::to_string(r.victim) +
            ",\"sequence\":" + std::to_string(r.sequence);

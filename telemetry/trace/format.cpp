@@ -26,6 +26,7 @@ std::string_view name_of(record_kind k) {
     case record_kind::autotune: return "autotune";
     case record_kind::compressed: return "compressed";
     case record_kind::direct_path: return "direct_path";
+    case record_kind::call: return "call";
   }
   return "unknown";
 }

@@ -63,6 +63,9 @@ enum class record_kind : uint8_t {
                         ///< ended (raw: the caller's bytes; wire: fp16/bf16 bytes, what the ring moved)
   direct_path = 21,     ///< varint max_bytes: the pipeline's direct path takes chunks up to this many
                         ///< bytes (observer::on_direct_path; absent: none, as in older traces)
+  call = 22,            ///< varint group id | varint seq | varint call id | varint bytes | status |
+                        ///< svarint started_ns: a torch.distributed group's call ended at t_ns
+                        ///< (observer::on_call; files c10d-rank-<r>.trace)
 };
 
 /// "enqueue", "ready", ...; "unknown" for a value outside the enum.

@@ -10,6 +10,7 @@ result<std::shared_ptr<observer>> trace_from_config(const context& ctx, const te
   if (c.trace_dir.empty()) return std::shared_ptr<observer>{};
   recorder_options o;
   o.dir = c.trace_dir;
+  o.prefix = ctx.trace_prefix;
   o.rank = ctx.rank;
   o.size = ctx.size;
   o.max_bytes = c.trace_max_mb << 20;

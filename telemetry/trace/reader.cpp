@@ -231,6 +231,10 @@ class block_parser {
         ok = small_int(r, x.peer, "stream") && r.varint(x.bytes, "raw bytes") && r.varint(x.count, "wire bytes");
         break;
       case record_kind::direct_path: ok = r.varint(x.bytes, "direct path bytes"); break;
+      case record_kind::call:
+        ok = name(r, x.group, why) && r.varint(x.sequence, "call number") && name(r, x.text, why) &&
+             r.varint(x.bytes, "call bytes") && result_of(r, x.result) && r.svarint(x.started_ns, "started");
+        break;
       case record_kind::steal:
         ok = small_int(r, x.peer, "thief") && small_int(r, x.victim, "victim") && r.varint(x.sequence, "sequence");
         break;
@@ -364,8 +368,8 @@ result<trace_file> read_trace_strict(const std::string& path) {
   return f;
 }
 
-result<std::vector<trace_file>> read_trace_dir(const std::string& dir) {
-  auto rank_path = [&](int r) { return (std::filesystem::path(dir) / ("rank-" + std::to_string(r) + ".trace")).string(); };
+result<std::vector<trace_file>> read_trace_dir(const std::string& dir, const std::string& prefix) {
+  auto rank_path = [&](int r) { return (std::filesystem::path(dir) / (prefix + std::to_string(r) + ".trace")).string(); };
   auto first = read_trace_strict(rank_path(0));
   if (!first) return first.error();
   int size = first->header.size;

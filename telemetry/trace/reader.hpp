@@ -41,7 +41,7 @@ struct trace_record {
   int64_t t_ns = 0;
   uint64_t handle = 0;             ///< enqueue, callback, ready
   uint64_t cycle = 0;              ///< ready, cycle, agreed, bucket
-  uint64_t sequence = 0;           ///< chunk_start, chunk_end, steal; bucket: first sequence
+  uint64_t sequence = 0;           ///< chunk_start, chunk_end, steal, call; bucket: first sequence
   uint64_t bytes = 0;              ///< chunks, bucket; compressed: the caller's bytes; direct_path: max
   uint64_t bucket = 0;
   uint64_t count = 0;              ///< bucket: chunks; cycle: messages sent; lost; limit; end;
@@ -49,12 +49,13 @@ struct trace_record {
   uint64_t count2 = 0;             ///< cycle: messages received
   int peer = -1;                   ///< gossip_sent: to; chunks, compressed: stream; steal: thief
   int victim = -1;                 ///< steal
-  int64_t started_ns = 0;          ///< callback: enqueued; chunk_end, cycle: started
+  int64_t started_ns = 0;          ///< callback: enqueued; chunk_end, cycle, call: started
   tensor_spec spec;                ///< enqueue, callback, ready
-  status result;                   ///< callback, chunk_end, error
+  status result;                   ///< callback, chunk_end, error, call
   std::vector<std::string> names;  ///< agreed, bucket: tensors; stall: the name
   std::vector<int64_t> values;     ///< agreed: latency µs per name; stall: missing ranks
-  std::string text;                ///< bucket: collective kind; error: its kind
+  std::string text;                ///< bucket: collective kind; error: its kind; call: torch's name
+  std::string group;               ///< call: the group's name
   std::string algorithm;           ///< bucket: bucket_event::algorithm (empty in older traces)
   bool in_place = false;           ///< bucket
   std::vector<uint8_t> payload;    ///< gossip_sent, gossip_received: the encoded message
@@ -87,8 +88,9 @@ result<trace_file> parse_trace(const std::string& path, std::span<const std::byt
 /// read_trace, with damage turned into the error.
 result<trace_file> read_trace_strict(const std::string& path);
 
-/// The traces of a directory: rank-<r>.trace for r = 0..size-1, each checked strictly. An
-/// error names a missing rank, a size that differs between files, or the first damage.
-result<std::vector<trace_file>> read_trace_dir(const std::string& dir);
+/// The traces of a directory: <prefix><r>.trace for r = 0..size-1 ("rank-": the actor pipeline's;
+/// "c10d-rank-": torch.distributed groups'), each checked strictly. An error names a missing
+/// rank, a size that differs between files, or the first damage.
+result<std::vector<trace_file>> read_trace_dir(const std::string& dir, const std::string& prefix = "rank-");
 
 }  // namespace chorus::telemetry::trace

@@ -92,7 +92,7 @@ result<std::shared_ptr<recorder>> recorder::open(const recorder_options& options
   std::filesystem::create_directories(options.dir, ec);
   if (ec)
     return status{errc::config, "CHORUS_TRACE=" + options.dir + ": cannot create the directory: " + ec.message()};
-  std::string path = (std::filesystem::path(options.dir) / ("rank-" + std::to_string(options.rank) + ".trace")).string();
+  std::string path = (std::filesystem::path(options.dir) / (options.prefix + std::to_string(options.rank) + ".trace")).string();
   auto file = create_trace_file(path);
   if (!file) return status{errc::config, "CHORUS_TRACE=" + options.dir + ": " + file.error().message()};
   return std::shared_ptr<recorder>(new recorder(options, *file, std::move(path)));
@@ -353,6 +353,17 @@ void recorder::on_compressed(int stream, std::size_t raw_bytes, std::size_t wire
 
 void recorder::on_direct_path(std::size_t max_bytes, time_point at) {
   emit(record_kind::direct_path, at, [&](byte_writer& w, thread_buffer&) { w.varint(max_bytes); });
+}
+
+void recorder::on_call(const call_event& e, time_point at) {
+  emit(record_kind::call, at, [&](byte_writer& w, thread_buffer& tb) {
+    w.varint(intern(tb, e.group));
+    w.varint(e.seq);
+    w.varint(intern(tb, e.call));
+    w.varint(e.bytes);
+    write_status(w, e.result ? *e.result : status{});
+    w.svarint(ns(e.started));
+  });
 }
 
 void recorder::on_tunables(const tunables& t, time_point at) {

@@ -33,6 +33,7 @@ namespace chorus::telemetry::trace {
 
 struct recorder_options {
   std::string dir;                                  ///< created if missing
+  std::string prefix = "rank-";                     ///< the file is <dir>/<prefix><rank>.trace
   int rank = 0;
   int size = 1;
   uint64_t max_bytes = uint64_t{256} << 20;         ///< file size bound (CHORUS_TRACE_MAX_MB); 0 = none
@@ -87,6 +88,7 @@ class recorder final : public observer {
   /// A `compressed` record beside the chunk's chunk_end: the caller's bytes and the wire bytes.
   void on_compressed(int stream, std::size_t raw_bytes, std::size_t wire_bytes, time_point at) override;
   void on_direct_path(std::size_t max_bytes, time_point at) override;
+  void on_call(const call_event& e, time_point at) override;
   void on_tunables(const tunables& t, time_point at) override;
   void on_autotune(const autotune_event& e, time_point at) override;
 

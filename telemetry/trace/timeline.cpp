@@ -14,7 +14,7 @@ namespace chorus::telemetry::trace {
 
 namespace {
 
-constexpr int tid_negotiation = 1, tid_fusion = 2, tid_ops = 3, tid_stream0 = 100;
+constexpr int tid_negotiation = 1, tid_fusion = 2, tid_ops = 3, tid_stream0 = 100, tid_c10d0 = 1000;
 
 class writer {
  public:
@@ -167,6 +167,7 @@ void write_rank(writer& w, const trace_file& f, const timeline_options& options)
   w.meta(pid, tid_fusion, "thread_name", "fusion");
   w.meta(pid, tid_ops, "thread_name", "ops");
   std::set<int> streams;
+  std::map<std::string, int> groups;  // torch.distributed groups' calls: a thread per group
   // Chunk times by sequence, for the bucket spans.
   chunk_time_map chunk_times;
   for (const auto& r : f.records)
@@ -233,6 +234,15 @@ void write_rank(writer& w, const trace_file& f, const timeline_options& options)
       case record_kind::enqueue:
         w.async(f, "b", r.handle, r.spec.name, r.t_ns, "\"collective\":" + json::quote(name_of(r.spec.kind)));
         break;
+      case record_kind::call: {
+        auto [it, fresh] = groups.emplace(r.group, static_cast<int>(groups.size()));
+        const int tid = tid_c10d0 + it->second;
+        if (fresh) w.meta(pid, tid, "thread_name", "c10d group '" + r.group + "'");
+        w.span(f, tid, "c10d." + r.text + "#" + std::to_string(r.sequence), "c10d", r.started_ns, r.t_ns,
+               "\"bytes\":" + std::to_string(r.bytes) + ",\"ok\":" + (r.result.ok() ? "true" : "false") +
+                   (r.result.ok() ? "" : ",\"error\":" + json::quote(r.result.message())));
+        break;
+      }
       case record_kind::callback: {
         auto p = phases.find(r.handle);
         if (p == phases.end()) break;  // enqueued before the recording started: no span

@@ -1,6 +1,9 @@
 // chorus-trace: reads the traces CHORUS_TRACE=<dir> records (telemetry/trace/).
 //   chorus-trace dump FILE...                 every record as a JSON line
-//   chorus-trace timeline DIR -o OUT.json     one Chrome/Perfetto trace of all ranks
+//   chorus-trace timeline DIR [--c10d] -o OUT.json
+//                                             one Chrome/Perfetto trace of all ranks (--c10d, or
+//                                             when there are no others: torch.distributed
+//                                             groups' calls, c10d-rank-<r>.trace)
 //   chorus-trace stragglers DIR               which rank was last, per tensor and per cycle
 //   chorus-trace replay DIR                   re-runs the recorded job's negotiation and fusion
 //                                             on the real actors and compares every decision
@@ -10,6 +13,7 @@
 // Exit status: 0 success (replay: a match), 1 a damaged trace or a replay that differs,
 // 2 bad usage or unreadable input.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -29,7 +33,7 @@ using namespace chorus::telemetry::trace;
 int usage(const std::string& why) {
   std::cerr << "chorus-trace: " << why << "\n"
             << "usage: chorus-trace dump FILE...\n"
-            << "       chorus-trace timeline DIR -o OUT.json\n"
+            << "       chorus-trace timeline DIR [--c10d] -o OUT.json\n"
             << "       chorus-trace stragglers DIR\n"
             << "       chorus-trace replay DIR\n";
   return 2;
@@ -58,13 +62,18 @@ int run_dump(const std::vector<std::string>& files) {
 
 int run_timeline(const std::vector<std::string>& args) {
   std::string dir, out;
+  bool c10d = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "-o" && i + 1 < args.size()) out = args[++i];
+    else if (args[i] == "--c10d") c10d = true;
     else if (dir.empty()) dir = args[i];
     else return usage("timeline: unexpected argument '" + args[i] + "'");
   }
   if (dir.empty() || out.empty()) return usage("timeline needs DIR and -o OUT.json");
-  auto ranks = read_trace_dir(dir);
+  // The actor pipeline's files; torch.distributed groups' (c10d-rank-<r>.trace) with --c10d, or
+  // when there are no others.
+  const bool pipeline = !c10d && std::filesystem::exists(std::filesystem::path(dir) / "rank-0.trace");
+  auto ranks = read_trace_dir(dir, pipeline ? "rank-" : "c10d-rank-");
   if (!ranks) return error(ranks.error());
   std::ofstream os(out, std::ios::trunc);
   if (!os) return usage("timeline: cannot write " + out);
