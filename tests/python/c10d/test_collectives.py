@@ -234,3 +234,20 @@ def test_barrier_ends_after_every_earlier_call():
     b = dist.barrier(async_op=True)
     b.wait()
     assert w.is_completed()
+
+
+def test_several_tensors_per_call_reduce_and_broadcast_as_gloo():
+    """The multi-device forms (a list per call): allreduce reduces every tensor of every rank and
+    gives each the result; broadcast copies the root's chosen tensor into every tensor."""
+    pg = dist.distributed_c10d._get_default_group()
+    ts = [value(rank(), (6,), torch.int64, 300 + k) for k in range(3)]
+    pg.allreduce(ts).wait()
+    want = reduced(dist.ReduceOp.SUM, [value(r, (6,), torch.int64, 300 + k) for r in range(size()) for k in range(3)])
+    for t in ts:
+        assert torch.equal(t, want)
+    opts = dist.BroadcastOptions()
+    opts.rootRank, opts.rootTensor = size() - 1, 1
+    bs = [value(rank(), (4,), torch.float32, 310 + k) for k in range(2)]
+    pg.broadcast(bs, opts).wait()
+    for b in bs:
+        assert torch.equal(b, value(size() - 1, (4,), torch.float32, 311))
