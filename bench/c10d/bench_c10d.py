@@ -12,7 +12,9 @@ and each result is the median over every timed call:
     RESULT c10d_allreduce <impl> <N> <bytes> <median_us> <busbw_GBps>
 
 impl: chorus (dist.all_reduce, default group "chorus"), gloo (dist.all_reduce on a gloo group of
-the same ranks), chorus_cpp (the same allreduce on the chorus group, from C++). busbw counts
+the same ranks), chorus_cpp (the same allreduce on the chorus group, from C++), and with
+--impls ...,hvd chorus.torch's allreduce_ (the Horovod API: negotiated by gossip, then the
+pipeline), which the backend's calls skip. busbw counts
 2(N-1)/N of the buffer per call, as nccl-tests do. Then ratios: chorus/gloo of the busbw, and the
 microseconds torch's layer adds (chorus - chorus_cpp)."""
 
@@ -45,6 +47,10 @@ def main():
     dist.init_process_group("chorus")
     rank, n = dist.get_rank(), dist.get_world_size()
     gloo = dist.new_group(backend="gloo") if "gloo" in args.impls.split(",") else None
+    hvd = None
+    if "hvd" in args.impls.split(","):
+        import chorus.torch as hvd
+        hvd.init()
     world = dist.distributed_c10d._get_default_group()
     for size in [parse_size(s) for s in args.sizes.split(",")]:
         numel = max(1, size // 4)
@@ -55,6 +61,13 @@ def main():
         def block(impl, count):
             if impl == "chorus_cpp":
                 return lib._c10d_allreduce_loop(world, t, count)
+            if impl == "hvd":
+                out = []
+                for _ in range(count):
+                    start = time.perf_counter()
+                    hvd.allreduce_(t, name="bench", op=hvd.Sum)
+                    out.append(time.perf_counter() - start)
+                return out
             out = []
             group = gloo if impl == "gloo" else None
             for _ in range(count):
@@ -86,6 +99,8 @@ def main():
                 print("  %d bytes: torch's layer adds %.2f us" % (numel * 4, (med["chorus"] - med["chorus_cpp"]) * 1e6),
                       file=sys.stderr)
     dist.barrier()
+    if hvd is not None:
+        hvd.shutdown()
     if gloo is not None:
         # torch 1.13's teardown of a Gloo group can deadlock on the GIL (bench_train.py): leave.
         sys.stdout.flush()
