@@ -1,9 +1,9 @@
 // Tensor specs: comparison, printing for error messages, boundary checks and the codec.
 #include "runtime/negotiation/tensor_spec.hpp"
 
-#include <bit>
-
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <sstream>
 #include <tuple>
 
@@ -194,6 +194,10 @@ bool read(byte_reader& r, tensor_spec& s) {
     if (!r.varint(bits, "spec prescale")) return false;
     if (bits > UINT32_MAX) return r.fail("spec prescale", "not the bits of an f32");
     s.prescale = std::bit_cast<float>(static_cast<uint32_t>(bits));
+    // A prescale multiplies inputs: NaN or Inf could only poison the sum (the API refuses them
+    // alike), and NaN would not even equal itself when the specs are compared.
+    if (!std::isfinite(s.prescale))
+      return r.fail("spec prescale", "prescale " + std::to_string(s.prescale) + " of '" + s.name + "' is not finite");
   }
   return true;
 }

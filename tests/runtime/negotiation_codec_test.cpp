@@ -2,6 +2,9 @@
 // and gossip_message (merge laws and codec). Randomised cases print their seed.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <span>
+
 #include <cstdlib>
 #include <iostream>
 #include <random>
@@ -81,6 +84,33 @@ TEST(TensorSpec, CodecRoundTripsAndReportsTruncation) {
 
 // The transient flag rides in the device byte's top bit: a transient spec round-trips, sorts
 // apart from its non-transient twin, and a non-transient spec encodes as before (same bytes).
+// A fuzzing find (tests/fuzz/corpus/tensor_spec/nan_prescale): a NaN prescale decoded, and then
+// the spec did not equal itself after a round trip. Non-finite prescales are refused from the wire
+// (the API refuses them too, naming the tensor).
+TEST(TensorSpec, ANonFinitePrescaleFromTheWireIsRefused) {
+  const uint8_t nan_prescale[] = {0x01, 0x02, 0x00, 0x41, 0x01, 0x5b, 0x00, 0x00, 0xfb, 0xff, 0xfb, 0xff, 0x0f};
+  auto s = decode_tensor_spec(std::as_bytes(std::span(nan_prescale)));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("spec prescale"), std::string::npos) << s.error().to_string();
+  EXPECT_NE(s.error().message().find("is not finite"), std::string::npos) << s.error().to_string();
+  for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    tensor_spec t;
+    t.name = "g";
+    t.kind = collective_kind::allreduce;
+    t.wire = compression::fp16;
+    t.prescale = bad;
+    EXPECT_FALSE(decode_tensor_spec(encode(t)).ok()) << bad;
+  }
+  tensor_spec ok;
+  ok.name = "g";
+  ok.prescale = 0.5f;
+  ok.wire = compression::fp16;
+  auto back = decode_tensor_spec(encode(ok));
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->prescale, 0.5f);
+}
+
 TEST(TensorSpec, TransientFlagRoundTripsInTheDeviceByte) {
   auto plain = sample_spec();
   auto once = plain;
