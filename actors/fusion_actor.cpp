@@ -372,7 +372,6 @@ void apply_switch(fusion_state& s, const tunables_switch& sw) {
   s.cfg.in_place_bytes = static_cast<std::size_t>(sw.in_place_bytes);
   s.active_streams = sw.streams;
   if (s.wired.board) s.wired.board->set_active(sw.streams);
-  if (s.wired.streams_in_use) s.wired.streams_in_use(sw.streams);
   ++s.switches;
 }
 

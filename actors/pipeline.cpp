@@ -314,7 +314,6 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
                                                return stream_board::reading{c->traffic(s).sent, m.bytes_acked,
                                                                             m.busy_us};
                                              });
-  a.streams_in_use = [c = &comm](int n) { c->data_plane().set_active_streams(n); };
   if (opts.autotune.enabled) a.autotuner = sys.spawn(autotuner_actor, autotuner_config_of(opts, rank, size, streams));
   a.observer = opts.observer;
   const telemetry::tunables first{opts.fusion_threshold, opts.chunk_bytes,

@@ -294,9 +294,6 @@ struct pipeline_wired {
   std::shared_ptr<telemetry::observer> observer;  ///< the rank's telemetry; null when off
   std::shared_ptr<stream_board> board;  ///< placement by stream speed; null: round-robin
   caf::actor autotuner;                 ///< invalid unless CHORUS_AUTOTUNE=1
-  /// Tells the data plane how many streams are in use (transport::set_active_streams), so
-  /// frame stealing stays among them; empty: nothing to tell (tests, replay).
-  std::function<void(int)> streams_in_use;
 };
 
 /// The wired observer, or one that ignores everything when telemetry is off.

@@ -2,6 +2,10 @@
 #include "runtime/config/config.hpp"
 
 #include <cmath>
+#include <mutex>
+#include <set>
+
+#include "runtime/config/variables.hpp"
 
 namespace chorus {
 namespace {
@@ -41,14 +45,30 @@ bool parse_log_level(std::string_view text, log::level& out) {
   return false;
 }
 
+std::vector<std::string_view> retired_set(const env_lookup& get) {
+  std::vector<std::string_view> out;
+  for (const auto& v : cfg::retired_variables()) {
+    const char* value = get(std::string(v.name).c_str());
+    if (value && *value) out.push_back(v.name);
+  }
+  return out;
+}
+
 result<config> read_config(const env_lookup& get) {
+  static std::mutex warned_mu;
+  static std::set<std::string_view> warned;
+  for (auto name : retired_set(get)) {
+    std::lock_guard lk(warned_mu);
+    if (!warned.insert(name).second) continue;
+    for (const auto& v : cfg::retired_variables())
+      if (v.name == name) CHORUS_LOG(warn, "config", name << " is set but has no effect: it was removed (" << v.why << ")");
+  }
   config c;
   cfg::reader r(get);
   status st;
   auto& t = c.transport;
   take(st, r.whole("CHORUS_NUM_STREAMS"), t.num_streams);
   take(st, r.whole("CHORUS_SOCKET_BUFFER_BYTES"), t.socket_buffer_bytes);
-  take(st, r.flag("CHORUS_FRAME_STEALING"), t.frame_stealing);
   take(st, r.whole("CHORUS_SHM_BYTES"), t.shm_bytes);
   take(st, r.whole("CHORUS_SHM_SPIN_US"), t.shm_spin,
        [](uint64_t us) { return std::chrono::microseconds(static_cast<int64_t>(us)); });

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "runtime/compression/options.hpp"
 #include "runtime/compression/shm_gate.hpp"
@@ -20,7 +22,6 @@ namespace chorus {
 struct transport_config {
   int num_streams = 8;                                ///< CHORUS_NUM_STREAMS
   int socket_buffer_bytes = 0;                        ///< CHORUS_SOCKET_BUFFER_BYTES; 0 = kernel autotuning
-  bool frame_stealing = false;                        ///< CHORUS_FRAME_STEALING
   std::size_t shm_bytes = 2u << 20;                   ///< CHORUS_SHM_BYTES; 0 = TCP only
   std::chrono::microseconds shm_spin{50};             ///< CHORUS_SHM_SPIN_US
   std::string host;                                   ///< CHORUS_HOST; empty: towards the rendezvous
@@ -101,6 +102,10 @@ struct config {
 result<config> read_config(const env_lookup& get);
 /// The same over the process environment.
 result<config> read_config();
+
+/// The retired variables (variables.hpp) set in `get`: they have no effect. read_config() warns
+/// of each once per process.
+std::vector<std::string_view> retired_set(const env_lookup& get);
 
 /// CHORUS_LOG_LEVEL's words to a level; nullopt-like false when `text` is not one of them.
 bool parse_log_level(std::string_view text, log::level& out);

@@ -20,9 +20,6 @@ constexpr std::array table{
            "TCP connections (streams) to each peer", owner::config, "connections"},
   variable{"CHORUS_SOCKET_BUFFER_BYTES", "", kind::whole, "0", 0, GiB, "",
            "SO_SNDBUF / SO_RCVBUF of every stream; 0 keeps the kernel's autotuning", owner::config, "bytes"},
-  variable{"CHORUS_FRAME_STEALING", "", kind::choice, "0", 0, 0, "0|1",
-           "1: a data frame waiting on a busy TCP connection moves to an idle one to the same peer, so no "
-           "work waits on a slow connection (including chunks already running on it)", owner::config, ""},
   variable{"CHORUS_SHM_BYTES", "", kind::whole, "2097152", 0, GiB, "",
            "shared-memory ring per stream and direction to each rank on the same host; 0 = TCP only",
            owner::config, "bytes"},
@@ -189,9 +186,18 @@ constexpr std::array table{
 };
 // clang-format on
 
+// Variables read no more, each with why (docs/design.md, "What was tried and dropped").
+constexpr std::array retired{
+  retired_variable{"CHORUS_FRAME_STEALING",
+                   "moving waiting frames to an idle connection measured no faster than placing chunks by "
+                   "each stream's speed, which Chorus does (docs/design.md)"},
+};
+
 }  // namespace
 
 std::span<const variable> variables() { return table; }
+
+std::span<const retired_variable> retired_variables() { return retired; }
 
 std::string number_text(double x) {
   char buf[64];

@@ -42,6 +42,14 @@ struct variable {
 
 /// Every variable, in README order.
 std::span<const variable> variables();
+
+/// A variable Chorus once read and no longer does (what it chose was measured without gain and
+/// removed): set, it has no effect, and read_config() says so once per process.
+struct retired_variable {
+  std::string_view name;
+  std::string_view why;  ///< what it did and what stands in its place
+};
+std::span<const retired_variable> retired_variables();
 /// The entry for `name` (a CHORUS_ name or its HOROVOD_ alias); nullptr when there is none.
 const variable* find(std::string_view name);
 /// A number as the messages show it: whole numbers without exponent ("1000000000"), else %g.

@@ -41,12 +41,6 @@ class link_owner {
   virtual void goodbye_from(int peer) = 0;
   /// A link finished writing what closing waits for.
   virtual void finish_close_if_done() = 0;
-  /// A link wrote everything it was given and is open for more (frame stealing: the owner may
-  /// hand it a frame waiting on a busier sibling to the same peer).
-  virtual void link_idle(int peer, int stream) {
-    (void)peer;
-    (void)stream;
-  }
 };
 
 enum class link_kind { tcp, shm };
@@ -79,23 +73,6 @@ class stream_link {
   virtual bool goodbye_sent() const = 0;
   virtual bool goodbye_received() const = 0;
   virtual std::size_t queued_frames() const = 0;
-  /// Data frames queued and not yet being written: those take_waiting() may give up.
-  virtual std::size_t waiting_frames() const { return 0; }
-  /// Payload bytes queued (being written or waiting), and of them the bytes ahead of the
-  /// oldest waiting data frame (the batch being written).
-  virtual std::size_t queued_bytes() const { return 0; }
-  virtual std::size_t writing_bytes() const { return 0; }
-  /// Payload bytes of the oldest waiting data frame (0: none).
-  virtual std::size_t first_waiting_bytes() const { return 0; }
-  /// Gives up the oldest data frame not yet being written, as if it had never been sent here
-  /// (no sink call): the caller sends it on another link to the same peer. False: none.
-  virtual bool take_waiting(wire::frame_header& h, const std::byte*& payload) {
-    (void)h;
-    (void)payload;
-    return false;
-  }
-  /// Open, writable and not closing: frames sent now would be written.
-  virtual bool takes_frames() const { return open() && !goodbye_sent(); }
 
   // Counters; any thread.
   /// Bytes of frames (headers included) sent / received, whichever way they went.

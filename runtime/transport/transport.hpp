@@ -36,7 +36,6 @@ struct link_use {
   uint64_t shm_frames = 0;      ///< data frames sent through the rings
   uint64_t shm_missed = 0;      ///< data frames sent on TCP although a ring existed
   int refused_connections = 0;  ///< connections refused after setup (e.g. a wrong job secret)
-  uint64_t frames_moved = 0;    ///< data frames sent on another stream than asked (frame stealing)
 };
 
 class transport {
@@ -81,9 +80,6 @@ class transport {
     (void)peer;
     return {0, 0};
   }
-  /// Data frames may move among streams [0, n) only (mesh_transport's frame stealing); any
-  /// thread. n <= 0: all.
-  virtual void set_active_streams(int n) { (void)n; }
   /// link_use above; any thread.
   virtual link_use links() const { return {}; }
   /// Ends the job's connections cleanly; blocks; idempotent.

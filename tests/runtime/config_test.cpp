@@ -82,7 +82,6 @@ std::vector<row> config_rows() {
       {"CHORUS_CONTROL_PLANE", "caf", "caf", [](const config& c) { return c.pipeline.control_plane; }, "udp"},
       {"CHORUS_CYCLE_TIME_MS", "0.25", "250", [](const config& c) { return str(c.pipeline.cycle_time.count()); },
        "-1"},
-      {"CHORUS_FRAME_STEALING", "1", "1", [](const config& c) { return str(c.transport.frame_stealing); }, "yes"},
       {"CHORUS_EARLY_START", "1", "1", [](const config& c) { return str(c.pipeline.early_start); }, "yes"},
       {"CHORUS_HOLD_WHEN_AHEAD", "0", "0", [](const config& c) { return str(c.pipeline.hold_when_ahead); }, "2"},
       {"CHORUS_DYNAMIC_PROCESS_SETS", "1", "1", [](const config& c) { return str(c.pipeline.dynamic_process_sets); }, "2"},
@@ -420,3 +419,19 @@ TEST(Config, LauncherVariablesThroughProcessEnv) {
 
 }  // namespace
 }  // namespace chorus
+
+TEST(RetiredVariables, AreNamedWhenSetAndReadNoMore) {
+  std::map<std::string, std::string> env{{"CHORUS_FRAME_STEALING", "1"}, {"CHORUS_NUM_STREAMS", "4"}};
+  auto get = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto set = chorus::retired_set(get);
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_EQ(set[0], "CHORUS_FRAME_STEALING");
+  auto c = chorus::read_config(get);  // still reads: the variable only warns
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  EXPECT_EQ(c->transport.num_streams, 4);
+  EXPECT_EQ(chorus::cfg::find("CHORUS_FRAME_STEALING"), nullptr);
+  for (const auto& v : chorus::cfg::retired_variables()) EXPECT_FALSE(v.why.empty()) << v.name;
+}

@@ -15,7 +15,6 @@ mesh_options mesh_options::from_config(const transport_config& c) {
   mesh_options o;
   o.num_streams = c.num_streams;
   o.socket_buffer_bytes = c.socket_buffer_bytes;
-  o.frame_stealing = c.frame_stealing;
   o.connect_timeout = c.connect_timeout;
   o.shm_bytes = c.shm_bytes;
   o.shm_spin = c.shm_spin;

@@ -34,9 +34,6 @@ struct mesh_options {
   /// measured about twice as fast on loopback as a fixed 1-16 MiB.
   int socket_buffer_bytes = 0;
   std::size_t scratch_bytes = 1 << 20;      ///< receive scratch per TCP connection
-  /// CHORUS_FRAME_STEALING: data frames move to an idle TCP connection to the same peer
-  /// (mesh_transport.hpp).
-  bool frame_stealing = false;
   /// CHORUS_SHM_BYTES: the shared-memory ring per stream and direction to a rank on the same
   /// host (transport/shm/ring.hpp); payloads then bypass the kernel's TCP path. 0: TCP only.
   std::size_t shm_bytes = 2u << 20;

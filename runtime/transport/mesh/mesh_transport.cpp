@@ -31,7 +31,6 @@ mesh_transport::mesh_transport(mesh_parts& parts)
     auto& fds = parts.data[static_cast<std::size_t>(p)];
     for (int s = 0; s < static_cast<int>(fds.size()); ++s) {
       auto c = std::make_unique<tcp::tcp_connection>(owner, fds[s].release(), p, s, opts_.scratch_bytes, pretouch);
-      if (opts_.frame_stealing) c->set_batch_bytes(1u << 20);
       auto& lane = parts.lanes.lanes[static_cast<std::size_t>(p)][static_cast<std::size_t>(s)];
       if (!lane.out && !lane.in) {
         links_[p].push_back(std::move(c));
@@ -133,84 +132,7 @@ void mesh_transport::watch_writes() {
 }
 
 void mesh_transport::send(int peer, int stream, const wire::frame_header& h, const std::byte* payload) {
-  stream_link* c = links_[peer][stream].get();
-  if (opts_.frame_stealing && h.kind == wire::frame_kind::data && c->queued_frames() > 0 && stealing_link(peer, stream)) {
-    // Earliest expected finish: behind what c holds, or at once on an idle sibling.
-    const double len = h.length;
-    double best = (static_cast<double>(c->queued_bytes()) + len) / rate_of(peer, stream);
-    stream_link* to = nullptr;
-    auto& per_peer = links_[static_cast<std::size_t>(peer)];
-    for (int s = 0; s < static_cast<int>(per_peer.size()); ++s) {
-      if (s == stream || per_peer[static_cast<std::size_t>(s)]->queued_frames() != 0 || !stealing_link(peer, s)) continue;
-      const double finish = len / rate_of(peer, s);
-      if (finish < best) {
-        best = finish;
-        to = per_peer[static_cast<std::size_t>(s)].get();
-      }
-    }
-    if (to) {
-      count_moved();
-      c = to;
-    }
-  }
-  c->send(h, payload);
-}
-
-bool mesh_transport::stealing_link(int peer, int stream) const {
-  const auto& c = links_[static_cast<std::size_t>(peer)][static_cast<std::size_t>(stream)];
-  const int active = active_streams_.load(std::memory_order_relaxed);
-  return c && c->kind() == link_kind::tcp && (active <= 0 || stream < active) && c->takes_frames();
-}
-
-double mesh_transport::rate_of(int peer, int stream) {
-  constexpr double unmeasured = 1e12;  // as fast as any: every link gets work until measured
-  if (rates_.empty()) {
-    rates_.resize(links_.size());
-    for (std::size_t p = 0; p < links_.size(); ++p) rates_[p].resize(links_[p].size());
-  }
-  auto& r = rates_[static_cast<std::size_t>(peer)][static_cast<std::size_t>(stream)];
-  const auto now = std::chrono::steady_clock::now();
-  if (now - r.read_at >= std::chrono::milliseconds(5)) {
-    r.read_at = now;
-    const auto m = links_[static_cast<std::size_t>(peer)][static_cast<std::size_t>(stream)]->meter();
-    if (m.busy_us < r.busy_us || m.bytes_acked < r.acked) {
-      r.busy_us = m.busy_us;  // a counter that went back (a closed socket): start over
-      r.acked = m.bytes_acked;
-    } else if (m.busy_us - r.busy_us >= 4000 && m.bytes_acked - r.acked >= (256u << 10)) {
-      // The kernel counts busy time in scheduler ticks: spans shorter than a few are noise.
-      const double sample = static_cast<double>(m.bytes_acked - r.acked) * 1e6 / static_cast<double>(m.busy_us - r.busy_us);
-      r.rate = r.rate > 0 ? r.rate + 0.5 * (sample - r.rate) : sample;
-      r.busy_us = m.busy_us;
-      r.acked = m.bytes_acked;
-    }
-  }
-  return r.rate > 0 ? r.rate : unmeasured;
-}
-
-void mesh_transport::link_idle(int peer, int stream) {
-  if (!opts_.frame_stealing || closing_ || !stealing_link(peer, stream)) return;
-  auto& per_peer = links_[static_cast<std::size_t>(peer)];
-  // The frame that gains most: the oldest waiting one whose link would finish it latest
-  // compared with this idle one; none when every sibling would finish its own first.
-  const double mine = rate_of(peer, stream);
-  stream_link* victim = nullptr;
-  double gain = 0;
-  for (int s = 0; s < static_cast<int>(per_peer.size()); ++s) {
-    if (s == stream || !stealing_link(peer, s)) continue;
-    auto& v = per_peer[static_cast<std::size_t>(s)];
-    const auto len = static_cast<double>(v->first_waiting_bytes());
-    if (len == 0) continue;
-    const double g = (static_cast<double>(v->writing_bytes()) + len) / rate_of(peer, s) - len / mine;
-    if (g > gain) {
-      gain = g;
-      victim = v.get();
-    }
-  }
-  wire::frame_header h;
-  const std::byte* payload = nullptr;
-  if (!victim || !victim->take_waiting(h, payload)) return;
-  count_moved();
-  per_peer[static_cast<std::size_t>(stream)]->send(h, payload);
+  links_[static_cast<std::size_t>(peer)][static_cast<std::size_t>(stream)]->send(h, payload);
 }
 
 void mesh_transport::abort(const status& why) {
@@ -277,7 +199,6 @@ link_use mesh_transport::links() const {
       u.shm_missed += c->shm_misses();
     }
   u.refused_connections = acceptor_ ? acceptor_->refused() : 0;
-  u.frames_moved = frames_moved_.load(std::memory_order_relaxed);
   return u;
 }
 

@@ -4,13 +4,8 @@
 // runs every link. With polled links (incoming rings) it polls them while there is work and
 // for CHORUS_SHM_SPIN_US after, then sleeps until a socket, a timer, a post or a ring's
 // doorbell wakes it. send() queues a frame on (peer, stream); received payloads go to the
-// frame_sink. A broken link ends in peer_failed() for that peer, never a hang.
-// Frame stealing (CHORUS_FRAME_STEALING=1; off by default until it measures faster): among the TCP links to one peer, a
-// data frame sent to a link that is busy writing goes to an idle sibling instead, and a link
-// that has written everything takes the oldest frame still waiting on its busiest sibling. So
-// no frame waits behind a slow connection while another to the same peer idles, including the
-// frames of a chunk already running there. Receivers route frames by (sequence, step, offset),
-// whichever connection carried them; a ring's causality keeps the frames of one block in order.
+// frame_sink. A broken link ends in peer_failed() for that peer, never a hang. Receivers route
+// frames by (sequence, step, offset), whichever connection carried them.
 // Built from the parts connect_mesh() made (mesh_connect.hpp); the control link is not part of
 // it (the communicator owns that apart).
 #pragma once
@@ -61,9 +56,6 @@ class mesh_transport final : public transport, private link_owner {
   stream_meter meter(int stream) const override;
   std::pair<int, int> connection_ports(int stream, int peer) const override;
   link_use links() const override;
-  /// Frame stealing moves frames among streams [0, n) only (the streams the autotuner has in
-  /// use); n <= 0 or >= streams: all. Any thread.
-  void set_active_streams(int n) override { active_streams_.store(n, std::memory_order_relaxed); }
 
   /// Says goodbye to every peer, waits up to `grace` for theirs, closes, joins the I/O thread.
   /// Call from outside the I/O thread; idempotent.
@@ -80,15 +72,6 @@ class mesh_transport final : public transport, private link_owner {
   void link_failed(int peer, const status& why, bool tell_peer) override;
   void goodbye_from(int peer) override;
   void finish_close_if_done() override;
-  void link_idle(int peer, int stream) override;
-
-  /// Frame stealing: whether (peer, stream) is a TCP link among the active streams that may
-  /// send or give up frames now.
-  bool stealing_link(int peer, int stream) const;
-  /// (peer, stream)'s sending rate in bytes/s from the kernel's meter (acknowledged bytes per
-  /// busy second, averaged), read at most every 5 ms; links not measured yet count as fast.
-  double rate_of(int peer, int stream);
-  void count_moved() { frames_moved_.store(frames_moved_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
 
   /// Every peer_timeout / 4 on the I/O thread: a link with frames waiting whose peer has
   /// taken no byte (TCP or ring) for peer_timeout fails naming the peer. Its heartbeats may
@@ -112,15 +95,6 @@ class mesh_transport final : public transport, private link_owner {
   link_table table_;
   std::vector<std::vector<std::unique_ptr<stream_link>>> links_;  // [peer][stream]
   std::vector<bool> peer_down_;
-  std::atomic<int> active_streams_{0};
-  std::atomic<uint64_t> frames_moved_{0};
-  struct link_rate {
-    uint64_t acked = 0;
-    uint64_t busy_us = 0;
-    double rate = 0;  // 0: not measured yet
-    std::chrono::steady_clock::time_point read_at{};
-  };
-  std::vector<std::vector<link_rate>> rates_;  // [peer][stream], I/O thread only  ///< written by the I/O thread only (load + store)
   int shm_streams_ = 0;
   bool closing_ = false;
   bool closed_ = false;

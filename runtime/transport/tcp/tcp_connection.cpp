@@ -102,52 +102,13 @@ void tcp_connection::send_abort(const std::string& reason) {
   send(h, reinterpret_cast<const std::byte*>(abort_reason_.data()));
 }
 
-std::size_t tcp_connection::waiting_frames() const {
-  std::size_t n = 0;
-  for (std::size_t i = in_flight_; i < queue_.size(); ++i)
-    if (queue_[i].header.kind == wire::frame_kind::data) ++n;
-  return n;
-}
-
-std::size_t tcp_connection::queued_bytes() const {
-  std::size_t n = 0;
-  for (const auto& o : queue_) n += o.header.length;
-  return n;
-}
-
-std::size_t tcp_connection::writing_bytes() const {
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < in_flight_ && i < queue_.size(); ++i) n += queue_[i].header.length;
-  return n;
-}
-
-std::size_t tcp_connection::first_waiting_bytes() const {
-  for (std::size_t i = in_flight_; i < queue_.size(); ++i)
-    if (queue_[i].header.kind == wire::frame_kind::data) return queue_[i].header.length;
-  return 0;
-}
-
-bool tcp_connection::take_waiting(wire::frame_header& h, const std::byte*& payload) {
-  for (std::size_t i = in_flight_; i < queue_.size(); ++i) {
-    if (queue_[i].header.kind != wire::frame_kind::data) continue;
-    h = queue_[i].header;
-    payload = queue_[i].payload;
-    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
-    return true;
-  }
-  return false;
-}
-
 void tcp_connection::start_write() {
   write_bufs_.clear();
-  std::size_t bytes = 0;
   in_flight_ = 0;
   while (in_flight_ < std::min(queue_.size(), max_batch)) {
     auto& o = queue_[in_flight_];
-    if (in_flight_ > 0 && bytes + o.header.length > batch_bytes_) break;
-    bytes += o.header.length;
-    // The write reads the headers from batch_heads_, not from the queue: cancel() and
-    // take_waiting() erase frames behind the batch, which may move the batch's queue entries.
+    // The write reads the headers from batch_heads_, not from the queue: cancel() erases frames
+    // behind the batch, which may move the batch's queue entries.
     batch_heads_[in_flight_] = o.head;
     write_bufs_.push_back(asio::buffer(batch_heads_[in_flight_]));
     if (o.header.length) write_bufs_.push_back(asio::buffer(o.payload, o.header.length));
@@ -181,8 +142,6 @@ void tcp_connection::on_written(const asio::error_code& ec, std::size_t n) {
     owner_.finish_close_if_done();
   } else if (goodbye_sent_) {
     owner_.finish_close_if_done();
-  } else {
-    owner_.link_idle(peer_, stream_);
   }
 }
 

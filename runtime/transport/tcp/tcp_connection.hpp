@@ -49,10 +49,6 @@ class tcp_connection final : public stream_link {
   /// are refused otherwise) and goodbye, before which `drain` takes what the peer put in the
   /// ring before it said goodbye.
   void carry_signals_for(std::function<void()> drain) { drain_before_goodbye_ = std::move(drain); }
-  /// Payload bytes one gather-write takes at most (a larger frame still goes alone). What a
-  /// write holds can no longer move to an idle sibling (frame stealing), so with stealing a
-  /// slow connection keeps at most this much of an operation.
-  void set_batch_bytes(std::size_t n) { batch_bytes_ = n; }
   /// Whether frames can still be written (open, and no write has failed).
   bool writable() const { return open_ && !write_broken_; }
 
@@ -60,12 +56,6 @@ class tcp_connection final : public stream_link {
   bool goodbye_sent() const override { return goodbye_sent_; }
   bool goodbye_received() const override { return goodbye_received_; }
   std::size_t queued_frames() const override { return queue_.size(); }
-  std::size_t waiting_frames() const override;
-  std::size_t queued_bytes() const override;
-  std::size_t writing_bytes() const override;
-  std::size_t first_waiting_bytes() const override;
-  bool take_waiting(wire::frame_header& h, const std::byte*& payload) override;
-  bool takes_frames() const override { return writable() && !goodbye_sent_ && !close_when_written_; }
   /// Bytes written / read so far; any thread (relaxed: for metrics, not for synchronisation).
   uint64_t bytes_sent() const override { return bytes_sent_.load(std::memory_order_relaxed); }
   uint64_t bytes_received() const override { return bytes_received_.load(std::memory_order_relaxed); }
@@ -107,7 +97,6 @@ class tcp_connection final : public stream_link {
   std::vector<asio::const_buffer> write_bufs_;
   // Frames per gather-write: small enough that forwarded segments are not held behind a long batch.
   static constexpr std::size_t max_batch = 8;
-  std::size_t batch_bytes_ = SIZE_MAX;
   std::array<std::array<std::byte, wire::frame_header_size>, max_batch> batch_heads_{};  // headers being written
 
   std::array<std::byte, wire::frame_header_size> read_head_{};
