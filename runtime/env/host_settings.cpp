@@ -5,22 +5,20 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <fstream>
 
 namespace chorus {
 
 host_settings read_host_settings(const env_lookup& get) {
+  const cfg::reader r(get);  // the one reader of the variable table (text: an empty value is unset)
   auto value = [&](const char* name) {
-    const char* v = get(name);
-    return std::string(v ? v : "");
+    auto v = r.text(name);
+    return v ? *v : std::string();
   };
   return {value("CHORUS_HOST_ID"), value("CHORUS_IFACE"), value("CHORUS_HOST")};
 }
 
-host_settings read_host_settings() {
-  return read_host_settings([](const char* name) -> const char* { return std::getenv(name); });
-}
+host_settings read_host_settings() { return read_host_settings(cfg::process_lookup()); }
 
 std::string host_identity(const host_settings& s) {
   if (!s.host_id.empty()) return "id:" + s.host_id;

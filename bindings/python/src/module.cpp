@@ -8,6 +8,8 @@
 #include <chrono>
 
 #include "module_support.hpp"
+#include "runtime/config/reader.hpp"
+#include "runtime/config/variables.hpp"
 #include "runtime/rendezvous/elastic_round.hpp"
 
 namespace py = pybind11;
@@ -243,5 +245,39 @@ PYBIND11_MODULE(_chorus_torch, m) {
   chorus::python::register_join(m);
   chorus::python::register_process_sets(m);
   chorus::python::register_elastic(m);
+  m.def(
+      "read_variable",
+      [](const std::string& name) -> py::object {
+        // The one reader of the variable table (runtime/config): its checks and its words.
+        const auto* v = cfg::find(name);
+        if (!v) raise_argument(name + " is not a Chorus variable (runtime/config/variables.cpp)");
+        const cfg::reader r(cfg::process_lookup());
+        switch (v->type) {
+          case cfg::kind::whole: {
+            auto x = r.whole(name);
+            if (!x) raise_argument(x.error().message());
+            return py::int_(*x);
+          }
+          case cfg::kind::decimal: {
+            auto x = r.decimal(name);
+            if (!x) raise_argument(x.error().message());
+            return py::float_(*x);
+          }
+          case cfg::kind::choice: {
+            auto x = r.choice(name);
+            if (!x) raise_argument(x.error().message());
+            return py::str(*x);
+          }
+          case cfg::kind::text: {
+            auto x = r.text(name);
+            if (!x) raise_argument(x.error().message());
+            return py::str(*x);
+          }
+        }
+        return py::none();
+      },
+      py::arg("name"),
+      "A CHORUS_* variable's value (its default when unset), read and checked by the runtime's reader; "
+      "a bad value raises ChorusArgumentError naming the variable, the value and what is allowed.");
   chorus::python::register_c10d(m);
 }

@@ -18,7 +18,6 @@ complete late. CHORUS_BUCKET_BYTES=0 turns buckets off: every gradient is its ow
 as in Horovod. DistributedOptimizer.set_bucket_bytes cuts them again, between steps, at
 another size."""
 
-import os
 
 import torch
 
@@ -27,19 +26,10 @@ MAX_BUCKET_BYTES = 1 << 34
 
 
 def bucket_bytes_from_env():
-    """CHORUS_BUCKET_BYTES, or the default; a clear error for anything but a count of bytes."""
-    raw = os.environ.get("CHORUS_BUCKET_BYTES", "")
-    if raw == "":
-        return DEFAULT_BUCKET_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0 or value > MAX_BUCKET_BYTES or not raw.isdigit():
-        # The rule and the words of runtime/config (reader.cpp), whose table lists this variable.
-        raise ValueError("CHORUS_BUCKET_BYTES='%s' is not allowed: expected a whole number in [0, %d] "
-                         "(default %d; 0 turns buckets off)" % (raw, MAX_BUCKET_BYTES, DEFAULT_BUCKET_BYTES))
-    return value
+    """CHORUS_BUCKET_BYTES, or the default, as the runtime's reader reads it (runtime/config: its
+    table, its checks; a bad value raises ChorusArgumentError, a ValueError, naming it)."""
+    from chorus import _chorus_torch as _lib
+    return _lib.read_variable("CHORUS_BUCKET_BYTES")
 
 
 def _nbytes(p):
