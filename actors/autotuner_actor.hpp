@@ -25,7 +25,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/pipeline.hpp"
+#include "actors/options.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/tuning/knobs.hpp"
 #include "runtime/tuning/tuner.hpp"

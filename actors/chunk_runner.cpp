@@ -18,19 +18,19 @@
 
 namespace chorus {
 
-void chunk_gate::wire(std::vector<caf::actor> senders) {
+void completion_router::wire(std::vector<caf::actor> senders) {
   std::lock_guard lk(mu_);
   senders_ = std::move(senders);
 }
 
-void chunk_gate::post(int stream, uint64_t sequence, const status& st, const bucket_job* job) {
+void completion_router::post(int stream, uint64_t sequence, const status& st, const bucket_job* job) {
   std::lock_guard lk(mu_);
   if (stream < 0 || static_cast<std::size_t>(stream) >= senders_.size()) return;
   tsan_edge::publish(job);  // the sender observes it on chunk_ran (actors/sender_actor.cpp)
   caf::anon_send(senders_[static_cast<std::size_t>(stream)], chunk_ran{sequence, st});
 }
 
-void chunk_gate::close() {
+void completion_router::close() {
   std::lock_guard lk(mu_);
   senders_.clear();
 }
@@ -123,7 +123,7 @@ void comm_runner::run(const chunk_work& w, int stream) {
 namespace {
 // Compression or the NaN/Inf check asked for by the bucket's ops (the same for all of them:
 // they are part of the fusion key), or nothing. Compression as the bucket runs it: none where
-// CHORUS_COMPRESSION_SHM's gate dropped it (bucket_job::wire); then, with nothing else asked,
+// CHORUS_COMPRESSION_SHM's policy dropped it (bucket_job::wire); then, with nothing else asked,
 // the plain ring runs the chunk.
 std::optional<wire_options> wire_of(const chunk_work& w) {
   if (!w.job || w.job->ops.empty()) return std::nullopt;
@@ -182,7 +182,7 @@ void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(c
     }
   }
   switch (w.algo) {
-    case chunk_algo::direct_allreduce:
+    case chunk_algo::mailbox_allreduce:
       if (auto* lane = comm_.pipeline_lane()) {
         std::vector<std::span<std::byte>> regions{{w.data, w.bytes}};
         if (w.job && w.job->fused()) {

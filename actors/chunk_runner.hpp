@@ -42,7 +42,7 @@ class chunk_runner {
 /// Routes data-plane completions to the sender actors while the pipeline lives. The data
 /// plane may hold a callback past the actor system's end; it holds the gate, never an actor.
 /// Thread-safe: post() from the I/O thread, wire() and close() from the pipeline's owner.
-class chunk_gate {
+class completion_router {
  public:
   void wire(std::vector<caf::actor> senders);
   /// Sends chunk_ran to the sender of `stream`, unless closed. `job` is the chunk's bucket
@@ -60,14 +60,14 @@ class chunk_gate {
 /// The real runner over a communicator's data plane.
 class comm_runner final : public chunk_runner {
  public:
-  comm_runner(communicator& comm, std::shared_ptr<chunk_gate> gate) : comm_(comm), gate_(std::move(gate)) {}
+  comm_runner(communicator& comm, std::shared_ptr<completion_router> gate) : comm_(comm), gate_(std::move(gate)) {}
   void run(const chunk_work& w, int stream) override;
   /// run(), but `done` (any thread, exactly once) gets the outcome instead of the sender.
   void run_then(const chunk_work& w, int stream, std::function<void(const status&)> done);
 
  private:
   communicator& comm_;
-  std::shared_ptr<chunk_gate> gate_;
+  std::shared_ptr<completion_router> gate_;
 };
 
 /// Prepares an allgather data chunk once its counts are known: sizes job.gathered, copies

@@ -23,8 +23,6 @@ tcp::control_link::handlers control_edge_handlers(caf::actor negotiator) {
           return;
         }
         break;
-      case control_kind::hello:  // the CAF control plane's only
-        break;
     }
     // An authenticated peer that sends what no Chorus rank sends runs another protocol: lose it.
     caf::anon_send(negotiator, gone_atom::value, peer,

@@ -9,8 +9,8 @@
 //                                 once the cycles it finished are done here (departures.hpp)
 //   the connection broke        → (gone_atom, peer, why): the peer is lost (peer_lost)
 // The link keeps the order in which one peer sent, so a peer's last gossip reaches the
-// negotiator before its goodbye. The default control plane (CHORUS_CONTROL_PLANE=tcp); the CAF
-// one (actors/control_plane.hpp) is the alternative it was measured against.
+// negotiator before its goodbye. It is the pipeline's one control plane: no actor message
+// crosses processes.
 #pragma once
 
 #include <memory>

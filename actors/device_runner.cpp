@@ -7,7 +7,7 @@
 
 namespace chorus {
 
-device_runner::device_runner(std::shared_ptr<comm_runner> host, std::shared_ptr<chunk_gate> gate,
+device_runner::device_runner(std::shared_ptr<comm_runner> host, std::shared_ptr<completion_router> gate,
                              std::shared_ptr<gpu::executor> executor, bool nccl)
     : host_(std::move(host)), gate_(std::move(gate)), executor_(std::move(executor)), nccl_(nccl) {}
 

@@ -76,14 +76,14 @@ void prepare_buffer(fusion_state& s, bucket_job& job) {
   if (b.kind == fusable_kind::reducescatter && b.bytes) std::memcpy(job.data, op.input, b.bytes);
 }
 
-/// The compression `spec`'s bucket runs with: the gate (CHORUS_COMPRESSION_SHM) judges the links
+/// The compression `spec`'s bucket runs with: the compression policy (CHORUS_COMPRESSION_SHM) judges the links
 /// among the ranks it runs on, its process set's members, else all ranks. Only the chunks'
 /// execution follows it, never the plan, so a rank that judges differently (a set unknown
 /// here: its ops end with an error anyway) still numbers its chunks as the others do.
 compression effective_wire(const fusion_state& s, const tensor_spec& spec) {
-  if (spec.wire == compression::none || !s.cfg.wire_gate) return spec.wire;
+  if (spec.wire == compression::none || !s.cfg.wire_compression) return spec.wire;
   auto set = spec.process_set != 0 && s.cfg.process_sets ? s.cfg.process_sets->find(spec.process_set) : nullptr;
-  return set ? s.cfg.wire_gate->effective(spec.wire, set->ranks) : s.cfg.wire_gate->effective(spec.wire);
+  return set ? s.cfg.wire_compression->effective(spec.wire, set->ranks) : s.cfg.wire_compression->effective(spec.wire);
 }
 
 /// Readies an allreduce or broadcast chunk just before it is handed out: the bucket's buffer
@@ -138,12 +138,12 @@ std::vector<bucket> plan_with_in_place(const std::vector<fusion_item>& items, st
 }
 
 /// Whether a plain allreduce of the job's own set on the host (`x`: a fusion item or a bucket)
-/// of `bytes` goes to the direct path, as far as the plan can tell (the compression gate may
+/// of `bytes` goes to the direct path, as far as the plan can tell (the compression policy may
 /// send more there as chunks run: plan_batch's `direct`). The same answer on every rank.
 template <class T>
 bool direct_as_planned(std::size_t lane, const T& x, std::size_t bytes) {
   return x.kind == fusable_kind::allreduce && x.device < 0 && x.process_set == 0 && x.wire_mode == 0 &&
-         direct_allreduce::takes(lane, bytes, x.type, x.op);
+         mailbox_allreduce::takes(lane, bytes, x.type, x.op);
 }
 
 /// The member-local rank of job rank `root` in `job`'s process set (-1: not a member).
@@ -198,11 +198,11 @@ void dispatch(self_ptr self) {
     // The autotuner may use fewer streams than connections (the board then places among them).
     const auto n = s.active_streams > 0 ? std::min(all, static_cast<std::size_t>(s.active_streams)) : all;
     // Direct chunks all go to stream 0: they run one at a time off the streams (sender_actor.hpp).
-    auto to = w.algo == chunk_algo::direct_allreduce ? std::size_t{0}
+    auto to = w.algo == chunk_algo::mailbox_allreduce ? std::size_t{0}
               : s.wired.board && s.wired.board->streams() == static_cast<int>(all)
                   ? static_cast<std::size_t>(s.wired.board->place(w.bytes))
                   : static_cast<std::size_t>((w.sequence - s.cfg.first_sequence) % n);
-    if (w.algo == chunk_algo::direct_allreduce && s.cfg.direct)
+    if (w.algo == chunk_algo::mailbox_allreduce && s.cfg.direct)
       s.cfg.direct->expect(w.sequence);  // its turn, before any later chunk's
     self->send(s.wired.senders[to], std::move(s.waiting.front()));
     s.waiting.pop_front();
@@ -217,7 +217,7 @@ std::string algorithm_of(const std::vector<chunk_work>& works) {
   for (const auto& w : works) {
     if (w.algo == chunk_algo::allgather_counts) continue;
     const char* name = w.algo == chunk_algo::ring_allreduce       ? "ring"
-                       : w.algo == chunk_algo::direct_allreduce   ? "direct"
+                       : w.algo == chunk_algo::mailbox_allreduce   ? "direct"
                        : w.algo == chunk_algo::exchange_allreduce ? "recursive_doubling"
                        : w.algo == chunk_algo::hier_sharded       ? "hier_sharded"
                        : w.algo == chunk_algo::hier_leader        ? "hier_leader"
@@ -329,7 +329,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
                           job->wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f;
       // A bucket the direct path takes whole stays one chunk: that path runs its chunks one
       // after another anyway (in 64 KiB pieces), so cutting would only add completions. Only
-      // a bucket asked for plain: the compression gate decides how chunks run, never the plan.
+      // a bucket asked for plain: the compression policy decides how chunks run, never the plan.
       const bool whole = direct_as_planned(lane, bk, job->plan.bytes);
       for (const auto& c : plan_chunks({job->plan}, whole ? 0 : chunk_bytes, s.next_sequence)) {
         // CUDA buckets and process sets (their own rings) take the flat algorithms.
@@ -340,9 +340,9 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
         // Compression and the NaN/Inf check live in the flat ring (wire_ring_op.hpp).
         if (bk.wire_mode != 0 && (algo == chunk_algo::hier_sharded || algo == chunk_algo::hier_leader))
           algo = chunk_algo::ring_allreduce;
-        // Every rank on one host: a plain chunk (as run, after the compression gate) of the
+        // Every rank on one host: a plain chunk (as run, after the compression policy) of the
         // global set goes through the mailboxes when the lane takes its size (alike everywhere).
-        if (direct && direct_allreduce::takes(lane, c.bytes, bk.type, bk.op)) algo = chunk_algo::direct_allreduce;
+        if (direct && mailbox_allreduce::takes(lane, c.bytes, bk.type, bk.op)) algo = chunk_algo::mailbox_allreduce;
         // A broadcast root is a job rank; inside a process set the ring counts members.
         const int root = job->members ? std::max(0, local_root(*job, bk.root)) : bk.root;
         works.push_back(chunk_work{c.sequence, algo, nullptr, c.bytes, bk.type, bk.op, root, job});  // data: at dispatch
@@ -354,7 +354,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       // naming it); a direct chunk of a fused bucket posts the members' bytes either way.
       job->scattered = job->fused() && !works.empty() &&
                        std::all_of(works.begin(), works.end(),
-                                   [](const chunk_work& w) { return w.algo == chunk_algo::direct_allreduce; }) &&
+                                   [](const chunk_work& w) { return w.algo == chunk_algo::mailbox_allreduce; }) &&
                        std::all_of(job->ops.begin(), job->ops.end(),
                                    [](const op_ref& op) { return op.output && op.input; });
       s.next_sequence += works.size();

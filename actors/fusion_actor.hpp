@@ -25,7 +25,7 @@
 // in-place thresholds, and chunks go to its number of streams. The same on every rank.
 #pragma once
 
-#include "runtime/collectives/direct_queue.hpp"
+#include "runtime/collectives/mailbox_queue.hpp"
 #include "runtime/collectives/hier_schedule.hpp"
 
 #include <cstdint>
@@ -35,7 +35,7 @@
 #include <caf/all.hpp>
 
 #include "actors/protocol.hpp"
-#include "runtime/compression/shm_gate.hpp"
+#include "runtime/collectives/compression_policy.hpp"
 #include "runtime/fusion/buffer_pool.hpp"
 #include "runtime/process_sets/process_set.hpp"
 #include "telemetry/observer_slot.hpp"
@@ -66,12 +66,12 @@ struct fusion_config {
   std::shared_ptr<const process_set_table> process_sets;
   /// CHORUS_COMPRESSION_SHM (null: every op keeps its compression): a bucket whose ranks all
   /// share memory runs uncompressed (bucket_job::wire); its plan stays that of the asked one.
-  std::shared_ptr<const compression_gate> wire_gate;
+  std::shared_ptr<const compression_policy> wire_compression;
   /// communicator::pipeline_lane() (null: none): dispatch tells it each direct chunk's turn.
   /// The communicator outlives the pipeline's actors.
-  direct_queue* direct = nullptr;
-  /// The largest chunk that lane takes (direct_queue::max_bytes; 0: no lane): the plain
-  /// allreduce chunks of the global set up to it run there (chunk_algo::direct_allreduce). Only
+  mailbox_queue* direct = nullptr;
+  /// The largest chunk that lane takes (mailbox_queue::max_bytes; 0: no lane): the plain
+  /// allreduce chunks of the global set up to it run there (chunk_algo::mailbox_allreduce). Only
   /// this number shapes the plan, so a trace's replay, which has no lane, plans alike.
   std::size_t direct_max_bytes = 0;
 };

@@ -232,7 +232,7 @@ result<std::unique_ptr<in_process_job>> in_process_job::start(const in_process_j
       w.senders.assign(static_cast<std::size_t>(o.streams), p->captures[r]);
       caf::anon_send(p->fusions[r], w);
     }
-    caf::anon_send(p->negotiators[r], peers_connected{p->negotiators, {}});
+    caf::anon_send(p->negotiators[r], peers_connected{p->negotiators});
   }
   caf::logger::set_current_actor_system(nullptr);  // see pipeline.cpp, caf_thread_scope
   return std::unique_ptr<in_process_job>(new in_process_job(std::move(p)));

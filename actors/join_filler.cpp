@@ -1,7 +1,7 @@
 // Stand-in ops of a joined rank (see join_filler.hpp).
 #include "actors/join_filler.hpp"
 
-#include "runtime/collectives/identity.hpp"
+#include "runtime/collectives/neutral_elements.hpp"
 #include "runtime/collectives/ring_schedule.hpp"
 
 namespace chorus {

@@ -1,6 +1,6 @@
 // Horovod's join, the actor side: a rank that has joined takes part in every collective the
 // other ranks agree on, with a stand-in op (handle 0) whose data is neutral: the identity of
-// the reduce op for allreduce and reducescatter (runtime/collectives/identity.hpp), no rows
+// the reduce op for allreduce and reducescatter (runtime/collectives/neutral_elements.hpp), no rows
 // for allgather and alltoall, a scratch buffer for broadcast. Built by the negotiator for an
 // agreed id this rank never enqueued; ended silently by completion (no callback to call).
 #pragma once

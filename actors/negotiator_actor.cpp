@@ -74,9 +74,7 @@ void send_gossip(self_ptr self, const negotiation::outgoing_message& m) {
   std::memcpy(g.data.data(), bytes.data(), bytes.size());
   observer_of(s.wired).on_gossip_sent(m.to, g.data, now_of(self));
   auto& peer = s.peers[static_cast<std::size_t>(m.to)];
-  if (s.sealer)
-    caf::anon_send(peer, s.sealer->make(m.to, control_kind::gossip, std::move(g.data)));
-  else if (s.cfg.link_latency.count() > 0)
+  if (s.cfg.link_latency.count() > 0)
     self->delayed_send(peer, s.cfg.link_latency, std::move(g));
   else
     self->send(peer, std::move(g));
@@ -91,11 +89,7 @@ void send_gone(self_ptr self, int to, int origin, const std::string& why) {
                        std::span(reinterpret_cast<const uint8_t*>(why.data()), why.size()));
     return;
   }
-  auto& peer = s.peers[static_cast<std::size_t>(to)];
-  if (s.sealer)
-    caf::anon_send(peer, s.sealer->make(to, control_kind::gone, std::vector<uint8_t>(why.begin(), why.end()), origin));
-  else
-    self->send(peer, gone_atom::value, origin, why);
+  self->send(s.peers[static_cast<std::size_t>(to)], gone_atom::value, origin, why);
 }
 
 /// Tells peer `to` that this rank leaves after finishing `cycles` cycles (departures.hpp).
@@ -106,11 +100,7 @@ void send_leaving(self_ptr self, int to, uint64_t cycles) {
     s.cfg.send_control(to, control_kind::leaving, -1, data);
     return;
   }
-  auto& peer = s.peers[static_cast<std::size_t>(to)];
-  if (s.sealer)
-    caf::anon_send(peer, s.sealer->make(to, control_kind::leaving, leaving_data(cycles)));
-  else
-    self->send(peer, leaving_atom::value, s.cfg.rank, cycles);
+  self->send(s.peers[static_cast<std::size_t>(to)], leaving_atom::value, s.cfg.rank, cycles);
 }
 
 /// Ends every op in negotiation with `why` (prefixed by the op's description) and stops.
@@ -211,7 +201,7 @@ void apply(self_ptr self, negotiation::actions a) {
   auto now = now_of(self);
   for (auto& m : a.send) {
     if (!s.failed.ok()) return;  // a gossip too large to send stopped negotiation
-    if (!reachable(s, m.to) && (s.peers.empty() || !s.connected))  // the peer's hello is still on its way
+    if (!reachable(s, m.to) && (s.peers.empty() || !s.connected))  // peers_connected is still on its way
       s.unsent.push_back(std::move(m));
     else
       send_gossip(self, m);
@@ -345,7 +335,6 @@ negotiation_stats summarize(const negotiator_state& s) {
 caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
   auto& s = self->state;
   s.cfg = cfg;
-  if (cfg.control_key) s.sealer.emplace(cfg.rank, cfg.size, *cfg.control_key);
   auto made = negotiation::make_strategy(cfg.strategy, cfg.rank, cfg.size, cfg.options);
   if (!made) {
     CHORUS_LOG(error, "negotiator", made.error().message());
@@ -373,7 +362,6 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
   return {
       [=](const pipeline_wired& w) { self->state.wired = w; },
       [=](const peers_connected& p) {
-        // Lower ranks' negotiators, connected by this rank; higher ranks arrive by hello.
         auto& st = self->state;
         if (st.peers.size() < p.peers.size()) st.peers.resize(p.peers.size());
         for (std::size_t r = 0; r < p.peers.size(); ++r)
@@ -381,26 +369,6 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
             st.peers[r] = p.peers[r];
             if (static_cast<int>(r) != st.cfg.rank) self->monitor(st.peers[r]);
           }
-        st.connected = true;
-        for (std::size_t r = 0; r < st.peers.size(); ++r)
-          if (!st.peers[r]) st.connected = false;
-        // Introduce this rank's gate over each connection this rank opened (to lower ranks):
-        // those peers learn our handle only this way.
-        if (st.sealer && p.gate)
-          for (std::size_t r = 0; r < p.peers.size(); ++r)
-            if (p.peers[r] && static_cast<int>(r) != st.cfg.rank)
-              caf::anon_send(p.peers[r], st.sealer->make(static_cast<int>(r), control_kind::hello, {}), p.gate);
-        flush_unsent(self);
-      },
-      [=](hello_atom, int rank, const caf::actor& who) {
-        auto& st = self->state;
-        if (rank < 0 || rank >= st.cfg.size || !who) return;
-        if (st.peers.size() < static_cast<std::size_t>(st.cfg.size)) st.peers.resize(static_cast<std::size_t>(st.cfg.size));
-        auto& slot = st.peers[static_cast<std::size_t>(rank)];
-        if (!slot) {
-          slot = who;
-          self->monitor(who);
-        }
         st.connected = true;
         for (std::size_t r = 0; r < st.peers.size(); ++r)
           if (!st.peers[r]) st.connected = false;

@@ -1,8 +1,7 @@
 // The negotiator: one per rank, a thin actor around a negotiation_strategy (gossip or central,
 // runtime/negotiation/). It feeds the strategy local tensor_ready events, gossip_bytes from
-// peer negotiators (through the control link's edge, actors/control_edge.hpp, or this rank's
-// control gate) and timer ticks, and carries out the actions: gossip to peers (on the control
-// link, or sealed to their control gates over CAF remote actors), batch_agreed to fusion,
+// peer negotiators (through the control link's edge, actors/control_edge.hpp) and timer ticks,
+// and carries out the actions: gossip to peers (on the control link), batch_agreed to fusion,
 // op_finished (errors) to the producer, stall warnings to the log. It owns the ops that are
 // still being negotiated (by name).
 // Failure rules: a spec mismatch ends that op on every rank with the same text; a fatal
@@ -30,7 +29,6 @@
 
 #include <caf/all.hpp>
 
-#include "actors/control_gate.hpp"
 #include "actors/departures.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/negotiation/strategy.hpp"
@@ -50,15 +48,11 @@ struct negotiator_config {
   /// broke, or a peer relayed such a loss); `why` names the rank that was lost. The pipeline
   /// breaks the data plane with it, so that this rank's peers hear the origin, not a goodbye.
   std::function<void(const status&)> on_peer_lost;
-  /// The pipeline: the key derived from the job secret. Messages to peers then go to their
-  /// control gates as sealed_control, without a sender (actors/control_gate.hpp), so that no
-  /// other process ever learns this actor's handle. Unset (in-process jobs): gossip_bytes and
-  /// gone_atom straight to the peer negotiators.
-  std::optional<wire::mac> control_key;
   /// The pipeline's control link (actors/control_edge.hpp): when set, every message to a peer
   /// is written on it by rank (false: that peer's connection is closed, and its loss arrives
   /// from the edge), and every peer counts as reachable from the start: the link was connected
-  /// with the data plane. peers_connected and control_key are then unused.
+  /// with the data plane. peers_connected is then unused. Unset (in-process jobs): gossip_bytes,
+  /// gone_atom and leaving_atom go straight to the peer negotiators that peers_connected names.
   std::function<bool(int to, control_kind kind, int origin, std::span<const uint8_t> data)> send_control;
   /// With send_control: the largest message the link carries (0: no limit). A gossip over it
   /// cannot reach its peer, which would wait for it forever; instead the job stops, naming
@@ -71,9 +65,8 @@ struct negotiator_state {
   std::unique_ptr<negotiation::negotiation_strategy> strategy;
   pipeline_wired wired;
   std::vector<caf::actor> peers;                       ///< by rank; empty until peers_connected
-  std::optional<control_sealer> sealer;                ///< set when cfg.control_key is
   std::vector<negotiation::outgoing_message> unsent;   ///< produced before the destination's handle was known
-  bool connected = false;                              ///< a handle for every peer (lower: connected, higher: hello)
+  bool connected = false;                              ///< a handle for every peer
   std::unordered_map<std::string, op_ref> pending;     ///< ops in negotiation, by name
   std::vector<std::string> arrived;                    ///< of those, not handed to the strategy yet (a hand_atom is queued)
   std::optional<negotiation::time_point> timer_at;     ///< the earliest tick already scheduled

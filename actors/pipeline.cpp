@@ -1,13 +1,11 @@
-// pipeline: boots the actor system of one rank, spawns and wires the actors, connects the
-// control plane; enqueue/stats/shutdown from any thread.
+// pipeline: boots the actor system of one rank, spawns and wires the actors, starts the
+// control link; enqueue/stats/shutdown from any thread.
 #include "runtime/process_sets/process_set.hpp"
 #include "actors/pipeline.hpp"
 
 #include <atomic>
 #include <exception>
 #include <optional>
-
-#include <caf/io/all.hpp>
 
 #include "actors/chunk_runner.hpp"
 #include "actors/device_runner.hpp"
@@ -19,8 +17,6 @@
 #include "actors/autotuner_actor.hpp"
 #include "actors/completion_actor.hpp"
 #include "actors/control_edge.hpp"
-#include "actors/control_gate.hpp"
-#include "actors/control_plane.hpp"
 #include "actors/fusion_actor.hpp"
 #include "actors/negotiator_actor.hpp"
 #include "actors/producer_actor.hpp"
@@ -39,9 +35,8 @@ struct pipeline::impl {
   caf::actor_system_config cfg;  // outlives sys
   std::unique_ptr<caf::actor_system> sys;
   pipeline_wired actors;
-  std::shared_ptr<chunk_gate> gate = std::make_shared<chunk_gate>();
-  std::shared_ptr<control_gate> control;  ///< CAF control plane: what peers reach; closed first on the way out
-  std::shared_ptr<tcp::control_link> link;  ///< TCP control plane; closed first, released last
+  std::shared_ptr<completion_router> gate = std::make_shared<completion_router>();
+  std::shared_ptr<tcp::control_link> link;  ///< the control plane; closed first, released last
   std::atomic<bool> autotune_held{false};    ///< hold_autotune / resume_autotune
 #if CHORUS_WITH_CUDA
   std::shared_ptr<gpu::executor> gpu;  ///< CUDA buckets; stopped after the actors
@@ -56,8 +51,6 @@ struct pipeline::impl {
   /// Closes the gate, stops every actor and the system (waits for the actors to end).
   void stop_actors() {
     gate->close();
-    if (control) control->close();
-    control.reset();
     if (link) link->close();  // later sends are dropped; the negotiator may still make some
     for (auto& a : all())
       if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
@@ -102,7 +95,6 @@ void send_switch(const pipeline_wired& a, const telemetry::tunables& t) {
 /// Latency over throughput: workers sleep instead of spinning (TOOLCHAIN.md: remote round
 /// trips 320-530 µs with CAF's default polling, 89-101 µs with these on two cores).
 void tune(caf::actor_system_config& cfg, const pipeline_options& o) {
-  if (o.control_plane == "caf") cfg.load<caf::io::middleman>();  // the TCP control plane needs no CAF I/O
   register_types(cfg);
   cfg.set("scheduler.max-threads", static_cast<std::size_t>(o.scheduler_threads));
   cfg.set("work-stealing.aggressive-poll-attempts", std::size_t{0});
@@ -213,10 +205,8 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   if (opts.stream_placement != "speed" && opts.stream_placement != "round_robin")
     return status{errc::config,
                   "pipeline: stream_placement='" + opts.stream_placement + "'; expected speed or round_robin"};
-  if (opts.control_plane != "tcp" && opts.control_plane != "caf")
-    return status{errc::config, "pipeline: control_plane='" + opts.control_plane + "'; expected tcp or caf"};
-  // Every rank must run the same control plane (the other one's gossip would go unread) and
-  // negotiation, fuse and cut tensors alike (else their chunks differ), and tune or not.
+  // Every rank must run the same negotiation, fuse and cut tensors alike (else their chunks
+  // differ), and tune or not.
   if (size > 1)
     if (auto st = agree_settings(comm.store(), "pipeline-settings/", pipeline_settings(opts),
                                  "it decides how the pipeline negotiates, fuses and cuts tensors into chunks",
@@ -226,11 +216,9 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   auto p = std::make_unique<impl>(comm);
   p->opts = opts;
   p->autotune_held = opts.autotune.enabled && opts.autotune_held;
-  if (opts.control_plane == "tcp") {
-    p->link = comm.take_control_link();
-    if (!p->link)
-      return status{errc::config, "pipeline: this communicator's control link is taken (one pipeline per communicator)"};
-  }
+  p->link = comm.take_control_link();
+  if (!p->link)
+    return status{errc::config, "pipeline: this communicator's control link is taken (one pipeline per communicator)"};
   tune(p->cfg, opts);
   try {
     p->sys = std::make_unique<caf::actor_system>(p->cfg);
@@ -250,14 +238,9 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   // A peer lost on the control plane breaks the data plane with the same cause (so that our
   // peers' errors name that peer, not us). The communicator outlives the pipeline's actors.
   nc.on_peer_lost = [c = &comm](const status& why) { c->abort(why); };
-  if (p->link) {
-    nc.send_control = control_edge_sender(p->link);
-    nc.max_control_bytes = p->link->max_message_bytes();
-  } else {
-    nc.control_key = comm.control_key();
-  }
+  nc.send_control = control_edge_sender(p->link);
+  nc.max_control_bytes = p->link->max_message_bytes();
   a.negotiator = sys.spawn(negotiator_actor, nc);
-  if (!p->link) p->control = control_gate::spawn(sys, rank, size, *nc.control_key, a.negotiator, opts.observer);
   bool gpu_nccl = false;
 #if CHORUS_WITH_CUDA
   {
@@ -280,7 +263,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   fc.hierarchical = comm.options().hierarchical;
   fc.hosts = std::make_shared<const host_groups>(comm.hosts());
   fc.process_sets = opts.process_sets;
-  fc.wire_gate = std::make_shared<const compression_gate>(comm.wire_gate());
+  fc.wire_compression = std::make_shared<const compression_policy>(comm.wire_compression());
   fc.direct = comm.pipeline_lane();
   fc.direct_max_bytes = fc.direct ? fc.direct->max_bytes() : 0;
   a.fusion = sys.spawn(fusion_actor, fc);
@@ -327,19 +310,9 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   for (auto& actor : p->all()) caf::anon_send(actor, a);
   if (first.streams < streams) send_switch(a, first);  // before any batch: nothing negotiated yet
 
-  // 2. Control plane: the link is connected already (with the data plane); CAF's publishes,
-  //    exchanges endpoints and connects (bounded by connect_timeout).
-  if (p->link) {
-    p->link->start(control_edge_handlers(a.negotiator));
-  } else {
-    auto peers = connect_control_plane(sys, comm, p->control->handle(), opts.connect_timeout);
-    if (!peers) {
-      p->stop_actors();
-      return peers.error();
-    }
-    caf::anon_send(a.negotiator, peers_connected{std::move(*peers), p->control->handle()});
-  }
-  CHORUS_LOG(info, "pipeline", "started negotiation=" << opts.negotiation << " control_plane=" << opts.control_plane
+  // 2. Control plane: the link is connected already (with the data plane).
+  p->link->start(control_edge_handlers(a.negotiator));
+  CHORUS_LOG(info, "pipeline", "started negotiation=" << opts.negotiation << " control_plane=tcp"
                                                       << " streams=" << streams
                                                       << " fusion_threshold=" << opts.fusion_threshold
                                                       << " chunk_bytes=" << opts.chunk_bytes

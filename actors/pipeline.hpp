@@ -1,7 +1,7 @@
 // The actor pipeline of one rank (docs/design.md, section 2): boots a CAF actor system, spawns the
 // producer, negotiator, fusion, one sender per stream and completion, connects this rank's
-// negotiator to every peer's (the control plane: the data plane's control link, or CAF's I/O
-// layer) and hands enqueued operations to them. Bulk bytes go through the communicator's data plane, never through CAF.
+// negotiator to every peer's (the control plane: the data plane's control link) and hands
+// enqueued operations to them. Bulk bytes go through the communicator's data plane, never through CAF.
 // Thread-safety: enqueue(), stats() and shutdown() may be called from any thread.
 #pragma once
 
@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/op_request.hpp"
+#include "actors/options.hpp"
 #include "actors/stats.hpp"
 #include "runtime/collectives/settings_check.hpp"
 #include "runtime/config/config.hpp"
@@ -24,108 +26,6 @@
 namespace chorus {
 
 class communicator;
-class process_set_table;
-
-struct pipeline_options {
-  std::string negotiation = "gossip";          ///< CHORUS_NEGOTIATION=gossip|central
-  /// CHORUS_CONTROL_PLANE=tcp|caf: what carries gossip between ranks. tcp: the data plane's
-  /// control link (actors/control_edge.hpp); caf: CAF remote actors behind a control gate
-  /// (actors/control_plane.hpp), the slower alternative, kept to measure against.
-  std::string control_plane = "tcp";
-  std::chrono::microseconds cycle_time{1000};  ///< CHORUS_CYCLE_TIME_MS (alias HOROVOD_CYCLE_TIME), least cycle spacing, unless a bucket's worth waits (gossip: negotiation_options::start_bytes)
-  /// CHORUS_EARLY_START=1: a rank that caught up with what its peers wait for starts a cycle at
-  /// once, not after cycle_time (negotiation::negotiation_options::early_start).
-  bool early_start = false;
-  /// CHORUS_HOLD_WHEN_AHEAD=0|1: a rank ahead of its peers starts no cycle for new tensors; it
-  /// joins the cycle the peers start when they catch up (negotiation::negotiation_options).
-  bool hold_when_ahead = true;
-  std::size_t fusion_threshold = 64u << 20;    ///< CHORUS_FUSION_THRESHOLD (alias HOROVOD_FUSION_THRESHOLD)
-  std::size_t chunk_bytes = 4u << 20;          ///< CHORUS_CHUNK_BYTES
-  /// false (CHORUS_CHUNK_BYTES not set): start() takes the communicator's chunk size, which is
-  /// lower across hosts (collective_options::cross_host_chunk_bytes).
-  bool chunk_bytes_given = true;
-  /// CHORUS_IN_PLACE_BYTES: allreduce tensors at least this large are reduced in place instead
-  /// of fused (no copy in or out; ResNet-50 at N=2 took ~100 ms a step this way against ~160 ms
-  /// fusing everything); 0 = fuse everything up to fusion_threshold (Horovod's rule).
-  std::size_t in_place_bytes = 1u << 20;
-  std::chrono::seconds stall_check{60};        ///< CHORUS_STALL_CHECK_TIME_SECONDS (alias HOROVOD_STALL_CHECK_TIME_SECONDS), 0 = off
-  std::chrono::seconds stall_shutdown{0};      ///< CHORUS_STALL_SHUTDOWN_TIME_SECONDS (alias HOROVOD_...), 0 = off
-  int scheduler_threads = 1;                   ///< CHORUS_SCHEDULER_THREADS: CAF worker threads
-  /// CHORUS_SCHEDULER_BATCH: the actors' threads run under SCHED_BATCH (actors/thread_policy.hpp).
-  bool scheduler_batch = true;
-  /// CHORUS_START_WINDOW: how far (in chunks) a rank may start ahead of its oldest unfinished chunk.
-  std::size_t start_window = 16;
-  /// CHORUS_CONNECT_TIMEOUT_SECONDS: control-plane rendezvous and connects at start().
-  std::chrono::milliseconds connect_timeout{60000};
-  /// How long shutdown() lets chunks already on the data plane finish before failing their ops.
-  std::chrono::milliseconds shutdown_grace{2000};
-  /// CHORUS_CHUNKS_IN_FLIGHT: chunks one sender runs at once (an older chunk may exceed it,
-  /// see actors/sender_actor.hpp).
-  std::size_t chunks_in_flight = 2;
-  /// CHORUS_STREAM_PLACEMENT=speed|round_robin: speed places each chunk on the stream expected
-  /// to finish it first, by observed rate (runtime/collectives/stream_board.hpp); round_robin
-  /// by sequence.
-  std::string stream_placement = "speed";
-  /// Upper bound on pooled fusion buffers (bytes); buckets beyond it use a heap buffer.
-  std::size_t pool_bytes = 256u << 20;
-  /// CHORUS_GPU_OPERATIONS=nccl|host: how CUDA tensors move (actors/device_runner.hpp). nccl
-  /// needs every rank to have a GPU of its own; the job agrees at start, else it stages.
-  std::string gpu_operations = "nccl";
-  /// Ranks of this job on this host (process_env::local_size; not a variable of its own).
-  int local_size = 1;
-  /// CHORUS_PEER_TIMEOUT_SECONDS: how long an NCCL collective may wait for a peer.
-  std::chrono::milliseconds peer_timeout{30000};
-  /// CHORUS_AUTOTUNE and its settings (actors/autotuner_actor.hpp): when enabled, the
-  /// tunables above are where the search starts (snapped to its grid), CHORUS_NUM_STREAMS
-  /// connections are opened and 1 .. that many are used.
-  autotune_config autotune;
-  /// Streams (senders) that get chunks from the start, 1..CHORUS_NUM_STREAMS; 0: all. With
-  /// autotune on, where its streams axis starts. Not a variable (benchmarks set it).
-  int start_streams = 0;
-  /// With autotune on: start it held (hold_autotune), so that set_tunables drives the pipeline
-  /// until resume_autotune. Not a variable (benchmarks set it).
-  bool autotune_held = false;
-  /// Where the actors report (telemetry/setup.hpp builds it from CHORUS_METRICS_*,
-  /// CHORUS_TRACE); null: telemetry off. Not set by from_config().
-  std::shared_ptr<telemetry::observer> observer;
-  /// The job's process sets (runtime/process_sets); null: the global set only. The same sets,
-  /// registered in the same order, on every rank. Not set by from_config().
-  std::shared_ptr<process_set_table> process_sets;
-  /// The configured values of the variables above (runtime/config: read_config()); the
-  /// fields without a variable keep their defaults.
-  static pipeline_options from_config(const config& c);
-};
-
-/// The settings of `o` every rank must be given alike (checked at start through the
-/// rendezvous, runtime/collectives/settings_check.hpp), as (variable, value) in a fixed order:
-/// whether the autotuner runs, the control plane and negotiation, and the fusion threshold,
-/// chunk size and in-place threshold in force at start (they decide each chunk's tensors and
-/// bytes; with the autotuner on, its starting point's).
-setting_list pipeline_settings(const pipeline_options& o);
-
-/// One collective operation handed to the pipeline. Buffers are caller-owned and untouched by
-/// the caller until `done`.
-struct op_request {
-  tensor_spec spec;                 ///< name, kind (any collective_kind), dtype, shape, op, root, device
-  /// allreduce/broadcast: == output (in place); allgather/alltoall: this rank's rows;
-  /// reducescatter: the whole tensor (only read).
-  const void* input = nullptr;
-  /// allreduce/broadcast: the tensor; reducescatter: this rank's slice of dim 0 (Horovod's
-  /// split, see runtime/collectives/scatter_plan.hpp: split_rows), written just before `done`;
-  /// allgather/alltoall: nullptr (see below).
-  void* output = nullptr;
-  /// Called exactly once, from a pipeline thread: ok, or an error naming the tensor and rank(s).
-  /// For allgather, `gathered` holds the concatenation (rank order) and `first_dims` each
-  /// rank's dim 0; for alltoall, `gathered` holds the rows received (rank order) and
-  /// `first_dims` how many came from each rank; empty otherwise.
-  std::function<void(const status&, std::vector<std::byte> gathered, std::vector<int64_t> first_dims)> done;
-  /// alltoall: rows of dim 0 sent to each rank, in rank order (size() entries summing to
-  /// shape[0]); empty otherwise. (Last, so that {spec, input, output, done} still initializes.)
-  std::vector<int64_t> splits;
-  /// CUDA tensors: the device and the ready event (see op_ref).
-  int device_index = 0;
-  std::shared_ptr<void> ready;
-};
 
 /// Counters for benchmarks and metrics.
 struct pipeline_stats {
@@ -135,10 +35,10 @@ struct pipeline_stats {
 
 class pipeline {
  public:
-  /// Boots the actor system (middleman loaded, scheduler tuned for latency, all types
-  /// registered), spawns the actors, publishes this rank's negotiator, exchanges ports
-  /// through comm.store() ("ctrl/<rank>") and connects to every peer within
-  /// opts.connect_timeout. `comm` must outlive the pipeline.
+  /// Boots the actor system (scheduler tuned for latency, all types registered), checks
+  /// through comm.store() that every rank was given the same settings (within
+  /// opts.connect_timeout), spawns the actors and starts the communicator's control link to
+  /// every peer (connected with the data plane). `comm` must outlive the pipeline.
   static result<std::unique_ptr<pipeline>> start(communicator& comm, const pipeline_options& opts);
 
   /// Hands `r` to the producer; never blocks on the network. After shutdown() `r.done` runs

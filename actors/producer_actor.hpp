@@ -16,7 +16,8 @@
 
 #include <caf/all.hpp>
 
-#include "actors/pipeline.hpp"
+#include "actors/op_request.hpp"
+#include "actors/options.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/process_sets/process_set.hpp"
 

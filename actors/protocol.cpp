@@ -1,5 +1,5 @@
-// Registration of every message type of actors/protocol.hpp (remote sends of unregistered
-// types fail silently in CAF 0.17, so this runs in every process before the system starts).
+// Registration of every message type of actors/protocol.hpp with the actor system's config;
+// runs in every process before the system starts.
 #include "actors/protocol.hpp"
 
 namespace chorus {
@@ -11,7 +11,6 @@ telemetry::observer& observer_of(const pipeline_wired& w) {
 
 void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<gossip_bytes>("chorus.gossip_bytes");
-  cfg.add_message_type<sealed_control>("chorus.sealed_control");
   cfg.add_message_type<op_enqueued>("chorus.op_enqueued");
   cfg.add_message_type<ops_enqueued>("chorus.ops_enqueued");
   cfg.add_message_type<tensor_ready>("chorus.tensor_ready");

@@ -7,12 +7,9 @@
 //   autotune on: completion ─bucket_finished─▶ autotuner ─window_scored─▶ negotiator (gossip
 //     agrees the window) ─window_agreed─▶ autotuner, and ─tunables_pending─▶ fusion;
 //     autotuner ─tunables_switch─▶ fusion, negotiator, senders (actors/autotuner_actor.hpp)
-//   between ranks, by default: negotiator ─frame on the control link─▶ peer's control edge
+//   between ranks: negotiator ─frame on the control link─▶ peer's control edge
 //     ─gossip_bytes / gone_atom / leaving_atom / left_atom─▶ its negotiator
 //     (actors/control_edge.hpp; no actor message crosses processes)
-//   with CHORUS_CONTROL_PLANE=caf: negotiator ─sealed_control─▶ peer's control gate
-//     ─gossip_bytes / hello_atom / gone_atom / leaving_atom─▶ its negotiator (only
-//     sealed_control crosses processes; actors/control_gate.hpp checks its seal)
 // Every type has an inspect() (so all can be registered and printed); fields that are
 // pointers, buffers or callbacks are left out of it, because the messages holding them never
 // leave the rank.
@@ -43,7 +40,7 @@ namespace chorus {
 class stream_board;  // runtime/collectives/stream_board.hpp
 class nonfinite_report;  // runtime/collectives/wire_ring_op.hpp
 
-struct op_request;  // actors/pipeline.hpp
+struct op_request;  // actors/op_request.hpp
 
 using steady_time = std::chrono::steady_clock::time_point;
 
@@ -54,9 +51,8 @@ using drain_atom = caf::atom_constant<caf::atom("drain")>;        ///< producer:
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  ///< producer: the drain grace is over
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        ///< negotiator, sender: reply with counters
 using gone_atom = caf::atom_constant<caf::atom("peergone")>;      ///< negotiator: (why) end what is pending with this; from a peer: (origin rank, why) it lost that rank
-using leaving_atom = caf::atom_constant<caf::atom("leaving")>;    ///< negotiator ← edge/gate: (rank, cycles) that rank leaves after finishing this many cycles
-using left_atom = caf::atom_constant<caf::atom("peerleft")>;      ///< negotiator ← edge/gate: (rank, why) that rank said goodbye (actors/departures.hpp)
-using hello_atom = caf::atom_constant<caf::atom("ctrlhello")>;    ///< negotiator ← its gate: (rank, that rank's gate), sent by the higher rank over the one connection
+using leaving_atom = caf::atom_constant<caf::atom("leaving")>;    ///< negotiator ← edge: (rank, cycles) that rank leaves after finishing this many cycles
+using left_atom = caf::atom_constant<caf::atom("peerleft")>;      ///< negotiator ← edge: (rank, why) that rank said goodbye (actors/departures.hpp)
 using join_atom = caf::atom_constant<caf::atom("join")>;          ///< negotiator ← producer: this rank joins (Horovod's join)
 using hand_atom = caf::atom_constant<caf::atom("handover")>;      ///< negotiator → itself: hand the strategy the ops that arrived since the last one
 
@@ -93,7 +89,7 @@ enum class chunk_algo : uint8_t {
   hier_sharded,      ///< hier_op, sharded variant (runtime/collectives/hier_schedule.hpp)
   hier_leader,       ///< hier_op, leader variant
   hier_allgather,    ///< allgather_data by hier_op over hier_allgather.hpp's steps (same start rule)
-  direct_allreduce,  ///< every rank on one host: the communicator's direct_queue, in hand-out order
+  mailbox_allreduce,  ///< every rank on one host: the communicator's mailbox_queue, in hand-out order
 };
 
 /// One bucket in flight: the plan, its ops, the buffer the collective runs on. Shared by
@@ -175,13 +171,13 @@ struct op_enqueued { std::shared_ptr<op_request> request; steady_time at{}; };
 struct ops_enqueued { std::vector<std::shared_ptr<op_request>> requests; steady_time at{}; };
 /// producer → negotiator: a local operation is ready to be negotiated.
 struct tensor_ready { op_ref op; };
-/// control gate → negotiator (in-process jobs: negotiator ↔ negotiator): one encoded
+/// control edge → negotiator (in-process jobs: negotiator ↔ negotiator): one encoded
 /// negotiation::gossip_message from a peer.
 struct gossip_bytes { std::vector<uint8_t> data; };
-/// What a sealed_control carries.
+/// What a control message between negotiators carries (the kind byte of a control link frame;
+/// 2 is sent by no rank: the control edge loses a peer that sends it, as any unknown kind).
 enum class control_kind : uint8_t {
   gossip = 1,  ///< `data`: one encoded negotiation::gossip_message
-  hello = 2,   ///< the sender's control gate follows in the message (sent once, by the higher rank of a pair)
   gone = 3,    ///< the sender lost rank `origin` (-1: unknown); `data`: why, as text
   leaving = 4, ///< the sender shuts down; `data`: the negotiation cycles it finished (leaving_data)
 };
@@ -198,24 +194,9 @@ inline std::optional<uint64_t> leaving_cycles(const std::vector<uint8_t>& data) 
   for (int i = 7; i >= 0; --i) v = v << 8 | data[static_cast<std::size_t>(i)];
   return v;
 }
-/// negotiator → a peer's control gate, the only actor another process can reach: one control
-/// message sealed with the job secret (runtime/wire/control_seal.hpp; `counter` counts 1, 2, …
-/// per sender and receiver). The gate checks it and hands its negotiator gossip_bytes,
-/// hello_atom, gone_atom or leaving_atom; it drops anything else. A hello is the message (sealed_control,
-/// caf::actor): the sender's gate travels beside the sealed part, not in every message.
-struct sealed_control {
-  int32_t from = 0;
-  int32_t to = 0;
-  uint64_t counter = 0;
-  control_kind kind = control_kind::gossip;
-  int32_t origin = -1;
-  std::vector<uint8_t> data;
-  std::vector<uint8_t> tag;  ///< the seal, 32 bytes
-};
-/// pipeline → negotiator: every rank's negotiator (in-process jobs) or control gate (the
-/// pipeline), by rank, as far as known (own slot unused); monitored. `gate`: this rank's own
-/// control gate, which the negotiator introduces (hello) to every peer it has a handle for.
-struct peers_connected { std::vector<caf::actor> peers; caf::actor gate; };
+/// in-process jobs → negotiator: every rank's negotiator, by rank (own slot unused); monitored.
+/// (The pipeline's negotiator reaches its peers through the control link instead.)
+struct peers_connected { std::vector<caf::actor> peers; };
 /// negotiator → fusion: ops agreed ready on every rank, in the agreed order.
 struct batch_agreed { uint64_t cycle = 0; std::vector<op_ref> ops; };
 /// negotiator, completion → producer: an op ended; the producer calls its done once.
@@ -308,8 +289,8 @@ struct steal_take { int thief = 0; uint64_t round = 0; };
 struct steal_reply { int victim = 0; uint64_t round = 0; std::optional<chunk_work> chunk; };
 
 // ---- inspect: what CAF may serialize. Pointers, buffers, callbacks and steady times are
-// left out on purpose: those messages never leave the rank (only gossip_bytes does), and the
-// rest is what a trace of the protocol would show.
+// left out on purpose: no actor message leaves the rank (the control link carries gossip as
+// bytes), and the rest is what a trace of the protocol would show.
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, status& x) {
@@ -359,12 +340,8 @@ typename Inspector::result_type inspect(Inspector& f, gossip_bytes& x) {
   return f(caf::meta::type_name("gossip_bytes"), x.data);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, sealed_control& x) {
-  return f(caf::meta::type_name("sealed_control"), x.from, x.to, x.counter, x.kind, x.origin, x.data, x.tag);
-}
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, peers_connected& x) {
-  return f(caf::meta::type_name("peers_connected"), x.peers, x.gate);
+  return f(caf::meta::type_name("peers_connected"), x.peers);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, batch_agreed& x) {

@@ -13,7 +13,7 @@ namespace {
 
 using self_ptr = caf::stateful_actor<sender_state>*;
 
-bool is_direct(const chunk_work& w) { return w.algo == chunk_algo::direct_allreduce; }
+bool is_direct(const chunk_work& w) { return w.algo == chunk_algo::mailbox_allreduce; }
 
 /// Queues `w` in sequence order and counts it in the runner's hint (chunk_runner::queued_anywhere)
 /// unless it is direct: direct chunks are never stolen (sender_actor.hpp).
@@ -120,7 +120,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
           CHORUS_LOG(error, "sender", "stream=" << s.cfg.stream << " sequence=" << r.sequence << " ended but is not in flight");
           return;
         }
-        tsan_edge::observe(it->second.job.get());  // published by chunk_gate::post on the I/O thread
+        tsan_edge::observe(it->second.job.get());  // published by completion_router::post on the I/O thread
         ++s.stats.chunks;
         s.stats.bytes += it->second.bytes;
         observer_of(s.wired).on_chunk_end(s.cfg.stream, r.sequence, it->second.bytes, r.result, it->second.started,

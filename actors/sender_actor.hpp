@@ -1,5 +1,5 @@
 // The sender: one actor per stream. Receives chunk_work (from fusion, or stolen from a
-// sibling), chunk_ran (from the data plane through chunk_gate) and the steal_* messages;
+// sibling), chunk_ran (from the data plane through completion_router) and the steal_* messages;
 // sends chunk_done to completion. It keeps a short deque of chunks, runs at most
 // max_in_flight of them at once on its stream, and counts bytes and busy time.
 //
@@ -23,8 +23,8 @@
 // Every rank starts s; the data plane keeps early frames, so s ends; by induction every chunk
 // ends. In-flight chunks per sender exceed max_in_flight only by such oldest-first starts.
 //
-// Direct chunks (chunk_algo::direct_allreduce) take no slot and start as soon as they head
-// the deque: they wait for their turn in the direct queue (direct_queue.hpp), which runs them
+// Direct chunks (chunk_algo::mailbox_allreduce) take no slot and start as soon as they head
+// the deque: they wait for their turn in the direct queue (mailbox_queue.hpp), which runs them
 // one at a time in fusion's order, not on this stream, and ends each without waiting for any
 // stream's chunk. Fusion hands them all to stream 0, they are never stolen, and the stream
 // board (which paces streams) never sees them.

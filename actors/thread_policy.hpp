@@ -1,9 +1,8 @@
-// The scheduling policy of the actor pipeline's own threads: CAF's workers and its timer (with
-// the CAF control plane also its network thread and detached actors) run under Linux's
-// SCHED_BATCH, so that a woken actor takes an idle core at once but does not preempt a busy
-// one, the data plane's or the framework's thread (CHORUS_SCHEDULER_BATCH; why and what it
-// measured: docs/design.md, "The actors' threads"). A thread started from one of them, such as
-// by a done callback, inherits the policy.
+// The scheduling policy of the actor pipeline's own threads: CAF's workers and its timer run
+// under Linux's SCHED_BATCH, so that a woken actor takes an idle core at once but does not
+// preempt a busy one, the data plane's or the framework's thread (CHORUS_SCHEDULER_BATCH; why
+// and what it measured: docs/design.md, "The actors' threads"). A thread started from one of
+// them, such as by a done callback, inherits the policy.
 #pragma once
 
 #include <caf/thread_hook.hpp>

@@ -116,7 +116,7 @@ result<std::vector<rank_decisions>> replay_trace(const telemetry::trace::replay_
     w.observer = captures[i];
     caf::anon_send(negotiators[i], w);
     caf::anon_send(fusions[i], w);
-    caf::anon_send(negotiators[i], peers_connected{negotiators, {}});
+    caf::anon_send(negotiators[i], peers_connected{negotiators});
   }
   sched.run();
 

@@ -248,7 +248,7 @@ int run_allreduce(const options& o, const process_env& env) {
   // fp16/bf16 variants among ranks that all share memory run uncompressed (CHORUS_COMPRESSION_SHM).
   const bool asks_compression = std::any_of(o.allreduce_variants.begin(), o.allreduce_variants.end(),
                                             [](const std::string& v) { return v == "fp16" || v == "bf16"; });
-  if (c.rank() == 0 && asks_compression) std::printf("# compression: %s\n", c.wire_gate().describe().c_str());
+  if (c.rank() == 0 && asks_compression) std::printf("# compression: %s\n", c.wire_compression().describe().c_str());
 #ifdef CHORUS_WITH_GLOO
   std::unique_ptr<bench::gloo_peer> gloo;
   bench::allreduce_impl theirs;

@@ -172,7 +172,7 @@ if [ -n "$gpu_bench" ] || [ "$dry" -eq 1 ]; then
   step kernels 120 bash -c "'${gpu_bench:-$build/bench/gpu/chorus-gpu-bench}' 2>&1 | tee '$out/kernels.txt'"
 fi
 
-# The emulated-hosts benchmark (issue 18's targets) on a machine with more cores than ranks,
+# The emulated-hosts benchmark on a machine with more cores than ranks,
 # where the machine can build the hosts (root, ip netns, htb): 2 and 4 hosts of one rank, 64 MiB,
 # on an even network and with a quarter of the connections slow. CHORUS_DEVICE_HOSTS=0 skips it.
 if [ "${CHORUS_DEVICE_HOSTS:-1}" != 0 ] && [ -x "$build/bench/chorus-bench" -o "$dry" -eq 1 ]; then

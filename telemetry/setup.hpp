@@ -38,7 +38,7 @@ struct context {
   /// (torch.distributed groups', bindings/ordered/group_telemetry.hpp).
   std::string trace_prefix = "rank-";
   /// Compression asked for by ops among all ranks is dropped: every peer shares memory
-  /// (runtime/compression/shm_gate.hpp), shown as a gauge.
+  /// (runtime/collectives/compression_policy.hpp), shown as a gauge.
   bool compression_off_on_shm = false;
 };
 

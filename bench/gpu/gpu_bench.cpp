@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
   std::replace(name.begin(), name.end(), ' ', '_');
   std::printf("RESULT gpu_device %s\n", name.c_str());
   std::printf("# %d SMs, %.1f GiB; GB/s = 1e9 bytes read + written per second; median of %d "
-              "runs; target (issue 25): casts and the NaN/Inf count >= 0.80 of memcpy_d2d\n",
+              "runs; target: casts and the NaN/Inf count >= 0.80 of memcpy_d2d\n",
               prop.multiProcessorCount, double(prop.totalGlobalMem) / double(1ull << 30), runs);
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");

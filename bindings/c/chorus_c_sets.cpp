@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "bindings/c/chorus.h"
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.h"
+#include "chorus/chorus.hpp"
 
 namespace {
 

@@ -1,10 +1,10 @@
 // The public C++ API (chorus.hpp): free functions over the session, the handle, and the
 // translation of a tensor_view into the tensor_spec every rank negotiates.
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
 
 #include <algorithm>
 
-#include "bindings/cpp/boundary.hpp"
+#include "bindings/cpp/api_checks.hpp"
 #include "bindings/cpp/op_state.hpp"
 #include "bindings/cpp/session.hpp"
 

@@ -4,7 +4,7 @@
 // barrier.
 #include <string>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
 #include "bindings/cpp/session.hpp"
 #include "runtime/process_sets/process_set.hpp"
 

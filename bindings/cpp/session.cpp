@@ -8,7 +8,7 @@
 
 #include "actors/pipeline.hpp"
 #include "actors/producer_actor.hpp"
-#include "bindings/cpp/boundary.hpp"
+#include "bindings/cpp/api_checks.hpp"
 #include "bindings/cpp/static_sets.hpp"
 #include "runtime/process_sets/process_set.hpp"
 #include "runtime/collectives/communicator.hpp"
@@ -105,7 +105,7 @@ status session::init(const std::vector<std::vector<int>>& process_sets) {
   tctx.size = env->size;
   tctx.local_rank = env->local_rank;
   tctx.streams = (*comm)->num_streams();
-  tctx.compression_off_on_shm = (*comm)->wire_gate().drops_for_job();
+  tctx.compression_off_on_shm = (*comm)->wire_compression().drops_for_job();
   // The observer reads the data plane at every scrape: the pipeline (which owns it) is always
   // destroyed before the communicator (shutdown below).
   tctx.traffic = [c = comm->get()](int s) { return c->traffic(s); };

@@ -51,7 +51,7 @@ std::shared_ptr<telemetry::observer> acquire_telemetry(communicator& first, cons
   ctx.peer_traffic = [](int s, int p) { return read_source([s, p](communicator& c) { return c.peer_traffic(s, p); }); };
   ctx.ports = [](int s, int p) { return read_source([s, p](communicator& c) { return c.connection_ports(s, p); }); };
   ctx.mailbox_sent = [](shm::mailbox_use u) { return read_source([u](communicator& c) { return c.mailbox_sent(u); }); };
-  ctx.compression_off_on_shm = first.wire_gate().drops_for_job();
+  ctx.compression_off_on_shm = first.wire_compression().drops_for_job();
   auto made = telemetry::observer_from_config(ctx, cfg.telemetry);
   std::lock_guard lk(h.mu);
   if (!made || !*made) {  // off, or not possible (each part has warned)

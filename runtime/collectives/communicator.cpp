@@ -70,8 +70,7 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
     : rdv_(std::move(rdv)),
       t_(std::make_unique<mesh::mesh_transport>(parts)),
       hosts_(parts.hosts),
-      gate_(parts.lanes.entries, opts.wire_on_shm),
-      control_key_(parts.control_key),
+      compression_policy_(parts.lanes.entries, opts.wire_on_shm),
       control_link_(std::make_shared<tcp::control_link>(parts.rank, std::move(parts.control), parts.limits,
                                                         parts.options.peer_timeout)),
       opts_(opts) {
@@ -84,10 +83,10 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
   auto& caller = parts.lanes.mailboxes(shm::mailbox_use::caller);
   auto& piped = parts.lanes.mailboxes(shm::mailbox_use::pipeline);
   if (caller.everywhere && piped.everywhere && opts_.caller_bytes > 0) {
-    direct_ = std::make_unique<direct_allreduce>(parts.rank, parts.size, std::move(caller.out), std::move(caller.in),
+    direct_ = std::make_unique<mailbox_allreduce>(parts.rank, parts.size, std::move(caller.out), std::move(caller.in),
                                                  opts_.caller_bytes, parts.options.shm_spin);
-    lane_ = std::make_unique<direct_queue>(
-        std::make_unique<direct_allreduce>(parts.rank, parts.size, std::move(piped.out), std::move(piped.in),
+    lane_ = std::make_unique<mailbox_queue>(
+        std::make_unique<mailbox_allreduce>(parts.rank, parts.size, std::move(piped.out), std::move(piped.in),
                                            opts_.caller_bytes, parts.options.shm_spin),
         [this](const status& st) { abort(st); });  // the peers learn why the job broke
     engine_->on_failure([d = direct_.get(), q = lane_.get()](int peer, const status& why) {
@@ -115,10 +114,10 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
   // Once per job, on rank 0 (every rank decides alike): louder when the job's own default is
   // the compression being dropped.
   if (rank() == 0) {
-    if (opts_.job_wire != compression::none && gate_.drops_for_job())
-      CHORUS_LOG(warn, "collectives", "CHORUS_COMPRESSION=" << name_of(opts_.job_wire) << ": " << gate_.describe());
+    if (opts_.job_wire != compression::none && compression_policy_.drops_for_job())
+      CHORUS_LOG(warn, "collectives", "CHORUS_COMPRESSION=" << name_of(opts_.job_wire) << ": " << compression_policy_.describe());
     else
-      CHORUS_LOG(info, "collectives", gate_.describe());
+      CHORUS_LOG(info, "collectives", compression_policy_.describe());
     if (direct_)
       CHORUS_LOG(info, "collectives",
                  (direct_->max_bytes() == SIZE_MAX ? std::string("every blocking allreduce")
@@ -240,7 +239,7 @@ void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduc
 void communicator::allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& asked,
                                    callback done, uint64_t spec) {
   wire_options wire = asked;
-  wire.wire = gate_.effective(asked.wire);
+  wire.wire = compression_policy_.effective(asked.wire);
   if (wire.wire == compression::none && !wire.check && wire.prescale == 1.0f) {
     allreduce_async(data, count, t, op, std::move(done), allreduce_algorithm::automatic, spec);
     return;

@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "runtime/collectives/chunk_scheduler.hpp"
-#include "runtime/collectives/direct_allreduce.hpp"
-#include "runtime/collectives/direct_queue.hpp"
+#include "runtime/collectives/mailbox_allreduce.hpp"
+#include "runtime/collectives/mailbox_queue.hpp"
 #include "runtime/collectives/engine.hpp"
 #include "runtime/collectives/hier_allgather.hpp"
 #include "runtime/collectives/hier_schedule.hpp"
 #include "runtime/collectives/stream_board.hpp"
 #include "runtime/collectives/wire_ring_op.hpp"
-#include "runtime/compression/shm_gate.hpp"
+#include "runtime/collectives/compression_policy.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
@@ -34,13 +34,13 @@ struct collective_options {
   /// The chunk size when CHORUS_CHUNK_BYTES is not set (chunk_bytes_given false) and flat rings
   /// cross hosts (one rank per host, or CHORUS_HIERARCHICAL=off): a chunk that lands on a slow
   /// connection then holds an operation a quarter as long, and the fast connections take the
-  /// tail (docs/performance.md, issue 18's rows).
+  /// tail (docs/performance.md, emulated hosts).
   static constexpr std::size_t cross_host_chunk_bytes = 1u << 20;
   bool chunk_bytes_given = true;           ///< false: chunk_bytes is the default, lowered across hosts
   std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES: pipelining unit inside a chunk
   std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES: recursive doubling up to this
   /// CHORUS_CALLER_ALLREDUCE_BYTES: with every rank on one host, which blocking allreduces run
-  /// on the calling thread (direct_allreduce::takes); 0: none.
+  /// on the calling thread (mailbox_allreduce::takes); 0: none.
   std::size_t caller_bytes = 4u << 20;
   /// CHORUS_STREAM_PLACEMENT=speed: chunks start on the stream expected to finish them first
   /// (chunk_scheduler.hpp), within chunks_in_flight × chunk_bytes per stream; false: round-robin,
@@ -49,7 +49,7 @@ struct collective_options {
   std::size_t chunks_in_flight = 2;        ///< CHORUS_CHUNKS_IN_FLIGHT (with by_speed)
   hier_mode hierarchical = hier_mode::automatic;  ///< CHORUS_HIERARCHICAL (hier_schedule.hpp)
   /// CHORUS_COMPRESSION_SHM: whether compressed allreduces among ranks that all share memory
-  /// run uncompressed (compression_gate, runtime/compression/shm_gate.hpp).
+  /// run uncompressed (compression_policy, runtime/collectives/compression_policy.hpp).
   shm_compression wire_on_shm = shm_compression::automatic;
   /// CHORUS_COMPRESSION, the job's default: only for the init log (warn when the gate drops it).
   compression job_wire = compression::none;
@@ -87,7 +87,7 @@ class communicator {
   const host_groups& hosts() const { return hosts_; }
   /// Whether an op among given ranks keeps the compression it asked for (CHORUS_COMPRESSION_SHM),
   /// built from every rank's link entry at connect: identical on every rank.
-  const compression_gate& wire_gate() const { return gate_; }
+  const compression_policy& wire_compression() const { return compression_policy_; }
   /// What allreduce_async runs for a buffer of `bytes` under `algo`.
   allreduce_choice choose(std::size_t bytes, allreduce_algorithm algo) const;
   /// The data plane (mesh/mesh_transport.hpp): for posting to its I/O thread and its counters.
@@ -96,9 +96,6 @@ class communicator {
   /// one more authenticated connection to every peer, for whoever carries control messages (the
   /// pipeline). The first call hands it over; later calls return null.
   std::shared_ptr<tcp::control_link> take_control_link() { return std::move(control_link_); }
-  /// The key that seals this job's control-plane messages (wire/control_seal.hpp), derived
-  /// from the same job secret the handshake proves.
-  const wire::mac& control_key() const { return control_key_; }
   /// Bytes the data plane moved on `stream` so far (for metrics); any thread.
   stream_traffic traffic(int stream) const { return t_->traffic(stream); }
   /// The same, of `stream`'s connection to `peer` (transport::peer_traffic).
@@ -122,7 +119,7 @@ class communicator {
                        allreduce_algorithm algo = allreduce_algorithm::automatic, uint64_t spec = 0);
   /// allreduce_async over the compressed and/or checked ring (wire_ring_op.hpp) for every chunk,
   /// small ones too: `wire` as there (compression: f32/f64 with sum or average only). Compression
-  /// goes through wire_gate() first: where it drops it and nothing else is asked for, this is the
+  /// goes through wire_compression() first: where it drops it and nothing else is asked for, this is the
   /// plain allreduce_async above (automatic algorithm), bit for bit.
   void allreduce_async(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire, callback done,
                        uint64_t spec = 0);
@@ -150,8 +147,8 @@ class communicator {
                       std::vector<std::size_t> recv_counts, dtype t, callback done, uint64_t spec = 0);
 
   /// Blocking. With every rank on one host (mailboxes between all pairs) and the automatic
-  /// algorithm, a buffer within options().caller_bytes (direct_allreduce::takes) runs on the calling thread
-  /// (direct_allreduce.hpp) instead of the I/O thread; everything else waits for allreduce_async.
+  /// algorithm, a buffer within options().caller_bytes (mailbox_allreduce::takes) runs on the calling thread
+  /// (mailbox_allreduce.hpp) instead of the I/O thread; everything else waits for allreduce_async.
   status allreduce(void* data, std::size_t count, dtype t, reduce_op op,
                    allreduce_algorithm algo = allreduce_algorithm::automatic, uint64_t spec = 0);
   /// Whether a blocking allreduce of `bytes` under `algo` runs on the calling thread.
@@ -162,8 +159,8 @@ class communicator {
   status allreduce(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire);
   /// With every rank on one host (the pipeline's mailboxes between all pairs) and
   /// options().caller_bytes > 0: the thread that runs the pipeline's plain allreduce chunks in
-  /// hand-out order (direct_queue.hpp); null otherwise. It lives until close().
-  direct_queue* pipeline_lane() { return lane_.get(); }
+  /// hand-out order (mailbox_queue.hpp); null otherwise. It lives until close().
+  mailbox_queue* pipeline_lane() { return lane_.get(); }
   status broadcast(void* data, std::size_t count, dtype t, int root);
   status allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t,
                    allreduce_algorithm algo = allreduce_algorithm::automatic);
@@ -219,12 +216,11 @@ class communicator {
   std::unique_ptr<rendezvous> rdv_;
   std::unique_ptr<transport> t_;
   host_groups hosts_;
-  compression_gate gate_;
-  wire::mac control_key_{};
+  compression_policy compression_policy_;
   std::shared_ptr<tcp::control_link> control_link_;
   std::unique_ptr<engine> engine_;
-  std::unique_ptr<direct_allreduce> direct_;  // null unless every pair of ranks has mailboxes
-  std::unique_ptr<direct_queue> lane_;         // the pipeline's; null as direct_
+  std::unique_ptr<mailbox_allreduce> direct_;  // null unless every pair of ranks has mailboxes
+  std::unique_ptr<mailbox_queue> lane_;         // the pipeline's; null as direct_
   collective_options opts_;
   std::atomic<uint64_t> next_sequence_{1};
   uint32_t next_stream_ = 0;                    // round-robin (I/O thread)

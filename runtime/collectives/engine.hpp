@@ -31,7 +31,7 @@ class engine final : public frame_sink {
   /// I/O thread only: fails everything in flight and everything after (e.g. at shutdown).
   void fail_all(const status& why);
   /// `fn` runs on the I/O thread when the engine breaks (peer -1, its first cause) and when a
-  /// peer leaves cleanly (that peer): for waits outside the engine (direct_allreduce.hpp).
+  /// peer leaves cleanly (that peer): for waits outside the engine (mailbox_allreduce.hpp).
   /// Set before start.
   void on_failure(std::function<void(int peer, const status&)> fn) { on_failure_ = std::move(fn); }
   /// Why the engine refuses new ops (ok while healthy).

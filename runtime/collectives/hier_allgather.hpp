@@ -14,7 +14,7 @@
 // A host's link carries (H-1)/H of the result out, where the flat ring carries (N-1)/N; the
 // longest chain of dependent transfers is (l-1) + (H-1) + (l-1) blocks instead of N-1, and
 // every rank sends N-1 blocks in both. Phase 0 and 1 touch disjoint bytes and run together;
-// phase 2 forwards a segment as soon as phase 1 delivered it (hier_gate.hpp).
+// phase 2 forwards a segment as soon as phase 1 delivered it (hier_readiness.hpp).
 #pragma once
 
 #include <cstddef>

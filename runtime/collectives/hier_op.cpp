@@ -1,4 +1,4 @@
-// The hierarchical allreduce and allgather state machine: segments gated by phase (hier_gate),
+// The hierarchical allreduce and allgather state machine: segments gated by phase (hier_readiness),
 // held frames, waiting sends, segment forwarding.
 #include "runtime/collectives/hier_op.hpp"
 

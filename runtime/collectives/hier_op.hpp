@@ -1,7 +1,7 @@
 // Hierarchical allreduce or allgather of one chunk (hier_schedule.hpp's, hier_allgather.hpp's
 // steps) as a chunk op: driven frame
 // by frame on the I/O thread like ring_op, never blocking. Phases follow each other segment by
-// segment, not chunk by chunk (hier_gate.hpp): a segment goes on to the cross-host ring once the
+// segment, not chunk by chunk (hier_readiness.hpp): a segment goes on to the cross-host ring once the
 // host has reduced it, and to the allgather inside the host once it is final, while the rest of
 // the chunk is still on its way; so one chunk keeps the link busy while its other segments run
 // inside the host. A frame whose bytes are not ready for its phase yet is copied aside and
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "runtime/collectives/chunk_op.hpp"
-#include "runtime/collectives/hier_gate.hpp"
+#include "runtime/collectives/hier_readiness.hpp"
 #include "runtime/collectives/hier_schedule.hpp"
 
 namespace chorus {
@@ -60,7 +60,7 @@ class hier_op final : public chunk_op {
   std::byte* base_;
   std::size_t total_bytes_;
   std::vector<hier_step> steps_;
-  hier_gate gate_;
+  hier_readiness gate_;
   std::map<uint16_t, std::size_t> by_wire_;  ///< receive wire id -> step
   std::vector<uint64_t> step_left_;          ///< receive bytes still expected, by step
   std::map<int, peer_left> peers_;

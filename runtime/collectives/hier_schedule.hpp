@@ -1,5 +1,5 @@
-// Hierarchical allreduce as pure step lists (executed by hier_op.hpp), and the host groups
-// they run over. Every rank derives the groups from the host identities all ranks published
+// Hierarchical allreduce as pure step lists (executed by hier_op.hpp) over the host groups of
+// transport/host_groups.hpp. Every rank derives the groups from the host identities all ranks published
 // at start-up (shm/lanes.hpp, round 1), so every rank computes the same groups; nobody decides.
 //
 // Shard layout. A buffer of `count` elements is cut into S = max ranks per host shards
@@ -16,25 +16,9 @@
 
 #include "runtime/collectives/ring_schedule.hpp"
 #include "runtime/core/dtype.hpp"
+#include "runtime/transport/host_groups.hpp"
 
 namespace chorus {
-
-/// Ranks grouped by host; plain value.
-struct host_groups {
-  std::vector<std::vector<int>> hosts;  ///< ranks of each host, ascending; hosts ordered by lowest rank
-  std::vector<int> host_of;             ///< rank -> index into hosts
-  std::vector<int> local_of;            ///< rank -> its index within its host
-  int num_hosts() const { return static_cast<int>(hosts.size()); }
-  int max_local() const;
-  /// More than one host and some host with more than one rank: only then does a hierarchy
-  /// cut traffic (one host, or one rank per host, runs the flat algorithms).
-  bool hierarchical() const;
-  /// "2 hosts: [0,1] [2,3]"
-  std::string describe() const;
-};
-
-/// Groups ranks whose identities are equal; identities[r] is rank r's.
-host_groups group_by_host(const std::vector<std::string>& identities);
 
 /// One transfer of a step. A step's send goes out when its phase opens (`forward` false), or
 /// segment by segment as the previous step's receive delivers them (`forward` true: then it

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "runtime/config/reader.hpp"
+#include "runtime/core/kernel_build.hpp"
 #include "runtime/core/half.hpp"
 #include "runtime/core/cpu_features.hpp"
 #include "runtime/core/log.hpp"
@@ -423,29 +423,16 @@ using avx2_flavor = flavor<f16c_codec, bf16_codec>;
 }
 #endif
 
-// CHORUS_REDUCE_KERNELS=portable forces the baseline loops and the portable f16 conversions
-// (for debugging, and so the tests can run both); unset or "auto" picks by CPU. Read through the
-// config module at the first reduction; a bad value has already failed read_config() at init
-// (chorus::init, communicator::create), so here, where nothing can fail, it is logged as an
-// error and "auto" used.
-kernels choose_kernels() {
-  const kernels portable{"portable", reduce_portable, divide_portable};
-  auto want = cfg::reader(cfg::process_lookup()).choice("CHORUS_REDUCE_KERNELS");
-  if (!want) CHORUS_LOG(error, "reduce", want.error().message() << "; using auto");
-  if (want && *want == "portable") return portable;
+// The baseline loops and the portable f16 conversions, or the AVX2 + F16C build where the CPU
+// has it and runtime/config did not ask for the portable one (CHORUS_REDUCE_KERNELS=portable).
+const kernels& selected_kernels() {
+  static const kernels portable{"portable", reduce_portable, divide_portable};
 #ifdef CHORUS_REDUCE_X86
-  if (cpu_has_avx2_f16c()) return {"avx2+f16c", reduce_avx2, divide_avx2};
+  static const kernels avx2{"avx2+f16c", reduce_avx2, divide_avx2};
+  static const bool has_avx2 = cpu_has_avx2_f16c();
+  if (has_avx2 && !portable_kernels_forced()) return avx2;
 #endif
   return portable;
-}
-
-const kernels& selected_kernels() {
-  static const kernels k = [] {
-    const kernels chosen = choose_kernels();
-    CHORUS_LOG(debug, "reduce", "kernels=" << chosen.name);
-    return chosen;
-  }();
-  return k;
 }
 
 // ---- invariant checks ---------------------------------------------------------------------

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/config/reader.hpp"
 #include "runtime/core/half.hpp"
+#include "runtime/core/kernel_build.hpp"
 #include "runtime/core/cpu_features.hpp"
 #include "runtime/core/log.hpp"
 
@@ -320,18 +320,11 @@ const flavour_table& table() {
   return t;
 }
 
-// CHORUS_REDUCE_KERNELS=portable forces the baseline loops (read through the config module,
-// which already refused a bad value at init; here it is logged and "auto" used).
+// The best build this CPU has, or the portable loops where runtime/config asked for them
+// (CHORUS_REDUCE_KERNELS=portable).
 const cast_detail::kernels& selected() {
-  static const cast_detail::kernels& k = []() -> const cast_detail::kernels& {
-    const auto& t = table();
-    auto want = cfg::reader(cfg::process_lookup()).choice("CHORUS_REDUCE_KERNELS");
-    if (!want) CHORUS_LOG(error, "cast", want.error().message() << "; using auto");
-    const auto& chosen = (want && *want == "portable") ? t.k[0] : t.k[t.n - 1];
-    CHORUS_LOG(debug, "cast", "kernels=" << chosen.name);
-    return chosen;
-  }();
-  return k;
+  const auto& t = table();
+  return portable_kernels_forced() ? t.k[0] : t.k[t.n - 1];
 }
 
 // ---- invariant checks ---------------------------------------------------------------------

@@ -33,4 +33,12 @@ std::optional<nan_check> parse_nan_check(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view name_of(shm_compression m) { return m == shm_compression::on ? "on" : "auto"; }
+
+std::optional<shm_compression> parse_shm_compression(std::string_view s) {
+  if (s == "auto") return shm_compression::automatic;
+  if (s == "on") return shm_compression::on;
+  return std::nullopt;
+}
+
 }  // namespace chorus

@@ -7,17 +7,9 @@
 #include <optional>
 #include <string_view>
 
+#include "chorus/types.hpp"  // compression, nan_check
+
 namespace chorus {
-
-/// What a collective puts on the wire for f32/f64 data.
-enum class compression : uint8_t { none = 0, fp16 = 1, bf16 = 2 };
-inline constexpr int compression_count = 3;
-
-/// off: no check; error: an operation whose input holds NaN/Inf on any rank fails on every
-/// rank, naming the tensor and those ranks; skip: it completes and every rank learns the same
-/// list of such ranks (handle::nonfinite_ranks), so that all skip the step together.
-enum class nan_check : uint8_t { off = 0, error = 1, skip = 2 };
-inline constexpr int nan_check_count = 3;
 
 /// "none", "fp16", "bf16".
 std::string_view name_of(compression c);
@@ -25,5 +17,12 @@ std::optional<compression> parse_compression(std::string_view s);
 /// "off", "error", "skip".
 std::string_view name_of(nan_check c);
 std::optional<nan_check> parse_nan_check(std::string_view s);
+
+/// CHORUS_COMPRESSION_SHM: automatic drops compression among ranks that all share memory; on
+/// keeps it there too.
+enum class shm_compression : uint8_t { automatic = 0, on = 1 };
+/// "auto", "on".
+std::string_view name_of(shm_compression m);
+std::optional<shm_compression> parse_shm_compression(std::string_view s);
 
 }  // namespace chorus

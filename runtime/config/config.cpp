@@ -6,6 +6,7 @@
 #include <set>
 
 #include "runtime/config/variables.hpp"
+#include "runtime/core/kernel_build.hpp"
 
 namespace chorus {
 namespace {
@@ -98,7 +99,6 @@ result<config> read_config(const env_lookup& get) {
   auto& p = c.pipeline;
   take(st, r.choice("CHORUS_NEGOTIATION"), p.negotiation);
   take(st, r.choice("CHORUS_GPU_OPERATIONS"), p.gpu_operations);
-  take(st, r.choice("CHORUS_CONTROL_PLANE"), p.control_plane);
   take(st, r.decimal("CHORUS_CYCLE_TIME_MS"), p.cycle_time, [](double ms) {
     return std::chrono::microseconds(static_cast<int64_t>(std::llround(ms * 1000.0)));
   });
@@ -143,6 +143,20 @@ result<config> read_config(const env_lookup& get) {
   return c;
 }
 
-result<config> read_config() { return read_config(cfg::process_lookup()); }
+result<config> read_config() {
+  auto c = read_config(cfg::process_lookup());
+  if (c) {
+    log::set_level(c->log_level);
+    force_portable_kernels(c->collectives.reduce_kernels == "portable");
+  }
+  return c;
+}
+
+void apply_log_level(const env_lookup& get) {
+  auto word = cfg::reader(get).choice("CHORUS_LOG_LEVEL");
+  log::level l = log::level::warn;
+  if (word) parse_log_level(*word, l);
+  log::set_level(l);
+}
 
 }  // namespace chorus

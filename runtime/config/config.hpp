@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "runtime/compression/options.hpp"
-#include "runtime/compression/shm_gate.hpp"
 #include "runtime/config/reader.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/core/status.hpp"
@@ -48,7 +47,6 @@ struct collectives_config {
 /// The actor pipeline and its negotiation (actors/).
 struct pipeline_config {
   std::string negotiation = "gossip";           ///< CHORUS_NEGOTIATION
-  std::string control_plane = "tcp";            ///< CHORUS_CONTROL_PLANE
   std::chrono::microseconds cycle_time{1000};   ///< CHORUS_CYCLE_TIME_MS (HOROVOD_CYCLE_TIME)
   bool early_start = false;                     ///< CHORUS_EARLY_START
   bool hold_when_ahead = true;                  ///< CHORUS_HOLD_WHEN_AHEAD
@@ -100,8 +98,12 @@ struct config {
 /// Reads every variable of the table owned by config through `get`; the first bad value is
 /// errc::config naming the variable, the value and what is allowed.
 result<config> read_config(const env_lookup& get);
-/// The same over the process environment.
+/// The same over the process environment; it also sets what is process-wide (the log level and
+/// the kernel build, runtime/core) from what it read.
 result<config> read_config();
+/// Sets the log level from CHORUS_LOG_LEVEL in `get`, for programs that log before they read the
+/// rest (chorusrun); a bad value leaves warn and is refused later by read_config().
+void apply_log_level(const env_lookup& get);
 
 /// The retired variables (variables.hpp) set in `get`: they have no effect. read_config() warns
 /// of each once per process.

@@ -70,9 +70,6 @@ constexpr std::array table{
   // ---- pipeline and negotiation ----
   variable{"CHORUS_NEGOTIATION", "", kind::choice, "gossip", 0, 0, "gossip|central",
            "negotiation strategy: gossip (no root) or central (rank 0 decides)", owner::config, ""},
-  variable{"CHORUS_CONTROL_PLANE", "", kind::choice, "tcp", 0, 0, "tcp|caf",
-           "what carries the negotiators' gossip: tcp (the data plane's control link) or caf (CAF remote actors, slower)",
-           owner::config, ""},
   variable{"CHORUS_GPU_OPERATIONS", "HOROVOD_GPU_OPERATIONS", kind::choice, "nccl", 0, 0, "nccl|host",
            "CUDA tensors: nccl (NCCL where every rank has a GPU of its own, else host staging) or host "
            "(always copy to pinned host memory and use the CPU data plane)",
@@ -191,6 +188,9 @@ constexpr std::array retired{
   retired_variable{"CHORUS_FRAME_STEALING",
                    "moving waiting frames to an idle connection measured no faster than placing chunks by "
                    "each stream's speed, which Chorus does (docs/design.md)"},
+  retired_variable{"CHORUS_CONTROL_PLANE",
+                   "the CAF remote actors with sealed messages measured slower than the control link, which "
+                   "carries the gossip now (docs/design.md)"},
 };
 
 }  // namespace

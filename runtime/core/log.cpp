@@ -1,4 +1,5 @@
-// Logging: level from CHORUS_LOG_LEVEL (runtime/config) at first use, lines to stderr in one write each.
+// Logging: lines to stderr in one write each, at the level runtime/config sets from CHORUS_LOG_LEVEL
+// (warn until then).
 #include "runtime/core/log.hpp"
 
 #include <unistd.h>
@@ -8,22 +9,11 @@
 #include <cstdio>
 #include <string>
 
-#include "runtime/config/config.hpp"
-
 namespace chorus::log {
 namespace {
 
-// Read through the config module at the first line logged. Logging cannot fail, so a bad value
-// means warn here; read_config() (at init) refuses it with an error naming the variable.
-level level_from_env() {
-  auto word = cfg::reader(cfg::process_lookup()).choice("CHORUS_LOG_LEVEL");
-  level l = level::warn;
-  if (word) parse_log_level(*word, l);
-  return l;
-}
-
 std::atomic<int>& level_ref() {
-  static std::atomic<int> l{static_cast<int>(level_from_env())};
+  static std::atomic<int> l{static_cast<int>(level::warn)};
   return l;
 }
 

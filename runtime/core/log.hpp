@@ -1,5 +1,6 @@
 // The one logging facility: every line tagged with rank and component, key=value fields,
-// level changeable at run time (CHORUS_LOG_LEVEL=error|warn|info|debug|trace, default warn).
+// level changeable at run time: warn until runtime/config sets it from CHORUS_LOG_LEVEL
+// (read_config(), apply_log_level()).
 // Thread-safe: a line is written with one write(2) call.
 #pragma once
 

@@ -21,8 +21,6 @@ namespace chorus {
 enum class collective_kind : uint8_t { allreduce = 0, broadcast = 1, allgather = 2, reducescatter = 3, alltoall = 4 };
 inline constexpr int collective_kind_count = 5;
 
-enum class device_kind : uint8_t { cpu = 0, cuda = 1 };
-inline constexpr int device_kind_count = 2;
 
 /// The most dimensions a spec decoded from a peer may have (each costs 8 bytes decoded for 1 on
 /// the wire).

@@ -69,8 +69,7 @@ inline constexpr const char* buckets = "chorus_fusion_buckets_total";
 inline constexpr const char* ops_enqueued = "chorus_ops_enqueued_total";
 /// Histogram: seconds from enqueue to the op's callback (ok or error).
 inline constexpr const char* op_latency = "chorus_op_latency_seconds";
-/// Counter: errors that ended ops, by kind (label kind = errc's name: "mismatch", ...), and
-/// control messages a rank refused (kind "auth": not sealed with the job secret).
+/// Counter: errors that ended ops, by kind (label kind = errc's name: "mismatch", ...).
 inline constexpr const char* errors = "chorus_errors_total";
 /// Counter: buckets in which the NaN/Inf check found non-finite input on some rank (label
 /// mode = "error" or "skip"; counted on every rank, since every rank learns it).

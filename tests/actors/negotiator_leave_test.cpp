@@ -47,8 +47,6 @@ struct held_link_job {
       case control_kind::leaving:
         caf::anon_send(to, leaving_atom::value, m.from, *leaving_cycles(m.data));
         break;
-      case control_kind::hello:
-        break;
     }
   }
   /// Delivers every frame `hold` lets through (and what they cause), to a departed rank none;

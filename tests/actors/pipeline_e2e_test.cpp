@@ -1,4 +1,4 @@
-// The real pipeline over real communicators (TCP data plane, CAF control plane on 127.0.0.1),
+// The real pipeline over real communicators (TCP data plane and control link on 127.0.0.1),
 // with every rank of the job in this one process, one thread per rank. Every wait has a hard
 // bound (tests/support/pipeline_job.hpp). The tunables and the autotuner's hold are in
 // pipeline_tunables_test.cpp; the multi-process tests of the APIs (tests/multiproc) complement these.

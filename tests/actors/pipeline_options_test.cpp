@@ -25,7 +25,6 @@ TEST(pipeline_options, defaults_without_variables) {
   auto o = read({});
   ASSERT_TRUE(o.ok()) << o.error().to_string();
   EXPECT_EQ(o->negotiation, "gossip");
-  EXPECT_EQ(o->control_plane, "tcp");
   EXPECT_FALSE(o->early_start);
   EXPECT_TRUE(o->hold_when_ahead);
   EXPECT_EQ(o->cycle_time, std::chrono::microseconds(1000));
@@ -50,7 +49,6 @@ TEST(pipeline_options, defaults_without_variables) {
 
 TEST(pipeline_options, chorus_variables) {
   auto o = read({{"CHORUS_NEGOTIATION", "central"},
-                 {"CHORUS_CONTROL_PLANE", "caf"},
                  {"CHORUS_EARLY_START", "1"},
                  {"CHORUS_HOLD_WHEN_AHEAD", "0"},
                  {"CHORUS_CYCLE_TIME_MS", "0.25"},
@@ -66,7 +64,6 @@ TEST(pipeline_options, chorus_variables) {
                  {"CHORUS_CONNECT_TIMEOUT_SECONDS", "2.5"}});
   ASSERT_TRUE(o.ok()) << o.error().to_string();
   EXPECT_EQ(o->negotiation, "central");
-  EXPECT_EQ(o->control_plane, "caf");
   EXPECT_TRUE(o->early_start);
   EXPECT_FALSE(o->hold_when_ahead);
   EXPECT_EQ(o->cycle_time, std::chrono::microseconds(250));
@@ -103,7 +100,6 @@ TEST(pipeline_options, horovod_aliases) {
 
 TEST(pipeline_options, bad_values_name_the_variable) {
   for (const auto& [name, value] : env_map{{"CHORUS_NEGOTIATION", "ring"},
-                                           {"CHORUS_CONTROL_PLANE", "udp"},
                                            {"CHORUS_EARLY_START", "yes"},
                                            {"CHORUS_HOLD_WHEN_AHEAD", "2"},
                                            {"CHORUS_CYCLE_TIME_MS", "-1"},
@@ -127,8 +123,8 @@ TEST(pipeline_options, the_settings_every_rank_must_share_name_their_variables) 
   ASSERT_EQ(sa.size(), sb.size());
   std::vector<std::string> names;
   for (const auto& [name, value] : sa) names.push_back(name);
-  EXPECT_EQ(names, (std::vector<std::string>{"CHORUS_AUTOTUNE", "CHORUS_CONTROL_PLANE", "CHORUS_NEGOTIATION",
-                                             "CHORUS_FUSION_THRESHOLD", "CHORUS_CHUNK_BYTES", "CHORUS_IN_PLACE_BYTES"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"CHORUS_AUTOTUNE", "CHORUS_NEGOTIATION", "CHORUS_FUSION_THRESHOLD",
+                                             "CHORUS_CHUNK_BYTES", "CHORUS_IN_PLACE_BYTES"}));
   // The alias counts as the variable: the rank given it is named under CHORUS_FUSION_THRESHOLD.
   EXPECT_EQ(compare_settings(sa, sb, 1, "fusion").to_string(),
             "config: CHORUS_FUSION_THRESHOLD is 1048576 on rank 1 but 67108864 on rank 0: every rank of a job must "

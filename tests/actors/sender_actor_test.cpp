@@ -244,7 +244,7 @@ TEST(sender_actor, the_queued_count_follows_every_deque) {
 
 TEST(sender_actor, direct_chunks_take_no_slot_and_are_never_stolen) {
   senders_fixture f(2);
-  const auto direct = chunk_algo::direct_allreduce;
+  const auto direct = chunk_algo::mailbox_allreduce;
   f.give(0, 0);
   f.give(0, 1);          // both slots
   f.give(0, 2);          // waits for a slot

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
 
 namespace chorus {
 namespace {

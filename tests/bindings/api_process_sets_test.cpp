@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
 #include "tests/support/one_rank_api.hpp"
 
 namespace chorus {

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
 #include "bindings/cpp/op_state.hpp"
 
 namespace chorus {

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "bindings/c/chorus.h"
-#include "bindings/cpp/boundary.hpp"
+#include "chorus/chorus.h"
+#include "bindings/cpp/api_checks.hpp"
 #include "tests/support/c_api_fixture.hpp"
 #include "tests/support/one_rank_api.hpp"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "bindings/c/chorus.h"
+#include "chorus/chorus.h"
 #include "tests/support/mini_json.hpp"
 #include "tests/support/c_api_fixture.hpp"
 #include "tests/support/one_rank_api.hpp"

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "chorus.h"
+#include "chorus/chorus.h"
 
 static int failures = 0;
 

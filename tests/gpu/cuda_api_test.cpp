@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "bindings/c/chorus.h"
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.h"
+#include "chorus/chorus.hpp"
 #include "runtime/device/gpu.hpp"
 
 namespace chorus {

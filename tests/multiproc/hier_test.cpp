@@ -29,7 +29,7 @@ class hier_across_processes : public ::testing::TestWithParam<hier_layout> {};
 TEST_P(hier_across_processes, forced_and_auto_are_exact_for_every_dtype_and_op) {
   const auto& p = GetParam();
   // 4 KiB frames: a 64 KiB chunk's shards go across hosts and back segment by segment while
-  // the host still reduces or gathers the others (hier_gate.hpp).
+  // the host still reduces or gathers the others (hier_readiness.hpp).
   local_job job(p.size, {CHORUS_TESTRANK_PATH, "hier"},
                 {{"CHORUS_TEST_HOSTS", p.hosts},
                  {"CHORUS_CHUNK_BYTES", "65536"},

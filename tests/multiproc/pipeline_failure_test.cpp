@@ -7,7 +7,7 @@
 // leave first, and the frozen one then sees the death and their departures all at once.
 // Runs in tests/multiproc/rank/pipeline_failure.cpp (mode pipeline-kill-loop). Every rank is on
 // this host, so the allreduce chunks take the pipeline's direct path (mailboxes, its own thread:
-// runtime/collectives/direct_queue.hpp); rank 0's init log says so, and a variant keeps them on
+// runtime/collectives/mailbox_queue.hpp); rank 0's init log says so, and a variant keeps them on
 // the I/O thread's path (CHORUS_CALLER_ALLREDUCE_BYTES=0).
 #include <gtest/gtest.h>
 

@@ -264,9 +264,9 @@ TEST(pipeline_metrics, every_metric_the_grafana_dashboard_queries_is_exposed) {
   EXPECT_TRUE(has_rank) << "the dashboard needs a `rank` template variable";
   auto names = dashboard_metric_names(dash);
   ASSERT_GE(names.size(), 10u);
-  // The panel of the slowest peer and connection (issue 18) queries the per-peer series.
+  // The panel of the slowest peer and connection queries the per-peer series.
   EXPECT_TRUE(names.count("chorus_stream_peer_sent_bytes_total")) << "no panel shows the slowest connection";
-  // Compression and the NaN/Inf check (issue 21) have their panels.
+  // Compression and the NaN/Inf check have their panels.
   EXPECT_TRUE(names.count("chorus_compressed_bytes_total")) << "no panel shows compressed bytes";
   EXPECT_TRUE(names.count("chorus_nonfinite_total")) << "no panel shows non-finite findings";
   EXPECT_TRUE(names.count("chorus_stream_peer_throughput_bytes_per_second"));

@@ -1,4 +1,4 @@
-// Small allreduces on the calling thread (runtime/collectives/direct_allreduce.hpp) across real
+// Small allreduces on the calling thread (runtime/collectives/mailbox_allreduce.hpp) across real
 // processes on one host: a rank that dies while the others wait in one (killed before it posts,
 // or killed anywhere in a tight loop) is named by every survivor within the bound the I/O
 // thread's path keeps (10 s, as failure_test.cpp), and ranks whose calls differ all fail with a

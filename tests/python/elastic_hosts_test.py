@@ -1,4 +1,4 @@
-"""Elastic training across two emulated hosts (bench/hosts/hosts.sh; issue 22, the multi-host part).
+"""Elastic training across two emulated hosts (bench/hosts/hosts.sh).
 
     elastic_hosts_test.py CHORUSRUN EXAMPLE HOSTS_SH [leave|cooldown|grow]
 

@@ -1,4 +1,4 @@
-"""Kills a rank of an elastic job and checks what Horovod promises (issue 22's target).
+"""Kills a rank of an elastic job and checks what Horovod promises.
 
     elastic_kill_test.py CHORUSRUN EXAMPLE continue   3 ranks, --min-np 2, --no-blacklist (all on this
         host, which horovodrun would blacklist, ending the job: see `blacklist`); SIGKILL one mid-epoch:

@@ -18,7 +18,7 @@
 
 #include "runtime/collectives/alltoall_op.hpp"
 #include "runtime/collectives/engine.hpp"
-#include "runtime/collectives/identity.hpp"
+#include "runtime/collectives/neutral_elements.hpp"
 #include "runtime/collectives/reduce.hpp"
 #include "runtime/collectives/ring_op.hpp"
 #include "runtime/collectives/scatter_plan.hpp"

@@ -79,7 +79,6 @@ std::vector<row> config_rows() {
        "warn"},
       {"CHORUS_HIERARCHICAL", "1", "on", [](const config& c) { return c.collectives.hierarchical; }, "yes"},
       {"CHORUS_NEGOTIATION", "central", "central", [](const config& c) { return c.pipeline.negotiation; }, "ring"},
-      {"CHORUS_CONTROL_PLANE", "caf", "caf", [](const config& c) { return c.pipeline.control_plane; }, "udp"},
       {"CHORUS_CYCLE_TIME_MS", "0.25", "250", [](const config& c) { return str(c.pipeline.cycle_time.count()); },
        "-1"},
       {"CHORUS_EARLY_START", "1", "1", [](const config& c) { return str(c.pipeline.early_start); }, "yes"},
@@ -292,7 +291,6 @@ TEST(Config, DefaultsOfTheTableAreTheStructsDefaults) {
   EXPECT_EQ(c->collectives.small_bytes, plain.collectives.small_bytes);
   EXPECT_EQ(c->collectives.reduce_kernels, plain.collectives.reduce_kernels);
   EXPECT_EQ(c->pipeline.negotiation, plain.pipeline.negotiation);
-  EXPECT_EQ(c->pipeline.control_plane, plain.pipeline.control_plane);
   EXPECT_EQ(c->autotune.enabled, plain.autotune.enabled);
   EXPECT_EQ(c->autotune.log_path, plain.autotune.log_path);
   EXPECT_EQ(c->autotune.warmup_samples, plain.autotune.warmup_samples);
@@ -421,17 +419,23 @@ TEST(Config, LauncherVariablesThroughProcessEnv) {
 }  // namespace chorus
 
 TEST(RetiredVariables, AreNamedWhenSetAndReadNoMore) {
-  std::map<std::string, std::string> env{{"CHORUS_FRAME_STEALING", "1"}, {"CHORUS_NUM_STREAMS", "4"}};
+  // CHORUS_CONTROL_PLANE with the value that once chose the CAF control plane: no error either.
+  std::map<std::string, std::string> env{
+      {"CHORUS_FRAME_STEALING", "1"}, {"CHORUS_CONTROL_PLANE", "caf"}, {"CHORUS_NUM_STREAMS", "4"}};
   auto get = [&](const char* n) -> const char* {
     auto it = env.find(n);
     return it == env.end() ? nullptr : it->second.c_str();
   };
   auto set = chorus::retired_set(get);
-  ASSERT_EQ(set.size(), 1u);
+  ASSERT_EQ(set.size(), 2u);
   EXPECT_EQ(set[0], "CHORUS_FRAME_STEALING");
-  auto c = chorus::read_config(get);  // still reads: the variable only warns
+  EXPECT_EQ(set[1], "CHORUS_CONTROL_PLANE");
+  auto c = chorus::read_config(get);  // still reads: the variables only warn
   ASSERT_TRUE(c.ok()) << c.error().to_string();
   EXPECT_EQ(c->transport.num_streams, 4);
   EXPECT_EQ(chorus::cfg::find("CHORUS_FRAME_STEALING"), nullptr);
+  EXPECT_EQ(chorus::cfg::find("CHORUS_CONTROL_PLANE"), nullptr);
+  env["CHORUS_CONTROL_PLANE"] = "";  // set but empty counts as unset, as for every variable
+  EXPECT_EQ(chorus::retired_set(get).size(), 1u);
   for (const auto& v : chorus::cfg::retired_variables()) EXPECT_FALSE(v.why.empty()) << v.name;
 }

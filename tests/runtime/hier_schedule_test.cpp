@@ -1,5 +1,5 @@
 // The hierarchical schedules (runtime/collectives/hier_schedule.hpp) and their gating by
-// segment (hier_gate.hpp), checked by symbolic simulation as ring_schedule_test does: each
+// segment (hier_readiness.hpp), checked by symbolic simulation as ring_schedule_test does: each
 // element holds the multiset of ranks that contributed to it; transfers move and merge those sets
 // frame by frame as hier_op does (a frame of a phase waits until no receive of an earlier phase
 // still covers its bytes, sends without a receive first go out segment by segment as their bytes

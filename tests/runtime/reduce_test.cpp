@@ -27,8 +27,9 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/collectives/identity.hpp"
+#include "runtime/collectives/neutral_elements.hpp"
 #include "runtime/collectives/reduce.hpp"
+#include "runtime/config/config.hpp"
 #include "tests/support/float_model.hpp"
 #include "tests/support/test_seed.hpp"
 
@@ -39,6 +40,10 @@ void PrintTo(dtype t, std::ostream* os) { *os << name_of(t); }
 void PrintTo(reduce_op op, std::ostream* os) { *os << name_of(op); }
 
 namespace {
+
+// The process-wide settings as a rank has them (runtime/config): the child run below is forced
+// onto the portable kernels by CHORUS_REDUCE_KERNELS.
+[[maybe_unused]] const bool kSettingsRead = read_config().ok();
 
 static_assert(std::endian::native == std::endian::little, "element access below assumes it");
 

@@ -155,7 +155,7 @@ life live(const search_space& s, const tuner_options& o, uint64_t noise_seed, ch
 TEST(TuningTuner, ConvergesFromPoorStartAndRetunesAfterChange) {
   auto s = knob_space(8).value();
   tuner_options o;
-  o.search.max_samples = 30;  // the budget: 30 samples in all, the confirmation's included
+  o.search.max_samples = 30;  // the search's budget: 30 samples in all, the confirmation's included
   o.search.noise = 0.02;
   // A search is a random walk through noisy samples: judge it over seeds. Over seeds 100-159
   // the first search reaches >= 95% of the best in 60 (mean 0.991) with the warm-up's Latin
@@ -185,7 +185,7 @@ TEST(TuningTuner, ConvergesFromPoorStartAndRetunesAfterChange) {
               static_cast<uint64_t>(o.retune_samples + 2 * o.confirm_chunk_steps + o.confirm_points + o.confirm_raw_best) + 1)
         << "seed " << seed;
     // Never worse than staying; mostly well above it (the peak moved a long way on two axes;
-    // the 5% target is the benchmark's to show).
+    // the 5% target is the benchmark's to show).
     EXPECT_GE(l.retuned_at, l.stale) << "seed " << seed;
     good_retunes += l.retuned_at > 1.2 * l.stale && l.retuned_at > 0.75 * l.new_best;
     retuned += l.retuned_at / l.new_best;

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "bindings/c/chorus.h"
+#include "chorus/chorus.h"
 #include "tests/support/one_rank_api.hpp"
 
 namespace chorus::testing {

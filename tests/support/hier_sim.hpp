@@ -1,6 +1,6 @@
 // A symbolic simulation of hierarchical step lists (runtime/collectives/hier_schedule.hpp,
 // hier_allgather.hpp) as hier_op runs them: each element holds how often each rank contributed
-// to it; frames are delivered in a random order, gated by phase (hier_gate.hpp), forwarded
+// to it; frames are delivered in a random order, gated by phase (hier_readiness.hpp), forwarded
 // after their receive. A send reads the sender's bytes only when it is delivered, as a
 // zero-copy transport may, so a receive that overwrites bytes still being sent shows.
 #pragma once
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/collectives/hier_gate.hpp"
+#include "runtime/collectives/hier_readiness.hpp"
 #include "runtime/collectives/hier_schedule.hpp"
 
 namespace chorus::testing {
@@ -49,7 +49,7 @@ struct message {
 struct rank_state {
   std::vector<hier_step> steps;
   std::vector<contribution> elems;
-  hier_gate gate;
+  hier_readiness gate;
   std::vector<std::size_t> left;  // per step
   std::vector<std::pair<message, std::vector<contribution>>> held;
   std::vector<message> waiting;  // segments of sends without a receive first

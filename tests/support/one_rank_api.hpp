@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
 
 namespace chorus::testing {
 

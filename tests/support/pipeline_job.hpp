@@ -1,4 +1,4 @@
-// A job of real pipelines over real communicators (TCP data plane, CAF control plane on
+// A job of real pipelines over real communicators (TCP data plane and control link on
 // 127.0.0.1) with every rank in this one test process, one thread per rank: start and stop,
 // a bounded waiter for one op, and steps run on every rank at once. Every wait has a hard bound.
 #pragma once

@@ -18,6 +18,7 @@
 #include "bindings/cli/chorusrun/options.hpp"
 #include "bindings/cli/chorusrun/shm_cleanup.hpp"
 #include "bindings/cli/chorusrun/supervisor.hpp"
+#include "runtime/config/config.hpp"
 #include "runtime/config/reader.hpp"
 
 extern char** environ;
@@ -87,6 +88,7 @@ chorus::result<std::vector<chorus::chorusrun::placement>> elastic_placements(cho
 int main(int argc, char** argv) {
   using namespace chorus::chorusrun;
   ensure_standard_fds();
+  chorus::apply_log_level(chorus::cfg::process_lookup());
 
   auto opts = parse_options({argv, static_cast<size_t>(argc)});
   if (!opts) {

@@ -9,7 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
+#include "runtime/negotiation/tensor_spec.hpp"
 
 namespace chorus::python {
 

@@ -53,7 +53,7 @@ class executor {
     int rank = 0;
     int size = 1;
     /// How long a collective may run before the job counts its peer as gone (the hardening
-    /// issue's liveness bound, CHORUS_PEER_TIMEOUT_SECONDS).
+    /// the liveness bound, CHORUS_PEER_TIMEOUT_SECONDS).
     std::chrono::milliseconds peer_timeout{30000};
     /// Agrees on the NCCL unique id: rank 0 passes the id it made and gets it back, the other
     /// ranks pass an empty string and get rank 0's (through the rendezvous store).

@@ -44,7 +44,6 @@ result<mesh_parts> connect_mesh(const process_env& env, rendezvous& rdv, const m
                               "set it (chorusrun does) to keep other jobs out");
     cfg.secret = job_secret_or_default(env);
   }
-  m.control_key = wire::control_key(cfg.secret, id);
 
   // 1. Listen and start accepting before anyone can learn our endpoint.
   std::string host = opts.bind_host;

@@ -13,14 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "runtime/collectives/hier_schedule.hpp"
 #include "runtime/config/config.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
+#include "runtime/transport/host_groups.hpp"
 #include "runtime/transport/shm/lanes.hpp"
 #include "runtime/transport/tcp/acceptor.hpp"
 #include "runtime/transport/tcp/socket_util.hpp"
-#include "runtime/wire/control_seal.hpp"
 #include "runtime/wire/frame.hpp"
 
 namespace chorus::mesh {
@@ -58,7 +57,6 @@ struct mesh_parts {
   int size = 1;
   mesh_options options;
   wire::frame_limits limits;
-  wire::mac control_key{};                        ///< seals control-plane messages (same secret)
   std::unique_ptr<tcp::acceptor> acceptor;        ///< stays open: refuses late or foreign connections
   std::vector<std::vector<tcp::unique_fd>> data;  ///< [peer][stream], tuned; empty for our rank
   std::vector<tcp::unique_fd> control;            ///< [peer]: the control link's connections

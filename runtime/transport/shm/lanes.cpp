@@ -56,7 +56,7 @@ result<lane_set> open_lanes(const process_env& env, rendezvous& rdv, int streams
   const std::string me = std::to_string(env.rank);
 
   // 1. Who shares our host. Every rank publishes its entry, lanes on or off: the identities
-  // also group the ranks by host (collectives/hier_schedule.hpp).
+  // also group the ranks by host (transport/host_groups.hpp).
   auto st = rdv.publish("shm-host/" + me, mine_entry.encode());
   if (!st.ok()) return st;
   auto hosts = rdv.gather("shm-host/", timeout);

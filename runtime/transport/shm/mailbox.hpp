@@ -1,5 +1,5 @@
 // A two-slot mailbox from one rank to another on the same host, for the small collectives the
-// calling thread runs itself (collectives/direct_allreduce.hpp), beside the I/O thread's rings.
+// calling thread runs itself (collectives/mailbox_allreduce.hpp), beside the I/O thread's rings.
 // It lives in a segment of its own (segment.hpp): published counts posts made, released posts
 // the receiver finished with, reader_sleeping is the receiver's futex word.
 //

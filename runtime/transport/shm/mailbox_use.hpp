@@ -6,8 +6,8 @@ namespace chorus::shm {
 
 /// Each use has its own post numbers, so the calls of the one never interleave with the other's.
 enum class mailbox_use : int {
-  caller = 0,    ///< blocking allreduces on the calling thread (collectives/direct_allreduce.hpp)
-  pipeline = 1,  ///< the pipeline's allreduces, in hand-out order (collectives/direct_queue.hpp)
+  caller = 0,    ///< blocking allreduces on the calling thread (collectives/mailbox_allreduce.hpp)
+  pipeline = 1,  ///< the pipeline's allreduces, in hand-out order (collectives/mailbox_queue.hpp)
 };
 constexpr int mailbox_uses = 2;
 

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "bindings/c/chorus.h"
+#include "chorus/chorus.h"
 
 namespace chorus::testrank {
 namespace {

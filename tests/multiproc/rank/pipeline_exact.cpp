@@ -23,8 +23,9 @@
 
 #include <unistd.h>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
 #include "runtime/core/half.hpp"
+#include "runtime/negotiation/tensor_spec.hpp"
 
 namespace chorus::testrank {
 namespace {

@@ -1,35 +1,32 @@
-// chorus-testrank modes for an intruder on the control plane (tests/multiproc/pipeline_intruder_test.cpp):
+// chorus-testrank modes for an intruder on the control link (tests/multiproc/pipeline_intruder_test.cpp):
 //   pipeline-ctrl-job GOFILE   a rank: allreduces (exact) until GOFILE exists on any rank (agreed
 //                              by a max-allreduce each step, so every rank stops at the same
 //                              step), then 20 more; prints "ready" once initialised and
 //                              "ctrl-job: N ops exact while attacked" at the end
 //   pipeline-ctrl-intruder     not a rank, with a wrong CHORUS_JOB_SECRET: refused by rank 0's
 //                              store ("intruder refused by the store"); then reads rank 0's
-//                              control endpoint with CHORUS_TEST_STORE_SECRET (as a port scan
-//                              would find it), connects with its own CAF system and sends what an intruder
-//                              without the job secret could: forged seals, unsealed protocol
-//                              messages, a stop, a fake peer loss, exit(kill). Prints
-//                              "intruder sent N messages", then "gate still up" when rank 0's
-//                              control gate did not go down within 1 s (exit 0), else exit 1.
-// Exit codes: 0 pass, 1 wrong result or the gate went down, 2 usage, 3 an operation failed.
+//                              endpoint with CHORUS_TEST_STORE_SECRET (as a port scan would find
+//                              it), where the control link's connections arrive with the data
+//                              plane's, and claims rank 1's control connection there with a
+//                              proof made without the secret. Prints "intruder refused on the
+//                              control link: <reason>" (exit 0), else exit 1.
+// Exit codes: 0 pass, 1 wrong result or the intruder was let in, 2 usage, 3 an operation failed.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
-
 #include <sys/stat.h>
 
-#include "actors/control_gate.hpp"
-#include "actors/control_plane.hpp"
-#include "actors/protocol.hpp"
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
+#include "runtime/config/config.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
+#include "runtime/transport/tcp/socket_util.hpp"
+#include "runtime/wire/handshake.hpp"
 
 namespace chorus::testrank {
 
@@ -44,14 +41,6 @@ bool exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
 }
-
-// The sender the intruder's messages claim. A class: CAF 0.17 starts a function actor spawned
-// without arguments through a null std::shared_ptr<std::tuple<>> (undefined behaviour).
-class decoy_actor final : public caf::event_based_actor {
- public:
-  using caf::event_based_actor::event_based_actor;
-  caf::behavior make_behavior() override { return {[](int) {}}; }
-};
 
 }  // namespace
 
@@ -107,7 +96,8 @@ int run_ctrl_intruder() {
     if (refused.error().code() != errc::auth) return fail(refused.error());
     std::printf("intruder refused by the store\n");
   }
-  // Rank 0's control endpoint, as a port scan would find it (read here with the real secret).
+  // Rank 0's endpoint, as a port scan would find it (read here with the real secret). The
+  // control link's connections arrive there too, each one stream past the data streams.
   auto real = read_process_env([](const char* name) {
     return std::strcmp(name, "CHORUS_JOB_SECRET") == 0 ? std::getenv("CHORUS_TEST_STORE_SECRET") : std::getenv(name);
   });
@@ -115,47 +105,44 @@ int run_ctrl_intruder() {
   real->rank = env->rank;
   auto rdv = rendezvous::open(*real);
   if (!rdv) return fail(rdv.error());
-  auto ep = (*rdv)->get("ctrl/0", std::chrono::seconds(20));
+  auto ep_text = (*rdv)->get("data/0", std::chrono::seconds(20));
+  if (!ep_text) return fail(ep_text.error());
+  auto ep = tcp::parse_endpoint(*ep_text);
   if (!ep) return fail(ep.error());
-  std::string host;
-  uint16_t port = 0;
-  if (!split_host_port(*ep, host, port)) return fail({errc::rendezvous, "bad ctrl/0: " + *ep});
-
-  caf::actor_system_config cfg;
-  cfg.load<caf::io::middleman>();
-  register_types(cfg);
-  cfg.set("logger.console-verbosity", caf::atom("quiet"));
-  caf::actor_system sys{cfg};
-  auto gate = sys.middleman().remote_actor(host, port);
-  if (!gate) return fail({errc::connection_lost, "cannot reach rank 0's control port: " + sys.render(gate.error())});
-  auto decoy = sys.spawn<decoy_actor>();
-  control_sealer guess(1, env->size, wire::control_key("not-the-job-secret", env->job_id));
-  int sent = 0;
-  auto send = [&](auto&&... xs) {
-    caf::anon_send(*gate, std::forward<decltype(xs)>(xs)...);
-    ++sent;
-  };
-  send(guess.make(0, control_kind::gossip, {1, 2, 3, 4}));
-  send(guess.make(0, control_kind::hello, {}), decoy);
-  send(guess.make(0, control_kind::gone, {'x'}, 1));
-  send(gossip_bytes{{0xde, 0xad, 0xbe, 0xef}});
-  send(stop_atom::value);
-  send(hello_atom::value, 1, decoy);
-  send(gone_atom::value, 1, std::string("rank 1 left (forged)"));
-  send(pipeline_wired{});
-  caf::anon_send_exit(*gate, caf::exit_reason::kill);
-  ++sent;
-  std::printf("intruder sent %d messages\n", sent);
+  auto cfg = read_config();
+  if (!cfg) return fail(cfg.error());
+  const auto control_stream = static_cast<uint32_t>(cfg->transport.num_streams);
+  // It even knows this attempt's session id (frames with the job id alone are dropped before
+  // any handshake), so what stops it is the MAC.
+  const uint64_t job_id = (*rdv)->session_id();
+  auto deadline = tcp::clock::now() + std::chrono::seconds(10);
+  auto fd = tcp::connect_to(*ep, deadline);
+  if (!fd) return fail(fd.error());
+  // A client that does not know the secret: it ignores the server's proof and sends its own,
+  // made with the wrong secret, as an attacker would.
+  wire::hello_msg hello{1, control_stream, wire::random_nonce()};
+  wire::frame_header h;
+  h.job_id = job_id;
+  h.kind = wire::frame_kind::hello;
+  if (auto st = tcp::send_frame(fd->get(), h, wire::encode(hello), deadline); !st.ok()) return fail(st);
+  auto ch_frame = tcp::recv_frame(fd->get(), {job_id, 4096}, deadline);
+  if (!ch_frame) return fail(ch_frame.error());
+  auto ch = wire::decode_challenge(ch_frame->payload);
+  if (!ch) return fail(ch.error());
+  wire::transcript t{job_id, 1, ch->server_rank, control_stream, hello.client_nonce, ch->server_nonce};
+  h.kind = wire::frame_kind::proof;
+  auto bogus = wire::encode(wire::proof_msg{wire::client_mac("not-the-job-secret", t)});
+  if (auto st = tcp::send_frame(fd->get(), h, bogus, deadline); !st.ok()) return fail(st);
+  auto verdict = tcp::recv_frame(fd->get(), {job_id, 4096}, deadline);
+  if (verdict && verdict->header.kind == wire::frame_kind::reject) {
+    std::string reason(reinterpret_cast<const char*>(verdict->payload.data()), verdict->payload.size());
+    std::printf("intruder refused on the control link: %s\n", reason.c_str());
+    std::fflush(stdout);
+    return 0;
+  }
+  std::printf("intruder was NOT refused on the control link\n");
   std::fflush(stdout);
-
-  caf::scoped_actor self{sys};
-  self->monitor(*gate);
-  bool down = false;
-  self->receive([&](caf::down_msg&) { down = true; }, caf::after(std::chrono::seconds(1)) >> [] {});
-  std::printf(down ? "gate went down\n" : "gate still up\n");
-  std::fflush(stdout);
-  caf::anon_send_exit(decoy, caf::exit_reason::user_shutdown);
-  return down ? 1 : 0;
+  return 1;
 }
 
 }  // namespace chorus::testrank

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
 
 namespace chorus::testrank {
 namespace {

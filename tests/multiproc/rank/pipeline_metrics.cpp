@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
 
 namespace chorus::testrank {
 

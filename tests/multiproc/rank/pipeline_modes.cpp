@@ -11,7 +11,7 @@
 //   pipeline-metrics STEPS STOPFILE  see pipeline_metrics.cpp (a job that waits to be scraped)
 //   pipeline-c-api                reducescatter, alltoall, join and mismatches through the C API
 //                                 (chorus.h); see pipeline_c_api.cpp
-//   pipeline-ctrl-job GOFILE, pipeline-ctrl-intruder   an intruder on the control plane; see
+//   pipeline-ctrl-job GOFILE, pipeline-ctrl-intruder   an intruder on the control link; see
 //                                 pipeline_intruder.cpp
 // Exit codes: 0 pass, 1 wrong result, 2 usage, 3 an operation failed, 4 an operation hung.
 #include <algorithm>
@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
 
 namespace chorus::testrank {
 

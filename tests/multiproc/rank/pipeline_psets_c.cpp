@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "bindings/c/chorus.h"
+#include "chorus/chorus.h"
 
 namespace chorus::testrank {
 

@@ -21,7 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
+#include "runtime/negotiation/tensor_spec.hpp"
 #include "tests/support/reduce_reference.hpp"
 
 namespace chorus::testrank {

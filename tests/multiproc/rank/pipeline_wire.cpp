@@ -25,8 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
 #include "runtime/collectives/ring_schedule.hpp"
+#include "runtime/core/dtype.hpp"
 #include "runtime/core/half.hpp"
 
 namespace chorus::testrank {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "bindings/cpp/chorus.hpp"
+#include "chorus/chorus.hpp"
 #include "tests/multiproc/rank/wire_shm_checks.hpp"
 
 namespace chorus::testrank {

@@ -1,4 +1,4 @@
-// chorus-testrank's small allreduces on the calling thread (runtime/collectives/direct_allreduce.hpp):
+// chorus-testrank's small allreduces on the calling thread (runtime/collectives/mailbox_allreduce.hpp):
 // the loop the failure tests kill a rank in, and the size mismatch every rank must catch.
 #pragma once
 

@@ -23,7 +23,7 @@ namespace chorus::testrank {
 int run_wire_shm(communicator& c, int argc, char** argv) {
   bool exact = false;
   if (!parse_expect(argc, argv, exact)) return 2;
-  std::printf("wire-shm rank=%d size=%d gate: %s\n", c.rank(), c.size(), c.wire_gate().describe().c_str());
+  std::printf("wire-shm rank=%d size=%d gate: %s\n", c.rank(), c.size(), c.wire_compression().describe().c_str());
   auto buf = input_of(c.rank(), elements, 1);
   wire_options w;
   w.wire = compression::fp16;

@@ -3,25 +3,23 @@ ranks before the step. A hook on each parameter's gradient accumulator hands the
 Chorus the moment backward produced it (so communication overlaps the rest of backward), in one
 call with those that come out together (a layer's weight and bias); small gradients go in
 buckets, one operation per bucket once all of its gradients exist (chorus/torch/buckets.py);
-step() waits only for what is still in flight."""
+step() waits only for what is still in flight. The bucket methods are in optimizer_buckets.py,
+synchronize() and step() in optimizer_step.py, the handles they wait on in optimizer_handles.py."""
 
-import operator
 import time
-import warnings
-import weakref
-from contextlib import contextmanager
 
 import torch
 
 from chorus.common.process_sets import _check as _check_process_set
 from chorus.common.process_sets import global_process_set
-from chorus.torch import basics as _basics
-from chorus.torch.buckets import MAX_BUCKET_BYTES, Bucket, _nbytes, bucket_bytes_from_env, make_buckets
+from chorus.torch.buckets import Bucket, bucket_bytes_from_env
 from chorus.torch.compression import Compression, runtime_code
 from chorus.torch.mpi_ops import Adasum, Average
 from chorus.torch.mpi_ops import _chorus_op, _lib, _op_name, _scale_, _stream_of
-from chorus.torch.mpi_ops import _grouped_allreduce_async, allgather, broadcast_, sparse_allreduce_async
-from chorus.torch.mpi_ops import rank, size, synchronize
+from chorus.torch.mpi_ops import _grouped_allreduce_async, sparse_allreduce_async, size
+from chorus.torch.optimizer_buckets import _GradientBuckets
+from chorus.torch.optimizer_handles import _Refused, _bucket_waiter, _waiter
+from chorus.torch.optimizer_step import _SynchronizeAndStep
 
 
 def _split(items, n):
@@ -51,20 +49,6 @@ _instances = [0]
 _TOGETHER_S = 0.001
 
 
-class _Refused:
-    """An operation the runtime refused when it was submitted (inside backward, e.g. a name a
-    peer announced with another shape): waiting for it raises the refusal, so that the error
-    comes out of synchronize() like any other, not out of the middle of backward."""
-
-    def __init__(self, error):
-        self.error = error
-
-    def wait(self):
-        raise self.error
-
-    result = wait
-
-
 _NAN_CHECK_CODES = {None: -1, "off": 0, "error": 1, "skip": 2}
 
 
@@ -76,37 +60,7 @@ def _submit(tensor, name, op, wire=-1, check=-1, ps=0):
         return _Refused(e)
 
 
-def _waiter(sub, post, sink=None):
-    """A handle for synchronize(): waits for `sub` and returns its output, scaled by `post`.
-    `sink(name, ranks)` hears of ranks whose input held NaN/Inf (the NaN check in skip mode)."""
-    def wait():
-        sub.wait()
-        out = sub.result()
-        ranks = sub.nonfinite_ranks() if sink is not None else None
-        if ranks:
-            sink(sub.name, ranks)
-        _scale_(out, post)
-        return out
-    return wait
-
-
-def _bucket_waiter(sub, post, bucket, ctx, compression, names, sink=None):
-    """A handle for synchronize(): waits for a bucket's operation and unpacks it into the
-    members' gradients. An error names the members and their shapes on this rank."""
-    def wait():
-        try:
-            out = _waiter(sub, post, sink)()
-        except Exception as e:  # noqa: BLE001 - re-raised, with the members named
-            try:
-                named = type(e)("%s [gradient bucket %s: %s]" % (e, bucket.name, bucket.describe(names)))
-            except Exception:  # noqa: BLE001 - an exception type that takes other arguments
-                raise e
-            raise named from e
-        bucket.unpack(compression.decompress(out, ctx))
-    return wait
-
-
-class _DistributedOptimizer(torch.optim.Optimizer):
+class _DistributedOptimizer(_GradientBuckets, _SynchronizeAndStep, torch.optim.Optimizer):
     _chorus_distributed = True
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1, op=Average,
@@ -199,110 +153,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._cut_buckets(self._env_bucket_cap)
                 self._recut_after_reinit(params)
 
-    def _cut_buckets(self, cap):
-        """Buckets of about `cap` bytes from _bucket_order. Until a step's backward order was
-        agreed, the next synchronize() agrees it and cuts them again."""
-        self._bucket_cap = cap
-        self._set_buckets(make_buckets(self._bucket_order, self._parameter_names, self._bucket_prefix, cap))
-        self._rebuild_pending = bool(self._buckets) and not self._order_agreed
-        self._first_step = []
-
-    def _recut_after_reinit(self, params):
-        """Every init() after the first (an elastic reset, or shutdown() and init()) starts the
-        buckets over from CHORUS_BUCKET_BYTES and the registration order, as a worker that joins
-        an elastic job cuts them; the next step agrees on their order again on every rank of the
-        new job. A size set by set_bucket_bytes() must be set again after a reset."""
-        me = weakref.ref(self)
-
-        def again():
-            opt = me()
-            if opt is not None:
-                opt._handles = {}  # operations of the old job: all ended when it shut down
-                opt._bucket_order = list(params)
-                opt._order_agreed = False
-                opt._cut_buckets(opt._env_bucket_cap)
-
-        _basics._reset_hooks.append(again)
-
-    def set_bucket_bytes(self, cap):
-        """Cuts the gradient buckets again at about `cap` bytes (0: no buckets, every gradient
-        is its own operation), from the next backward pass on: for instance to follow the
-        autotuner's fusion threshold, ``opt.set_bucket_bytes(settings()["fusion_threshold"] // 4)``
-        every few hundred steps (buckets as large as the threshold overlap less with backward;
-        docs/autotune.md). Returns the size in force.
-
-        Collective over the optimizer's process set: every member calls it at the same step,
-        after step() (or synchronize()) and before the next backward. The set's lowest rank's
-        `cap` is used on every rank (one small allgather), so ranks that read different values
-        still cut the same buckets; a value that is not a size raises ValueError on every rank.
-        An optimizer with explicit `groups`, or with a compression that does not work element by
-        element, has no buckets to cut: ValueError. An elastic reset (or shutdown() and init())
-        starts again from CHORUS_BUCKET_BYTES."""
-        try:
-            value = -1 if isinstance(cap, bool) else operator.index(cap)
-        except TypeError:
-            value = -1
-        valid = 0 <= value <= MAX_BUCKET_BYTES
-        expected = "set_bucket_bytes: expected a whole number of bytes in [0, %d]" % MAX_BUCKET_BYTES
-        if not self._can_bucket:
-            raise ValueError("set_bucket_bytes: this optimizer has no gradient buckets (it was built with "
-                             "explicit groups, or with a compression that does not work element by element)")
-        if self._handles or self._held or self._end_queued or any(b.ready for b in self._buckets):
-            raise AssertionError("set_bucket_bytes() was called after loss.backward() but before "
-                                 "optimizer.step() or optimizer.synchronize(): call it between steps.")
-        if self._bucket_order is None:  # one process, or outside the set: nothing is reduced here
-            if not valid:
-                raise ValueError("%s, got %r" % (expected, cap))
-            return value
-        # Every rank learns every rank's value, so that a bad one raises on all of them alike.
-        values = allgather(torch.tensor([value if valid else -1], dtype=torch.int64),
-                           name=self._bucket_prefix + "bucket_bytes", process_set=self._process_set).tolist()
-        members = range(size()) if self._ps == 0 else sorted(self._process_set.ranks)
-        bad = [str(r) for r, v in zip(members, values) if v < 0]
-        if bad:
-            raise ValueError("%s on every rank; rank(s) %s passed something else%s"
-                             % (expected, ",".join(bad), "" if valid else " (here %r)" % (cap,)))
-        if values[0] != self._bucket_cap:
-            self._cut_buckets(values[0])
-        return values[0]
-
-    def _flatten_small_groups(self, prefix, cap):
-        """Explicit groups whose members share a dtype and are each under `cap` bytes become
-        flat buckets: one operation per group instead of one per member, the same result. A
-        group with a large member stays a grouped operation (packing it would copy the large
-        gradient twice a step); the user's groups are kept as they are, never re-cut."""
-        if cap <= 0:
-            return
-        flat = [g for g in self._group_counts
-                if len(g) > 1 and len({p.dtype for p in g}) == 1 and all(_nbytes(p) < cap for p in g)]
-        for g in flat:
-            del self._group_counts[g]
-            for p in g:
-                del self._p_to_group[p]
-        self._set_buckets([Bucket("%sgroup%d.%s" % (prefix, k, self._parameter_names[g[0]][len(prefix):]), g)
-                           for k, g in enumerate(flat)])
-
-    def _set_buckets(self, buckets):
-        self._buckets = buckets
-        self._bucket_of = {p: b for b in buckets for p in b.params}
-
-    def _rebuild_buckets(self):
-        """After the first step with buckets: the buckets again, from the order that step's
-        backward produced the gradients in. The order of the set's lowest rank is broadcast (one
-        small operation, once), so every rank cuts the same buckets; gradients the step did not
-        produce keep their place after the others."""
-        known, seen = set(self._bucket_order), set()
-        order = [p for p in self._first_step if p in known and not (p in seen or seen.add(p))]
-        order += [p for p in self._bucket_order if p not in seen]
-        agreed = torch.tensor([self._param_index[p] for p in order], dtype=torch.int64)
-        # Among the optimizer's set only (its other ranks never get here), from its lowest rank.
-        root = 0 if self._ps == 0 else min(self._process_set.ranks)
-        broadcast_(agreed, root_rank=root, name=self._bucket_prefix + "bucket_order", process_set=self._process_set)
-        by_index = {i: p for p, i in self._param_index.items()}
-        self._bucket_order = [by_index[i] for i in agreed.tolist()]
-        self._order_agreed = True
-        self._cut_buckets(self._bucket_cap)
-
     # -- hooks ------------------------------------------------------------------------------
 
     def _register_hooks(self):
@@ -385,23 +235,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                for (a, _, a_end), (_, b_start, _) in zip(order, order[1:])}
         self._pass_order = []
         self._end_queued = False
-
-    def _unbucket(self, p):
-        """p's gradient is sparse: p leaves its bucket for good, to be reduced alone (sparse-ness
-        belongs to the module, so every rank does the same). A bucket left with one member is
-        dissolved. What p's leaving completes (the rest of the bucket, or its last member) is
-        held, to go with p."""
-        bucket = self._bucket_of.pop(p)
-        bucket.remove(p)
-        if self._bucket_order is not None:  # never in a bucket again
-            self._bucket_order = [q for q in self._bucket_order if q is not p]
-        if len(bucket.params) == 1:
-            self._buckets = [b for b in self._buckets if b is not bucket]
-            del self._bucket_of[bucket.params[0]]
-            if bucket.ready:
-                self._held.append(bucket.params[0])
-        elif bucket.ready == len(bucket.params):
-            self._held.append(bucket)
 
     def _submit_held(self):
         held, self._held = self._held, []
@@ -500,144 +333,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                           sink=self._note_nonfinite)
         return handle, ctxs
 
-    # -- synchronize and step -----------------------------------------------------------------
 
-    def _apply(self, p, output, ctx):
-        result = self._compression.decompress(output, ctx)
-        if result is not p.grad:
-            if p.grad.is_sparse:
-                p.grad = result
-            else:
-                p.grad.copy_(result)
-
-    def synchronize(self):
-        """Waits until every gradient was averaged over all ranks (enqueueing those backward did
-        not produce: parameters without a gradient this step still take part)."""
-        if not self._included:  # outside the optimizer's process set: nothing to average
-            self._synchronized = True
-            return
-        if self._end_queued:  # backward ended without its callback (it raised): end it here
-            self._end_of_backward()
-        self._submit_held()
-        # A group whose members did not all produce a gradient is enqueued now, whole (members
-        # without one send zeros), under the same name as on a rank where it completed; and
-        # every group's count starts again at zero, so the next step's backward enqueues it
-        # when all of its gradients are ready, not when leftovers of this step add up.
-        for group in self._group_counts:
-            if group not in self._handles:
-                for p in group:
-                    if p.grad is None:
-                        p.grad = torch.zeros_like(p)
-                    self._handles.pop(p, None)
-                self._handles[group] = self._grouped_allreduce_grad_async(group)
-            self._group_counts[group] = 0
-        # Likewise a bucket not complete on this rank (some members without a gradient, or not
-        # at their last backward pass): reduced whole now, zeros for gradients that do not exist.
-        for bucket in self._buckets:
-            if bucket not in self._handles:
-                for p in bucket.params:
-                    if p.grad is None:
-                        p.grad = torch.zeros_like(p)
-                    self._handles.pop(p, None)
-                self._held.append(bucket)
-            bucket.ready = 0
-        self._submit_held()
-        done = set()
-        for key in self._handles:
-            if isinstance(key, Bucket):
-                done.update(key.params)
-            else:
-                done.update(key) if isinstance(key, tuple) else done.add(key)
-        for p in self._requires_update - done:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            self._handles[p] = self._allreduce_grad_async(p)
-        for key, (handle, ctx) in list(self._handles.items()):
-            if handle is None:
-                self._handles[key] = self._allreduce_grad_async(key)
-        # Every handle is waited for even after one failed (no gradient may be released while
-        # the runtime still writes it); the first error is raised once all ended, and the
-        # optimizer is left ready for the next backward.
-        error = None
-        for key, (handle, ctx) in self._handles.items():
-            members = key.params if isinstance(key, Bucket) else key if isinstance(key, tuple) else (key,)
-            for gp in members:
-                self._allreduce_delay[gp] = self.backward_passes_per_step
-            try:
-                if isinstance(key, Bucket):
-                    handle()  # unpacks into the members' gradients
-                elif isinstance(key, tuple):
-                    for gp, out, gctx in zip(key, synchronize(handle), ctx):
-                        self._apply(gp, out, gctx)
-                else:
-                    self._apply(key, handle() if callable(handle) else synchronize(handle), ctx)
-            except Exception as e:  # noqa: BLE001 - re-raised below, after the others ended
-                error = error or e
-        self._handles.clear()
-        densified, self._densified = self._densified, []
-        for p in densified:
-            if p.grad is not None and not p.grad.is_sparse:
-                p.grad = p.grad.to_sparse()
-        if error is not None:
-            raise error
-        if self._rebuild_pending:
-            self._rebuild_buckets()
-        self._synchronized = True
-
-    @contextmanager
-    def skip_synchronize(self):
-        """Inside this context step() does not synchronize: call synchronize() yourself first
-        (e.g. to clip the averaged gradients)."""
-        self._should_synchronize = False
-        try:
-            yield
-        finally:
-            self._should_synchronize = True
-
-    def step(self, closure=None):
-        if self._should_synchronize:
-            if self._synchronized:
-                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() context after "
-                              "optimizer.synchronize(). This can cause training slowdown. You may want to "
-                              "consider using optimizer.skip_synchronize() context if you use "
-                              "optimizer.synchronize() in your code.")
-            self.synchronize()
-        self._synchronized = False
-        if self._nonfinite:
-            # The NaN check in skip mode: every rank got the same ranks for every operation (they
-            # were ORed inside the collective), so every rank skips this same step.
-            found, self._nonfinite = self._nonfinite, {}
-            self.skipped_steps += 1
-            if rank() == 0:
-                warnings.warn("chorus: optimizer step skipped on every rank: NaN/Inf in %s"
-                              % "; ".join("%s on rank(s) %s" % (n, ",".join(map(str, r)))
-                                          for n, r in sorted(found.items())))
-            return None
-        return super(self.__class__, self).step(closure)
-
-    def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
-                                 "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
-                                 "cause a race condition.")
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
-
-    def load_state_dict(self, *args, **kwargs):
-        self._handles = {}
-        self._synchronized = False
-        self._should_synchronize = True
-        for group in self._group_counts:
-            self._group_counts[group] = 0
-        for bucket in self._buckets:
-            bucket.ready = 0
-        for p in self._allreduce_delay:
-            self._allreduce_delay[p] = self.backward_passes_per_step
-        super(self.__class__, self).load_state_dict(*args, **kwargs)
-
-    def set_backward_passes_per_step(self, passes):
-        self.backward_passes_per_step = passes
-        for p in self._allreduce_delay:
-            self._allreduce_delay[p] = passes
+def _class_namespace():
+    """What the class DistributedOptimizer() makes holds: _DistributedOptimizer's attributes and
+    its mixins' (less the mixins' own __dict__ and __weakref__ descriptors)."""
+    namespace = {}
+    for klass in (_GradientBuckets, _SynchronizeAndStep, _DistributedOptimizer):
+        namespace.update((k, v) for k, v in vars(klass).items() if k not in ("__dict__", "__weakref__"))
+    return namespace
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
@@ -686,6 +389,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                 if id(p) in seen:
                     raise ValueError("a parameter appears in more than one group")
                 seen.add(id(p))
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), _class_namespace())
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
                gradient_predivide_factor, groups, sparse_as_dense, nan_check, process_set)

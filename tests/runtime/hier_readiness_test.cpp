@@ -1,7 +1,7 @@
-// hier_gate (runtime/collectives/hier_gate.hpp): a range is ready for a phase exactly when no
+// hier_readiness (runtime/collectives/hier_readiness.hpp): a range is ready for a phase exactly when no
 // receive of an earlier phase still covers one of its bytes; counts are per byte, so a range
 // received twice in one phase (a ring's reduce-scatter, then its allgather) waits for both.
-#include "runtime/collectives/hier_gate.hpp"
+#include "runtime/collectives/hier_readiness.hpp"
 
 #include <gtest/gtest.h>
 
@@ -20,9 +20,9 @@ hier_step recv_step(int phase, std::size_t offset, std::size_t length) {
   return s;
 }
 
-TEST(hier_gate, a_phase_waits_only_for_the_bytes_it_touches) {
+TEST(hier_readiness, a_phase_waits_only_for_the_bytes_it_touches) {
   // Phase 0 receives [0, 100); phase 1 receives [40, 60) twice and [100, 120) once.
-  hier_gate g({recv_step(0, 0, 100), recv_step(1, 40, 20), recv_step(1, 40, 20), recv_step(1, 100, 20)});
+  hier_readiness g({recv_step(0, 0, 100), recv_step(1, 40, 20), recv_step(1, 40, 20), recv_step(1, 100, 20)});
   EXPECT_TRUE(g.ready(0, 0, 200)) << "phase 0 waits for nothing";
   EXPECT_FALSE(g.ready(1, 0, 10));
   EXPECT_TRUE(g.ready(1, 100, 50)) << "no phase-0 receive there";
@@ -45,8 +45,8 @@ TEST(hier_gate, a_phase_waits_only_for_the_bytes_it_touches) {
   EXPECT_TRUE(g.ready(2, 40, 20)) << "a refused receive changes nothing";
 }
 
-TEST(hier_gate, random_receives_agree_with_a_count_per_byte) {
-  const uint64_t seed = testing::seed_for("hier_gate_test", 1);
+TEST(hier_readiness, random_receives_agree_with_a_count_per_byte) {
+  const uint64_t seed = testing::seed_for("hier_readiness_test", 1);
   std::mt19937_64 rng(seed);
   for (int round = 0; round < 200; ++round) {
     const std::size_t size = 1 + rng() % 64;
@@ -59,7 +59,7 @@ TEST(hier_gate, random_receives_agree_with_a_count_per_byte) {
       steps.push_back(recv_step(p, a, b - a + 1));
       for (std::size_t x = a; x <= b; ++x) ++count[static_cast<std::size_t>(p)][x];
     }
-    hier_gate g(steps);
+    hier_readiness g(steps);
     std::shuffle(steps.begin(), steps.end(), rng);
     for (const auto& s : steps) {
       // Receive in two pieces, checking every range of every phase against the counts after each.

@@ -1,5 +1,5 @@
-// The pipeline's direct allreduces in hand-out order on a thread of their own (direct_queue.hpp).
-#include "runtime/collectives/direct_queue.hpp"
+// The pipeline's direct allreduces in hand-out order on a thread of their own (mailbox_queue.hpp).
+#include "runtime/collectives/mailbox_queue.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -8,21 +8,21 @@
 
 namespace chorus {
 
-direct_queue::direct_queue(std::unique_ptr<direct_allreduce> lane, callback on_protocol)
+mailbox_queue::mailbox_queue(std::unique_ptr<mailbox_allreduce> lane, callback on_protocol)
     : lane_(std::move(lane)), on_protocol_(std::move(on_protocol)), thread_([this] { loop(); }) {}
 
-direct_queue::~direct_queue() { stop(status{errc::shutdown, "the communicator closed"}); }
+mailbox_queue::~mailbox_queue() { stop(status{errc::shutdown, "the communicator closed"}); }
 
-void direct_queue::expect(uint64_t sequence) {
+void mailbox_queue::expect(uint64_t sequence) {
   std::lock_guard lk(mu_);
   order_.push_back(sequence);
 }
 
-void direct_queue::start(uint64_t sequence, void* data, std::size_t count, dtype t, reduce_op op, callback done) {
+void mailbox_queue::start(uint64_t sequence, void* data, std::size_t count, dtype t, reduce_op op, callback done) {
   start(sequence, {std::span{static_cast<std::byte*>(data), count * size_of(t)}}, t, op, std::move(done));
 }
 
-void direct_queue::start(uint64_t sequence, std::vector<std::span<std::byte>> regions, dtype t, reduce_op op,
+void mailbox_queue::start(uint64_t sequence, std::vector<std::span<std::byte>> regions, dtype t, reduce_op op,
                          callback done) {
   status refused;
   {
@@ -43,7 +43,7 @@ void direct_queue::start(uint64_t sequence, std::vector<std::span<std::byte>> re
   cv_.notify_one();
 }
 
-void direct_queue::forget_unstarted() {
+void mailbox_queue::forget_unstarted() {
   {
     std::lock_guard lk(mu_);
     std::erase_if(order_, [&](uint64_t s) { return started_.count(s) == 0; });
@@ -51,7 +51,7 @@ void direct_queue::forget_unstarted() {
   cv_.notify_one();
 }
 
-void direct_queue::stop(const status& why) {
+void mailbox_queue::stop(const status& why) {
   {
     std::lock_guard lk(mu_);
     if (!stopping_) {
@@ -64,13 +64,13 @@ void direct_queue::stop(const status& why) {
   if (thread_.joinable()) thread_.join();
 }
 
-uint64_t direct_queue::ran() const {
+uint64_t mailbox_queue::ran() const {
   std::lock_guard lk(mu_);
   return ran_;
 }
 
-void direct_queue::loop() {
-  // Chunks run but not yet told (done not called): see "Completions" in direct_queue.hpp.
+void mailbox_queue::loop() {
+  // Chunks run but not yet told (done not called): see "Completions" in mailbox_queue.hpp.
   std::vector<std::pair<callback, status>> ended;
   std::chrono::steady_clock::time_point first_ended{};
   auto tell = [&] {

@@ -1,5 +1,5 @@
-// Boundary validation of submitted operations (see boundary.hpp).
-#include "bindings/cpp/boundary.hpp"
+// Boundary validation of submitted operations (see api_checks.hpp).
+#include "bindings/cpp/api_checks.hpp"
 
 #include <cmath>
 

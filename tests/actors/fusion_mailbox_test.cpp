@@ -1,5 +1,5 @@
 // Which allreduce chunks fusion plans for the communicator's direct path (plan_batch,
-// actors/fusion_actor.hpp; runtime/collectives/direct_queue.hpp): with a lane, the plain
+// actors/fusion_actor.hpp; runtime/collectives/mailbox_queue.hpp): with a lane, the plain
 // allreduces of the job's own set whose chunks the lane takes; never a compressed, checked or
 // prescaled one, a process set's, a broadcast; nothing without a lane. The names metrics and the
 // trace give each bucket say the same ("" for a broadcast, as before).
@@ -22,15 +22,15 @@ op_ref allreduce(const std::string& name, int64_t elements, int set = 0) {
 }
 
 // A lane of `size` ranks whose mailboxes are absent: fusion only asks what it takes.
-std::unique_ptr<direct_queue> lane(int size, std::size_t limit) {
+std::unique_ptr<mailbox_queue> lane(int size, std::size_t limit) {
   std::vector<std::unique_ptr<shm::mailbox_writer>> out(static_cast<std::size_t>(size));
   std::vector<std::unique_ptr<shm::mailbox_reader>> in(static_cast<std::size_t>(size));
-  return std::make_unique<direct_queue>(
-      std::make_unique<direct_allreduce>(0, size, std::move(out), std::move(in), limit, std::chrono::microseconds(0)),
+  return std::make_unique<mailbox_queue>(
+      std::make_unique<mailbox_allreduce>(0, size, std::move(out), std::move(in), limit, std::chrono::microseconds(0)),
       nullptr);
 }
 
-fusion_state state(int size, direct_queue* direct) {
+fusion_state state(int size, mailbox_queue* direct) {
   fusion_state s;
   s.cfg.rank = 0;
   s.cfg.size = size;
@@ -94,7 +94,7 @@ TEST(fusion_direct, on_two_ranks_a_bucket_the_lane_takes_is_one_chunk_and_is_nev
   auto plan = plan_batch(s, batch_agreed{1, {in_place("a", 2048, a), in_place("b", 2048, b)}});
   ASSERT_EQ(plan.size(), 1u);
   EXPECT_EQ(plan[0].second.size(), 1u);
-  EXPECT_EQ(plan[0].second[0].algo, chunk_algo::direct_allreduce);
+  EXPECT_EQ(plan[0].second[0].algo, chunk_algo::mailbox_allreduce);
   EXPECT_TRUE(plan[0].first->fused());
   EXPECT_TRUE(plan[0].first->scattered);
   // One op out of place: still scattered (its input is copied to its output first).

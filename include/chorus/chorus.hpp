@@ -19,10 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/compression/options.hpp"
-#include "runtime/core/dtype.hpp"
-#include "runtime/core/status.hpp"
-#include "runtime/negotiation/tensor_spec.hpp"
+#include "chorus/status.hpp"
+#include "chorus/types.hpp"
 
 namespace chorus {
 

@@ -23,10 +23,10 @@
 
 namespace chorus {
 
-class direct_allreduce {
+class mailbox_allreduce {
  public:
   /// `out[p]` / `in[p]`: the mailboxes to / from rank p, present for every p but `rank`.
-  direct_allreduce(int rank, int size, std::vector<std::unique_ptr<shm::mailbox_writer>> out,
+  mailbox_allreduce(int rank, int size, std::vector<std::unique_ptr<shm::mailbox_writer>> out,
                    std::vector<std::unique_ptr<shm::mailbox_reader>> in, std::size_t limit,
                    std::chrono::microseconds spin);
 

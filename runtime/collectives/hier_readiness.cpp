@@ -1,17 +1,17 @@
-// hier_gate: per-phase counts of outstanding receives over byte ranges, as step functions.
-#include "runtime/collectives/hier_gate.hpp"
+// hier_readiness: per-phase counts of outstanding receives over byte ranges, as step functions.
+#include "runtime/collectives/hier_readiness.hpp"
 
 #include <cstdint>
 #include <iterator>
 
 namespace chorus {
 
-hier_gate::hier_gate(const std::vector<hier_step>& steps) {
+hier_readiness::hier_readiness(const std::vector<hier_step>& steps) {
   for (const auto& s : steps)
     if (s.recv.peer >= 0 && s.recv.length > 0) add(s.phase, s.recv.offset, s.recv.offset + s.recv.length, 1);
 }
 
-bool hier_gate::add(int p, std::size_t lo, std::size_t hi, int delta) {
+bool hier_readiness::add(int p, std::size_t lo, std::size_t hi, int delta) {
   if (p < 0 || p >= phases) return false;
   if (lo >= hi) return true;
   auto& m = left_[p];
@@ -40,7 +40,7 @@ bool hier_gate::add(int p, std::size_t lo, std::size_t hi, int delta) {
   return true;
 }
 
-bool hier_gate::ready(int phase, std::size_t offset, std::size_t length) const {
+bool hier_readiness::ready(int phase, std::size_t offset, std::size_t length) const {
   const std::size_t hi = offset + length;
   for (int p = 0; p < phase && p < phases; ++p) {
     const auto& m = left_[p];
@@ -55,7 +55,7 @@ bool hier_gate::ready(int phase, std::size_t offset, std::size_t length) const {
   return true;
 }
 
-bool hier_gate::received(int phase, std::size_t offset, std::size_t length) {
+bool hier_readiness::received(int phase, std::size_t offset, std::size_t length) {
   return add(phase, offset, offset + length, -1);
 }
 

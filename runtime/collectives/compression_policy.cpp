@@ -1,24 +1,16 @@
-// compression_gate (shm_gate.hpp): all members on one host identity with rings on, or not.
-#include "runtime/compression/shm_gate.hpp"
+// compression_policy (compression_policy.hpp): all members on one host identity with rings on, or not.
+#include "runtime/collectives/compression_policy.hpp"
 
 namespace chorus {
 
-std::string_view name_of(shm_compression m) { return m == shm_compression::on ? "on" : "auto"; }
-
-std::optional<shm_compression> parse_shm_compression(std::string_view s) {
-  if (s == "auto") return shm_compression::automatic;
-  if (s == "on") return shm_compression::on;
-  return std::nullopt;
-}
-
-compression_gate::compression_gate(std::vector<link_entry> entries, shm_compression mode)
+compression_policy::compression_policy(std::vector<link_entry> entries, shm_compression mode)
     : entries_(std::move(entries)), mode_(mode), job_all_shm_(members_share_memory({})) {}
 
-bool compression_gate::all_shm(const std::vector<int>& members) const {
+bool compression_policy::all_shm(const std::vector<int>& members) const {
   return members.empty() ? job_all_shm_ : members_share_memory(members);
 }
 
-bool compression_gate::members_share_memory(const std::vector<int>& members) const {
+bool compression_policy::members_share_memory(const std::vector<int>& members) const {
   const std::size_t n = members.empty() ? entries_.size() : members.size();
   if (n < 2) return false;
   auto entry = [&](std::size_t i) -> const link_entry* {
@@ -36,12 +28,12 @@ bool compression_gate::members_share_memory(const std::vector<int>& members) con
   return true;
 }
 
-compression compression_gate::effective(compression asked, const std::vector<int>& members) const {
+compression compression_policy::effective(compression asked, const std::vector<int>& members) const {
   if (asked == compression::none || mode_ == shm_compression::on) return asked;
   return all_shm(members) ? compression::none : asked;
 }
 
-std::string compression_gate::describe() const {
+std::string compression_policy::describe() const {
   const std::string setting = "CHORUS_COMPRESSION_SHM=" + std::string(name_of(mode_));
   if (entries_.size() < 2) return "compression kept as asked: one rank, no links (" + setting + ")";
   if (!all_shm()) return "compression kept as asked: some ranks reach each other over TCP (" + setting + ")";

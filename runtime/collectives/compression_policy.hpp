@@ -16,21 +16,14 @@
 
 namespace chorus {
 
-/// CHORUS_COMPRESSION_SHM: automatic drops compression among ranks that all share memory; on
-/// keeps it there too.
-enum class shm_compression : uint8_t { automatic = 0, on = 1 };
-/// "auto", "on".
-std::string_view name_of(shm_compression m);
-std::optional<shm_compression> parse_shm_compression(std::string_view s);
-
 /// The decision for every set of members, from round 1 of the shared-memory setup (planned
 /// links: a lane that later fell back to TCP for one stream does not change it). Plain value.
-class compression_gate {
+class compression_policy {
  public:
   /// Keeps every op's compression (nothing known about the links: e.g. tests without a mesh).
-  compression_gate() = default;
+  compression_policy() = default;
   /// entries[r]: what rank r published (shm/lanes.hpp round 1).
-  compression_gate(std::vector<link_entry> entries, shm_compression mode);
+  compression_policy(std::vector<link_entry> entries, shm_compression mode);
 
   /// True when every pair of `members` (global ranks; empty: all ranks) reaches each other
   /// through shared memory. False for fewer than two members: no link to judge.

@@ -1,7 +1,7 @@
 // pipeline_options::from_config: the pipeline's part of the typed configuration (read once by
 // runtime/config from the CHORUS_* variables and their HOROVOD_* aliases), and the part every
 // rank must be given alike.
-#include "actors/pipeline.hpp"
+#include "actors/options.hpp"
 
 namespace chorus {
 
@@ -11,7 +11,6 @@ pipeline_options pipeline_options::from_config(const config& c) {
   o.negotiation = p.negotiation;
   o.gpu_operations = p.gpu_operations;
   o.peer_timeout = c.transport.peer_timeout;
-  o.control_plane = p.control_plane;
   o.cycle_time = p.cycle_time;
   o.early_start = p.early_start;
   o.hold_when_ahead = p.hold_when_ahead;
@@ -35,7 +34,6 @@ setting_list pipeline_settings(const pipeline_options& o) {
   // The autotuner first: when it runs, its start (snapped to its axes) replaces the sizes below,
   // so ranks that differ in it alone differ there too, and the error must name the cause.
   return {{"CHORUS_AUTOTUNE", o.autotune.enabled ? "1" : "0"},
-          {"CHORUS_CONTROL_PLANE", o.control_plane},
           {"CHORUS_NEGOTIATION", o.negotiation},
           {"CHORUS_FUSION_THRESHOLD", std::to_string(o.fusion_threshold)},
           {"CHORUS_CHUNK_BYTES", std::to_string(o.chunk_bytes)},

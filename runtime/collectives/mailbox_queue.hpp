@@ -1,6 +1,6 @@
 // The pipeline's allreduces on one host, off the I/O thread: a thread owned by the communicator
 // runs them through a mailbox set of their own (shm::mailbox_use::pipeline) with a
-// direct_allreduce, one at a time, in the order the fusion actor handed them out. That order is
+// mailbox_allreduce, one at a time, in the order the fusion actor handed them out. That order is
 // the same on every rank (increasing sequence numbers), whatever order the sender actors then
 // start them in, so every rank posts the same chunk to the same mailbox post numbers.
 //
@@ -41,11 +41,11 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/collectives/direct_allreduce.hpp"
+#include "runtime/collectives/mailbox_allreduce.hpp"
 
 namespace chorus {
 
-class direct_queue {
+class mailbox_queue {
  public:
   /// How long completions are held for the chunks after them, at most (Completions, above:
   /// past it they are told before the next chunk runs, so one small chunk more at worst).
@@ -55,13 +55,13 @@ class direct_queue {
   using callback = std::function<void(const status&)>;
   /// `on_protocol` (any status of errc::protocol a run returns, before its done): the peers
   /// should learn that the job broke (communicator::abort).
-  direct_queue(std::unique_ptr<direct_allreduce> lane, callback on_protocol);
+  mailbox_queue(std::unique_ptr<mailbox_allreduce> lane, callback on_protocol);
   /// stop() with errc::shutdown.
-  ~direct_queue();
+  ~mailbox_queue();
 
   /// Whether a chunk of `bytes` may run here (the same answer on every rank).
   bool takes(std::size_t bytes, dtype t, reduce_op op) const { return lane_->takes(bytes, t, op); }
-  /// The largest chunk it takes (direct_allreduce::max_bytes).
+  /// The largest chunk it takes (mailbox_allreduce::max_bytes).
   std::size_t max_bytes() const { return lane_->max_bytes(); }
   /// The fusion actor hands out chunk `sequence`: it runs after every chunk expected before it.
   void expect(uint64_t sequence);
@@ -69,7 +69,7 @@ class direct_queue {
   /// outcome on this queue's thread, exactly once. A sequence not expected ends at once with
   /// errc::internal.
   void start(uint64_t sequence, void* data, std::size_t count, dtype t, reduce_op op, callback done);
-  /// start(), over the concatenation of `regions` (direct_allreduce::run's regions).
+  /// start(), over the concatenation of `regions` (mailbox_allreduce::run's regions).
   void start(uint64_t sequence, std::vector<std::span<std::byte>> regions, dtype t, reduce_op op, callback done);
   /// A pipeline shut down: chunks it handed out and never started leave the order (the ones
   /// started keep running, as the I/O thread's chunks do, until the communicator closes).
@@ -77,7 +77,7 @@ class direct_queue {
 
   /// The job broke: the running chunk and every later one end with `why`.
   void interrupt(const status& why) { lane_->interrupt(why); }
-  /// `peer` said goodbye (direct_allreduce::peer_left).
+  /// `peer` said goodbye (mailbox_allreduce::peer_left).
   void peer_left(int peer, const status& why) { lane_->peer_left(peer, why); }
   /// Interrupts with `why`, ends every chunk waiting with it, and joins the thread. Idempotent.
   void stop(const status& why);
@@ -96,7 +96,7 @@ class direct_queue {
   };
   void loop();
 
-  std::unique_ptr<direct_allreduce> lane_;
+  std::unique_ptr<mailbox_allreduce> lane_;
   callback on_protocol_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -1,4 +1,4 @@
-// The calling thread's small allreduce (runtime/collectives/direct_allreduce.hpp), ranks in
+// The calling thread's small allreduce (runtime/collectives/mailbox_allreduce.hpp), ranks in
 // threads of one process joined by real shared-memory mailboxes: every rank ends with the same
 // exact result for each dtype and op; a rank waiting for a peer that never posts returns the
 // status interrupt() gives it (and so does every later call); ranks whose calls differ both
@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/collectives/direct_allreduce.hpp"
-#include "tests/runtime/direct_ranks.hpp"
+#include "runtime/collectives/mailbox_allreduce.hpp"
+#include "tests/runtime/mailbox_ranks.hpp"
 
 namespace chorus {
 namespace {
@@ -66,18 +66,18 @@ void check_sums_and_maxima(int n, dtype t) {
   EXPECT_EQ(ranks[0]->posts(), 200u);
 }
 
-TEST(direct_allreduce, two_ranks_get_exact_identical_results) {
+TEST(mailbox_allreduce, two_ranks_get_exact_identical_results) {
   check_sums_and_maxima<float>(2, dtype::f32);
   check_sums_and_maxima<double>(2, dtype::f64);
   check_sums_and_maxima<int32_t>(2, dtype::i32);
 }
 
-TEST(direct_allreduce, three_and_four_ranks_fold_in_rank_order_to_identical_results) {
+TEST(mailbox_allreduce, three_and_four_ranks_fold_in_rank_order_to_identical_results) {
   check_sums_and_maxima<float>(3, dtype::f32);
   check_sums_and_maxima<int64_t>(4, dtype::i64);
 }
 
-TEST(direct_allreduce, average_divides_once_by_the_number_of_ranks) {
+TEST(mailbox_allreduce, average_divides_once_by_the_number_of_ranks) {
   auto ranks = make_ranks(2);
   std::vector<float> a{1, 2, 3}, b{3, 4, 6};
   auto other = std::async(std::launch::async, [&] { return ranks[1]->run(b.data(), 3, dtype::f32, reduce_op::average); });
@@ -87,7 +87,7 @@ TEST(direct_allreduce, average_divides_once_by_the_number_of_ranks) {
   EXPECT_EQ(b, a);
 }
 
-TEST(direct_allreduce, a_rank_waiting_for_a_silent_peer_ends_with_the_interrupts_status) {
+TEST(mailbox_allreduce, a_rank_waiting_for_a_silent_peer_ends_with_the_interrupts_status) {
   // No spinning: rank 0 sleeps on the futex at once (that wake() ends such a sleep at once is
   // shm_mailbox_test's to check).
   auto ranks = make_ranks(2, 0us);
@@ -105,7 +105,7 @@ TEST(direct_allreduce, a_rank_waiting_for_a_silent_peer_ends_with_the_interrupts
   EXPECT_EQ(ranks[0]->run(a.data(), a.size(), dtype::f32, reduce_op::sum).to_string(), why.to_string());
 }
 
-TEST(direct_allreduce, a_goodbye_ends_waits_for_that_peer_only_and_its_post_still_counts) {
+TEST(mailbox_allreduce, a_goodbye_ends_waits_for_that_peer_only_and_its_post_still_counts) {
   // Three ranks: rank 1 posts, then (as a rank that has every post would) leaves; rank 0 learns
   // of it before it starts, rank 2 posts late. Rank 0 must use rank 1's post and wait for rank 2.
   auto ranks = make_ranks(3);
@@ -125,7 +125,7 @@ TEST(direct_allreduce, a_goodbye_ends_waits_for_that_peer_only_and_its_post_stil
   EXPECT_EQ(ranks[0]->run(bufs[0].data(), 2, dtype::f32, reduce_op::sum).to_string(), "shutdown: rank 1 shut down");
 }
 
-TEST(direct_allreduce, ranks_whose_calls_differ_both_fail_saying_what_each_posted) {
+TEST(mailbox_allreduce, ranks_whose_calls_differ_both_fail_saying_what_each_posted) {
   auto ranks = make_ranks(2);
   std::vector<float> a(10, 1.0f), b(12, 1.0f);
   auto other = std::async(std::launch::async, [&] { return ranks[1]->run(b.data(), 12, dtype::f32, reduce_op::sum); });
@@ -139,7 +139,7 @@ TEST(direct_allreduce, ranks_whose_calls_differ_both_fail_saying_what_each_poste
             "must make the same collective calls in the same order");
 }
 
-TEST(direct_allreduce, calls_of_the_same_size_but_another_number_fail_naming_both_numbers) {
+TEST(mailbox_allreduce, calls_of_the_same_size_but_another_number_fail_naming_both_numbers) {
   auto ranks = make_ranks(2);
   std::vector<float> a(10, 1.0f), b(10, 1.0f);
   auto other = std::async(std::launch::async, [&] { return ranks[1]->run(b.data(), 10, dtype::f32, reduce_op::sum, 8); });
@@ -178,7 +178,7 @@ void check_pieces(int n, dtype t) {
   EXPECT_EQ(ranks[0]->posts(), posts);
 }
 
-TEST(direct_allreduce, buffers_larger_than_a_slot_go_in_pieces_and_stay_exact) {
+TEST(mailbox_allreduce, buffers_larger_than_a_slot_go_in_pieces_and_stay_exact) {
   check_pieces<float>(2, dtype::f32);
   check_pieces<double>(2, dtype::f64);
   check_pieces<int16_t>(3, dtype::i16);
@@ -230,14 +230,14 @@ void check_regions(int n, dtype t, reduce_op op) {
   }
 }
 
-TEST(direct_allreduce, regions_cut_differently_on_each_rank_reduce_exactly_like_one_buffer) {
+TEST(mailbox_allreduce, regions_cut_differently_on_each_rank_reduce_exactly_like_one_buffer) {
   check_regions<float>(2, dtype::f32, reduce_op::average);
   check_regions<float>(2, dtype::f32, reduce_op::sum);
   check_regions<double>(3, dtype::f64, reduce_op::average);
   check_regions<int32_t>(4, dtype::i32, reduce_op::max);
 }
 
-TEST(direct_allreduce, calls_that_differ_only_past_the_first_piece_fail_naming_both_sizes) {
+TEST(mailbox_allreduce, calls_that_differ_only_past_the_first_piece_fail_naming_both_sizes) {
   auto ranks = make_ranks(2);
   const std::size_t n0 = 3 * (shm::mailbox_slot_bytes / 4), n1 = n0 + 1;  // same first two pieces
   std::vector<float> a(n0, 1.0f), b(n1, 1.0f);
@@ -250,20 +250,20 @@ TEST(direct_allreduce, calls_that_differ_only_past_the_first_piece_fail_naming_b
   EXPECT_EQ(st1.code(), errc::protocol) << st1.to_string();
 }
 
-TEST(direct_allreduce, takes_every_size_at_two_ranks_within_its_limit_beyond_and_no_boolean_average) {
-  direct_allreduce two(0, 2, {}, {}, 4u << 20, 0us);
+TEST(mailbox_allreduce, takes_every_size_at_two_ranks_within_its_limit_beyond_and_no_boolean_average) {
+  mailbox_allreduce two(0, 2, {}, {}, 4u << 20, 0us);
   EXPECT_TRUE(two.takes(std::size_t{1} << 30, dtype::f32, reduce_op::sum));
   EXPECT_EQ(two.max_bytes(), SIZE_MAX);
   EXPECT_TRUE(two.takes(16, dtype::boolean, reduce_op::max));
   EXPECT_FALSE(two.takes(16, dtype::boolean, reduce_op::average));
   // More ranks: bytes x (N - 2) within the limit.
-  direct_allreduce three(0, 3, {}, {}, 4u << 20, 0us), four(0, 4, {}, {}, 4u << 20, 0us);
+  mailbox_allreduce three(0, 3, {}, {}, 4u << 20, 0us), four(0, 4, {}, {}, 4u << 20, 0us);
   EXPECT_TRUE(three.takes(4u << 20, dtype::f32, reduce_op::sum));
   EXPECT_FALSE(three.takes((4u << 20) + 4, dtype::f32, reduce_op::sum));
   EXPECT_TRUE(four.takes(2u << 20, dtype::f32, reduce_op::sum));
   EXPECT_FALSE(four.takes((2u << 20) + 4, dtype::f32, reduce_op::sum));
   // 0: nothing, at any size of job.
-  direct_allreduce off(0, 2, {}, {}, 0, 0us);
+  mailbox_allreduce off(0, 2, {}, {}, 0, 0us);
   EXPECT_FALSE(off.takes(4, dtype::f32, reduce_op::sum));
   EXPECT_EQ(off.max_bytes(), 0u);
 }

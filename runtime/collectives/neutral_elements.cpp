@@ -1,5 +1,5 @@
-// Identity elements per dtype and reduce op (see identity.hpp).
-#include "runtime/collectives/identity.hpp"
+// Identity elements per dtype and reduce op (see neutral_elements.hpp).
+#include "runtime/collectives/neutral_elements.hpp"
 
 #include <cstdint>
 #include <cstring>

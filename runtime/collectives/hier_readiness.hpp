@@ -15,10 +15,10 @@
 
 namespace chorus {
 
-class hier_gate {
+class hier_readiness {
  public:
   /// Every receive of `steps` is outstanding.
-  explicit hier_gate(const std::vector<hier_step>& steps);
+  explicit hier_readiness(const std::vector<hier_step>& steps);
   /// Whether no receive of a phase before `phase` still covers a byte of [offset, offset + length).
   bool ready(int phase, std::size_t offset, std::size_t length) const;
   /// A receive of `phase` over [offset, offset + length) has been consumed. False, and nothing

@@ -1,4 +1,4 @@
-// Ranks in threads of one process for the direct allreduce's tests: N ranks' direct_allreduce
+// Ranks in threads of one process for the direct allreduce's tests: N ranks' mailbox_allreduce
 // over fresh shared-memory mailboxes between every pair.
 #pragma once
 
@@ -12,11 +12,11 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/collectives/direct_allreduce.hpp"
+#include "runtime/collectives/mailbox_allreduce.hpp"
 
 namespace chorus {
 
-inline std::vector<std::unique_ptr<direct_allreduce>> make_ranks(int n,
+inline std::vector<std::unique_ptr<mailbox_allreduce>> make_ranks(int n,
                                                           std::chrono::microseconds spin = std::chrono::microseconds(50),
                                                           std::size_t limit = 4u << 20) {
   std::vector<std::vector<std::unique_ptr<shm::mailbox_writer>>> out(n);
@@ -36,9 +36,9 @@ inline std::vector<std::unique_ptr<direct_allreduce>> make_ranks(int n,
       out[from][to] = std::make_unique<shm::mailbox_writer>(std::move(*created));
       in[to][from] = std::make_unique<shm::mailbox_reader>(std::move(*opened), from);
     }
-  std::vector<std::unique_ptr<direct_allreduce>> ranks;
+  std::vector<std::unique_ptr<mailbox_allreduce>> ranks;
   for (int r = 0; r < n; ++r)
-    ranks.push_back(std::make_unique<direct_allreduce>(r, n, std::move(out[r]), std::move(in[r]), limit, spin));
+    ranks.push_back(std::make_unique<mailbox_allreduce>(r, n, std::move(out[r]), std::move(in[r]), limit, spin));
   return ranks;
 }
 

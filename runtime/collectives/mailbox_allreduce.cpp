@@ -1,5 +1,5 @@
-// Post, wait, fold in rank order (direct_allreduce.hpp).
-#include "runtime/collectives/direct_allreduce.hpp"
+// Post, wait, fold in rank order (mailbox_allreduce.hpp).
+#include "runtime/collectives/mailbox_allreduce.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -67,7 +67,7 @@ inline void cpu_relax() {
 
 }  // namespace
 
-direct_allreduce::direct_allreduce(int rank, int size, std::vector<std::unique_ptr<shm::mailbox_writer>> out,
+mailbox_allreduce::mailbox_allreduce(int rank, int size, std::vector<std::unique_ptr<shm::mailbox_writer>> out,
                                    std::vector<std::unique_ptr<shm::mailbox_reader>> in, std::size_t limit,
                                    std::chrono::microseconds spin)
     : rank_(rank),
@@ -81,23 +81,23 @@ direct_allreduce::direct_allreduce(int rank, int size, std::vector<std::unique_p
   for (int p = 0; p < std::max(size, 1); ++p) stop_[static_cast<std::size_t>(p)].store(false);
 }
 
-std::size_t direct_allreduce::max_bytes() const {
+std::size_t mailbox_allreduce::max_bytes() const {
   if (size_ < 2 || limit_ == 0) return 0;
   return size_ == 2 ? SIZE_MAX : limit_ / static_cast<std::size_t>(size_ - 2);
 }
 
-bool direct_allreduce::takes(std::size_t most, std::size_t bytes, dtype t, reduce_op op) {
+bool mailbox_allreduce::takes(std::size_t most, std::size_t bytes, dtype t, reduce_op op) {
   // Booleans have no average: the I/O thread's path refuses it with its own error. most = 0:
   // one rank, or the path switched off.
   return most > 0 && bytes <= most && !(t == dtype::boolean && op == reduce_op::average);
 }
 
-status direct_allreduce::stop_reason(int peer) const {
+status mailbox_allreduce::stop_reason(int peer) const {
   std::lock_guard lk(why_mu_);
   return why_.ok() ? left_[static_cast<std::size_t>(peer)] : why_;
 }
 
-void direct_allreduce::interrupt(const status& why) {
+void mailbox_allreduce::interrupt(const status& why) {
   {
     std::lock_guard lk(why_mu_);
     if (why_.ok()) why_ = why;
@@ -109,7 +109,7 @@ void direct_allreduce::interrupt(const status& why) {
   }
 }
 
-void direct_allreduce::peer_left(int peer, const status& why) {
+void mailbox_allreduce::peer_left(int peer, const status& why) {
   if (peer < 0 || peer >= size_ || peer == rank_) return;
   {
     std::lock_guard lk(why_mu_);
@@ -119,7 +119,7 @@ void direct_allreduce::peer_left(int peer, const status& why) {
   if (in_[static_cast<std::size_t>(peer)]) in_[static_cast<std::size_t>(peer)]->wake();
 }
 
-status direct_allreduce::wait_for(int peer, uint64_t k, shm::mail& m) {
+status mailbox_allreduce::wait_for(int peer, uint64_t k, shm::mail& m) {
   auto& box = *in_[static_cast<std::size_t>(peer)];
   auto& stop = stop_[static_cast<std::size_t>(peer)];
   const auto spin_until = std::chrono::steady_clock::now() + spin_;
@@ -139,7 +139,7 @@ status direct_allreduce::wait_for(int peer, uint64_t k, shm::mail& m) {
   }
 }
 
-status direct_allreduce::wait_for_room(int peer, uint64_t k) {
+status mailbox_allreduce::wait_for_room(int peer, uint64_t k) {
   auto& box = *out_[static_cast<std::size_t>(peer)];
   while (!box.has_room(k)) {
     if (stop_[static_cast<std::size_t>(peer)].load(std::memory_order_seq_cst)) return stop_reason(peer);
@@ -148,12 +148,12 @@ status direct_allreduce::wait_for_room(int peer, uint64_t k) {
   return {};
 }
 
-status direct_allreduce::run(void* data, std::size_t count, dtype t, reduce_op op, uint64_t call) {
+status mailbox_allreduce::run(void* data, std::size_t count, dtype t, reduce_op op, uint64_t call) {
   const std::span<std::byte> whole{static_cast<std::byte*>(data), count * size_of(t)};
   return run(std::span{&whole, 1}, t, op, call);
 }
 
-status direct_allreduce::run(std::span<const std::span<std::byte>> regions, dtype t, reduce_op op, uint64_t call) {
+status mailbox_allreduce::run(std::span<const std::span<std::byte>> regions, dtype t, reduce_op op, uint64_t call) {
   std::lock_guard lk(run_mu_);
   if (broken_.load(std::memory_order_seq_cst)) return stop_reason(rank_);
   const std::size_t elem = size_of(t);
@@ -180,7 +180,7 @@ status direct_allreduce::run(std::span<const std::span<std::byte>> regions, dtyp
   return {};
 }
 
-status direct_allreduce::post_piece(uint64_t k, std::span<const std::span<std::byte>> parts, uint64_t tag,
+status mailbox_allreduce::post_piece(uint64_t k, std::span<const std::span<std::byte>> parts, uint64_t tag,
                                     uint64_t call) {
   gather_.assign(parts.begin(), parts.end());
   std::size_t bytes = 0;
@@ -195,7 +195,7 @@ status direct_allreduce::post_piece(uint64_t k, std::span<const std::span<std::b
   return {};
 }
 
-status direct_allreduce::fold_piece(uint64_t k, std::span<const std::span<std::byte>> parts, std::size_t bytes,
+status mailbox_allreduce::fold_piece(uint64_t k, std::span<const std::span<std::byte>> parts, std::size_t bytes,
                                     dtype t, reduce_op op, uint64_t tag, uint64_t call) {
   const std::size_t elem = size_of(t);
   // Theirs, folded in rank order so that every rank computes the same bits. With two ranks the

@@ -1,4 +1,4 @@
-// The pipeline's direct path (runtime/collectives/direct_queue.hpp), ranks in threads of one
+// The pipeline's direct path (runtime/collectives/mailbox_queue.hpp), ranks in threads of one
 // process over real shared-memory mailboxes: chunks that each rank's senders start in another
 // order still run in the order they were handed out, with exact results; a chunk started but
 // never handed out fails at once; an interrupt ends the running chunk and every later one with
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/collectives/direct_queue.hpp"
-#include "tests/runtime/direct_ranks.hpp"
+#include "runtime/collectives/mailbox_queue.hpp"
+#include "tests/runtime/mailbox_ranks.hpp"
 
 namespace chorus {
 namespace {
@@ -26,16 +26,16 @@ using namespace std::chrono_literals;
 struct outcome {
   std::promise<status> promise;
   std::future<status> future = promise.get_future();
-  direct_queue::callback done() {
+  mailbox_queue::callback done() {
     return [this](const status& st) { promise.set_value(st); };
   }
 };
 
-std::vector<std::unique_ptr<direct_queue>> make_queues(int n, std::vector<status>* reported = nullptr,
+std::vector<std::unique_ptr<mailbox_queue>> make_queues(int n, std::vector<status>* reported = nullptr,
                                                        std::mutex* mu = nullptr) {
-  std::vector<std::unique_ptr<direct_queue>> out;
+  std::vector<std::unique_ptr<mailbox_queue>> out;
   for (auto& lane : make_ranks(n))
-    out.push_back(std::make_unique<direct_queue>(std::move(lane), [reported, mu](const status& st) {
+    out.push_back(std::make_unique<mailbox_queue>(std::move(lane), [reported, mu](const status& st) {
       if (!reported) return;
       std::lock_guard lk(*mu);
       reported->push_back(st);
@@ -43,7 +43,7 @@ std::vector<std::unique_ptr<direct_queue>> make_queues(int n, std::vector<status
   return out;
 }
 
-TEST(direct_queue, chunks_started_out_of_order_run_in_hand_out_order_with_exact_sums) {
+TEST(mailbox_queue, chunks_started_out_of_order_run_in_hand_out_order_with_exact_sums) {
   auto q = make_queues(2);
   // Three chunks of different sizes (a wrong order would be a protocol error) and values.
   const std::vector<std::size_t> counts{1000, 70000, 5};
@@ -75,7 +75,7 @@ TEST(direct_queue, chunks_started_out_of_order_run_in_hand_out_order_with_exact_
   for (int r = 0; r < 2; ++r) EXPECT_EQ(q[r]->sent_bytes(), (1000u + 70000u + 5u) * sizeof(float)) << "rank " << r;
 }
 
-TEST(direct_queue, a_chunk_started_without_being_handed_out_fails_at_once) {
+TEST(mailbox_queue, a_chunk_started_without_being_handed_out_fails_at_once) {
   auto q = make_queues(2);
   float x = 1;
   outcome o;
@@ -85,7 +85,7 @@ TEST(direct_queue, a_chunk_started_without_being_handed_out_fails_at_once) {
             "internal: chunk 5 started on the direct path without being handed out to it (or twice)");
 }
 
-TEST(direct_queue, an_interrupt_ends_the_running_chunk_and_every_later_one_with_its_cause) {
+TEST(mailbox_queue, an_interrupt_ends_the_running_chunk_and_every_later_one_with_its_cause) {
   auto q = make_queues(2);
   std::vector<float> a(100, 1.0f), b(100, 1.0f);
   q[0]->expect(1);
@@ -101,7 +101,7 @@ TEST(direct_queue, an_interrupt_ends_the_running_chunk_and_every_later_one_with_
   EXPECT_EQ(second.future.get().to_string(), "connection_lost: rank 1 died");
 }
 
-TEST(direct_queue, stop_ends_every_chunk_waiting_for_its_turn_and_joins) {
+TEST(mailbox_queue, stop_ends_every_chunk_waiting_for_its_turn_and_joins) {
   auto q = make_queues(2);
   std::vector<float> a(10, 1.0f), b(10, 1.0f);
   q[0]->expect(1);
@@ -121,7 +121,7 @@ TEST(direct_queue, stop_ends_every_chunk_waiting_for_its_turn_and_joins) {
   q[0]->stop(status{errc::shutdown, "again"});  // idempotent
 }
 
-TEST(direct_queue, chunks_handed_out_and_never_started_leave_the_order_when_forgotten) {
+TEST(mailbox_queue, chunks_handed_out_and_never_started_leave_the_order_when_forgotten) {
   auto q = make_queues(2);
   std::vector<std::vector<float>> bufs{std::vector<float>(50, 1.0f), std::vector<float>(50, 2.0f)};
   // Rank 0's pipeline handed out 7 and 8 but shut down before starting 7; rank 1 only ever
@@ -142,7 +142,7 @@ TEST(direct_queue, chunks_handed_out_and_never_started_leave_the_order_when_forg
   EXPECT_EQ(bufs[1], std::vector<float>(50, 3.0f));
 }
 
-TEST(direct_queue, ranks_whose_orders_differ_fail_naming_both_chunks_and_report_it) {
+TEST(mailbox_queue, ranks_whose_orders_differ_fail_naming_both_chunks_and_report_it) {
   std::vector<status> reported;
   std::mutex mu;
   auto q = make_queues(2, &reported, &mu);
@@ -162,10 +162,10 @@ TEST(direct_queue, ranks_whose_orders_differ_fail_naming_both_chunks_and_report_
   EXPECT_EQ(reported.size(), 2u);  // both ranks' queues told their communicators
 }
 
-// Completions (direct_queue.hpp): chunks that are ready back to back run before the earlier
+// Completions (mailbox_queue.hpp): chunks that are ready back to back run before the earlier
 // ones are told, each told exactly once and in order; one with nothing ready behind it is told
 // at once, without waiting for a later chunk to start.
-TEST(direct_queue, completions_wait_for_ready_chunks_behind_them_but_never_for_a_chunk_not_started) {
+TEST(mailbox_queue, completions_wait_for_ready_chunks_behind_them_but_never_for_a_chunk_not_started) {
   auto q = make_queues(2);
   constexpr int chunks = 5;
   std::vector<std::vector<std::vector<float>>> bufs(2);
@@ -202,11 +202,11 @@ TEST(direct_queue, completions_wait_for_ready_chunks_behind_them_but_never_for_a
   }
 }
 
-// ... but never across a chunk larger than direct_queue::completion_hold_bytes: a small
+// ... but never across a chunk larger than mailbox_queue::completion_hold_bytes: a small
 // chunk's completion is told before such a chunk runs.
-TEST(direct_queue, completions_are_told_before_a_large_chunk_runs) {
+TEST(mailbox_queue, completions_are_told_before_a_large_chunk_runs) {
   auto q = make_queues(2);
-  const std::size_t large = direct_queue::completion_hold_bytes / sizeof(float) + 1;
+  const std::size_t large = mailbox_queue::completion_hold_bytes / sizeof(float) + 1;
   std::vector<std::vector<float>> small(2, std::vector<float>(16, 1.0f)), big(2, std::vector<float>(large, 1.0f));
   std::vector<uint64_t> ran_when_told(2, 0);
   std::vector<outcome> big_done(2);
