@@ -1,4 +1,4 @@
-// Building chunk ops from chunk work and handing them to the data plane; the completion gate.
+// Building chunk ops from chunk work and handing them to the data plane; the completion router.
 #include "actors/chunk_runner.hpp"
 
 #include <cstring>
@@ -115,8 +115,8 @@ result<alltoall_layout> prepare_alltoall(bucket_job& job, int rank, int size) {
 }
 
 void comm_runner::run(const chunk_work& w, int stream) {
-  run_then(w, stream, [gate = gate_, stream, seq = w.sequence, job = w.job.get()](const status& st) {
-    gate->post(stream, seq, st, job);  // run_then's callback keeps the job alive meanwhile
+  run_then(w, stream, [router = router_, stream, seq = w.sequence, job = w.job.get()](const status& st) {
+    router->post(stream, seq, st, job);  // run_then's callback keeps the job alive meanwhile
   });
 }
 
@@ -177,7 +177,7 @@ void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(c
     if (failed) return;
     if (op) {
       if (in_set) op->set_members(w.job->members);
-      comm_.run_chunk(std::move(op), [keep = w.job, done = std::move(done)](const status& st) { done(st); });
+      comm_.plane().run_chunk(std::move(op), [keep = w.job, done = std::move(done)](const status& st) { done(st); });
       return;
     }
   }
@@ -215,22 +215,19 @@ void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(c
       op = make_ring_allgather(w.sequence, stream, rank, size, w.job->first_dims.data(),
                                std::vector<std::size_t>(static_cast<std::size_t>(size), 1), dtype::i64, segment);
       break;
-    case chunk_algo::allgather_data: {
-      auto counts = prepare_gather(*w.job, rank, size);
-      if (!counts) {
-        done(counts.error());
-        return;
-      }
-      op = make_ring_allgather(w.sequence, stream, rank, size, w.job->gathered.data(), *counts, w.type, segment);
-      break;
-    }
+    case chunk_algo::allgather_data:
     case chunk_algo::hier_allgather: {
-      // Fusion chose it only for the job's own set (job ranks), so the hosts' ranks are the op's.
       auto counts = prepare_gather(*w.job, rank, size);
       if (!counts) {
         done(counts.error());
         return;
       }
+      if (w.algo == chunk_algo::allgather_data) {
+        op = make_ring_allgather(w.sequence, stream, rank, size, w.job->gathered.data(), *counts, w.type, segment);
+        break;
+      }
+      // Fusion chose the hierarchy only for the job's own set (job ranks), so the hosts' ranks
+      // are the op's.
       std::vector<hier_block> blocks;
       for (const auto& b : slices_of(*counts, elem)) blocks.push_back({b.offset, b.length});
       op = make_hier_allgather(w.sequence, stream, comm_.hosts(), rank, w.job->gathered.data(), blocks, w.type,
@@ -265,7 +262,7 @@ void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(c
   if (in_set) op->set_members(w.job->members);
   // The callback keeps the bucket (and so the buffer the op writes) alive until the data
   // plane lets go of the op, even if the pipeline has shut down by then.
-  comm_.run_chunk(std::move(op), [keep = w.job, done = std::move(done)](const status& st) { done(st); });
+  comm_.plane().run_chunk(std::move(op), [keep = w.job, done = std::move(done)](const status& st) { done(st); });
 }
 
 }  // namespace chorus

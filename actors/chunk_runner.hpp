@@ -3,7 +3,7 @@
 // allgather, ring reduce-scatter, alltoall) on the sender's stream and hands it to the data
 // plane. Tests replace it with a runner that holds chunks until told.
 // comm_runner's done callbacks run on the data plane's I/O thread; they only ever post an
-// actor message (chunk_ran), through a gate that shutdown closes before the actors go away.
+// actor message (chunk_ran), through a router that shutdown closes before the actors go away.
 #pragma once
 
 #include <atomic>
@@ -40,7 +40,7 @@ class chunk_runner {
 };
 
 /// Routes data-plane completions to the sender actors while the pipeline lives. The data
-/// plane may hold a callback past the actor system's end; it holds the gate, never an actor.
+/// plane may hold a callback past the actor system's end; it holds the router, never an actor.
 /// Thread-safe: post() from the I/O thread, wire() and close() from the pipeline's owner.
 class completion_router {
  public:
@@ -60,14 +60,14 @@ class completion_router {
 /// The real runner over a communicator's data plane.
 class comm_runner final : public chunk_runner {
  public:
-  comm_runner(communicator& comm, std::shared_ptr<completion_router> gate) : comm_(comm), gate_(std::move(gate)) {}
+  comm_runner(communicator& comm, std::shared_ptr<completion_router> router) : comm_(comm), router_(std::move(router)) {}
   void run(const chunk_work& w, int stream) override;
   /// run(), but `done` (any thread, exactly once) gets the outcome instead of the sender.
   void run_then(const chunk_work& w, int stream, std::function<void(const status&)> done);
 
  private:
   communicator& comm_;
-  std::shared_ptr<completion_router> gate_;
+  std::shared_ptr<completion_router> router_;
 };
 
 /// Prepares an allgather data chunk once its counts are known: sizes job.gathered, copies

@@ -7,9 +7,9 @@
 
 namespace chorus {
 
-device_runner::device_runner(std::shared_ptr<comm_runner> host, std::shared_ptr<completion_router> gate,
+device_runner::device_runner(std::shared_ptr<comm_runner> host, std::shared_ptr<completion_router> router,
                              std::shared_ptr<gpu::executor> executor, bool nccl)
-    : host_(std::move(host)), gate_(std::move(gate)), executor_(std::move(executor)), nccl_(nccl) {}
+    : host_(std::move(host)), router_(std::move(router)), executor_(std::move(executor)), nccl_(nccl) {}
 
 void device_runner::run(const chunk_work& w, int stream) {
   if (!w.job || !w.job->on_device()) return host_->run(w, stream);
@@ -34,8 +34,8 @@ void device_runner::run_nccl(const chunk_work& w, int stream) {
   call.ready = op.ready;
   call.name = op.spec.name;
   executor_->collective(w.job->device_order, op.device_index, std::move(call),
-                        [keep = w.job, gate = gate_, stream, seq = w.sequence](const status& st) {
-                          gate->post(stream, seq, st, keep.get());
+                        [keep = w.job, router = router_, stream, seq = w.sequence](const status& st) {
+                          router->post(stream, seq, st, keep.get());
                         });
 }
 
@@ -54,8 +54,8 @@ result<std::byte*> device_runner::staging_of(bucket_job& job) {
 void device_runner::run_staged(const chunk_work& w, int stream) {
   auto& job = *w.job;
   const auto& op = job.ops.front();
-  auto post = [gate = gate_, stream, seq = w.sequence, job = w.job.get()](const status& st) {
-    gate->post(stream, seq, st, job);
+  auto post = [router = router_, stream, seq = w.sequence, job = w.job.get()](const status& st) {
+    router->post(stream, seq, st, job);
   };
   auto index = w.sequence - job.first_sequence;
   auto host = staging_of(job);
@@ -85,7 +85,7 @@ void device_runner::run_staged(const chunk_work& w, int stream) {
 void device_runner::run_nccl(const chunk_work& w, int stream) { run_staged(w, stream); }
 void device_runner::skip_order(const chunk_work&) {}
 void device_runner::run_staged(const chunk_work& w, int stream) {
-  gate_->post(stream, w.sequence, {errc::config, "this build of Chorus has no CUDA support (CHORUS_WITH_CUDA is off)"},
+  router_->post(stream, w.sequence, {errc::config, "this build of Chorus has no CUDA support (CHORUS_WITH_CUDA is off)"},
               w.job.get());
 }
 result<std::byte*> device_runner::staging_of(bucket_job&) {

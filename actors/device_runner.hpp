@@ -23,7 +23,7 @@ class device_runner final : public chunk_runner {
  public:
   /// `executor` must stay alive while the data plane may still call back (the pipeline stops
   /// it last). `nccl`: the job runs CUDA buckets on NCCL, else through host staging.
-  device_runner(std::shared_ptr<comm_runner> host, std::shared_ptr<completion_router> gate,
+  device_runner(std::shared_ptr<comm_runner> host, std::shared_ptr<completion_router> router,
                 std::shared_ptr<gpu::executor> executor, bool nccl);
   void run(const chunk_work& w, int stream) override;
 
@@ -36,7 +36,7 @@ class device_runner final : public chunk_runner {
   result<std::byte*> staging_of(bucket_job& job);
 
   std::shared_ptr<comm_runner> host_;
-  std::shared_ptr<completion_router> gate_;
+  std::shared_ptr<completion_router> router_;
   std::shared_ptr<gpu::executor> executor_;
   bool nccl_;
   std::mutex mu_;  // bucket_job::staging

@@ -1,7 +1,7 @@
 // The fusion actor: one per rank. Receives batch_agreed from the negotiator and window_moved
 // from completion; sends bucket_planned to completion and chunk_work to the senders.
 // It turns an agreed batch into buckets (plan_buckets) and chunks (plan_chunks) with global
-// sequence numbers from communicator::pipeline_sequence_base plus a running counter. Every
+// sequence numbers from data_plane::pipeline_sequence_base plus a running counter. Every
 // rank sees the same batches in the same order and plans alike, so the numbers match across
 // ranks without any exchange. A fused bucket takes a pooled, pre-touched buffer when its first
 // chunk is handed out (so pooled memory follows the start window, not the batch), and each
@@ -36,6 +36,7 @@
 
 #include "actors/protocol.hpp"
 #include "runtime/collectives/compression_policy.hpp"
+#include "runtime/config/defaults.hpp"
 #include "runtime/fusion/buffer_pool.hpp"
 #include "runtime/process_sets/process_set.hpp"
 #include "telemetry/observer_slot.hpp"
@@ -45,8 +46,8 @@ namespace chorus {
 struct fusion_config {
   int rank = 0;
   int size = 1;
-  std::size_t fusion_threshold = 64u << 20;
-  std::size_t chunk_bytes = 4u << 20;
+  std::size_t fusion_threshold = default_fusion_threshold;
+  std::size_t chunk_bytes = default_chunk_bytes;
   std::size_t small_bytes = 64u << 10;  ///< chunks up to this use recursive doubling
   std::size_t in_place_bytes = 0;       ///< allreduce tensors this large skip fusion (0: none)
   std::size_t start_window = 16;

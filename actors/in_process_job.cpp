@@ -120,6 +120,14 @@ caf::behavior capture_actor(caf::event_based_actor* self, int rank, std::shared_
   };
 }
 
+// A copy of one record list of a rank's log, taken under the log's lock (the capture actor
+// and observer append to it meanwhile).
+template <class T>
+std::vector<T> copy_locked(const rank_log& log, std::vector<T> rank_log::*list) {
+  std::lock_guard lk(log.mu);
+  return log.*list;
+}
+
 }  // namespace
 
 struct in_process_job::impl {
@@ -283,27 +291,19 @@ status in_process_job::wait(std::chrono::milliseconds timeout) {
 }
 
 std::vector<agreed_record> in_process_job::batches(int rank) const {
-  auto& log = *impl_->logs.at(static_cast<std::size_t>(rank));
-  std::lock_guard lk(log.mu);
-  return log.batches;
+  return copy_locked(*impl_->logs.at(static_cast<std::size_t>(rank)), &rank_log::batches);
 }
 
 std::vector<bucket_record> in_process_job::buckets(int rank) const {
-  auto& log = *impl_->logs.at(static_cast<std::size_t>(rank));
-  std::lock_guard lk(log.mu);
-  return log.buckets;
+  return copy_locked(*impl_->logs.at(static_cast<std::size_t>(rank)), &rank_log::buckets);
 }
 
 std::vector<telemetry::cycle_event> in_process_job::cycles(int rank) const {
-  auto& log = *impl_->logs.at(static_cast<std::size_t>(rank));
-  std::lock_guard lk(log.mu);
-  return log.cycles;
+  return copy_locked(*impl_->logs.at(static_cast<std::size_t>(rank)), &rank_log::cycles);
 }
 
 std::vector<failed_record> in_process_job::failures(int rank) const {
-  auto& log = *impl_->logs.at(static_cast<std::size_t>(rank));
-  std::lock_guard lk(log.mu);
-  return log.failures;
+  return copy_locked(*impl_->logs.at(static_cast<std::size_t>(rank)), &rank_log::failures);
 }
 
 message_counts in_process_job::messages(int rank) const {

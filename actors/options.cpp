@@ -25,6 +25,7 @@ pipeline_options pipeline_options::from_config(const config& c) {
   o.stream_placement = p.stream_placement;
   o.chunk_bytes = c.collectives.chunk_bytes;
   o.chunk_bytes_given = c.collectives.chunk_bytes_given;
+  parse_hier_mode(c.collectives.hierarchical, o.hierarchical);  // the reader allowed only known words
   o.connect_timeout = c.transport.connect_timeout;
   o.autotune = c.autotune;
   return o;

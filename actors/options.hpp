@@ -7,7 +7,9 @@
 #include <memory>
 #include <string>
 
+#include "runtime/collectives/hier_schedule.hpp"
 #include "runtime/collectives/settings_check.hpp"
+#include "runtime/config/defaults.hpp"
 #include "runtime/config/config.hpp"
 #include "telemetry/observer.hpp"
 
@@ -24,11 +26,13 @@ struct pipeline_options {
   /// CHORUS_HOLD_WHEN_AHEAD=0|1: a rank ahead of its peers starts no cycle for new tensors; it
   /// joins the cycle the peers start when they catch up (negotiation::negotiation_options).
   bool hold_when_ahead = true;
-  std::size_t fusion_threshold = 64u << 20;    ///< CHORUS_FUSION_THRESHOLD (alias HOROVOD_FUSION_THRESHOLD)
-  std::size_t chunk_bytes = 4u << 20;          ///< CHORUS_CHUNK_BYTES
-  /// false (CHORUS_CHUNK_BYTES not set): start() takes the communicator's chunk size, which is
-  /// lower across hosts (collective_options::cross_host_chunk_bytes).
+  std::size_t fusion_threshold = default_fusion_threshold;  ///< CHORUS_FUSION_THRESHOLD (alias HOROVOD_FUSION_THRESHOLD)
+  std::size_t chunk_bytes = default_chunk_bytes;            ///< CHORUS_CHUNK_BYTES
+  /// false (CHORUS_CHUNK_BYTES not set): start() lowers chunk_bytes across hosts as the
+  /// communicator does (runtime/collectives/chunk_size.hpp).
   bool chunk_bytes_given = true;
+  /// CHORUS_HIERARCHICAL, for the chunk size across hosts (chunk_size.hpp).
+  hier_mode hierarchical = hier_mode::automatic;
   /// CHORUS_IN_PLACE_BYTES: allreduce tensors at least this large are reduced in place instead
   /// of fused (no copy in or out; ResNet-50 at N=2 took ~100 ms a step this way against ~160 ms
   /// fusing everything); 0 = fuse everything up to fusion_threshold (Horovod's rule).

@@ -35,7 +35,7 @@ struct pipeline::impl {
   caf::actor_system_config cfg;  // outlives sys
   std::unique_ptr<caf::actor_system> sys;
   pipeline_wired actors;
-  std::shared_ptr<completion_router> gate = std::make_shared<completion_router>();
+  std::shared_ptr<completion_router> router = std::make_shared<completion_router>();
   std::shared_ptr<tcp::control_link> link;  ///< the control plane; closed first, released last
   std::atomic<bool> autotune_held{false};    ///< hold_autotune / resume_autotune
 #if CHORUS_WITH_CUDA
@@ -48,9 +48,9 @@ struct pipeline::impl {
     if (actors.autotuner) v.push_back(actors.autotuner);
     return v;
   }
-  /// Closes the gate, stops every actor and the system (waits for the actors to end).
+  /// Closes the router, stops every actor and the system (waits for the actors to end).
   void stop_actors() {
-    gate->close();
+    router->close();
     if (link) link->close();  // later sends are dropped; the negotiator may still make some
     for (auto& a : all())
       if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
@@ -134,7 +134,7 @@ result<bool> gpu_backend_is_nccl(communicator& comm, const pipeline_options& opt
   const int local = opts.local_size;
   const bool mine = devices > 0 && devices >= local;
   if (comm.size() == 1) return mine;
-  auto& store = comm.store();
+  auto& store = comm.plane().store();
   if (auto st = store.publish("gpu/" + std::to_string(comm.rank()), mine ? "1" : "0"); !st.ok())
     return status{st.code(), "pipeline: " + st.message()};
   auto all = store.gather("gpu/", opts.connect_timeout);
@@ -154,10 +154,10 @@ result<std::string> agree_nccl_id(communicator& comm, const std::string& mine, s
       text += hex[c >> 4];
       text += hex[c & 15];
     }
-    if (auto st = comm.store().publish("nccl/id", text); !st.ok()) return st;
+    if (auto st = comm.plane().store().publish("nccl/id", text); !st.ok()) return st;
     return mine;
   }
-  auto text = comm.store().get("nccl/id", timeout);
+  auto text = comm.plane().store().get("nccl/id", timeout);
   if (!text) return text.error();
   if (text->size() % 2) return status{errc::protocol, "the NCCL unique id in the store has an odd length"};
   std::string out;
@@ -178,11 +178,12 @@ pipeline::pipeline(std::unique_ptr<impl> p) : impl_(std::move(p)) {
   size_ = impl_->comm.size();
 }
 
-result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipeline_options& configured) {
+result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, std::shared_ptr<tcp::control_link> control,
+                                                  const pipeline_options& configured) {
   caf_thread_scope scope;
   const int rank = comm.rank(), size = comm.size(), streams = comm.num_streams();
   pipeline_options opts = configured;
-  if (!opts.chunk_bytes_given) opts.chunk_bytes = comm.options().chunk_bytes;
+  opts.chunk_bytes = chunk_bytes_in_force(opts.chunk_bytes, opts.chunk_bytes_given, comm.hosts(), opts.hierarchical);
   opts = with_autotune_start(opts, streams);
   if (!opts.process_sets) opts.process_sets = std::make_shared<process_set_table>(size);
   if (opts.process_sets->world_size() != size)
@@ -208,7 +209,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   // Every rank must run the same negotiation, fuse and cut tensors alike (else their chunks
   // differ), and tune or not.
   if (size > 1)
-    if (auto st = agree_settings(comm.store(), "pipeline-settings/", pipeline_settings(opts),
+    if (auto st = agree_settings(comm.plane().store(), "pipeline-settings/", pipeline_settings(opts),
                                  "it decides how the pipeline negotiates, fuses and cuts tensors into chunks",
                                  opts.connect_timeout);
         !st.ok())
@@ -216,9 +217,8 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   auto p = std::make_unique<impl>(comm);
   p->opts = opts;
   p->autotune_held = opts.autotune.enabled && opts.autotune_held;
-  p->link = comm.take_control_link();
-  if (!p->link)
-    return status{errc::config, "pipeline: this communicator's control link is taken (one pipeline per communicator)"};
+  p->link = std::move(control);
+  if (!p->link) return status{errc::config, "pipeline: no control link (communicator::connect hands it out)"};
   tune(p->cfg, opts);
   try {
     p->sys = std::make_unique<caf::actor_system>(p->cfg);
@@ -259,7 +259,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   fc.start_window = opts.start_window;
   fc.pool_bytes = opts.pool_bytes;
   fc.in_place_bytes = opts.in_place_bytes;
-  fc.first_sequence = communicator::pipeline_sequence_base;
+  fc.first_sequence = data_plane::pipeline_sequence_base;
   fc.hierarchical = comm.options().hierarchical;
   fc.hosts = std::make_shared<const host_groups>(comm.hosts());
   fc.process_sets = opts.process_sets;
@@ -269,7 +269,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
   a.fusion = sys.spawn(fusion_actor, fc);
   a.completion = sys.spawn(completion_actor, completion_config{rank, size});
   std::shared_ptr<chunk_runner> runner;
-  auto host_runner = std::make_shared<comm_runner>(comm, p->gate);
+  auto host_runner = std::make_shared<comm_runner>(comm, p->router);
   runner = host_runner;
 #if CHORUS_WITH_CUDA
   {
@@ -279,7 +279,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
     go.peer_timeout = opts.peer_timeout;
     go.agree_id = [c = &comm, timeout = opts.connect_timeout](const std::string& mine) { return agree_nccl_id(*c, mine, timeout); };
     p->gpu = std::make_shared<gpu::executor>(go);
-    runner = std::make_shared<device_runner>(host_runner, p->gate, p->gpu, gpu_nccl);
+    runner = std::make_shared<device_runner>(host_runner, p->router, p->gpu, gpu_nccl);
   }
 #endif
   for (int s = 0; s < streams; ++s) {
@@ -289,12 +289,12 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, const pipe
     sc.max_in_flight = opts.chunks_in_flight;
     a.senders.push_back(sys.spawn(sender_actor, sc));
   }
-  p->gate->wire(a.senders);
+  p->router->wire(a.senders);
   if (opts.stream_placement == "speed")
     a.board = std::make_shared<stream_board>(streams, stream_board::options{},
                                              [c = &comm](int s) {
-                                               auto m = c->meter(s);
-                                               return stream_board::reading{c->traffic(s).sent, m.bytes_acked,
+                                               auto m = c->plane().meter(s);
+                                               return stream_board::reading{c->plane().traffic(s).sent, m.bytes_acked,
                                                                             m.busy_us};
                                              });
   if (opts.autotune.enabled) a.autotuner = sys.spawn(autotuner_actor, autotuner_config_of(opts, rank, size, streams));
@@ -409,7 +409,7 @@ void pipeline::shutdown() {
   // 1. If the data plane lost a peer, the negotiator relays that cause to its peers first:
   //    otherwise a peer that sees our control connection close next would blame this rank.
   //    Then nothing new is negotiated; what is in negotiation ends now with errc::shutdown.
-  if (auto lost = p.comm.failure(); lost.code() == errc::connection_lost)
+  if (auto lost = p.comm.plane().failure(); lost.code() == errc::connection_lost)
     caf::anon_send(p.actors.negotiator, gone_atom::value, -1, lost.message());
   caf::anon_send(p.actors.negotiator, stop_atom::value);
   // The relay goes out on the control link before its goodbye: wait until the negotiator has
@@ -430,7 +430,7 @@ void pipeline::shutdown() {
                    CHORUS_LOG(warn, "pipeline", "shutdown: the producer did not drain: " << p.sys->render(err));
                  });
   }
-  // 3. The data plane may still call back (until communicator::close); the gate drops those.
+  // 3. The data plane may still call back (until communicator::close); the router drops those.
   p.stop_actors();
   CHORUS_LOG(info, "pipeline", "shut down");
 }

@@ -26,6 +26,9 @@
 namespace chorus {
 
 class communicator;
+namespace tcp {
+class control_link;
+}
 
 /// Counters for benchmarks and metrics.
 struct pipeline_stats {
@@ -36,10 +39,11 @@ struct pipeline_stats {
 class pipeline {
  public:
   /// Boots the actor system (scheduler tuned for latency, all types registered), checks
-  /// through comm.store() that every rank was given the same settings (within
-  /// opts.connect_timeout), spawns the actors and starts the communicator's control link to
-  /// every peer (connected with the data plane). `comm` must outlive the pipeline.
-  static result<std::unique_ptr<pipeline>> start(communicator& comm, const pipeline_options& opts);
+  /// through the job's store that every rank was given the same settings (within
+  /// opts.connect_timeout), spawns the actors and starts `control`, the control link to every
+  /// peer that communicator::connect handed out with `comm`. `comm` must outlive the pipeline.
+  static result<std::unique_ptr<pipeline>> start(communicator& comm, std::shared_ptr<tcp::control_link> control,
+                                                  const pipeline_options& opts);
 
   /// Hands `r` to the producer; never blocks on the network. After shutdown() `r.done` runs
   /// at once, on the calling thread, with errc::shutdown.

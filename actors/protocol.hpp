@@ -130,7 +130,7 @@ struct bucket_job {
   status local_error;               ///< this rank could not prepare the bucket (pack, counts chunk failed)
   /// NaN/Inf check on: the ranks whose input held NaN/Inf, agreed by every chunk's ring.
   std::shared_ptr<nonfinite_report> nonfinite;
-  /// What the chunks put on the wire: the ops' compression, or none where the gate dropped it
+  /// What the chunks put on the wire: the ops' compression, or none where the compression policy dropped it
   /// (CHORUS_COMPRESSION_SHM: all members share memory). The plan (fusion key, chunks) follows
   /// the asked one, identical on every rank and in a trace's replay.
   compression wire = compression::none;
@@ -301,28 +301,22 @@ typename Inspector::result_type inspect(Inspector& f, status& x) {
              return caf::none;
            }));
 }
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, tensor_spec& x) {
-  return f(caf::meta::type_name("tensor_spec"), x.name, x.kind, x.type, x.shape, x.op, x.root, x.device, x.process_set, x.transient);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, op_ref& x) {
-  return f(caf::meta::type_name("op_ref"), x.handle, x.spec, x.first_dim, x.splits);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, chunk_work& x) {
-  return f(caf::meta::type_name("chunk_work"), x.sequence, x.algo, x.bytes, x.type, x.op, x.root);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, stream_stats& x) {
-  return f(caf::meta::type_name("stream_stats"), x.stream, x.chunks, x.bytes, x.busy_us, x.stolen, x.given,
-           x.max_in_flight);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, negotiation_stats& x) {
-  return f(caf::meta::type_name("negotiation_stats"), x.cycles, x.messages_sent, x.messages_received, x.agreed_ops,
-           x.p50_us, x.p99_us, x.samples);
-}
+
+// CAF's inspect() of a message type: its name and its fields (x is the message), in order.
+#define CHORUS_MESSAGE_FIELDS(type, ...)                                   \
+  template <class Inspector>                                               \
+  typename Inspector::result_type inspect(Inspector& f, type& x) {         \
+    return f(caf::meta::type_name(#type), __VA_ARGS__);                    \
+  }
+
+CHORUS_MESSAGE_FIELDS(tensor_spec, x.name, x.kind, x.type, x.shape, x.op, x.root, x.device,
+                      x.process_set, x.transient)
+CHORUS_MESSAGE_FIELDS(op_ref, x.handle, x.spec, x.first_dim, x.splits)
+CHORUS_MESSAGE_FIELDS(chunk_work, x.sequence, x.algo, x.bytes, x.type, x.op, x.root)
+CHORUS_MESSAGE_FIELDS(stream_stats, x.stream, x.chunks, x.bytes, x.busy_us, x.stolen, x.given,
+                      x.max_in_flight)
+CHORUS_MESSAGE_FIELDS(negotiation_stats, x.cycles, x.messages_sent, x.messages_received,
+                      x.agreed_ops, x.p50_us, x.p99_us, x.samples)
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, op_enqueued&) {
   return f(caf::meta::type_name("op_enqueued"));  // the request and its callback stay local
@@ -331,111 +325,46 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ops_enqueued&) {
   return f(caf::meta::type_name("ops_enqueued"));  // as op_enqueued
 }
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, tensor_ready& x) {
-  return f(caf::meta::type_name("tensor_ready"), x.op);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, gossip_bytes& x) {
-  return f(caf::meta::type_name("gossip_bytes"), x.data);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, peers_connected& x) {
-  return f(caf::meta::type_name("peers_connected"), x.peers);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, batch_agreed& x) {
-  return f(caf::meta::type_name("batch_agreed"), x.cycle, x.ops);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, op_finished& x) {
-  return f(caf::meta::type_name("op_finished"), x.handle, x.result, x.first_dims);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, ops_finished& x) {
-  return f(caf::meta::type_name("ops_finished"), x.ops);
-}
+CHORUS_MESSAGE_FIELDS(tensor_ready, x.op)
+CHORUS_MESSAGE_FIELDS(gossip_bytes, x.data)
+CHORUS_MESSAGE_FIELDS(peers_connected, x.peers)
+CHORUS_MESSAGE_FIELDS(batch_agreed, x.cycle, x.ops)
+CHORUS_MESSAGE_FIELDS(op_finished, x.handle, x.result, x.first_dims)
+CHORUS_MESSAGE_FIELDS(ops_finished, x.ops)
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_enqueued&) {
   return f(caf::meta::type_name("join_enqueued"));  // the callback stays local
 }
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, join_finished& x) {
-  return f(caf::meta::type_name("join_finished"), x.result, x.last_rank);
-}
+CHORUS_MESSAGE_FIELDS(join_finished, x.result, x.last_rank)
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, bucket_planned& x) {
   uint64_t id = x.job ? x.job->id : 0, first = x.job ? x.job->first_sequence : 0;
   uint32_t chunks = x.job ? x.job->chunks : 0;
   return f(caf::meta::type_name("bucket_planned"), id, first, chunks);
 }
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, window_moved& x) {
-  return f(caf::meta::type_name("window_moved"), x.oldest_unfinished);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, chunk_ran& x) {
-  return f(caf::meta::type_name("chunk_ran"), x.sequence, x.result);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, chunk_done& x) {
-  return f(caf::meta::type_name("chunk_done"), x.sequence, x.bucket, x.stream, x.result);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, pipeline_wired& x) {
-  return f(caf::meta::type_name("pipeline_wired"), x.producer, x.negotiator, x.fusion, x.completion, x.senders,
-           x.autotuner);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, bucket_finished& x) {
-  return f(caf::meta::type_name("bucket_finished"), x.cycle, x.bytes);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, window_scored& x) {
-  return f(caf::meta::type_name("window_scored"), x.score, x.digest);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, window_agreed& x) {
-  return f(caf::meta::type_name("window_agreed"), x.cycle, x.window, x.score);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, autotune_hold& x) {
-  return f(caf::meta::type_name("autotune_hold"), x.held, x.restart);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, autotune_windows& x) {
-  return f(caf::meta::type_name("autotune_windows"), x.submitted);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, autotune_pad& x) {
-  return f(caf::meta::type_name("autotune_pad"), x.to);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, tunables_pending& x) {
-  return f(caf::meta::type_name("tunables_pending"), x.cycle);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, tunables_switch& x) {
-  return f(caf::meta::type_name("tunables_switch"), x.cycle, x.streams, x.chunk_bytes, x.fusion_threshold,
-           x.in_place_bytes, x.cycle_time_us);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, steal_request& x) {
-  return f(caf::meta::type_name("steal_request"), x.thief, x.round);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, steal_offer& x) {
-  return f(caf::meta::type_name("steal_offer"), x.victim, x.round, x.queued);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, steal_take& x) {
-  return f(caf::meta::type_name("steal_take"), x.thief, x.round);
-}
+CHORUS_MESSAGE_FIELDS(window_moved, x.oldest_unfinished)
+CHORUS_MESSAGE_FIELDS(chunk_ran, x.sequence, x.result)
+CHORUS_MESSAGE_FIELDS(chunk_done, x.sequence, x.bucket, x.stream, x.result)
+CHORUS_MESSAGE_FIELDS(pipeline_wired, x.producer, x.negotiator, x.fusion, x.completion, x.senders,
+                      x.autotuner)
+CHORUS_MESSAGE_FIELDS(bucket_finished, x.cycle, x.bytes)
+CHORUS_MESSAGE_FIELDS(window_scored, x.score, x.digest)
+CHORUS_MESSAGE_FIELDS(window_agreed, x.cycle, x.window, x.score)
+CHORUS_MESSAGE_FIELDS(autotune_hold, x.held, x.restart)
+CHORUS_MESSAGE_FIELDS(autotune_windows, x.submitted)
+CHORUS_MESSAGE_FIELDS(autotune_pad, x.to)
+CHORUS_MESSAGE_FIELDS(tunables_pending, x.cycle)
+CHORUS_MESSAGE_FIELDS(tunables_switch, x.cycle, x.streams, x.chunk_bytes, x.fusion_threshold,
+                      x.in_place_bytes, x.cycle_time_us)
+CHORUS_MESSAGE_FIELDS(steal_request, x.thief, x.round)
+CHORUS_MESSAGE_FIELDS(steal_offer, x.victim, x.round, x.queued)
+CHORUS_MESSAGE_FIELDS(steal_take, x.thief, x.round)
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, steal_reply& x) {
   uint64_t sequence = x.chunk ? x.chunk->sequence : 0;
   return f(caf::meta::type_name("steal_reply"), x.victim, x.round, sequence);
 }
+#undef CHORUS_MESSAGE_FIELDS
 
 /// Registers every type above with `cfg`; call in every process before the system starts.
 void register_types(caf::actor_system_config& cfg);

@@ -100,7 +100,7 @@ result<std::vector<rank_decisions>> replay_trace(const telemetry::trace::replay_
     fc.direct_max_bytes = rr.direct_max_bytes;  // no lane: the plan only needs its size
     fc.pool_bytes = 1u << 20;  // never used: without senders no chunk is packed
     fc.pre_touch = false;
-    fc.first_sequence = communicator::pipeline_sequence_base;
+    fc.first_sequence = data_plane::pipeline_sequence_base;
     fc.process_sets = sets;
     fusions.push_back(sys.spawn(fusion_actor, fc));
     sinks.push_back(sys.spawn<sink_actor>());

@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
+#include <string>
+
+#include "bench/comma_list.hpp"
 
 namespace chorus::bench {
 namespace {
@@ -72,24 +75,18 @@ std::string result_line(const allreduce_impl& impl, const size_result& r) {
 
 std::vector<std::size_t> parse_sizes(const std::string& list) {
   std::vector<std::size_t> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    auto end = list.find(',', start);
-    if (end == std::string::npos) end = list.size();
-    std::string item = list.substr(start, end - start);
-    if (!item.empty()) {
-      std::size_t mult = 1;
-      char last = item.back();
-      if (last == 'K' || last == 'k') mult = 1u << 10;
-      if (last == 'M' || last == 'm') mult = 1u << 20;
-      if (last == 'G' || last == 'g') mult = 1u << 30;
-      if (mult != 1) item.pop_back();
-      std::size_t pos = 0;
-      unsigned long long v = std::stoull(item, &pos);
-      if (pos != item.size()) throw std::invalid_argument("bad size '" + item + "'");
-      out.push_back(static_cast<std::size_t>(v) * mult);
-    }
-    start = end + 1;
+  for (std::string item : split_commas(list)) {
+    if (item.empty()) continue;
+    std::size_t mult = 1;
+    char last = item.back();
+    if (last == 'K' || last == 'k') mult = 1u << 10;
+    if (last == 'M' || last == 'm') mult = 1u << 20;
+    if (last == 'G' || last == 'g') mult = 1u << 30;
+    if (mult != 1) item.pop_back();
+    std::size_t pos = 0;
+    unsigned long long v = std::stoull(item, &pos);
+    if (pos != item.size()) throw std::invalid_argument("bad size '" + item + "'");
+    out.push_back(static_cast<std::size_t>(v) * mult);
   }
   return out;
 }

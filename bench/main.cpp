@@ -39,6 +39,7 @@
 
 #include "bench/allgather_bench.hpp"
 #include "bench/allreduce_protocol.hpp"
+#include "bench/comma_list.hpp"
 #include "bench/floor/tcp_floor.hpp"
 #include "runtime/config/config.hpp"
 #include "runtime/transport/tcp/iface.hpp"
@@ -62,17 +63,10 @@ namespace {
 
 // "none,fp16,bf16,nancheck" -> its words; anything else is a usage error.
 std::vector<std::string> split_variants(const std::string& list) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    auto end = list.find(',', start);
-    if (end == std::string::npos) end = list.size();
-    std::string v = list.substr(start, end - start);
+  std::vector<std::string> out = bench::split_commas(list);
+  for (const auto& v : out)
     if (v != "none" && v != "fp16" && v != "bf16" && v != "nancheck")
       throw std::invalid_argument("--variants: '" + v + "' is not one of none, fp16, bf16, nancheck");
-    out.push_back(v);
-    start = end + 1;
-  }
   return out;
 }
 
@@ -244,7 +238,7 @@ int run_allreduce(const options& o, const process_env& env) {
                 "(chorus_tcp: payloads through shared-memory rings where shm_streams > 0, CHORUS_SHM_BYTES=0: "
                 "TCP only)\n",
                 c.size(), c.num_streams(), c.options().chunk_bytes, c.options().segment_bytes,
-                c.data_plane().links().shm_streams);
+                c.plane().wire().links().shm_streams);
   // fp16/bf16 variants among ranks that all share memory run uncompressed (CHORUS_COMPRESSION_SHM).
   const bool asks_compression = std::any_of(o.allreduce_variants.begin(), o.allreduce_variants.end(),
                                             [](const std::string& v) { return v == "fp16" || v == "bf16"; });
@@ -318,7 +312,7 @@ int run_demo(const process_env& env) {
   double setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::printf("rank %d of %d: connected to %d peer(s) over %d authenticated TCP streams each in %.1f ms; "
               "%d of those streams carry their payloads through shared memory\n",
-              c.rank(), c.size(), c.size() - 1, c.num_streams(), setup_ms, c.data_plane().links().shm_streams);
+              c.rank(), c.size(), c.size() - 1, c.num_streams(), setup_ms, c.plane().wire().links().shm_streams);
   std::fflush(stdout);
   check_status(c.barrier(), "barrier");
 
@@ -350,6 +344,17 @@ int run_demo(const process_env& env) {
 
 }  // namespace
 
+#ifdef CHORUS_WITH_PIPELINE
+// A rank with its control link, for the benchmarks that start a pipeline.
+static connected_rank connect_rank(const process_env& env) {
+  auto cfg = read_config();
+  if (!cfg) throw std::runtime_error(cfg.error().to_string());
+  auto joined = communicator::connect(env, *cfg);
+  if (!joined) throw std::runtime_error(joined.error().to_string());
+  return std::move(*joined);
+}
+#endif
+
 int main(int argc, char** argv) {
   auto o = parse(argc, argv);
 #ifdef CHORUS_WITH_PIPELINE
@@ -377,9 +382,8 @@ int main(int argc, char** argv) {
     }
     if (o.mode == "pipeline") {
 #ifdef CHORUS_WITH_PIPELINE
-      auto comm = communicator::create(*env);
-      if (!comm) throw std::runtime_error(comm.error().to_string());
-      return bench::run_pipeline_bench(**comm, o.steps, std::chrono::microseconds(o.compute_us), o.variants);
+      auto joined = connect_rank(*env);
+      return bench::run_pipeline_bench(*joined.comm, std::move(joined.control), o.steps, std::chrono::microseconds(o.compute_us), o.variants);
 #else
       throw std::runtime_error("chorus-bench was built without the actor pipeline (CHORUS_WITH_PIPELINE=OFF)");
 #endif
@@ -396,9 +400,8 @@ int main(int argc, char** argv) {
     }
     if (o.mode == "negotiation") {
 #ifdef CHORUS_WITH_PIPELINE
-      auto comm = communicator::create(*env);
-      if (!comm) throw std::runtime_error(comm.error().to_string());
-      return bench::run_negotiation_processes_bench(**comm, o.negotiation);
+      auto joined = connect_rank(*env);
+      return bench::run_negotiation_processes_bench(*joined.comm, std::move(joined.control), o.negotiation);
 #else
       throw std::runtime_error("chorus-bench was built without the actor pipeline (CHORUS_WITH_PIPELINE=OFF)");
 #endif

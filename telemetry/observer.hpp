@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/core/status.hpp"
+#include "runtime/negotiation/cycle_stats.hpp"
 #include "runtime/negotiation/tensor_spec.hpp"
 
 namespace chorus::telemetry {
@@ -61,14 +62,8 @@ struct call_event {
   time_point started;       ///< when it was issued
 };
 
-/// One negotiation cycle of this rank, once it finished.
-struct cycle_event {
-  uint64_t cycle = 0;
-  uint32_t messages_sent = 0;
-  uint32_t messages_received = 0;
-  time_point started;
-  time_point finished;
-};
+/// One negotiation cycle of this rank, once it finished: the strategy's own report.
+using cycle_event = negotiation::cycle_stats;
 
 /// One bucket as fusion planned it (identical on every rank but for allgather row counts).
 struct bucket_event {

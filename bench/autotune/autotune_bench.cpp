@@ -169,9 +169,11 @@ void change_network(communicator& comm, const std::string& path) {
 int run_autotune_bench(const process_env& env, const autotune_bench_options& o) {
   if (o.steps < 1 || o.grid_steps < 1 || o.max_steps < 1 || o.cost_steps < 1)
     throw std::invalid_argument("autotune: --steps, --grid-steps, --max-steps and --cost-steps must be at least 1");
-  auto made = communicator::create(env);
+  auto cfg = read_config();
+  if (!cfg) throw std::runtime_error(cfg.error().to_string());
+  auto made = communicator::connect(env, *cfg);
   if (!made) throw std::runtime_error(made.error().to_string());
-  communicator& comm = **made;
+  communicator& comm = *made->comm;
   const bool lead = comm.rank() == 0;
   const int max_streams = comm.num_streams();
   for (auto s : o.grid_streams)
@@ -179,8 +181,6 @@ int run_autotune_bench(const process_env& env, const autotune_bench_options& o) 
       throw std::invalid_argument("autotune: --grid-streams " + std::to_string(s) + " outside 1.." +
                                   std::to_string(max_streams) + " (CHORUS_NUM_STREAMS)");
 
-  auto cfg = read_config();
-  if (!cfg) throw std::runtime_error(cfg.error().to_string());
   auto base = pipeline_options::from_config(*cfg);
   const auto cycle_time = std::chrono::duration_cast<std::chrono::microseconds>(base.cycle_time);
   const telemetry::tunables poor{1u << 20, 256u << 10, 1, cycle_time, base.in_place_bytes};
@@ -193,7 +193,7 @@ int run_autotune_bench(const process_env& env, const autotune_bench_options& o) 
   opts.start_streams = poor.streams;
   opts.chunk_bytes = poor.chunk_bytes;
   opts.fusion_threshold = poor.fusion_threshold;
-  auto started = pipeline::start(comm, opts);
+  auto started = pipeline::start(comm, std::move(made->control), opts);
   if (!started) throw std::runtime_error("pipeline: " + started.error().to_string());
   pipeline& p = **started;
 

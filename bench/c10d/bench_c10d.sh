@@ -9,6 +9,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 hosts_dir="$here/../hosts"
 source "$hosts_dir/shape.sh"
+source "$hosts_dir/emulated_bench.sh"
 build_dir="$1"; shift
 export PYTHONPATH="$build_dir/bindings/python${PYTHONPATH:+:$PYTHONPATH}" OMP_NUM_THREADS=1 CHORUS_METRICS_PORT=0
 script="$here/bench_c10d.py"
@@ -20,9 +21,7 @@ fi
 hosts="${2:-}"; shift 2
 [[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 2 ] || { echo "bench-c10d --emulated-hosts: H must be 2 or more, got '$hosts'" >&2; exit 2; }
 per_host=1
-shape_defaults
-parse_shaping "bench-c10d --emulated-hosts" "$@" || exit 2
-link="$shape_link" flow="$shape_flow"
+bench_shaping "bench-c10d --emulated-hosts" "$@" || exit 2
 set -- ${shape_rest[@]+"${shape_rest[@]}"}
 bench_args=()
 while [ $# -gt 0 ]; do
@@ -33,16 +32,12 @@ while [ $# -gt 0 ]; do
 done
 why="$("$hosts_dir/hosts.sh" check)" || { echo "bench-c10d --emulated-hosts: $why" >&2; exit 77; }
 inner() {
-  local list
-  list="$(echo "$CHORUS_HOSTS_ADDRS" | sed "s/,/:$per_host,/g"):$per_host"
-  "$build_dir/bindings/cli/chorusrun" -np $((hosts * per_host)) -H "$list" \
-    --launcher "$hosts_dir/hosts.sh exec {host}" --timeout 1200 -x GLOO_SOCKET_IFNAME=eth0 -- \
-    /usr/bin/python3 "$script" $BENCH_ARGS
+  chorusrun_on_hosts "$hosts_dir/hosts.sh" 1200 -x GLOO_SOCKET_IFNAME=eth0 -- /usr/bin/python3 "$script" $BENCH_ARGS
   local rc=$?
   echo "RESULT link_hosts $hosts $(payload_gbytes "$flow") $(payload_gbytes "$link")"
   return "$rc"
 }
-export -f inner payload_gbytes rate_bits
+export -f inner chorusrun_on_hosts payload_gbytes rate_bits
 export build_dir hosts per_host hosts_dir script flow link BENCH_ARGS="${bench_args[*]:-}"
 shaping_args
 exec "$hosts_dir/hosts.sh" run "$hosts" "${shape_args[@]}" -- bash -c inner

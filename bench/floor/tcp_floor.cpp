@@ -114,35 +114,34 @@ void tcp_floor::fail(const char* what) const {
                            (errno ? std::strerror(errno) : "the peer closed the connection"));
 }
 
-void tcp_floor::send_all(const void* p, std::size_t n) {
-  auto* b = static_cast<const char*>(p);
-  while (n) {
-    ssize_t r = send(fd_, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+template <class Io>
+void tcp_floor::move_all(std::size_t n, short ready, const char* what, Io io) {
+  std::size_t done = 0;
+  while (done < n) {
+    ssize_t r = io(done, n - done);
     if (r > 0) {
-      b += r;
-      n -= static_cast<std::size_t>(r);
+      done += static_cast<std::size_t>(r);
     } else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
-      wait_for(fd_, POLLOUT);
+      wait_for(fd_, ready);
     } else {
-      fail("send");
+      fail(what);
     }
   }
 }
 
+void tcp_floor::send_all(const void* p, std::size_t n) {
+  auto* b = static_cast<const char*>(p);
+  move_all(n, POLLOUT, "send",
+           [&](std::size_t done, std::size_t left) { return send(fd_, b + done, left, MSG_NOSIGNAL | MSG_DONTWAIT); });
+}
+
 void tcp_floor::recv_all(void* p, std::size_t n) {
   auto* b = static_cast<char*>(p);
-  while (n) {
-    ssize_t r = recv(fd_, b, n, MSG_DONTWAIT);
-    if (r > 0) {
-      b += r;
-      n -= static_cast<std::size_t>(r);
-    } else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
-      wait_for(fd_, POLLIN);
-    } else {
-      errno = r == 0 ? 0 : errno;
-      fail("recv");
-    }
-  }
+  move_all(n, POLLIN, "recv", [&](std::size_t done, std::size_t left) {
+    ssize_t r = recv(fd_, b + done, left, MSG_DONTWAIT);
+    if (r == 0) errno = 0;  // the peer closed: fail() says so instead of a stale errno
+    return r;
+  });
 }
 
 void tcp_floor::barrier() {

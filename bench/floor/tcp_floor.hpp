@@ -39,6 +39,10 @@ class tcp_floor {
   tcp_floor(int fd, int rank) : fd_(fd), rank_(rank) {}
   void send_all(const void* p, std::size_t n);
   void recv_all(void* p, std::size_t n);
+  /// Calls `io(done, left)` (one non-blocking send or recv) until `n` bytes moved, waiting for
+  /// `ready` (POLLIN, POLLOUT) when the socket would block; fails naming `what` otherwise.
+  template <class Io>
+  void move_all(std::size_t n, short ready, const char* what, Io io);
   [[noreturn]] void fail(const char* what) const;
 
   int fd_;

@@ -16,12 +16,11 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/shape.sh"
+source "$here/emulated_bench.sh"
 build_dir="$1"; shift
 np=2 hosts=0 per_host=1 retune=0
 log=/tmp/chorus-autotune.csv plot=""
-shape_defaults
-parse_shaping "bench-autotune" "$@" || exit 2
-link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction"
+bench_shaping "bench-autotune" "$@" || exit 2
 set -- ${shape_rest[@]+"${shape_rest[@]}"}
 bench_args=()
 while [ $# -gt 0 ]; do
@@ -57,8 +56,7 @@ why="$("$here/hosts.sh" check)" || { echo "bench-autotune --emulated-hosts: $why
 
 # Runs inside `hosts.sh run`, which sets CHORUS_HOSTS_ADDRS and removes the hosts afterwards.
 inner() {
-  local list rc=0 signal="" watcher=""
-  list="$(echo "$CHORUS_HOSTS_ADDRS" | sed "s/,/:$per_host,/g"):$per_host"
+  local rc=0 signal="" watcher=""
   if [ "$retune" = 1 ]; then
     # The bench creates $signal when its autotuner has converged; the network changes, then
     # the file goes (the bench waits for that).
@@ -71,9 +69,7 @@ inner() {
     watcher=$!
     bench_args+=(--retune-signal "$signal")
   fi
-  "$build_dir/bindings/cli/chorusrun" -np $((hosts * per_host)) -H "$list" \
-    --launcher "$here/hosts.sh exec {host}" --timeout 1800 -- \
-    "$build_dir/bench/chorus-bench" autotune "${bench_args[@]}" || rc=$?
+  chorusrun_on_hosts "$here/hosts.sh" 1800 -- "$build_dir/bench/chorus-bench" autotune "${bench_args[@]}" || rc=$?
   if [ -n "$watcher" ]; then kill "$watcher" 2>/dev/null || true; wait "$watcher" 2>/dev/null || true; rm -f "$signal"; fi
   echo "# shaping: hosts=$hosts ranks-per-host=$per_host link=$link flow=$flow slow=$slow slow-fraction=$fraction" \
        "(one flow: $(payload_gbytes "$flow") GB/s payload, one link: $(payload_gbytes "$link") GB/s)"
@@ -81,7 +77,7 @@ inner() {
   echo "# autotune log: $CHORUS_AUTOTUNE_LOG"
   return "$rc"
 }
-export -f inner payload_gbytes rate_bits
+export -f inner chorusrun_on_hosts payload_gbytes rate_bits
 export build_dir hosts per_host here link flow slow fraction retune
 export BENCH_ARGS="${bench_args[*]:-}"
 rc=0

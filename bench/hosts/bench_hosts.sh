@@ -12,14 +12,13 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/shape.sh"
+source "$here/emulated_bench.sh"
 build_dir="$1"; shift
 hosts="${1:-}"; shift || true
 [[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 2 ] || { echo "bench --emulated-hosts: H must be 2 or more, got '$hosts'" >&2; exit 2; }
 per_host=1
 op=allreduce
-shape_defaults
-parse_shaping "bench --emulated-hosts" "$@" || exit 2
-link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction"
+bench_shaping "bench --emulated-hosts" "$@" || exit 2
 set -- ${shape_rest[@]+"${shape_rest[@]}"}
 bench_args=()
 while [ $# -gt 0 ]; do
@@ -39,18 +38,14 @@ why="$("$here/hosts.sh" check)" || { echo "bench --emulated-hosts: $why" >&2; ex
 
 # Runs inside `hosts.sh run`, which sets CHORUS_HOSTS_ADDRS and removes the hosts afterwards.
 inner() {
-  local list
-  list="$(echo "$CHORUS_HOSTS_ADDRS" | sed "s/,/:$per_host,/g"):$per_host"
-  "$build_dir/bindings/cli/chorusrun" -np $((hosts * per_host)) -H "$list" \
-    --launcher "$here/hosts.sh exec {host}" --timeout 1200 -- \
-    "$build_dir/bench/chorus-bench" $BENCH_MODE "${bench_args[@]}" |
+  chorusrun_on_hosts "$here/hosts.sh" 1200 -- "$build_dir/bench/chorus-bench" $BENCH_MODE "${bench_args[@]}" |
     sed -u 's/RESULT \([a-z0-9_]*\)_tcp /RESULT \1_hosts /'
   local rc=${PIPESTATUS[0]}
   echo "RESULT link_hosts $hosts $(payload_gbytes "$flow") $(payload_gbytes "$link")"
   echo "# link_hosts: computed from the shaping (link=$link flow=$flow slow=$slow slow-fraction=$fraction), payload GB/s"
   return "$rc"
 }
-export -f inner payload_gbytes rate_bits
+export -f inner chorusrun_on_hosts payload_gbytes rate_bits
 export build_dir hosts per_host here link flow slow fraction
 export BENCH_ARGS="${bench_args[*]:-}" BENCH_MODE="${mode[*]}"
 shaping_args

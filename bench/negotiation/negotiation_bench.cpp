@@ -235,7 +235,8 @@ void check(const status& st, const char* what) {
 
 }  // namespace
 
-int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_options& options) {
+int run_negotiation_processes_bench(communicator& comm, std::shared_ptr<tcp::control_link> control,
+                                    const negotiation_bench_options& options) {
   auto o = options;
   if (const char* c = std::getenv("CHORUS_BENCH_COMPARE_DATA_PLANE"); c && std::string(c) == "1")
     o.compare_data_plane = true;
@@ -246,7 +247,7 @@ int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_
   if (o.cycle_time_us >= 0) opts.cycle_time = microseconds(o.cycle_time_us);
   auto recorder = std::make_shared<cycle_recorder>();
   opts.observer = recorder;
-  auto pipe = pipeline::start(comm, opts);
+  auto pipe = pipeline::start(comm, std::move(control), opts);
   if (!pipe) throw std::runtime_error(pipe.error().to_string());
 
   const int n = comm.size();

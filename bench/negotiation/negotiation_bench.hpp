@@ -7,11 +7,10 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 
-namespace chorus {
-class communicator;
-}
+#include "runtime/collectives/communicator.hpp"
 
 namespace chorus::bench {
 
@@ -36,6 +35,7 @@ struct negotiation_bench_options {
 int run_negotiation_bench(const negotiation_bench_options& o);
 
 /// Every process of a chorusrun job runs this; rank 0 prints the RESULT line.
-int run_negotiation_processes_bench(communicator& comm, const negotiation_bench_options& o);
+int run_negotiation_processes_bench(communicator& comm, std::shared_ptr<tcp::control_link> control,
+                                    const negotiation_bench_options& o);
 
 }  // namespace chorus::bench

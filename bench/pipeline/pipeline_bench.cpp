@@ -54,16 +54,32 @@ void check(const status& st, const char* what) {
   if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());
 }
 
+/// The settings the pipeline starts with, as a variant's observer is told them.
+telemetry::tunables tunables_of(const communicator& comm, const pipeline_options& opts) {
+  telemetry::tunables t;
+  t.fusion_threshold = opts.fusion_threshold;
+  t.chunk_bytes = opts.chunk_bytes;
+  t.streams = comm.num_streams();
+  t.cycle_time = std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time);
+  t.in_place_bytes = opts.in_place_bytes;
+  return t;
+}
+
+telemetry::context context_of(const communicator& comm) {
+  telemetry::context ctx;
+  ctx.rank = comm.rank();
+  ctx.size = comm.size();
+  ctx.streams = comm.num_streams();
+  return ctx;
+}
+
 /// The observer of a telemetry variant, as a job would run it.
 std::shared_ptr<telemetry::observer> make_variant(const std::string& name, communicator& comm,
                                                   const config& cfg, const pipeline_options& opts) {
   if (name == "metrics") {
-    telemetry::context ctx;
-    ctx.rank = comm.rank();
-    ctx.size = comm.size();
-    ctx.streams = comm.num_streams();
+    telemetry::context ctx = context_of(comm);
     ctx.traffic = [&comm](int s) {
-      auto t = comm.traffic(s);
+      auto t = comm.plane().traffic(s);
       return telemetry::stream_traffic{t.sent, t.received};
     };
     auto m = std::make_shared<telemetry::metrics_observer>(ctx);
@@ -72,33 +88,18 @@ std::shared_ptr<telemetry::observer> make_variant(const std::string& name, commu
     auto where = telemetry::metrics_options::from_config(cfg.telemetry);
     auto port = m->serve(where.address, where.base_port ? where.base_port + comm.rank() : 0);
     if (!port) std::fprintf(stderr, "# metrics: %s\n", port.error().to_string().c_str());
-    telemetry::tunables t;
-    t.fusion_threshold = opts.fusion_threshold;
-    t.chunk_bytes = opts.chunk_bytes;
-    t.streams = comm.num_streams();
-    t.cycle_time = std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time);
-    t.in_place_bytes = opts.in_place_bytes;
-    m->on_tunables(t, std::chrono::steady_clock::now());
+    m->on_tunables(tunables_of(comm, opts), std::chrono::steady_clock::now());
     return m;
   }
   if (name == "trace") {
     // The recorder of CHORUS_TRACE=<dir>, as a job runs it; without CHORUS_TRACE the bench
     // writes to /tmp/chorus-bench-trace (rank-<r>.trace, left for chorus-trace).
-    telemetry::context ctx;
-    ctx.rank = comm.rank();
-    ctx.size = comm.size();
-    ctx.streams = comm.num_streams();
+    telemetry::context ctx = context_of(comm);
     auto traced = cfg.telemetry;
     if (traced.trace_dir.empty()) traced.trace_dir = "/tmp/chorus-bench-trace";
     auto rec = telemetry::trace::trace_from_config(ctx, traced);
     if (!rec) throw std::runtime_error(rec.error().to_string());
-    telemetry::tunables t;
-    t.fusion_threshold = opts.fusion_threshold;
-    t.chunk_bytes = opts.chunk_bytes;
-    t.streams = comm.num_streams();
-    t.cycle_time = std::chrono::duration_cast<std::chrono::microseconds>(opts.cycle_time);
-    t.in_place_bytes = opts.in_place_bytes;
-    (*rec)->on_tunables(t, std::chrono::steady_clock::now());
+    (*rec)->on_tunables(tunables_of(comm, opts), std::chrono::steady_clock::now());
     return *rec;
   }
   throw std::runtime_error("unknown pipeline variant '" + name + "' (known: metrics, trace)");
@@ -106,7 +107,7 @@ std::shared_ptr<telemetry::observer> make_variant(const std::string& name, commu
 
 }  // namespace
 
-int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds compute,
+int run_pipeline_bench(communicator& comm, std::shared_ptr<tcp::control_link> control, int steps, std::chrono::microseconds compute,
                        const std::vector<std::string>& variants) {
   auto cfg = read_config();
   if (!cfg) throw std::runtime_error(cfg.error().to_string());
@@ -120,7 +121,7 @@ int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds 
   }
   auto switcher = std::make_shared<variant_switch>();
   if (!variants.empty()) opts.observer = switcher;
-  auto pipe = pipeline::start(comm, opts);
+  auto pipe = pipeline::start(comm, std::move(control), opts);
   if (!pipe) throw std::runtime_error(pipe.error().to_string());
 
   std::size_t total = resnet50_parameter_count;

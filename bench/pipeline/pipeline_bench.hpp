@@ -2,12 +2,11 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
-namespace chorus {
-class communicator;
-}
+#include "runtime/collectives/communicator.hpp"
 
 namespace chorus::bench {
 
@@ -15,7 +14,7 @@ namespace chorus::bench {
 /// Each name in `variants` ("metrics") adds as many steps with that telemetry on, interleaved
 /// with the plain ones in the same pipeline, and a RESULT line whose second word is
 /// pipeline_<variant>.
-int run_pipeline_bench(communicator& comm, int steps, std::chrono::microseconds compute_per_tensor,
+int run_pipeline_bench(communicator& comm, std::shared_ptr<tcp::control_link> control, int steps, std::chrono::microseconds compute_per_tensor,
                        const std::vector<std::string>& variants = {});
 
 }  // namespace chorus::bench

@@ -76,27 +76,28 @@ status session::init(const std::vector<std::vector<int>>& process_sets) {
   if (!cfg) return breadcrumb("chorus::init: ", cfg.error());
   log::set_level(cfg->log_level);
   const process_env launched = *env;
-  result<std::unique_ptr<communicator>> comm = status{errc::internal, "not started"};
+  result<connected_rank> joined = status{errc::internal, "not started"};
   for (int tries = 0;; ++tries) {
     if (launched.elastic_worker >= 0) {
       // An elastic job: the launcher says which round to join and this worker's rank in it.
-      auto joined = elastic::join_round(launched, elastic_attempted_);
-      if (!joined) return breadcrumb("chorus::init: ", joined.error());
-      *env = std::move(*joined);
+      auto round = elastic::join_round(launched, elastic_attempted_);
+      if (!round) return breadcrumb("chorus::init: ", round.error());
+      *env = std::move(*round);
       elastic_attempted_ = env->elastic_round;
     }
-    comm = communicator::create(*env, *cfg);
+    joined = communicator::connect(*env, *cfg);
     // A round that the launcher replaced while this rank gathered (a worker of it died): join
     // the next one. Each try waits for a round newer than the last, so this ends.
-    if (comm || launched.elastic_worker < 0 || !elastic::superseded(comm.error()) || tries >= 16) break;
-    CHORUS_LOG(warn, "api", comm.error().message() << "; joining the next round");
+    if (joined || launched.elastic_worker < 0 || !elastic::superseded(joined.error()) || tries >= 16) break;
+    CHORUS_LOG(warn, "api", joined.error().message() << "; joining the next round");
   }
-  if (!comm) return breadcrumb("chorus::init: ", comm.error());
+  if (!joined) return breadcrumb("chorus::init: ", joined.error());
+  std::unique_ptr<communicator> comm = std::move(joined->comm);
   auto opts = pipeline_options::from_config(*cfg);
   opts.local_size = env->local_size;
-  auto sets = static_sets(**comm, process_sets);
+  auto sets = static_sets(*comm, process_sets);
   if (!sets) {
-    (*comm)->close();
+    comm->close();
     return breadcrumb("chorus::init: ", sets.error());
   }
   opts.process_sets = *sets;
@@ -104,30 +105,30 @@ status session::init(const std::vector<std::vector<int>>& process_sets) {
   tctx.rank = env->rank;
   tctx.size = env->size;
   tctx.local_rank = env->local_rank;
-  tctx.streams = (*comm)->num_streams();
-  tctx.compression_off_on_shm = (*comm)->wire_compression().drops_for_job();
+  tctx.streams = comm->num_streams();
+  tctx.compression_off_on_shm = comm->wire_compression().drops_for_job();
   // The observer reads the data plane at every scrape: the pipeline (which owns it) is always
   // destroyed before the communicator (shutdown below).
-  tctx.traffic = [c = comm->get()](int s) { return c->traffic(s); };
-  tctx.peer_traffic = [c = comm->get()](int s, int p) { return c->peer_traffic(s, p); };
-  tctx.mailbox_sent = [c = comm->get()](shm::mailbox_use use) { return c->mailbox_sent(use); };
-  tctx.ports = [c = comm->get()](int s, int p) { return c->connection_ports(s, p); };
+  tctx.traffic = [c = comm.get()](int s) { return c->plane().traffic(s); };
+  tctx.peer_traffic = [c = comm.get()](int s, int p) { return c->plane().peer_traffic(s, p); };
+  tctx.mailbox_sent = [c = comm.get()](shm::mailbox_use use) { return c->mailbox_sent(use); };
+  tctx.ports = [c = comm.get()](int s, int p) { return c->plane().connection_ports(s, p); };
   auto obs = telemetry::observer_from_config(tctx, cfg->telemetry);
   if (!obs) {
-    (*comm)->close();
+    comm->close();
     return breadcrumb("chorus::init: ", obs.error());
   }
   auto slot = std::make_shared<telemetry::observer_slot>();
   opts.observer = telemetry::fan_out({std::move(*obs), slot});
-  auto pipe = pipeline::start(**comm, opts);
+  auto pipe = pipeline::start(*comm, std::move(joined->control), opts);
   if (!pipe) {
-    (*comm)->close();
+    comm->close();
     return breadcrumb("chorus::init: ", pipe.error());
   }
   auto j = std::make_unique<job>();
   j->env = *env;
   j->sets = std::move(*sets);
-  j->comm = std::move(*comm);
+  j->comm = std::move(comm);
   j->pipe = std::move(*pipe);
   j->slot = std::move(slot);
   {

@@ -47,9 +47,9 @@ std::shared_ptr<telemetry::observer> acquire_telemetry(communicator& first, cons
   ctx.local_rank = first.hosts().local_of.empty() ? 0 : first.hosts().local_of[static_cast<std::size_t>(first.rank())];
   ctx.streams = first.num_streams();
   ctx.trace_prefix = "c10d-rank-";
-  ctx.traffic = [](int s) { return read_source([s](communicator& c) { return c.traffic(s); }); };
-  ctx.peer_traffic = [](int s, int p) { return read_source([s, p](communicator& c) { return c.peer_traffic(s, p); }); };
-  ctx.ports = [](int s, int p) { return read_source([s, p](communicator& c) { return c.connection_ports(s, p); }); };
+  ctx.traffic = [](int s) { return read_source([s](communicator& c) { return c.plane().traffic(s); }); };
+  ctx.peer_traffic = [](int s, int p) { return read_source([s, p](communicator& c) { return c.plane().peer_traffic(s, p); }); };
+  ctx.ports = [](int s, int p) { return read_source([s, p](communicator& c) { return c.plane().connection_ports(s, p); }); };
   ctx.mailbox_sent = [](shm::mailbox_use u) { return read_source([u](communicator& c) { return c.mailbox_sent(u); }); };
   ctx.compression_off_on_shm = first.wire_compression().drops_for_job();
   auto made = telemetry::observer_from_config(ctx, cfg.telemetry);

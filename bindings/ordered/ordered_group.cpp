@@ -37,12 +37,14 @@ result<std::unique_ptr<ordered_group>> ordered_group::create(std::unique_ptr<ren
   auto copts = collective_options::from_config(cfg.collectives);
   copts.by_speed = cfg.pipeline.stream_placement == "speed";
   copts.chunks_in_flight = cfg.pipeline.chunks_in_flight;
-  auto comm = communicator::create(env, std::move(rdv), mesh, copts);
-  if (!comm) return comm.error();
-  return std::unique_ptr<ordered_group>(new ordered_group(std::move(*comm), cfg, std::move(opts)));
+  auto joined = communicator::connect(env, std::move(rdv), mesh, copts);
+  if (!joined) return joined.error();
+  return std::unique_ptr<ordered_group>(
+      new ordered_group(std::move(joined->comm), std::move(joined->control), cfg, std::move(opts)));
 }
 
-ordered_group::ordered_group(std::unique_ptr<communicator> comm, const config& cfg, group_options opts)
+ordered_group::ordered_group(std::unique_ptr<communicator> comm, std::shared_ptr<tcp::control_link> link,
+                             const config& cfg, group_options opts)
     : comm_(std::move(comm)), opts_(std::move(opts)) {
   observer_ = acquire_telemetry(*comm_, cfg);
   wire_.wire = cfg.collectives.wire;
@@ -51,7 +53,7 @@ ordered_group::ordered_group(std::unique_ptr<communicator> comm, const config& c
   ends_ = std::make_unique<completions>(
       opts_.timeout, [this](uint64_t seq) { return name_of(seq); }, [this](const status& why) { abort(why); },
       opts_.stall_check, [this](uint64_t seq, const std::string& name, uint64_t spec) { check_stall(seq, name, spec); });
-  link_ = comm_->take_control_link();
+  link_ = std::move(link);
   if (link_) {
     link_->start({[this](int peer, uint8_t kind, int32_t, std::vector<uint8_t> data) {
                     on_control(peer, kind, std::move(data));
@@ -133,9 +135,9 @@ void ordered_group::ended(const call_name& name, const status& st) const {
   observer_->on_call(e, std::chrono::steady_clock::now());
 }
 
-uint64_t ordered_group::begin(const call_info& c, call_name& name) {
+uint64_t ordered_group::begin(const call_info& c, std::size_t bytes, call_name& name) {
   const uint64_t seq = ++next_call_;
-  name = call_name{this, seq, c.kind, 0, std::chrono::steady_clock::now()};
+  name = call_name{this, seq, c.kind, bytes, std::chrono::steady_clock::now()};
   {
     std::lock_guard lk(recent_mu_);
     auto& slot = recent_[seq % recent_calls];
@@ -172,7 +174,7 @@ void ordered_group::check_stall(uint64_t seq, const std::string& name, uint64_t 
   // Every member stalled at call `seq` says which call it is there; a member that made another
   // call there waits on another path (the shared-memory mailboxes, or the I/O thread's frames)
   // and would never see this one: that is a mismatch, named here.
-  auto& store = comm_->store();
+  auto& store = comm_->plane().store();
   const std::string key = "stall/" + std::to_string(seq) + "/";
   if (auto st = store.publish(key + std::to_string(rank()), std::to_string(spec) + " " + name); !st.ok()) {
     CHORUS_LOG(warn, "c10d", name << " is stalled, and publishing that failed: " << st.message());
@@ -212,8 +214,7 @@ uint64_t ordered_group::allreduce(const call_info& c, void* data, std::size_t co
                                   done_fn done) {
   std::unique_lock lk(mu_);
   call_name name;
-  const uint64_t seq = begin(c, name);
-  name.bytes = count * size_of(t);
+  const uint64_t seq = begin(c, count * size_of(t), name);
   if (refused(seq, name, done)) return seq;
   if (size() == 1) return alone(name, lk, done);
   const std::size_t bytes = count * size_of(t);
@@ -268,8 +269,7 @@ uint64_t ordered_group::allreduce(const call_info& c, void* data, std::size_t co
 uint64_t ordered_group::broadcast(const call_info& c, void* data, std::size_t count, dtype t, int root, done_fn done) {
   std::unique_lock lk(mu_);
   call_name name;
-  const uint64_t seq = begin(c, name);
-  name.bytes = count * size_of(t);
+  const uint64_t seq = begin(c, count * size_of(t), name);
   if (refused(seq, name, done)) return seq;
   if (size() == 1) return alone(name, lk, done);
   comm_->broadcast_async(data, count, t, root, finisher(seq, std::move(name), std::move(done)), c.spec);
@@ -280,8 +280,7 @@ uint64_t ordered_group::allgather(const call_info& c, const void* in, void* out,
                                   dtype t, done_fn done) {
   std::unique_lock lk(mu_);
   call_name name;
-  const uint64_t seq = begin(c, name);
-  name.bytes = (counts.empty() ? 0 : counts[static_cast<std::size_t>(rank())]) * size_of(t);
+  const uint64_t seq = begin(c, (counts.empty() ? 0 : counts[static_cast<std::size_t>(rank())]) * size_of(t), name);
   if (refused(seq, name, done)) return seq;
   if (size() == 1) {
     if (counts[0] && in != out) std::memmove(out, in, counts[0] * size_of(t));
@@ -296,8 +295,7 @@ uint64_t ordered_group::reducescatter(const call_info& c, void* data, std::vecto
                                       reduce_op op, done_fn done) {
   std::unique_lock lk(mu_);
   call_name name;
-  const uint64_t seq = begin(c, name);
-  name.bytes = total_of(counts) * size_of(t);
+  const uint64_t seq = begin(c, total_of(counts) * size_of(t), name);
   if (refused(seq, name, done)) return seq;
   if (size() == 1) return alone(name, lk, done);  // the one slice is the reduction (an average of one)
   comm_->reducescatter_async(data, std::move(counts), t, op, finisher(seq, std::move(name), std::move(done)), c.spec);
@@ -308,8 +306,7 @@ uint64_t ordered_group::alltoall(const call_info& c, const void* in, std::vector
                                  std::vector<std::size_t> recv_counts, dtype t, done_fn done) {
   std::unique_lock lk(mu_);
   call_name name;
-  const uint64_t seq = begin(c, name);
-  name.bytes = total_of(send_counts) * size_of(t);
+  const uint64_t seq = begin(c, total_of(send_counts) * size_of(t), name);
   if (refused(seq, name, done)) return seq;
   if (size() == 1) {
     if (send_counts[0] && in != out) std::memmove(out, in, send_counts[0] * size_of(t));
@@ -323,8 +320,7 @@ uint64_t ordered_group::alltoall(const call_info& c, const void* in, std::vector
 uint64_t ordered_group::barrier(const call_info& c, done_fn done) {
   std::unique_lock lk(mu_);
   call_name name;
-  const uint64_t seq = begin(c, name);
-  name.bytes = 0;
+  const uint64_t seq = begin(c, 0, name);
   if (refused(seq, name, done)) return seq;
   if (size() == 1) return alone(name, lk, done);
   auto token = std::make_shared<uint8_t>(0);

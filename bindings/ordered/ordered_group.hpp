@@ -82,8 +82,8 @@ class ordered_group {
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
   const group_options& options() const { return opts_; }
-  /// The data plane, for its counters.
-  communicator& data_plane() { return *comm_; }
+  /// The group's collectives, and through them its data plane's counters.
+  communicator& collectives() { return *comm_; }
 
   // Collectives, in the communicator's terms (counts in elements, in place where it says so).
   // Each returns the call's number in this group (1, 2, ...).
@@ -110,7 +110,8 @@ class ordered_group {
   void abort(const status& why);
 
  private:
-  ordered_group(std::unique_ptr<communicator> comm, const config& cfg, group_options opts);
+  ordered_group(std::unique_ptr<communicator> comm, std::shared_ptr<tcp::control_link> link, const config& cfg,
+                group_options opts);
 
   /// "c10d.all_reduce#17 (Float[4]) in process group '0' on rank 1 of 2"
   std::string name_of(const call_info& c, uint64_t seq) const;
@@ -133,7 +134,7 @@ class ordered_group {
   status named(const std::string& name, const status& st) const;
   status named(const call_name& name, const status& st) const { return st.ok() ? st : named(name.str(), st); }
   /// Numbers the call and registers it as pending: under mu_.
-  uint64_t begin(const call_info& c, call_name& name);
+  uint64_t begin(const call_info& c, std::size_t bytes, call_name& name);
   /// A group of one: call `seq` has nothing to move; it ends here, now (unlocking `lk`).
   template <class Lock>
   uint64_t alone(const call_name& name, Lock& lk, done_fn& done);

@@ -35,8 +35,7 @@ uint64_t ordered_group::send(const call_info& c, const void* data, std::size_t b
                              done_fn done) {
   std::unique_lock lk(mu_);
   call_name name;
-  const uint64_t seq = begin(c, name);
-  name.bytes = bytes;
+  const uint64_t seq = begin(c, bytes, name);
   lk.unlock();
   auto fail_now = [&](const status& why) {
     status st = named(name, why);
@@ -78,8 +77,7 @@ uint64_t ordered_group::send(const call_info& c, const void* data, std::size_t b
 uint64_t ordered_group::recv(const call_info& c, void* data, std::size_t bytes, int peer, int tag, recv_fn done) {
   std::unique_lock lk(mu_);
   call_name name;
-  const uint64_t seq = begin(c, name);
-  name.bytes = bytes;
+  const uint64_t seq = begin(c, bytes, name);
   lk.unlock();
   if (peer < -1 || peer >= size() || peer == rank()) {
     status st = named(name, status{errc::invalid_argument, "source rank " + std::to_string(peer) +
@@ -128,7 +126,7 @@ void ordered_group::start_receive(const p2p_match& m, pending_recv r) {
   auto op = std::make_unique<p2p_recv_op>(transfer, stream, source, r.data, r.bytes, comm_->options().segment_bytes);
   const uint64_t call = r.call;
   auto done = std::move(r.done);
-  comm_->run_chunk(
+  comm_->plane().run_chunk(
       std::move(op),
       [this, call, name = r.name, done = std::move(done), source](const status& st) mutable {
         status out = named(name, st);
@@ -186,7 +184,7 @@ void ordered_group::on_control(int peer, uint8_t kind, std::vector<uint8_t> data
   }
   if (kind == msg_ready) {
     const int stream = static_cast<int>(transfer % static_cast<uint64_t>(comm_->num_streams()));
-    comm_->run_chunk(std::make_unique<p2p_send_op>(transfer, stream, peer, s.data, s.bytes,
+    comm_->plane().run_chunk(std::make_unique<p2p_send_op>(transfer, stream, peer, s.data, s.bytes,
                                                    comm_->options().segment_bytes),
                      finisher(s.call, s.name, std::move(s.done)));
   } else if (kind == msg_refuse) {

@@ -25,6 +25,7 @@
 
 #include "runtime/collectives/engine.hpp"
 #include "runtime/collectives/stream_board.hpp"
+#include "runtime/config/defaults.hpp"
 
 namespace chorus {
 
@@ -34,7 +35,7 @@ namespace chorus {
 /// collectives keep exactly `slots` per stream; hierarchical ones less (hier_chunks).
 struct in_flight_window {
   std::size_t slots = 2;
-  std::size_t slot_bytes = 4u << 20;
+  std::size_t slot_bytes = default_chunk_bytes;
   std::size_t bytes() const { return slots * slot_bytes; }
   /// Whether a chunk charged `charge` may start on a stream whose running chunks hold `held`.
   /// An idle stream takes any chunk (one larger than the window runs alone), so does a chunk

@@ -18,42 +18,56 @@
 namespace chorus {
 
 collective_options collective_options::from_config(const collectives_config& c) {
-  collective_options o;
-  o.chunk_bytes = c.chunk_bytes;
-  o.chunk_bytes_given = c.chunk_bytes_given;
-  o.segment_bytes = c.segment_bytes;
-  o.small_bytes = c.small_bytes;
-  o.caller_bytes = c.caller_bytes;
+  collective_options o{.chunk_bytes = c.chunk_bytes, .chunk_bytes_given = c.chunk_bytes_given,
+                       .segment_bytes = c.segment_bytes, .small_bytes = c.small_bytes, .caller_bytes = c.caller_bytes,
+                       .wire_on_shm = c.wire_on_shm, .job_wire = c.wire};
   parse_hier_mode(c.hierarchical, o.hierarchical);  // the reader allowed only known words
-  o.wire_on_shm = c.wire_on_shm;
-  o.job_wire = c.wire;
   return o;
+}
+
+result<std::unique_ptr<communicator>> communicator::without_link(result<connected_rank> r) {
+  if (!r) return r.error();
+  return std::move(r->comm);  // the control link, never started, closes its connections
 }
 
 result<std::unique_ptr<communicator>> communicator::create(const process_env& env) {
   auto cfg = read_config();
   if (!cfg) return cfg.error();
-  return create(env, *cfg);
+  return without_link(connect(env, *cfg));
 }
 
 result<std::unique_ptr<communicator>> communicator::create(const process_env& env, const config& cfg) {
-  auto opts = collective_options::from_config(cfg.collectives);
-  opts.by_speed = cfg.pipeline.stream_placement == "speed";
-  opts.chunks_in_flight = cfg.pipeline.chunks_in_flight;
-  return create(env, mesh::mesh_options::from_config(cfg.transport), opts);
+  return without_link(connect(env, cfg));
 }
 
 result<std::unique_ptr<communicator>> communicator::create(const process_env& env, const mesh::mesh_options& mesh,
                                                            const collective_options& opts) {
-  log::set_rank(env.rank);
-  auto rdv = rendezvous::open(env);
-  if (!rdv) return rdv.error();
-  return create(env, std::move(*rdv), mesh, opts);
+  return without_link(connect(env, mesh, opts));
 }
 
 result<std::unique_ptr<communicator>> communicator::create(const process_env& env, std::unique_ptr<rendezvous> rdv,
                                                            const mesh::mesh_options& mesh,
                                                            const collective_options& opts) {
+  return without_link(connect(env, std::move(rdv), mesh, opts));
+}
+
+result<connected_rank> communicator::connect(const process_env& env, const config& cfg) {
+  auto opts = collective_options::from_config(cfg.collectives);
+  opts.by_speed = cfg.pipeline.stream_placement == "speed";
+  opts.chunks_in_flight = cfg.pipeline.chunks_in_flight;
+  return connect(env, mesh::mesh_options::from_config(cfg.transport), opts);
+}
+
+result<connected_rank> communicator::connect(const process_env& env, const mesh::mesh_options& mesh,
+                                             const collective_options& opts) {
+  log::set_rank(env.rank);
+  auto rdv = rendezvous::open(env);
+  if (!rdv) return rdv.error();
+  return connect(env, std::move(*rdv), mesh, opts);
+}
+
+result<connected_rank> communicator::connect(const process_env& env, std::unique_ptr<rendezvous> rdv,
+                                             const mesh::mesh_options& mesh, const collective_options& opts) {
   auto mopts = mesh;
   mopts.scratch_bytes = std::max(mopts.scratch_bytes, opts.segment_bytes);
   process_env session = env;  // the data plane proves this attempt's id, not only the job's
@@ -63,33 +77,27 @@ result<std::unique_ptr<communicator>> communicator::create(const process_env& en
   auto parts = mesh::connect_mesh(session, *rdv, mopts);
   if (!parts) return parts.error();
   if (auto st = agree_settings(*rdv, opts, mopts.connect_timeout); !st.ok()) return st;
-  return std::unique_ptr<communicator>(new communicator(std::move(rdv), std::move(parts.value()), opts));
+  auto control = std::move(parts->control);
+  return connected_rank{std::unique_ptr<communicator>(new communicator(std::move(rdv), std::move(*parts), opts)),
+                        std::move(control)};
 }
 
 communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts parts, collective_options opts)
-    : rdv_(std::move(rdv)),
-      t_(std::make_unique<mesh::mesh_transport>(parts)),
-      hosts_(parts.hosts),
+    : plane_(std::make_unique<data_plane>(std::move(rdv), std::make_unique<mesh::mesh_transport>(parts), parts.hosts)),
       compression_policy_(parts.lanes.entries, opts.wire_on_shm),
-      control_link_(std::make_shared<tcp::control_link>(parts.rank, std::move(parts.control), parts.limits,
-                                                        parts.options.peer_timeout)),
       opts_(opts) {
-  // Chunks that cross hosts whole (flat rings across hosts) are cut finer unless configured; the
-  // hierarchical allreduce already sends a chunk across hosts in L parts (hier_chunks).
-  const bool flat_across = hosts_.num_hosts() > 1 && (!hosts_.hierarchical() || opts_.hierarchical == hier_mode::off);
-  if (!opts_.chunk_bytes_given && flat_across)
-    opts_.chunk_bytes = std::min(opts_.chunk_bytes, collective_options::cross_host_chunk_bytes);
-  engine_ = std::make_unique<engine>(*t_);
+  opts_.chunk_bytes = chunk_bytes_in_force(opts_.chunk_bytes, opts_.chunk_bytes_given, hosts(), opts_.hierarchical);
+  engine& runner = plane_->runner();
   auto& caller = parts.lanes.mailboxes(shm::mailbox_use::caller);
   auto& piped = parts.lanes.mailboxes(shm::mailbox_use::pipeline);
   if (caller.everywhere && piped.everywhere && opts_.caller_bytes > 0) {
-    direct_ = std::make_unique<mailbox_allreduce>(parts.rank, parts.size, std::move(caller.out), std::move(caller.in),
+    caller_mailboxes_ = std::make_unique<mailbox_allreduce>(parts.rank, parts.size, std::move(caller.out), std::move(caller.in),
                                                  opts_.caller_bytes, parts.options.shm_spin);
-    lane_ = std::make_unique<mailbox_queue>(
+    pipeline_mailboxes_ = std::make_unique<mailbox_queue>(
         std::make_unique<mailbox_allreduce>(parts.rank, parts.size, std::move(piped.out), std::move(piped.in),
                                            opts_.caller_bytes, parts.options.shm_spin),
         [this](const status& st) { abort(st); });  // the peers learn why the job broke
-    engine_->on_failure([d = direct_.get(), q = lane_.get()](int peer, const status& why) {
+    runner.on_failure([d = caller_mailboxes_.get(), q = pipeline_mailboxes_.get()](int peer, const status& why) {
       if (peer < 0) {
         d->interrupt(why);
         q->interrupt(why);
@@ -100,17 +108,17 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
     });
   }
   if (opts_.by_speed) {
-    board_ = std::make_shared<stream_board>(t_->num_streams(), stream_board::options{},
-                                            [t = t_.get()](int s) {
-                                              auto m = t->meter(s);
-                                              return stream_board::reading{t->traffic(s).sent, m.bytes_acked,
+    board_ = std::make_shared<stream_board>(num_streams(), stream_board::options{},
+                                            [p = plane_.get()](int s) {
+                                              auto m = p->meter(s);
+                                              return stream_board::reading{p->traffic(s).sent, m.bytes_acked,
                                                                            m.busy_us};
                                             });
-    auto defer = [t = t_.get()](std::function<void()> fn) { t->post(std::move(fn)); };
+    auto defer = [p = plane_.get()](std::function<void()> fn) { p->post(std::move(fn)); };
     const in_flight_window window{std::max<std::size_t>(opts_.chunks_in_flight, 1), opts_.chunk_bytes};
-    scheduler_ = std::make_unique<chunk_scheduler>(*engine_, board_, window, std::move(defer));
+    scheduler_ = std::make_unique<chunk_scheduler>(runner, board_, window, std::move(defer));
   }
-  t_->start(engine_.get());
+  plane_->start();
   // Once per job, on rank 0 (every rank decides alike): louder when the job's own default is
   // the compression being dropped.
   if (rank() == 0) {
@@ -118,11 +126,11 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
       CHORUS_LOG(warn, "collectives", "CHORUS_COMPRESSION=" << name_of(opts_.job_wire) << ": " << compression_policy_.describe());
     else
       CHORUS_LOG(info, "collectives", compression_policy_.describe());
-    if (direct_)
+    if (caller_mailboxes_)
       CHORUS_LOG(info, "collectives",
-                 (direct_->max_bytes() == SIZE_MAX ? std::string("every blocking allreduce")
+                 (caller_mailboxes_->max_bytes() == SIZE_MAX ? std::string("every blocking allreduce")
                                                    : "blocking allreduces up to " +
-                                                         std::to_string(direct_->max_bytes()) + " bytes")
+                                                         std::to_string(caller_mailboxes_->max_bytes()) + " bytes")
                      << " run on the calling thread through shared-memory mailboxes; the pipeline's plain "
                         "allreduce chunks as large run on a thread of their own through mailboxes of their own");
   }
@@ -131,33 +139,17 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
 communicator::~communicator() { close(); }
 
 uint64_t communicator::mailbox_sent(shm::mailbox_use use) const {
-  if (use == shm::mailbox_use::caller) return direct_ ? direct_->sent_bytes() : 0;
-  return lane_ ? lane_->sent_bytes() : 0;
+  if (use == shm::mailbox_use::caller) return caller_mailboxes_ ? caller_mailboxes_->sent_bytes() : 0;
+  return pipeline_mailboxes_ ? pipeline_mailboxes_->sent_bytes() : 0;
 }
 
 void communicator::close() {
   if (closed_) return;
   closed_ = true;
   if (board_) CHORUS_LOG(info, "collectives", "stream rates at close: " << board_->describe());
-  t_->post([this] {
-    // Leaving because the job broke: tell the others why, so their errors name the cause.
-    const status& broken = engine_->broken();
-    if (!broken.ok() && broken.code() != errc::shutdown) t_->abort(broken);
-    engine_->fail_all(status{errc::shutdown, "rank " + std::to_string(rank()) + " shut down"});
-  });
-  t_->close(std::chrono::seconds(5));
+  plane_->close();
   // After the I/O thread (its on_failure may still interrupt the lane until then).
-  if (lane_) lane_->stop(status{errc::shutdown, "rank " + std::to_string(rank()) + " shut down"});
-}
-
-void communicator::abort(const status& why) {
-  if (closed_ || why.ok()) return;
-  t_->post([this, why] {
-    if (!engine_->broken().ok()) return;
-    CHORUS_LOG(info, "collectives", "data plane aborted: " << why.message());
-    t_->abort(why);
-    engine_->fail_all(why);
-  });
+  if (pipeline_mailboxes_) pipeline_mailboxes_->stop(status{errc::shutdown, "rank " + std::to_string(rank()) + " shut down"});
 }
 
 std::vector<communicator::chunk_plan> communicator::plan_chunks(std::size_t count, dtype t, std::size_t wire_unit,
@@ -177,7 +169,7 @@ void communicator::launch(std::vector<chunk_job> jobs, callback done) {
     callback done;
   };
   auto shared = std::make_shared<std::vector<chunk_job>>(std::move(jobs));
-  t_->post([this, shared, done = std::move(done)]() mutable {
+  plane_->post([this, shared, done = std::move(done)]() mutable {
     auto g = std::make_shared<group>(group{shared->size(), {}, std::move(done)});
     auto each = [g](const status& st) {
       if (!st.ok() && g->first_error.ok()) g->first_error = st;
@@ -194,7 +186,7 @@ void communicator::launch(std::vector<chunk_job> jobs, callback done) {
         scheduler_->submit(j.sequence, j.bytes, j.charge, std::move(j.make), each);
       } else {
         int stream = static_cast<int>(next_stream_++ % static_cast<uint32_t>(num_streams()));
-        engine_->run(j.make(stream), each);
+        plane_->runner().run(j.make(stream), each);
       }
     }
   });
@@ -368,14 +360,6 @@ void communicator::alltoall_async(const void* in, std::vector<std::size_t> send_
   launch(std::move(jobs), std::move(done));
 }
 
-void communicator::run_chunk(std::unique_ptr<chunk_op> op, callback done, std::function<void()> started) {
-  auto shared = std::make_shared<std::unique_ptr<chunk_op>>(std::move(op));
-  t_->post([this, shared, done = std::move(done), started = std::move(started)]() mutable {
-    engine_->run(std::move(*shared), std::move(done));
-    if (started) started();
-  });
-}
-
 status communicator::wait(const std::function<void(callback)>& start) {
   struct slot {
     std::atomic<int> ready{0};
@@ -402,7 +386,7 @@ status communicator::allreduce(void* data, std::size_t count, dtype t, reduce_op
     // Numbered like any collective, alike on every rank; a spec makes the number differ where
     // the calls do, which the mailboxes check.
     const uint64_t call = next_sequence_++ + spec * 0x9e3779b97f4a7c15ull;
-    auto st = direct_->run(data, count, t, op, call);
+    auto st = caller_mailboxes_->run(data, count, t, op, call);
     if (st.code() == errc::protocol) abort(st);  // the peers learn why the job broke
     return st;
   }

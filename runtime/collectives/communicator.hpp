@@ -1,7 +1,7 @@
-// A job's collectives over its data plane: the entry point for the runtime's users (the
-// pipeline's senders, the benchmarks, the tests). Cuts a buffer into chunks, gives each chunk
-// a sequence number (identical on every rank when all ranks make the same calls in the same
-// order), spreads chunks over the streams and runs them as chunk ops on the I/O thread.
+// A job's collectives over its data plane (data_plane.hpp): the entry point for the runtime's
+// users (the pipeline's senders, the benchmarks, the tests). Cuts a buffer into chunks, gives
+// each chunk a sequence number (identical on every rank when all ranks make the same calls in
+// the same order), spreads chunks over the streams and runs them as chunk ops on the I/O thread.
 // Thread-safety: the *_async calls may come from any thread; calls from several threads at
 // once must be ordered by the caller identically on every rank.
 #pragma once
@@ -12,31 +12,27 @@
 #include <vector>
 
 #include "runtime/collectives/chunk_scheduler.hpp"
-#include "runtime/collectives/mailbox_allreduce.hpp"
-#include "runtime/collectives/mailbox_queue.hpp"
-#include "runtime/collectives/engine.hpp"
+#include "runtime/collectives/chunk_size.hpp"
+#include "runtime/collectives/compression_policy.hpp"
+#include "runtime/collectives/data_plane.hpp"
 #include "runtime/collectives/hier_allgather.hpp"
 #include "runtime/collectives/hier_schedule.hpp"
+#include "runtime/collectives/mailbox_allreduce.hpp"
+#include "runtime/collectives/mailbox_queue.hpp"
 #include "runtime/collectives/stream_board.hpp"
 #include "runtime/collectives/wire_ring_op.hpp"
-#include "runtime/collectives/compression_policy.hpp"
+#include "runtime/config/defaults.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/env/process_env.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
 #include "runtime/transport/mesh/mesh_connect.hpp"
 #include "runtime/transport/tcp/control_link.hpp"
-#include "runtime/transport/transport.hpp"
 
 namespace chorus {
 
 struct collective_options {
-  std::size_t chunk_bytes = 4u << 20;      ///< CHORUS_CHUNK_BYTES: unit of work per stream
-  /// The chunk size when CHORUS_CHUNK_BYTES is not set (chunk_bytes_given false) and flat rings
-  /// cross hosts (one rank per host, or CHORUS_HIERARCHICAL=off): a chunk that lands on a slow
-  /// connection then holds an operation a quarter as long, and the fast connections take the
-  /// tail (docs/performance.md, emulated hosts).
-  static constexpr std::size_t cross_host_chunk_bytes = 1u << 20;
-  bool chunk_bytes_given = true;           ///< false: chunk_bytes is the default, lowered across hosts
+  std::size_t chunk_bytes = default_chunk_bytes;  ///< CHORUS_CHUNK_BYTES: unit of work per stream
+  bool chunk_bytes_given = true;  ///< false: chunk_bytes is the default, lowered across hosts (chunk_size.hpp)
   std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES: pipelining unit inside a chunk
   std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES: recursive doubling up to this
   /// CHORUS_CALLER_ALLREDUCE_BYTES: with every rank on one host, which blocking allreduces run
@@ -51,7 +47,7 @@ struct collective_options {
   /// CHORUS_COMPRESSION_SHM: whether compressed allreduces among ranks that all share memory
   /// run uncompressed (compression_policy, runtime/collectives/compression_policy.hpp).
   shm_compression wire_on_shm = shm_compression::automatic;
-  /// CHORUS_COMPRESSION, the job's default: only for the init log (warn when the gate drops it).
+  /// CHORUS_COMPRESSION, the job's default: only for the init log (warn when the policy drops it).
   compression job_wire = compression::none;
   /// The configured values (runtime/config).
   static collective_options from_config(const collectives_config& c);
@@ -61,12 +57,29 @@ struct collective_options {
 /// hierarchical: the same choice with the hierarchy forced off or on.
 enum class allreduce_algorithm { automatic, ring, recursive_doubling, flat, hierarchical };
 
+class communicator;
+
+/// A connected rank: its collectives, and the control link that connect_mesh built beside the
+/// data plane (mesh_parts::control), for whoever carries control messages.
+struct connected_rank {
+  std::unique_ptr<communicator> comm;
+  std::shared_ptr<tcp::control_link> control;
+};
+
 class communicator {
  public:
   using callback = std::function<void(const status&)>;
 
-  /// Rendezvous, mesh (data plane and control link) and I/O thread, configured by read_config()
-  /// (the CHORUS_* environment).
+  /// Rendezvous, mesh (data plane and control link) and I/O thread, configured by `cfg`.
+  static result<connected_rank> connect(const process_env& env, const config& cfg);
+  static result<connected_rank> connect(const process_env& env, const mesh::mesh_options& mesh,
+                                        const collective_options& opts);
+  /// The same over a rendezvous opened by the caller (a process group's store: its rank and
+  /// size are rdv's, env gives the rest: secret, job id, host, timeouts).
+  static result<connected_rank> connect(const process_env& env, std::unique_ptr<rendezvous> rdv,
+                                        const mesh::mesh_options& mesh, const collective_options& opts);
+  /// The same as connect, for a rank that needs no control link (collectives only), configured
+  /// by read_config() (the CHORUS_* environment).
   static result<std::unique_ptr<communicator>> create(const process_env& env);
   /// The same with configuration read by the caller.
   static result<std::unique_ptr<communicator>> create(const process_env& env, const config& cfg);
@@ -78,36 +91,24 @@ class communicator {
                                                       const mesh::mesh_options& mesh, const collective_options& opts);
   ~communicator();
 
-  int rank() const { return t_->rank(); }
-  int size() const { return t_->size(); }
-  int num_streams() const { return t_->num_streams(); }
+  int rank() const { return plane_->rank(); }
+  int size() const { return plane_->size(); }
+  int num_streams() const { return plane_->num_streams(); }
   const collective_options& options() const { return opts_; }
-  /// The ranks grouped by host identity, as every rank computed them from every rank's
-  /// identity at connect (mesh_connect.hpp), identical on every rank.
-  const host_groups& hosts() const { return hosts_; }
+  /// The ranks grouped by host (data_plane::hosts).
+  const host_groups& hosts() const { return plane_->hosts(); }
   /// Whether an op among given ranks keeps the compression it asked for (CHORUS_COMPRESSION_SHM),
   /// built from every rank's link entry at connect: identical on every rank.
   const compression_policy& wire_compression() const { return compression_policy_; }
   /// What allreduce_async runs for a buffer of `bytes` under `algo`.
   allreduce_choice choose(std::size_t bytes, allreduce_algorithm algo) const;
-  /// The data plane (mesh/mesh_transport.hpp): for posting to its I/O thread and its counters.
-  transport& data_plane() { return *t_; }
-  /// The control link (tcp/control_link.hpp), built with the mesh but apart from the data plane:
-  /// one more authenticated connection to every peer, for whoever carries control messages (the
-  /// pipeline). The first call hands it over; later calls return null.
-  std::shared_ptr<tcp::control_link> take_control_link() { return std::move(control_link_); }
-  /// Bytes the data plane moved on `stream` so far (for metrics); any thread.
-  stream_traffic traffic(int stream) const { return t_->traffic(stream); }
-  /// The same, of `stream`'s connection to `peer` (transport::peer_traffic).
-  stream_traffic peer_traffic(int stream, int peer) const { return t_->peer_traffic(stream, peer); }
+  /// The data plane under these collectives: run_chunk, abort, the counters, the store.
+  data_plane& plane() { return *plane_; }
+  const data_plane& plane() const { return *plane_; }
   /// Payload bytes the shared-memory mailboxes of `use` carried to the peers so far (the
-  /// caller's path and the pipeline's direct path, which no stream counts); 0 without them.
+  /// caller's path and the pipeline's, which no stream counts); 0 without them.
   /// Any thread.
   uint64_t mailbox_sent(shm::mailbox_use use) const;
-  /// The kernel's count of `stream`'s TCP sending (transport::meter).
-  stream_meter meter(int stream) const { return t_->meter(stream); }
-  /// Local and remote port of `stream`'s connection to `peer` (transport::connection_ports).
-  std::pair<int, int> connection_ports(int stream, int peer) const { return t_->connection_ports(stream, peer); }
 
   /// In place. `done` runs exactly once, on the I/O thread; buffers stay untouched by the
   /// caller until then.
@@ -154,13 +155,13 @@ class communicator {
   /// Whether a blocking allreduce of `bytes` under `algo` runs on the calling thread.
   bool runs_on_caller(std::size_t bytes, dtype t, reduce_op op,
                       allreduce_algorithm algo = allreduce_algorithm::automatic) const {
-    return direct_ && algo == allreduce_algorithm::automatic && direct_->takes(bytes, t, op);
+    return caller_mailboxes_ && algo == allreduce_algorithm::automatic && caller_mailboxes_->takes(bytes, t, op);
   }
   status allreduce(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire);
   /// With every rank on one host (the pipeline's mailboxes between all pairs) and
   /// options().caller_bytes > 0: the thread that runs the pipeline's plain allreduce chunks in
   /// hand-out order (mailbox_queue.hpp); null otherwise. It lives until close().
-  mailbox_queue* pipeline_lane() { return lane_.get(); }
+  mailbox_queue* pipeline_lane() { return pipeline_mailboxes_.get(); }
   status broadcast(void* data, std::size_t count, dtype t, int root);
   status allgather(const void* in, void* out, std::vector<std::size_t> counts, dtype t,
                    allreduce_algorithm algo = allreduce_algorithm::automatic);
@@ -169,28 +170,14 @@ class communicator {
                   std::vector<std::size_t> recv_counts, dtype t);
   status barrier();
 
-  /// Runs one chunk op built elsewhere (the pipeline's senders, point-to-point transfers). Its
-  /// sequence number must not collide with this communicator's own: callers use numbers from
-  /// pipeline_sequence_base up (p2p_sequence's have the top bit). `done` runs exactly once, on
-  /// the I/O thread; `started`, when given, runs on the I/O thread right after the op started
-  /// (so that a receiver can tell its sender to go once frames land in place).
-  void run_chunk(std::unique_ptr<chunk_op> op, callback done, std::function<void()> started = {});
-  static constexpr uint64_t pipeline_sequence_base = uint64_t{1} << 62;
-  /// The job's rendezvous store (rank 0 serves it for the job's lifetime).
-  rendezvous& store() { return *rdv_; }
-
   /// Fails what is pending with errc::shutdown, says goodbye to the peers, stops the I/O thread.
   void close();
-  /// Breaks the data plane because the job is broken (e.g. the control plane lost rank k;
-  /// `why` names k): every op in flight and every later one ends with `why`, and every peer
-  /// gets an abort notice with it, so that their errors name k rather than this rank. No-op
-  /// when the data plane already broke (its first cause stands) or after close(). Any thread.
-  void abort(const status& why);
-  /// Why the data plane broke (ok while healthy); any thread.
-  status failure() const { return engine_->broken_any_thread(); }
+  /// Breaks the data plane because the job is broken (data_plane::abort).
+  void abort(const status& why) { plane_->abort(why); }
 
  private:
   communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts parts, collective_options opts);
+  static result<std::unique_ptr<communicator>> without_link(result<connected_rank> r);
   struct chunk_plan {
     std::size_t offset;  // elements
     std::size_t count;
@@ -213,14 +200,10 @@ class communicator {
   void launch(std::vector<chunk_job> jobs, callback done);
   static status wait(const std::function<void(callback)>& start);
 
-  std::unique_ptr<rendezvous> rdv_;
-  std::unique_ptr<transport> t_;
-  host_groups hosts_;
+  std::unique_ptr<data_plane> plane_;
   compression_policy compression_policy_;
-  std::shared_ptr<tcp::control_link> control_link_;
-  std::unique_ptr<engine> engine_;
-  std::unique_ptr<mailbox_allreduce> direct_;  // null unless every pair of ranks has mailboxes
-  std::unique_ptr<mailbox_queue> lane_;         // the pipeline's; null as direct_
+  std::unique_ptr<mailbox_allreduce> caller_mailboxes_;  // null unless every pair of ranks has mailboxes
+  std::unique_ptr<mailbox_queue> pipeline_mailboxes_;         // the pipeline's; null as caller_mailboxes_
   collective_options opts_;
   std::atomic<uint64_t> next_sequence_{1};
   uint32_t next_stream_ = 0;                    // round-robin (I/O thread)

@@ -15,7 +15,7 @@
 namespace chorus {
 
 /// The sequence of `sender`'s n-th transfer (n counts from 0 per sender): the top bit set, above
-/// the collectives' numbers and the pipeline's (communicator::pipeline_sequence_base = 2^62), the
+/// the collectives' numbers and the pipeline's (data_plane::pipeline_sequence_base = 2^62), the
 /// sender's rank in bits 40-62, n in bits 0-39. Unique per sender for 2^40 transfers.
 uint64_t p2p_sequence(int sender, uint64_t n);
 /// Whether `sequence` is one of p2p_sequence's, and the rank that sent it.

@@ -22,6 +22,7 @@
 #include "runtime/core/half.hpp"
 #include "runtime/core/cpu_features.hpp"
 #include "runtime/core/log.hpp"
+#include "runtime/compression/f16_codec.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -117,24 +118,6 @@ struct max_op {
   }
 };
 
-// ---- element access -----------------------------------------------------------------------
-
-// Buffers are bytes at any alignment; elements are read and written with memcpy, which GCC
-// turns into plain (unaligned) vector loads and stores inside the loops below.
-using byte = unsigned char;
-
-template <class T>
-T load(const byte* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-
-template <class T>
-void store(byte* p, T v) {
-  std::memcpy(p, &v, sizeof(T));
-}
-
 // ---- block codecs for 16-bit floats -------------------------------------------------------
 // A codec widens n stored values to f32 and narrows n f32 values back, rounding to nearest even.
 
@@ -184,38 +167,6 @@ struct paired_codec {
   }
 };
 
-#ifdef CHORUS_REDUCE_X86
-// F16C converts eight values per instruction; the portable functions (which agree bit for bit)
-// take the tail.
-struct f16c_codec {
-  static constexpr std::size_t block = 64;
-  [[gnu::target("avx2,f16c")]] static void widen(float* __restrict to,
-                                                 const byte* __restrict from, std::size_t n) {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      _mm256_storeu_ps(to + i, _mm256_cvtph_ps(_mm_loadu_si128(
-                                   reinterpret_cast<const __m128i_u*>(from + 2 * i))));
-    for (; i < n; ++i) to[i] = f16_to_f32(load<uint16_t>(from + 2 * i));
-  }
-  [[gnu::target("avx2,f16c")]] static void narrow(byte* __restrict to,
-                                                  const float* __restrict from, std::size_t n) {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      _mm_storeu_si128(reinterpret_cast<__m128i_u*>(to + 2 * i),
-                       _mm256_cvtps_ph(_mm256_loadu_ps(from + i),
-                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    for (; i < n; ++i) store<uint16_t>(to + 2 * i, f32_to_f16(from[i]));
-  }
-};
-#endif
-
-// A flavor names the two 16-bit codecs; everything else is the same source, compiled for the
-// flavor's ISA.
-template <class F16, class BF16>
-struct flavor {
-  using f16 = F16;
-  using bf16 = BF16;
-};
 // Block lengths (elements) were measured with 16 MiB sums on a Xeon: shorter blocks lose to
 // loop overhead, longer ones to spilling out of L1 between the steps of a block.
 using bf16_codec = paired_codec<bf16_scalar, 128>;

@@ -12,16 +12,7 @@ namespace chorus {
 ring_op::ring_op(uint64_t sequence, int stream, int rank, int size, std::byte* base, std::vector<byte_range> blocks,
                  std::vector<ring_step> steps, dtype t, reduce_op op, std::size_t segment_bytes, int divisor,
                  int divide_block)
-    : chunk_op(sequence, stream),
-      rank_(rank),
-      size_(size),
-      left_((rank + size - 1) % size),
-      right_((rank + 1) % size),
-      base_(base),
-      blocks_(std::move(blocks)),
-      steps_(std::move(steps)),
-      dtype_(t),
-      op_(op),
+    : ring_chunk_op(sequence, stream, rank, size, base, std::move(blocks), std::move(steps), t, op),
       divisor_(divisor),
       divide_block_(divide_block) {
   std::size_t e = size_of(t);

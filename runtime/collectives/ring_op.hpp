@@ -18,7 +18,33 @@ struct byte_range {
   std::size_t length = 0;
 };
 
-class ring_op : public chunk_op {
+/// What every ring op holds: its place in the ring, the buffer with its blocks (Range: where a
+/// block lies, in bytes or in elements), the steps, the element type and the reduction.
+template <class Range>
+class ring_chunk_op : public chunk_op {
+ protected:
+  ring_chunk_op(uint64_t sequence, int stream, int rank, int size, std::byte* base, std::vector<Range> blocks,
+                std::vector<ring_step> steps, dtype t, reduce_op op)
+      : chunk_op(sequence, stream),
+        rank_(rank),
+        size_(size),
+        left_((rank + size - 1) % size),
+        right_((rank + 1) % size),
+        base_(base),
+        blocks_(std::move(blocks)),
+        steps_(std::move(steps)),
+        dtype_(t),
+        op_(op) {}
+
+  int rank_, size_, left_, right_;
+  std::byte* base_;
+  std::vector<Range> blocks_;
+  std::vector<ring_step> steps_;
+  dtype dtype_;
+  reduce_op op_;
+};
+
+class ring_op : public ring_chunk_op<byte_range> {
  public:
   /// `blocks[b]` is where block b lies in `base`; `divisor` > 1 divides the result at the end:
   /// every block, or only block `divide_block` when it is >= 0 (reduce-scatter: the one block
@@ -42,12 +68,6 @@ class ring_op : public chunk_op {
   void send_block(transport& t, uint32_t step, std::size_t offset, std::size_t length);
   status check(int peer, const wire::frame_header& h) const;
 
-  int rank_, size_, left_, right_;
-  std::byte* base_;
-  std::vector<byte_range> blocks_;
-  std::vector<ring_step> steps_;
-  dtype dtype_;
-  reduce_op op_;
   std::size_t segment_bytes_;
   int divisor_;
   int divide_block_;

@@ -110,16 +110,7 @@ void scale_in_place(std::byte* p, std::size_t n, dtype t, float scale) {
 wire_ring_op::wire_ring_op(uint64_t sequence, int stream, int rank, int size, std::byte* base,
                            std::vector<elem_range> blocks, std::vector<ring_step> steps, dtype t, reduce_op op,
                            std::size_t segment_bytes, int owned_divisor, int own_block, wire_options opts)
-    : chunk_op(sequence, stream),
-      rank_(rank),
-      size_(size),
-      left_((rank + size - 1) % size),
-      right_((rank + 1) % size),
-      base_(base),
-      blocks_(std::move(blocks)),
-      steps_(std::move(steps)),
-      dtype_(t),
-      op_(op),
+    : ring_chunk_op(sequence, stream, rank, size, base, std::move(blocks), std::move(steps), t, op),
       esize_(size_of(t)),
       unit_(opts.wire != compression::none ? 2 : size_of(t)),
       divisor_(owned_divisor),
@@ -344,7 +335,7 @@ void wire_ring_op::finish() {
 std::unique_ptr<chunk_op> make_wire_ring_allreduce(uint64_t sequence, int stream, int rank, int size, void* data,
                                                    std::size_t count, dtype t, reduce_op op, std::size_t segment_bytes,
                                                    wire_options opts) {
-  std::vector<wire_ring_op::elem_range> blocks(static_cast<std::size_t>(size));
+  std::vector<elem_range> blocks(static_cast<std::size_t>(size));
   for (int b = 0; b < size; ++b) {
     const std::size_t lo = block_begin(count, size, b), hi = block_begin(count, size, b + 1);
     blocks[static_cast<std::size_t>(b)] = {lo, hi - lo};
@@ -360,7 +351,7 @@ std::unique_ptr<chunk_op> make_wire_ring_reducescatter(uint64_t sequence, int st
                                                        std::size_t segment_bytes, wire_options opts) {
   // As make_ring_reducescatter: block b is the slice of rank b - 1, so rank r ends owning its own.
   const std::size_t e = size_of(t);
-  std::vector<wire_ring_op::elem_range> blocks(static_cast<std::size_t>(size));
+  std::vector<elem_range> blocks(static_cast<std::size_t>(size));
   for (int b = 0; b < size; ++b) {
     const auto& s = slices[static_cast<std::size_t>((b + size - 1) % size)];
     blocks[static_cast<std::size_t>(b)] = {s.offset / e, s.length / e};
@@ -374,7 +365,7 @@ std::unique_ptr<chunk_op> make_wire_ring_reducescatter(uint64_t sequence, int st
 std::unique_ptr<chunk_op> make_wire_ring_allgather(uint64_t sequence, int stream, int rank, int size, void* out,
                                                    const std::vector<std::size_t>& counts, dtype t,
                                                    std::size_t segment_bytes, wire_options opts) {
-  std::vector<wire_ring_op::elem_range> blocks(static_cast<std::size_t>(size));
+  std::vector<elem_range> blocks(static_cast<std::size_t>(size));
   std::size_t at = 0;
   for (int b = 0; b < size; ++b) {
     blocks[static_cast<std::size_t>(b)] = {at, counts[static_cast<std::size_t>(b)]};

@@ -59,12 +59,14 @@ struct wire_options {
   std::shared_ptr<nonfinite_report> report;
 };
 
-class wire_ring_op final : public chunk_op {
+/// Where a block lies, in elements.
+struct elem_range {
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+
+class wire_ring_op final : public ring_chunk_op<elem_range> {
  public:
-  struct elem_range {
-    std::size_t offset = 0;  ///< elements
-    std::size_t count = 0;
-  };
   /// `blocks` in elements of `t`; `owned_divisor` > 1 divides the blocks this rank finalises
   /// (average); `reduce` false: an allgather (each rank's own block is final at once).
   wire_ring_op(uint64_t sequence, int stream, int rank, int size, std::byte* base, std::vector<elem_range> blocks,
@@ -108,12 +110,6 @@ class wire_ring_op final : public chunk_op {
   float* accumulator(std::size_t e0);
   std::byte* own(std::size_t e0) { return base_ + e0 * esize_; }
 
-  int rank_, size_, left_, right_;
-  std::byte* base_;
-  std::vector<elem_range> blocks_;
-  std::vector<ring_step> steps_;
-  dtype dtype_;
-  reduce_op op_;
   std::size_t esize_;      // bytes per element of the caller's dtype
   std::size_t unit_;       // bytes per element on the wire
   std::size_t seg_elems_;  // elements per segment

@@ -16,6 +16,7 @@
 #include "runtime/core/kernel_build.hpp"
 #include "runtime/core/cpu_features.hpp"
 #include "runtime/core/log.hpp"
+#include "runtime/compression/f16_codec.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -30,19 +31,7 @@ dtype wire_dtype(compression c) {
 
 namespace {
 
-using byte = unsigned char;
 constexpr std::size_t block = 256;  // elements per stack block (1 KiB of f32)
-
-template <class T>
-T load(const byte* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-template <class T>
-void store(byte* p, T v) {
-  std::memcpy(p, &v, sizeof(T));
-}
 
 // ---- codecs: n wire values <-> n f32 ------------------------------------------------------
 
@@ -59,22 +48,6 @@ using f16_portable = scalar_codec<f16_to_f32, f32_to_f16>;
 using bf16_portable = scalar_codec<bf16_to_f32, f32_to_bf16>;
 
 #ifdef CHORUS_CAST_X86
-struct f16_f16c {
-  [[gnu::target("avx2,f16c")]] static void widen(float* __restrict to, const byte* __restrict from, std::size_t n) {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      _mm256_storeu_ps(to + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i_u*>(from + 2 * i))));
-    for (; i < n; ++i) to[i] = f16_to_f32(load<uint16_t>(from + 2 * i));
-  }
-  [[gnu::target("avx2,f16c")]] static void narrow(byte* __restrict to, const float* __restrict from, std::size_t n) {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      _mm_storeu_si128(reinterpret_cast<__m128i_u*>(to + 2 * i),
-                       _mm256_cvtps_ph(_mm256_loadu_ps(from + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    for (; i < n; ++i) store<uint16_t>(to + 2 * i, f32_to_f16(from[i]));
-  }
-};
-
 // GCC 12 warns that the AVX-512 conversion intrinsics read an uninitialised register (their
 // own _mm256_undefined_si256 pass-through operand, which the unmasked forms never read).
 #pragma GCC diagnostic push
@@ -99,11 +72,6 @@ struct f16_avx512 {
 };
 #endif
 
-template <class F16, class BF16>
-struct flavor {
-  using f16 = F16;
-  using bf16 = BF16;
-};
 using portable_flavor = flavor<f16_portable, bf16_portable>;
 
 // ---- the caller's side: load (round, scale, check) and store ------------------------------
@@ -287,7 +255,7 @@ const cast_detail::kernels portable_kernels{"portable",
     return add_checked_any(d, s, t, n);                                                                           \
   }
 
-using avx2_flavor = flavor<f16_f16c, bf16_portable>;
+using avx2_flavor = flavor<f16c_codec, bf16_portable>;
 using avx512_flavor = flavor<f16_avx512, bf16_portable>;
 CHORUS_CAST_FLAVOR(avx2, "avx2,f16c", avx2_flavor)
 CHORUS_CAST_FLAVOR(avx512, "avx512f,avx512bw,avx512vl,avx2,f16c", avx512_flavor)

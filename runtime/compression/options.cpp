@@ -1,37 +1,40 @@
 // Names of the wire options, as CHORUS_COMPRESSION and CHORUS_NAN_CHECK spell them.
 #include "runtime/compression/options.hpp"
 
+#include <cstddef>
+
 namespace chorus {
 
-std::string_view name_of(compression c) {
-  switch (c) {
-    case compression::none: return "none";
-    case compression::fp16: return "fp16";
-    case compression::bf16: return "bf16";
-  }
-  return "unknown";
+namespace {
+
+// Each enum's words, indexed by its value.
+constexpr std::string_view compression_words[compression_count] = {"none", "fp16", "bf16"};
+constexpr std::string_view nan_check_words[nan_check_count] = {"off", "error", "skip"};
+
+template <class E, std::size_t N>
+std::string_view word_of(const std::string_view (&words)[N], E e) {
+  const auto i = static_cast<std::size_t>(e);
+  return i < N ? words[i] : "unknown";
 }
+
+template <class E, std::size_t N>
+std::optional<E> parse_word(const std::string_view (&words)[N], std::string_view s) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (words[i] == s) return E(i);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view name_of(compression c) { return word_of(compression_words, c); }
 
 std::optional<compression> parse_compression(std::string_view s) {
-  for (int i = 0; i < compression_count; ++i)
-    if (name_of(compression(i)) == s) return compression(i);
-  return std::nullopt;
+  return parse_word<compression>(compression_words, s);
 }
 
-std::string_view name_of(nan_check c) {
-  switch (c) {
-    case nan_check::off: return "off";
-    case nan_check::error: return "error";
-    case nan_check::skip: return "skip";
-  }
-  return "unknown";
-}
+std::string_view name_of(nan_check c) { return word_of(nan_check_words, c); }
 
-std::optional<nan_check> parse_nan_check(std::string_view s) {
-  for (int i = 0; i < nan_check_count; ++i)
-    if (name_of(nan_check(i)) == s) return nan_check(i);
-  return std::nullopt;
-}
+std::optional<nan_check> parse_nan_check(std::string_view s) { return parse_word<nan_check>(nan_check_words, s); }
 
 std::string_view name_of(shm_compression m) { return m == shm_compression::on ? "on" : "auto"; }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/compression/options.hpp"
+#include "runtime/config/defaults.hpp"
 #include "runtime/config/reader.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/core/status.hpp"
@@ -32,7 +33,7 @@ struct transport_config {
 
 /// The collectives (runtime/collectives).
 struct collectives_config {
-  std::size_t chunk_bytes = 4u << 20;      ///< CHORUS_CHUNK_BYTES
+  std::size_t chunk_bytes = default_chunk_bytes; ///< CHORUS_CHUNK_BYTES
   bool chunk_bytes_given = false;          ///< CHORUS_CHUNK_BYTES was set: no cross-host default
   std::size_t segment_bytes = 512u << 10;  ///< CHORUS_SEGMENT_BYTES
   std::size_t small_bytes = 64u << 10;     ///< CHORUS_SMALL_ALLREDUCE_BYTES
@@ -51,7 +52,7 @@ struct pipeline_config {
   bool early_start = false;                     ///< CHORUS_EARLY_START
   bool hold_when_ahead = true;                  ///< CHORUS_HOLD_WHEN_AHEAD
   bool dynamic_process_sets = false;            ///< CHORUS_DYNAMIC_PROCESS_SETS (HOROVOD_DYNAMIC_PROCESS_SETS)
-  std::size_t fusion_threshold = 64u << 20;     ///< CHORUS_FUSION_THRESHOLD (HOROVOD_FUSION_THRESHOLD)
+  std::size_t fusion_threshold = default_fusion_threshold;///< CHORUS_FUSION_THRESHOLD (HOROVOD_FUSION_THRESHOLD)
   std::size_t in_place_bytes = 1u << 20;        ///< CHORUS_IN_PLACE_BYTES
   std::chrono::seconds stall_check{60};         ///< CHORUS_STALL_CHECK_TIME_SECONDS (HOROVOD_...)
   std::chrono::seconds stall_shutdown{0};       ///< CHORUS_STALL_SHUTDOWN_TIME_SECONDS (HOROVOD_...)

@@ -50,6 +50,16 @@ result<T> read_one(const env_lookup& get, const variable& v, Parse parse) {
   return va ? *va : *vb;
 }
 
+/// read_one for a number parsed by `parse(name, text)`: a value out of range names the default too.
+template <class T, class Parse>
+result<T> read_number(const env_lookup& get, const variable& var, Parse parse) {
+  return read_one<T>(get, var, [&](std::string_view n, std::string_view t) -> result<T> {
+    auto r = parse(n, t);
+    if (!r) return status{errc::config, r.error().message() + default_note(var)};
+    return r;
+  });
+}
+
 }  // namespace
 
 env_lookup process_lookup() {
@@ -99,25 +109,18 @@ result<uint64_t> reader::whole(std::string_view name) const {
   auto v = entry(name, kind::whole);
   if (!v) return v.error();
   const variable& var = **v;
-  return read_one<uint64_t>(get_, var,
-                            [&](std::string_view n, std::string_view t) -> result<uint64_t> {
-                              auto r = parse_whole(n, t, static_cast<uint64_t>(var.min),
-                                                   static_cast<uint64_t>(var.max));
-                              if (!r) return status{errc::config, r.error().message() + default_note(var)};
-                              return r;
-                            });
+  return read_number<uint64_t>(get_, var, [&](std::string_view n, std::string_view t) {
+    return parse_whole(n, t, static_cast<uint64_t>(var.min), static_cast<uint64_t>(var.max));
+  });
 }
 
 result<double> reader::decimal(std::string_view name) const {
   auto v = entry(name, kind::decimal);
   if (!v) return v.error();
   const variable& var = **v;
-  return read_one<double>(get_, var,
-                          [&](std::string_view n, std::string_view t) -> result<double> {
-                            auto r = parse_decimal(n, t, var.min, var.max);
-                            if (!r) return status{errc::config, r.error().message() + default_note(var)};
-                            return r;
-                          });
+  return read_number<double>(get_, var, [&](std::string_view n, std::string_view t) {
+    return parse_decimal(n, t, var.min, var.max);
+  });
 }
 
 result<std::string> reader::choice(std::string_view name) const {

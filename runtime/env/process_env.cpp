@@ -10,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include "runtime/core/hex.hpp"
+
 namespace chorus {
 namespace {
 
@@ -177,13 +179,6 @@ result<std::optional<host_port>> read_rendezvous(const env_lookup& get) {
     host = host.substr(1, host.size() - 2);
   return std::optional<host_port>(
       host_port{host, static_cast<uint16_t>(*port + master_port_offset)});
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 // The secret's value is never echoed, not even in part.

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "runtime/negotiation/value_codec.hpp"
+
 namespace chorus {
 
 dynamic_bitmap::dynamic_bitmap(std::size_t size, bool value)
@@ -91,22 +93,8 @@ bool read(byte_reader& r, dynamic_bitmap& b) {
   return true;
 }
 
-std::vector<std::byte> encode(const dynamic_bitmap& b) {
-  std::vector<std::byte> out;
-  byte_writer w(out);
-  write(w, b);
-  return out;
-}
+std::vector<std::byte> encode(const dynamic_bitmap& b) { return encode_value(b); }
 
-result<dynamic_bitmap> decode_bitmap(std::span<const std::byte> in) {
-  byte_reader r(in);
-  dynamic_bitmap b;
-  if (!read(r, b)) return r.error();
-  if (r.remaining() != 0) {
-    r.fail("bitmap", std::to_string(r.remaining()) + " trailing bytes");
-    return r.error();
-  }
-  return b;
-}
+result<dynamic_bitmap> decode_bitmap(std::span<const std::byte> in) { return decode_value<dynamic_bitmap>(in, "bitmap"); }
 
 }  // namespace chorus

@@ -2,6 +2,7 @@
 #include "runtime/negotiation/message.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 namespace chorus::negotiation {
 namespace {
@@ -59,13 +60,24 @@ void merge(gossip_message& into, const gossip_message& from) {
 
 void clear_payload(gossip_message& m) {
   gossip_message empty;
-  empty.kind = m.kind;
-  empty.cycle = m.cycle;
-  empty.round = m.round;
-  empty.from = m.from;
-  empty.open_next = m.open_next;
+  std::tie(empty.kind, empty.cycle, empty.round, empty.from, empty.open_next) =
+      std::tie(m.kind, m.cycle, m.round, m.from, m.open_next);
   m = std::move(empty);
 }
+
+namespace {
+
+// A count, then per entry what `key` writes and the entry's rank set.
+template <class Entry, class Key>
+void write_ranked(byte_writer& w, const std::vector<Entry>& entries, Key key) {
+  w.varint(entries.size());
+  for (const auto& e : entries) {
+    key(e);
+    write(w, e.ranks);
+  }
+}
+
+}  // namespace
 
 std::vector<std::byte> encode(const gossip_message& m) {
   std::vector<std::byte> out;
@@ -77,31 +89,19 @@ std::vector<std::byte> encode(const gossip_message& m) {
   w.u8(m.open_next ? 1 : 0);
   write(w, m.ready_and);
   write(w, m.ready_or);
-  w.varint(m.announced.size());
-  for (const auto& a : m.announced) {
-    write(w, a.spec);
-    write(w, a.ranks);
-  }
+  write_ranked(w, m.announced, [&](const announcement& a) { write(w, a.spec); });
   write(w, m.stall_query);
   write(w, m.stall_abort);
   for (const auto* names : {&m.stalled_names, &m.abort_names}) {
     w.varint(names->size());
     for (const auto& n : *names) w.str(n);
   }
-  w.varint(m.reports.size());
-  for (const auto& r : m.reports) {
-    w.varint(r.id);
-    write(w, r.ranks);
-  }
+  write_ranked(w, m.reports, [&](const stall_report& r) { w.varint(r.id); });
   w.f64(m.score_min);
   w.u8(m.shutdown ? 1 : 0);
   write(w, m.joined);
   write(w, m.scored);
-  w.varint(m.digests.size());
-  for (const auto& d : m.digests) {
-    w.varint(d.digest);
-    write(w, d.ranks);
-  }
+  write_ranked(w, m.digests, [&](const digest_group& d) { w.varint(d.digest); });
   return out;
 }
 

@@ -32,8 +32,8 @@ struct simulator_options {
   bool through_codec = false;
 };
 
-/// Everything one rank's strategy produced, in order.
-struct rank_record {
+/// Everything one rank's strategy produced, in order (the report lists from report_lists).
+struct rank_record : report_lists {
   std::vector<id_assigned> assigned;
   std::vector<agreed_batch> batches;
   /// The names of each batch's ids, looked up in the rank's registry right after the call
@@ -45,12 +45,6 @@ struct rank_record {
   std::vector<std::string> stale_lookups;
   /// The most cycles one strategy call finished.
   std::size_t max_cycles_per_call = 0;
-  std::vector<spec_error> errors;
-  std::vector<stall_warning> warnings;
-  std::vector<rejected_enqueue> rejected;
-  std::vector<agreed_score> scores;
-  std::vector<agreed_window> windows;
-  std::vector<cycle_stats> cycles;
   std::optional<uint64_t> shutdown_cycle;
   std::vector<join_agreed> joins;
   std::optional<status> fatal;

@@ -31,27 +31,28 @@ bool stall_inspector::due(const watch& w, duration limit, time_point now) const 
   return limit > duration::zero() && now - w.since >= limit;
 }
 
+namespace {
+void mark(dynamic_bitmap& fresh, uint32_t id) { fresh.set(id); }
+void mark(std::set<std::string>& fresh, const std::string& name) { fresh.insert(name); }
+}  // namespace
+
 void stall_inspector::on_timer(time_point now) {
-  for (auto& [id, w] : ids_) {
-    if (!w.warned && !w.queried && due(w, options_.stall_warning_time, now)) {
-      w.queried = true;
-      query_fresh_.set(id);
+  // Ids and names alike: a watch due for its warning is queried once, one due for shutdown asks
+  // once to stop the job.
+  auto check = [&](auto& watches, auto& query_fresh, auto& abort_fresh) {
+    for (auto& [key, w] : watches) {
+      if (!w.warned && !w.queried && due(w, options_.stall_warning_time, now)) {
+        w.queried = true;
+        mark(query_fresh, key);
+      }
+      if (!w.abort_requested && due(w, options_.stall_shutdown_time, now)) {
+        w.abort_requested = true;
+        mark(abort_fresh, key);
+      }
     }
-    if (!w.abort_requested && due(w, options_.stall_shutdown_time, now)) {
-      w.abort_requested = true;
-      abort_fresh_.set(id);
-    }
-  }
-  for (auto& [name, w] : names_) {
-    if (!w.warned && !w.queried && due(w, options_.stall_warning_time, now)) {
-      w.queried = true;
-      name_query_fresh_.insert(name);
-    }
-    if (!w.abort_requested && due(w, options_.stall_shutdown_time, now)) {
-      w.abort_requested = true;
-      name_abort_fresh_.insert(name);
-    }
-  }
+  };
+  check(ids_, query_fresh_, abort_fresh_);
+  check(names_, name_query_fresh_, name_abort_fresh_);
 }
 
 std::optional<time_point> stall_inspector::next_deadline() const {

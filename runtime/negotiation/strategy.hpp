@@ -15,16 +15,13 @@
 #include <vector>
 
 #include "runtime/core/status.hpp"
+#include "runtime/negotiation/cycle_stats.hpp"
 #include "runtime/negotiation/message.hpp"
 #include "runtime/negotiation/registry.hpp"
 #include "runtime/negotiation/tensor_spec.hpp"
 #include "runtime/process_sets/process_set.hpp"
 
 namespace chorus::negotiation {
-
-using clock = std::chrono::steady_clock;
-using time_point = clock::time_point;
-using duration = clock::duration;
 
 /// Settings; must be equal on every rank (stall messages quote them).
 struct negotiation_options {
@@ -140,27 +137,24 @@ struct join_agreed {
   uint64_t cycle = 0;
   int last_rank = -1;
 };
-/// What one rank did in one cycle, for metrics and the message-count invariants.
-struct cycle_stats {
-  uint64_t cycle = 0;
-  uint32_t messages_sent = 0;
-  uint32_t messages_received = 0;
-  time_point started;
-  time_point finished;
-};
 
-/// Everything a call produced. Consumers handle, in this order: `assigned`, `errors`,
-/// `batches` (a batch may name ids assigned in the same call), then the rest.
-struct actions {
-  std::vector<outgoing_message> send;
-  std::vector<id_assigned> assigned;
+/// The reports a call lists besides messages, ids and batches; the simulator's per-rank record
+/// (simulator.hpp) gathers the same lists over a run.
+struct report_lists {
   std::vector<spec_error> errors;
-  std::vector<agreed_batch> batches;
   std::vector<stall_warning> warnings;
   std::vector<rejected_enqueue> rejected;
   std::vector<agreed_score> scores;
   std::vector<agreed_window> windows;
   std::vector<cycle_stats> cycles;
+};
+
+/// Everything a call produced. Consumers handle, in this order: `assigned`, `errors`,
+/// `batches` (a batch may name ids assigned in the same call), then the rest.
+struct actions : report_lists {
+  std::vector<outgoing_message> send;
+  std::vector<id_assigned> assigned;
+  std::vector<agreed_batch> batches;
   std::optional<uint64_t> shutdown_cycle;  ///< the cycle in which a shutdown request was agreed
   std::optional<join_agreed> join_done;     ///< the cycle in which the last rank joined
   /// The job must stop (stall shutdown, protocol violation); same text on every rank for a

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "runtime/negotiation/value_codec.hpp"
+
 namespace chorus {
 namespace {
 // The device byte's top bit carries tensor_spec::transient.
@@ -202,22 +204,8 @@ bool read(byte_reader& r, tensor_spec& s) {
   return true;
 }
 
-std::vector<std::byte> encode(const tensor_spec& s) {
-  std::vector<std::byte> out;
-  byte_writer w(out);
-  write(w, s);
-  return out;
-}
+std::vector<std::byte> encode(const tensor_spec& s) { return encode_value(s); }
 
-result<tensor_spec> decode_tensor_spec(std::span<const std::byte> in) {
-  byte_reader r(in);
-  tensor_spec s;
-  if (!read(r, s)) return r.error();
-  if (r.remaining() != 0) {
-    r.fail("tensor spec", std::to_string(r.remaining()) + " trailing bytes");
-    return r.error();
-  }
-  return s;
-}
+result<tensor_spec> decode_tensor_spec(std::span<const std::byte> in) { return decode_value<tensor_spec>(in, "tensor spec"); }
 
 }  // namespace chorus

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/config/defaults.hpp"
 #include "runtime/tuning/search_space.hpp"
 #include "runtime/tuning/tuner.hpp"
 
@@ -17,8 +18,8 @@ namespace chorus::tuning {
 /// The values of the tunables; equal on every rank at every cycle.
 struct knob_values {
   int streams = 8;                          ///< senders (streams per peer) that get chunks
-  std::size_t chunk_bytes = 4u << 20;
-  std::size_t fusion_threshold = 64u << 20;
+  std::size_t chunk_bytes = default_chunk_bytes;
+  std::size_t fusion_threshold = default_fusion_threshold;
   std::chrono::microseconds cycle_time{1000};
   std::size_t in_place_bytes = 1u << 20;
   bool operator==(const knob_values&) const = default;

@@ -21,6 +21,17 @@ T get(const std::byte*& p) {
   return static_cast<T>(v);
 }
 
+// The fields in order, each as wide as its type (frame_header's types are the wire's).
+template <class... T>
+void put_fields(std::byte*& p, const T&... v) {
+  (put<T>(p, v), ...);
+}
+
+template <class... T>
+void get_fields(const std::byte*& p, T&... v) {
+  ((v = get<T>(p)), ...);
+}
+
 std::string hex(uint64_t v) {
   std::ostringstream os;
   os << "0x" << std::hex << v;
@@ -46,11 +57,7 @@ void encode(const frame_header& h, std::byte* out) {
   put<uint32_t>(p, frame_magic);
   put<uint16_t>(p, protocol_version);
   put<uint16_t>(p, static_cast<uint16_t>(h.kind));
-  put<uint64_t>(p, h.job_id);
-  put<uint64_t>(p, h.sequence);
-  put<uint32_t>(p, h.step);
-  put<uint32_t>(p, h.length);
-  put<uint64_t>(p, h.offset);
+  put_fields(p, h.job_id, h.sequence, h.step, h.length, h.offset);
 }
 
 result<frame_header> decode(const std::byte* in, std::size_t available, const frame_limits& limits) {
@@ -70,11 +77,7 @@ result<frame_header> decode(const std::byte* in, std::size_t available, const fr
   if (!is_known_kind(kind)) return status{errc::protocol, "unknown frame kind " + std::to_string(kind)};
   frame_header h;
   h.kind = static_cast<frame_kind>(kind);
-  h.job_id = get<uint64_t>(p);
-  h.sequence = get<uint64_t>(p);
-  h.step = get<uint32_t>(p);
-  h.length = get<uint32_t>(p);
-  h.offset = get<uint64_t>(p);
+  get_fields(p, h.job_id, h.sequence, h.step, h.length, h.offset);
   if (h.job_id != limits.job_id)
     return status{errc::protocol, "frame of job " + hex(h.job_id) + ", expected job " + hex(limits.job_id)};
   if (h.length > limits.max_payload)

@@ -32,16 +32,37 @@ void get_bytes(const std::byte* p, std::array<uint8_t, N>& a) {
   std::memcpy(a.data(), p, N);
 }
 
+// A message's fields in order: each u32 as 4 little-endian bytes, each nonce or MAC as is.
+void put_field(std::vector<std::byte>& out, uint32_t v) { put32(out, v); }
+template <std::size_t N>
+void put_field(std::vector<std::byte>& out, const std::array<uint8_t, N>& a) {
+  put_bytes(out, a);
+}
+template <class... F>
+void put_fields(std::vector<std::byte>& out, const F&... f) {
+  (put_field(out, f), ...);
+}
+
+void get_field(const std::byte*& p, uint32_t& v) {
+  v = get32(p);
+  p += 4;
+}
+template <std::size_t N>
+void get_field(const std::byte*& p, std::array<uint8_t, N>& a) {
+  get_bytes(p, a);
+  p += N;
+}
+template <class... F>
+void get_fields(const std::byte* p, F&... f) {
+  (get_field(p, f), ...);
+}
+
 mac compute(const std::string& secret, const char* label, const transcript& t) {
   auto key = derive_key(secret);
   std::vector<std::byte> msg;
   for (const char* c = label; *c; ++c) msg.push_back(static_cast<std::byte>(*c));
   for (int i = 0; i < 8; ++i) msg.push_back(static_cast<std::byte>(t.job_id >> (8 * i) & 0xff));
-  put32(msg, t.client_rank);
-  put32(msg, t.server_rank);
-  put32(msg, t.stream);
-  put_bytes(msg, t.client_nonce);
-  put_bytes(msg, t.server_nonce);
+  put_fields(msg, t.client_rank, t.server_rank, t.stream, t.client_nonce, t.server_nonce);
   mac out{};
   unsigned int len = 0;
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
@@ -94,48 +115,40 @@ bool mac_equal(const mac& a, const mac& b) { return CRYPTO_memcmp(a.data(), b.da
 
 std::vector<std::byte> encode(const hello_msg& m) {
   std::vector<std::byte> out;
-  put32(out, m.client_rank);
-  put32(out, m.stream);
-  put_bytes(out, m.client_nonce);
+  put_fields(out, m.client_rank, m.stream, m.client_nonce);
   return out;
 }
 
 std::vector<std::byte> encode(const challenge_msg& m) {
   std::vector<std::byte> out;
-  put32(out, m.server_rank);
-  put_bytes(out, m.server_nonce);
-  put_bytes(out, m.server_mac);
+  put_fields(out, m.server_rank, m.server_nonce, m.server_mac);
   return out;
 }
 
 std::vector<std::byte> encode(const proof_msg& m) {
   std::vector<std::byte> out;
-  put_bytes(out, m.client_mac);
+  put_fields(out, m.client_mac);
   return out;
 }
 
 result<hello_msg> decode_hello(const std::vector<std::byte>& p) {
   if (p.size() != 40) return wrong_size("hello", p.size(), 40);
   hello_msg m;
-  m.client_rank = get32(p.data());
-  m.stream = get32(p.data() + 4);
-  get_bytes(p.data() + 8, m.client_nonce);
+  get_fields(p.data(), m.client_rank, m.stream, m.client_nonce);
   return m;
 }
 
 result<challenge_msg> decode_challenge(const std::vector<std::byte>& p) {
   if (p.size() != 68) return wrong_size("challenge", p.size(), 68);
   challenge_msg m;
-  m.server_rank = get32(p.data());
-  get_bytes(p.data() + 4, m.server_nonce);
-  get_bytes(p.data() + 36, m.server_mac);
+  get_fields(p.data(), m.server_rank, m.server_nonce, m.server_mac);
   return m;
 }
 
 result<proof_msg> decode_proof(const std::vector<std::byte>& p) {
   if (p.size() != 32) return wrong_size("proof", p.size(), 32);
   proof_msg m;
-  get_bytes(p.data(), m.client_mac);
+  get_fields(p.data(), m.client_mac);
   return m;
 }
 

@@ -23,12 +23,38 @@ prometheus::ClientMetric series(const std::string& rank, int stream, double valu
   return m;
 }
 
+prometheus::MetricFamily counter(const std::string& name, const std::string& help) {
+  return {name, help, prometheus::MetricType::Counter, {}};
+}
+
+prometheus::MetricFamily gauge(const std::string& name, const std::string& help) {
+  return {name, help, prometheus::MetricType::Gauge, {}};
+}
+
 }  // namespace
 
 // Bytes per second from `r` to `c` over `seconds` (0 when the counter did not advance).
 double per_second(uint64_t c, uint64_t r, double seconds) {
   return seconds > 0 && c >= r ? static_cast<double>(c - r) / seconds : 0.0;
 }
+
+namespace {
+
+// The byte counters and the throughput of one level: a stream, or a stream's connection to a peer.
+struct traffic_families {
+  prometheus::MetricFamily sent, received, rate;
+
+  // The series of `stream` (and `peer`, when >= 0): counters at `c`, rates since `r`.
+  void add(const std::string& rank, int stream, const stream_traffic& c, const stream_traffic& r, double seconds,
+           int peer = -1) {
+    sent.metric.push_back(series(rank, stream, static_cast<double>(c.sent), true, nullptr, peer));
+    received.metric.push_back(series(rank, stream, static_cast<double>(c.received), true, nullptr, peer));
+    rate.metric.push_back(series(rank, stream, per_second(c.sent, r.sent, seconds), false, "sent", peer));
+    rate.metric.push_back(series(rank, stream, per_second(c.received, r.received, seconds), false, "received", peer));
+  }
+};
+
+}  // namespace
 
 traffic_collector::traffic_collector(const context& ctx, std::chrono::milliseconds window)
     : rank_(std::to_string(ctx.rank)),
@@ -58,32 +84,20 @@ traffic_collector::sample traffic_collector::read_all(clock::time_point now) con
 
 void traffic_collector::collect_peers(const sample& cur, const sample& ref, double seconds,
                                       std::vector<prometheus::MetricFamily>& out) const {
-  prometheus::MetricFamily sent{metric_names::stream_peer_sent_bytes,
-                                "Bytes the stream's connection to the peer carried from this rank (headers included)",
-                                prometheus::MetricType::Counter,
-                                {}};
-  prometheus::MetricFamily received{metric_names::stream_peer_received_bytes,
-                                    "Bytes this rank read from the stream's connection to the peer",
-                                    prometheus::MetricType::Counter,
-                                    {}};
-  prometheus::MetricFamily rate{metric_names::stream_peer_throughput,
-                                "Bytes per second on the stream's connection to the peer over the latest window",
-                                prometheus::MetricType::Gauge,
-                                {}};
-  prometheus::MetricFamily info{metric_names::stream_peer_connection,
-                                "1 for each of the stream's connections to a peer; labels local_port and "
-                                "remote_port name it for ss(8) and tc(8)",
-                                prometheus::MetricType::Gauge,
-                                {}};
+  traffic_families f{
+      counter(metric_names::stream_peer_sent_bytes,
+              "Bytes the stream's connection to the peer carried from this rank (headers included)"),
+      counter(metric_names::stream_peer_received_bytes, "Bytes this rank read from the stream's connection to the peer"),
+      gauge(metric_names::stream_peer_throughput,
+            "Bytes per second on the stream's connection to the peer over the latest window")};
+  auto info = gauge(metric_names::stream_peer_connection,
+                    "1 for each of the stream's connections to a peer; labels local_port and "
+                    "remote_port name it for ss(8) and tc(8)");
   for (int i = 0; i < streams_; ++i)
     for (int p = 0; p < size_; ++p) {
       if (p == rank_index_) continue;
       const auto k = static_cast<std::size_t>(i * size_ + p);
-      const auto &c = cur.per_peer[k], &r = ref.per_peer[k];
-      sent.metric.push_back(series(rank_, i, static_cast<double>(c.sent), true, nullptr, p));
-      received.metric.push_back(series(rank_, i, static_cast<double>(c.received), true, nullptr, p));
-      rate.metric.push_back(series(rank_, i, per_second(c.sent, r.sent, seconds), false, "sent", p));
-      rate.metric.push_back(series(rank_, i, per_second(c.received, r.received, seconds), false, "received", p));
+      f.add(rank_, i, cur.per_peer[k], ref.per_peer[k], seconds, p);
       if (!ports_) continue;
       auto [local, remote] = ports_(i, p);
       auto m = series(rank_, i, 1.0, false, nullptr, p);
@@ -91,9 +105,9 @@ void traffic_collector::collect_peers(const sample& cur, const sample& ref, doub
       m.label.push_back({"remote_port", std::to_string(remote)});
       info.metric.push_back(std::move(m));
     }
-  out.push_back(std::move(sent));
-  out.push_back(std::move(received));
-  out.push_back(std::move(rate));
+  out.push_back(std::move(f.sent));
+  out.push_back(std::move(f.received));
+  out.push_back(std::move(f.rate));
   if (!info.metric.empty()) out.push_back(std::move(info));
 }
 
@@ -107,42 +121,29 @@ std::vector<prometheus::MetricFamily> traffic_collector::collect_at(clock::time_
   const sample& ref = history_.front();
   double seconds = std::chrono::duration<double>(now - ref.at).count();
 
-  prometheus::MetricFamily sent{metric_names::stream_sent_bytes,
-                                "Bytes the stream sent to all peers (frame headers included, and payloads "
-                                "through shared-memory rings)",
-                                prometheus::MetricType::Counter,
-                                {}};
-  prometheus::MetricFamily received{metric_names::stream_received_bytes,
-                                    "Bytes read from the stream's connections (all peers, headers included)",
-                                    prometheus::MetricType::Counter,
-                                    {}};
-  prometheus::MetricFamily shm{metric_names::stream_shm_sent_bytes,
-                               "Payload bytes the stream sent through shared-memory rings to ranks on this host",
-                               prometheus::MetricType::Counter,
-                               {}};
-  prometheus::MetricFamily rate{metric_names::stream_throughput,
-                                "Bytes per second on the stream over the latest window of at least 1 s",
-                                prometheus::MetricType::Gauge,
-                                {}};
+  traffic_families f{counter(metric_names::stream_sent_bytes,
+                             "Bytes the stream sent to all peers (frame headers included, and payloads "
+                             "through shared-memory rings)"),
+                     counter(metric_names::stream_received_bytes,
+                             "Bytes read from the stream's connections (all peers, headers included)"),
+                     gauge(metric_names::stream_throughput,
+                           "Bytes per second on the stream over the latest window of at least 1 s")};
+  auto shm = counter(metric_names::stream_shm_sent_bytes,
+                     "Payload bytes the stream sent through shared-memory rings to ranks on this host");
   for (int i = 0; i < streams_; ++i) {
     const auto& c = cur.per_stream[static_cast<std::size_t>(i)];
-    const auto& r = ref.per_stream[static_cast<std::size_t>(i)];
-    sent.metric.push_back(series(rank_, i, static_cast<double>(c.sent), true));
-    received.metric.push_back(series(rank_, i, static_cast<double>(c.received), true));
+    f.add(rank_, i, c, ref.per_stream[static_cast<std::size_t>(i)], seconds);
     shm.metric.push_back(series(rank_, i, static_cast<double>(c.shm_sent), true));
-    rate.metric.push_back(series(rank_, i, per_second(c.sent, r.sent, seconds), false, "sent"));
-    rate.metric.push_back(series(rank_, i, per_second(c.received, r.received, seconds), false, "received"));
   }
-  std::vector<prometheus::MetricFamily> out{std::move(sent), std::move(received), std::move(shm), std::move(rate)};
+  std::vector<prometheus::MetricFamily> out{std::move(f.sent), std::move(f.received), std::move(shm),
+                                            std::move(f.rate)};
   if (!cur.per_peer.empty() && ref.per_peer.size() == cur.per_peer.size()) collect_peers(cur, ref, seconds, out);
   if (mailbox_) {
     // The mailboxes are no stream's: one series per use (context::mailbox_sent).
-    prometheus::MetricFamily mail{metric_names::mailbox_sent_bytes,
-                                  "Payload bytes this rank posted to its peers through shared-memory mailboxes "
-                                  "(label path: caller = blocking allreduces on the calling thread, pipeline = "
-                                  "the pipeline's direct path); no stream counts them",
-                                  prometheus::MetricType::Counter,
-                                  {}};
+    auto mail = counter(metric_names::mailbox_sent_bytes,
+                        "Payload bytes this rank posted to its peers through shared-memory mailboxes "
+                        "(label path: caller = blocking allreduces on the calling thread, pipeline = "
+                        "the pipeline's direct path); no stream counts them");
     for (int u = 0; u < shm::mailbox_uses; ++u) {
       const auto use = static_cast<shm::mailbox_use>(u);
       prometheus::ClientMetric m;

@@ -27,6 +27,18 @@ void for_each_record(std::span<const std::byte> body, F&& f) {
   }
 }
 
+/// Appends, behind its length, a record of `kind` that holds a time and a count (end: the
+/// records written; lost: the records dropped).
+void append_count_record(std::vector<std::byte>& out, record_kind kind, int64_t t_ns, uint64_t count) {
+  std::vector<std::byte> rec;
+  byte_writer w(rec);
+  w.u8(static_cast<uint8_t>(kind));
+  w.svarint(t_ns);
+  w.varint(count);
+  byte_writer(out).varint(rec.size());
+  out.insert(out.end(), rec.begin(), rec.end());
+}
+
 }  // namespace
 
 void recorder::writer_loop() {
@@ -42,13 +54,8 @@ void recorder::writer_loop() {
     writer_cpu_ns_.store(int64_t{cpu.tv_sec} * 1000000000 + cpu.tv_nsec, std::memory_order_relaxed);
     if (closing) {
       if (!stopped()) {
-        std::vector<std::byte> rec, body;
-        byte_writer w(rec);
-        w.u8(static_cast<uint8_t>(record_kind::end));
-        w.svarint(ns(clock::now()));
-        w.varint(records_);
-        byte_writer(body).varint(rec.size());
-        body.insert(body.end(), rec.begin(), rec.end());
+        std::vector<std::byte> body;
+        append_count_record(body, record_kind::end, ns(clock::now()), records_);
         write_block(body);
       }
       std::fclose(file_);
@@ -83,15 +90,7 @@ void recorder::write_pending() {
     defs.swap(defs_);
   }
   if (!defs.empty()) body_.insert(body_.begin(), defs.begin(), defs.end());
-  if (dropped) {
-    std::vector<std::byte> rec;
-    byte_writer w(rec);
-    w.u8(static_cast<uint8_t>(record_kind::lost));
-    w.svarint(ns(clock::now()));
-    w.varint(dropped);
-    byte_writer(body_).varint(rec.size());
-    body_.insert(body_.end(), rec.begin(), rec.end());
-  }
+  if (dropped) append_count_record(body_, record_kind::lost, ns(clock::now()), dropped);
   if (!body_.empty()) write_body(body_);
 }
 

@@ -175,17 +175,17 @@ TEST(pipeline_tunables, hold_and_resume_need_the_autotuner) {
 TEST(pipeline_tunables, an_autotune_streams_axis_above_the_connections_is_refused_naming_both) {
   process_env env;
   env.source = "chorus";
-  auto comm = communicator::create(env, mesh::mesh_options{}, collective_options{});
-  ASSERT_TRUE(comm.ok()) << comm.error().to_string();
+  auto joined = communicator::connect(env, mesh::mesh_options{}, collective_options{});
+  ASSERT_TRUE(joined.ok()) << joined.error().to_string();
   pipeline_options o;
   o.autotune.enabled = true;
   o.autotune.max_streams = 9;
-  auto pipe = pipeline::start(**comm, o);
+  auto pipe = pipeline::start(*joined->comm, joined->control, o);
   ASSERT_FALSE(pipe.ok());
   EXPECT_EQ(pipe.error().code(), errc::config);
   EXPECT_NE(pipe.error().message().find("CHORUS_MAX_STREAMS=9 but only CHORUS_NUM_STREAMS=8"), std::string::npos)
       << pipe.error().to_string();
-  (*comm)->close();
+  joined->comm->close();
 }
 
 }  // namespace

@@ -45,7 +45,7 @@ TEST(TraceReplay, RunsTheRealActorsCycleByCycle) {
   auto got = replay_trace(in);
   ASSERT_TRUE(got.ok()) << got.error().to_string();
   ASSERT_EQ(got->size(), 2u);
-  const uint64_t base = communicator::pipeline_sequence_base;
+  const uint64_t base = data_plane::pipeline_sequence_base;
   for (const auto& d : *got) {
     EXPECT_EQ(d.cycles, (std::vector<uint64_t>{1, 2, 3, 4}));
     ASSERT_EQ(d.agreed.size(), 4u);

@@ -41,21 +41,22 @@ inline std::vector<rank_job> start_job(int n, pipeline_options opts = {},
       process_env env = rendezvous_env(r, n, port, 20s);
       mesh::mesh_options t;
       t.connect_timeout = 20s;
-      auto comm = communicator::create(env, t, copts);
-      if (!comm) {
-        errors[r] = comm.error().to_string();
+      auto joined = communicator::connect(env, t, copts);
+      if (!joined) {
+        errors[r] = joined.error().to_string();
         return;
       }
+      auto& comm = joined->comm;
       auto o = opts;
       o.connect_timeout = 20s;
       if (observer_of_rank) o.observer = observer_of_rank(r);
-      auto pipe = pipeline::start(**comm, o);
+      auto pipe = pipeline::start(*comm, std::move(joined->control), o);
       if (!pipe) {
         errors[r] = pipe.error().to_string();
-        (*comm)->close();
+        comm->close();
         return;
       }
-      jobs[r].comm = std::move(*comm);
+      jobs[r].comm = std::move(comm);
       jobs[r].pipe = std::move(*pipe);
     });
   }

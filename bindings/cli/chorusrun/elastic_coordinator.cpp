@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "runtime/core/hex.hpp"
 #include "runtime/core/log.hpp"
 #include "runtime/rendezvous/elastic_round.hpp"
 #include "runtime/rendezvous/kv_client.hpp"
@@ -14,13 +15,6 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds store_call_bound{5};  // loopback calls; a bound, not a wait
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 // The job's credentials as the ranks derive them (runtime/env/process_env.cpp): the secret's
 // bytes from its hex, the id from its hex.

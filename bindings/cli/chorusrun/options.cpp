@@ -63,6 +63,20 @@ result<launch_options> parse_options(std::span<const char* const> argv) {
     if (i + 1 >= argv.size()) return usage_error(std::string(name) + " needs a value");
     return std::string(argv[++i]);
   };
+  // The value of `name` (as take_value), which must not be empty.
+  auto take_text = [&](std::string_view name, std::optional<std::string_view> inline_value) -> result<std::string> {
+    auto v = take_value(name, inline_value);
+    if (!v) return v.error();
+    if (v->empty()) return usage_error(std::string(name) + " needs a non-empty value");
+    return v;
+  };
+  // The value of `name` (as take_value) as an integer of at least `min`.
+  auto take_int = [&](std::string_view name, std::optional<std::string_view> inline_value,
+                      int min = 1) -> result<int> {
+    auto v = take_value(name, inline_value);
+    if (!v) return v.error();
+    return parse_positive_int(name, *v, min);
+  };
 
   for (; i < argv.size(); ++i) {
     std::string_view arg = argv[i];
@@ -90,9 +104,7 @@ result<launch_options> parse_options(std::span<const char* const> argv) {
       continue;
     }
     if (name == "-np" || name == "-n" || name == "--np") {
-      auto v = take_value(name, inline_value);
-      if (!v) return v.error();
-      auto n = parse_positive_int(name, *v);
+      auto n = take_int(name, inline_value);
       if (!n) return n.error();
       opts.num_ranks = *n;
       continue;
@@ -106,9 +118,7 @@ result<launch_options> parse_options(std::span<const char* const> argv) {
       continue;
     }
     if (name == "--streams") {
-      auto v = take_value(name, inline_value);
-      if (!v) return v.error();
-      auto n = parse_positive_int(name, *v);
+      auto n = take_int(name, inline_value);
       if (!n) return n.error();
       opts.num_streams = *n;
       continue;
@@ -122,23 +132,19 @@ result<launch_options> parse_options(std::span<const char* const> argv) {
       continue;
     }
     if (name == "--host-discovery-script") {
-      auto v = take_value(name, inline_value);
+      auto v = take_text(name, inline_value);
       if (!v) return v.error();
-      if (v->empty()) return usage_error(std::string(name) + " needs a non-empty value");
       opts.discovery_script = *v;
       continue;
     }
     if (name == "--hostfile" || name == "--launcher" || name == "--rendezvous") {
-      auto v = take_value(name, inline_value);
+      auto v = take_text(name, inline_value);
       if (!v) return v.error();
-      if (v->empty()) return usage_error(std::string(name) + " needs a non-empty value");
       (name == "--hostfile" ? opts.hostfile : name == "--launcher" ? opts.launcher_template : opts.rendezvous) = *v;
       continue;
     }
     if (name == "--min-np" || name == "--max-np") {
-      auto v = take_value(name, inline_value);
-      if (!v) return v.error();
-      auto n = parse_positive_int(name, *v);
+      auto n = take_int(name, inline_value);
       if (!n) return n.error();
       (name == "--min-np" ? opts.min_np : opts.max_np) = *n;
       continue;
@@ -148,9 +154,7 @@ result<launch_options> parse_options(std::span<const char* const> argv) {
       continue;
     }
     if (name == "--reset-limit") {
-      auto v = take_value(name, inline_value);
-      if (!v) return v.error();
-      auto n = parse_positive_int(name, *v, 0);
+      auto n = take_int(name, inline_value, 0);
       if (!n) return n.error();
       opts.reset_limit = *n;
       continue;
@@ -172,9 +176,7 @@ result<launch_options> parse_options(std::span<const char* const> argv) {
       continue;
     }
     if (name == "--nnodes" || name == "--node-rank") {
-      auto v = take_value(name, inline_value);
-      if (!v) return v.error();
-      auto n = parse_positive_int(name, *v, name == "--nnodes" ? 1 : 0);
+      auto n = take_int(name, inline_value, name == "--nnodes" ? 1 : 0);
       if (!n) return n.error();
       if (name == "--nnodes") opts.nnodes = *n;
       else opts.node_rank = *n;

@@ -58,6 +58,18 @@ bool wait(torch_op& op, std::optional<double> timeout_s) {
   }
 }
 
+/// Runs `call` (a blocking C++ API call that returns a status) without the GIL, then raises
+/// its failure with the GIL held again.
+template <class Call>
+void call_without_gil(Call&& call) {
+  status st;
+  {
+    py::gil_scoped_release nogil;
+    st = call();
+  }
+  if (!st.ok()) chorus::python::raise(st);
+}
+
 }  // namespace
 
 namespace chorus::python {
@@ -113,12 +125,7 @@ PYBIND11_MODULE(_chorus_torch, m) {
   m.def(
       "init",
       [] {
-        status st;
-        {
-          py::gil_scoped_release nogil;
-          st = chorus::init();
-        }
-        if (!st.ok()) raise(st);
+        call_without_gil([] { return chorus::init(); });
       },
       "Starts this rank's part of the job (blocks until every rank arrived).");
   m.def(
@@ -127,24 +134,14 @@ PYBIND11_MODULE(_chorus_torch, m) {
   m.def(
       "start_timeline",
       [](const std::string& path, bool mark_cycles) {
-        status st;
-        {
-          py::gil_scoped_release nogil;
-          st = chorus::start_timeline(path, mark_cycles);
-        }
-        if (!st.ok()) raise(st);
+        call_without_gil([&] { return chorus::start_timeline(path, mark_cycles); });
       },
       py::arg("file_path"), py::arg("mark_cycles") = false,
       "Starts recording the timeline (rank 0 only; a no-op elsewhere).");
   m.def(
       "stop_timeline",
       [] {
-        status st;
-        {
-          py::gil_scoped_release nogil;
-          st = chorus::stop_timeline();
-        }
-        if (!st.ok()) raise(st);
+        call_without_gil([] { return chorus::stop_timeline(); });
       },
       "Stops the timeline and writes its Chrome-trace JSON (a no-op when none runs).");
   m.def(
@@ -252,27 +249,15 @@ PYBIND11_MODULE(_chorus_torch, m) {
         const auto* v = cfg::find(name);
         if (!v) raise_argument(name + " is not a Chorus variable (runtime/config/variables.cpp)");
         const cfg::reader r(cfg::process_lookup());
+        auto value = [](auto x) {  // the reader's words when the value is rejected
+          if (!x) raise_argument(x.error().message());
+          return std::move(*x);
+        };
         switch (v->type) {
-          case cfg::kind::whole: {
-            auto x = r.whole(name);
-            if (!x) raise_argument(x.error().message());
-            return py::int_(*x);
-          }
-          case cfg::kind::decimal: {
-            auto x = r.decimal(name);
-            if (!x) raise_argument(x.error().message());
-            return py::float_(*x);
-          }
-          case cfg::kind::choice: {
-            auto x = r.choice(name);
-            if (!x) raise_argument(x.error().message());
-            return py::str(*x);
-          }
-          case cfg::kind::text: {
-            auto x = r.text(name);
-            if (!x) raise_argument(x.error().message());
-            return py::str(*x);
-          }
+          case cfg::kind::whole: return py::int_(value(r.whole(name)));
+          case cfg::kind::decimal: return py::float_(value(r.decimal(name)));
+          case cfg::kind::choice: return py::str(value(r.choice(name)));
+          case cfg::kind::text: return py::str(value(r.text(name)));
         }
         return py::none();
       },

@@ -8,14 +8,23 @@
 
 namespace chorus::python {
 
+namespace {
+// The buffer of an op that only reads its input: the input itself, or a contiguous copy that
+// is never written back. Both ops split rows, so a scalar is refused.
+at::Tensor read_only_rows(collective_kind kind, const std::string& name, const at::Tensor& input, const char* op) {
+  bool staged = false;
+  at::Tensor buffer = detail::checked_buffer(kind, name, input, staged);
+  if (buffer.dim() == 0)
+    throw argument_error(detail::describe_call(kind, name) + ": " + op +
+                         " needs a tensor with at least one dimension, got a scalar");
+  return buffer;
+}
+}  // namespace
+
 std::unique_ptr<torch_op> torch_op::reducescatter(const std::string& name, at::Tensor input, reduce_op op,
                                                  bool transient, int process_set) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::reducescatter, std::move(input)));
-  o->buffer_ = detail::checked_buffer(o->kind_, name, o->target_, o->staged_);
-  o->staged_ = false;  // only read
-  if (o->buffer_.dim() == 0)
-    throw argument_error(detail::describe_call(o->kind_, name) +
-                         ": reducescatter needs a tensor with at least one dimension, got a scalar");
+  o->buffer_ = read_only_rows(o->kind_, name, o->target_, "reducescatter");
   int n = chorus::size(), r = chorus::rank();
   if (n > 0 && process_set != 0) {  // the members' slices; outside the set: the error at submit
     auto sr = chorus::process_set_rank(process_set);
@@ -38,11 +47,7 @@ std::unique_ptr<torch_op> torch_op::reducescatter(const std::string& name, at::T
 std::unique_ptr<torch_op> torch_op::alltoall(const std::string& name, at::Tensor input, std::vector<int64_t> splits,
                                             bool transient, int process_set) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::alltoall, std::move(input)));
-  o->buffer_ = detail::checked_buffer(o->kind_, name, o->target_, o->staged_);
-  o->staged_ = false;  // only read
-  if (o->buffer_.dim() == 0)
-    throw argument_error(detail::describe_call(o->kind_, name) +
-                         ": alltoall needs a tensor with at least one dimension, got a scalar");
+  o->buffer_ = read_only_rows(o->kind_, name, o->target_, "alltoall");
   o->h_ = alltoall_async(op_name(name, transient, process_set), detail::view_of(o->buffer_), std::move(splits));
   return o;
 }

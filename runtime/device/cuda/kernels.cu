@@ -107,6 +107,18 @@ __device__ inline std::size_t thread_index() {
 }
 __device__ inline std::size_t grid_threads() { return std::size_t(gridDim.x) * blockDim.x; }
 
+// Loads the U vectors vin[base + u * stride] that lie below `n` into a[u]: all loads are
+// issued before any is used, so U of them are in flight per thread.
+template <int U, class V>
+__device__ __forceinline__ void load_strided(V (&a)[U], const V* vin, std::size_t base,
+                                             std::size_t stride, std::size_t n) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const std::size_t v = base + u * stride;
+    if (v < n) a[u] = vin[v];
+  }
+}
+
 template <class Pack, int U>
 __global__ void __launch_bounds__(block_threads)
     narrow_kernel(const float* __restrict__ in, std::uint16_t* __restrict__ out,
@@ -150,11 +162,7 @@ __global__ void __launch_bounds__(block_threads)
   const std::size_t quads = 2 * vecs;
   for (std::size_t base = tid; base < quads; base += U * stride) {
     uint2 a[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const std::size_t v = base + u * stride;
-      if (v < quads) a[u] = vin[v];
-    }
+    load_strided(a, vin, base, stride, quads);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::size_t v = base + u * stride;
@@ -193,11 +201,7 @@ __global__ void __launch_bounds__(block_threads)
   const uint4* vin = reinterpret_cast<const uint4*>(data + head);
   for (std::size_t base = tid; base < vecs; base += U * stride) {
     uint4 a[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const std::size_t v = base + u * stride;
-      if (v < vecs) a[u] = vin[v];
-    }
+    load_strided(a, vin, base, stride, vecs);
     unsigned found = 0;  // at most U * 8
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -313,31 +317,29 @@ status launched(const std::string& what) {
   return {};
 }
 
+// A cast kernel over vectors of 8 elements, In to Out; each thread takes `parts` pieces of a
+// vector (widen: two quads), U at a time.
+template <int U, class In, class Out>
+status launch_cast(const std::string& what, void (*kernel)(const In*, Out*, std::size_t, std::size_t, std::size_t),
+                   std::size_t parts, const void* in, void* out, std::size_t count, cudaStream_t stream) {
+  const split s = split_for_vectors(in, sizeof(In), out, sizeof(Out), 8, count);
+  result<unsigned> grid = grid_for(kernel, what, count - 8 * s.vecs, parts * s.vecs, U);
+  if (!grid) return grid.error();
+  kernel<<<*grid, block_threads, 0, stream>>>(static_cast<const In*>(in), static_cast<Out*>(out), count, s.head,
+                                              s.vecs);
+  return launched(what);
+}
+
 template <class Pack>
 status launch_narrow(const std::string& what, const void* in, void* out, std::size_t count,
                      cudaStream_t stream) {
-  constexpr int U = 2;
-  const split s = split_for_vectors(in, 4, out, 2, 8, count);
-  const auto kernel = narrow_kernel<Pack, U>;
-  result<unsigned> grid = grid_for(kernel, what, count - 8 * s.vecs, s.vecs, U);
-  if (!grid) return grid.error();
-  kernel<<<*grid, block_threads, 0, stream>>>(static_cast<const float*>(in),
-                                              static_cast<std::uint16_t*>(out), count, s.head,
-                                              s.vecs);
-  return launched(what);
+  return launch_cast<2, float, std::uint16_t>(what, narrow_kernel<Pack, 2>, 1, in, out, count, stream);
 }
 
 template <class Unpack>
 status launch_widen(const std::string& what, const void* in, void* out, std::size_t count,
                     cudaStream_t stream) {
-  constexpr int U = 4;
-  const split s = split_for_vectors(in, 2, out, 4, 8, count);
-  const auto kernel = widen_kernel<Unpack, U>;
-  result<unsigned> grid = grid_for(kernel, what, count - 8 * s.vecs, 2 * s.vecs, U);  // quads
-  if (!grid) return grid.error();
-  kernel<<<*grid, block_threads, 0, stream>>>(static_cast<const std::uint16_t*>(in),
-                                              static_cast<float*>(out), count, s.head, s.vecs);
-  return launched(what);
+  return launch_cast<4, std::uint16_t, float>(what, widen_kernel<Unpack, 4>, 2, in, out, count, stream);
 }
 
 template <class Check>

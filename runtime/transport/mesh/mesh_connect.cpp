@@ -12,16 +12,9 @@
 namespace chorus::mesh {
 
 mesh_options mesh_options::from_config(const transport_config& c) {
-  mesh_options o;
-  o.num_streams = c.num_streams;
-  o.socket_buffer_bytes = c.socket_buffer_bytes;
-  o.connect_timeout = c.connect_timeout;
-  o.shm_bytes = c.shm_bytes;
-  o.shm_spin = c.shm_spin;
-  o.bind_host = c.host;
-  o.iface = c.iface;
-  o.peer_timeout = c.peer_timeout;
-  return o;
+  return {.num_streams = c.num_streams, .socket_buffer_bytes = c.socket_buffer_bytes, .shm_bytes = c.shm_bytes,
+          .shm_spin = c.shm_spin, .connect_timeout = c.connect_timeout, .bind_host = c.host, .iface = c.iface,
+          .peer_timeout = c.peer_timeout};
 }
 
 result<mesh_parts> connect_mesh(const process_env& env, rendezvous& rdv, const mesh_options& opts) {
@@ -82,12 +75,12 @@ result<mesh_parts> connect_mesh(const process_env& env, rendezvous& rdv, const m
   for (int p = env.rank + 1; p < env.size; ++p) fds[p] = std::move((*inbound)[p]);
 
   // 4. The control connections apart; every socket tuned.
-  m.control.resize(static_cast<std::size_t>(env.size));
+  std::vector<tcp::unique_fd> control(static_cast<std::size_t>(env.size));
   for (int p = 0; p < env.size; ++p) {
     if (fds[p].empty()) continue;
     tune_socket(fds[p][control_stream].get(), 0);
     set_liveness(fds[p][control_stream].get(), opts.peer_timeout);
-    m.control[p] = std::move(fds[p][control_stream]);
+    control[p] = std::move(fds[p][control_stream]);
     fds[p].pop_back();
     for (auto& fd : fds[p]) {
       tune_socket(fd.get(), opts.socket_buffer_bytes);
@@ -102,6 +95,7 @@ result<mesh_parts> connect_mesh(const process_env& env, rendezvous& rdv, const m
   if (!lanes) return lanes.error();
   m.lanes = std::move(*lanes);
   m.hosts = group_by_host(m.lanes.identities);
+  m.control = std::make_shared<tcp::control_link>(env.rank, std::move(control), m.limits, opts.peer_timeout);
   return m;
 }
 

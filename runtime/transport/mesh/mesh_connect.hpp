@@ -19,6 +19,7 @@
 #include "runtime/transport/host_groups.hpp"
 #include "runtime/transport/shm/lanes.hpp"
 #include "runtime/transport/tcp/acceptor.hpp"
+#include "runtime/transport/tcp/control_link.hpp"
 #include "runtime/transport/tcp/socket_util.hpp"
 #include "runtime/wire/frame.hpp"
 
@@ -59,7 +60,10 @@ struct mesh_parts {
   wire::frame_limits limits;
   std::unique_ptr<tcp::acceptor> acceptor;        ///< stays open: refuses late or foreign connections
   std::vector<std::vector<tcp::unique_fd>> data;  ///< [peer][stream], tuned; empty for our rank
-  std::vector<tcp::unique_fd> control;            ///< [peer]: the control link's connections
+  /// One more authenticated connection to every peer, apart from the data plane, for whoever
+  /// carries control messages (the pipeline's negotiators, a process group's point-to-point);
+  /// not started (tcp::control_link::start).
+  std::shared_ptr<tcp::control_link> control;
   shm::lane_set lanes;                            ///< rings, the link table, host identities
   host_groups hosts;                              ///< ranks grouped by host identity
   std::string endpoint;                           ///< where we listen

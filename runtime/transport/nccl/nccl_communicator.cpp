@@ -40,6 +40,15 @@ status cuda_status(const char* call, cudaError_t e, int rank, int size) {
                     cudaGetErrorName(e) + ": " + cudaGetErrorString(e)};
 }
 
+// A null buffer the caller passed to `method` for `count` elements: `which` names the buffer
+// ("" or "send " / "recv "), `per` what the count is per ("" or " per rank").
+status null_buffer(const char* method, int rank, int size, const char* which, std::size_t count, dtype t,
+                   const char* per) {
+  return {errc::invalid_argument, std::string("nccl_communicator::") + method + on_rank(rank, size) + ": null " +
+                                      which + "buffer for " + std::to_string(count) + " " + std::string(name_of(t)) +
+                                      " elements" + per};
+}
+
 status nccl_status(const char* call, ncclResult_t r, int rank, int size, errc peer_code) {
   errc code = errc::internal;
   if (r == ncclInvalidArgument || r == ncclInvalidUsage) {
@@ -226,11 +235,7 @@ status nccl_communicator::allreduce(void* device_buf, std::size_t count, dtype t
   auto nop = to_nccl(op);
   if (!nop) return nop.error();
   if (count == 0) return {};
-  if (device_buf == nullptr) {
-    return {errc::invalid_argument, "nccl_communicator::allreduce" + on_rank(rank_, size_) +
-                                        ": null buffer for " + std::to_string(count) + " " +
-                                        std::string(name_of(t)) + " elements"};
-  }
+  if (device_buf == nullptr) return null_buffer("allreduce", rank_, size_, "", count, t, "");
   if (status st = ready("allreduce"); !st.ok()) return st;
   ncclResult_t r = ncclAllReduce(device_buf, device_buf, count, *nt, *nop, comm_, stream_);
   return r == ncclSuccess ? status{} : nccl_failed("ncclAllReduce", r);
@@ -245,11 +250,7 @@ status nccl_communicator::broadcast(void* buf, std::size_t count, dtype t, int r
                                         " is outside [0, size=" + std::to_string(size_) + ")"};
   }
   if (count == 0) return {};
-  if (buf == nullptr) {
-    return {errc::invalid_argument, "nccl_communicator::broadcast" + on_rank(rank_, size_) +
-                                        ": null buffer for " + std::to_string(count) + " " +
-                                        std::string(name_of(t)) + " elements"};
-  }
+  if (buf == nullptr) return null_buffer("broadcast", rank_, size_, "", count, t, "");
   if (status st = ready("broadcast"); !st.ok()) return st;
   ncclResult_t r = ncclBroadcast(buf, buf, count, *nt, root, comm_, stream_);
   return r == ncclSuccess ? status{} : nccl_failed("ncclBroadcast", r);
@@ -259,12 +260,8 @@ status nccl_communicator::allgather(const void* send, void* recv, std::size_t co
   auto nt = to_nccl(t);
   if (!nt) return nt.error();
   if (count == 0) return {};
-  if (send == nullptr || recv == nullptr) {
-    return {errc::invalid_argument, "nccl_communicator::allgather" + on_rank(rank_, size_) +
-                                        ": null " + (send == nullptr ? "send" : "recv") +
-                                        " buffer for " + std::to_string(count) + " " +
-                                        std::string(name_of(t)) + " elements per rank"};
-  }
+  if (send == nullptr || recv == nullptr)
+    return null_buffer("allgather", rank_, size_, send == nullptr ? "send " : "recv ", count, t, " per rank");
   if (status st = ready("allgather"); !st.ok()) return st;
   ncclResult_t r = ncclAllGather(send, recv, count, *nt, comm_, stream_);
   return r == ncclSuccess ? status{} : nccl_failed("ncclAllGather", r);

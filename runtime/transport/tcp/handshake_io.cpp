@@ -34,6 +34,20 @@ status refuse(int fd, uint64_t job, errc code, const std::string& reason, clock:
   return status{code, reason};
 }
 
+// The server's next frame, which must be of kind `want` (`wanted`: how the error names it); a
+// reject carries the server's reason.
+result<frame> expect_frame(int fd, const wire::frame_limits& limits, clock::time_point deadline, frame_kind want,
+                           const char* wanted, int server_rank) {
+  auto f = recv_frame(fd, limits, deadline);
+  if (!f) return f.error();
+  if (f->header.kind == frame_kind::reject)
+    return status{errc::auth, "refused by rank " + std::to_string(server_rank) + ": " + text_of(f->payload)};
+  if (f->header.kind != want)
+    return status{errc::protocol, std::string("expected ") + wanted + ", got frame kind " +
+                                      std::to_string(static_cast<int>(f->header.kind))};
+  return f;
+}
+
 }  // namespace
 
 status client_handshake(int fd, const handshake_config& cfg, int stream, int server_rank,
@@ -43,13 +57,8 @@ status client_handshake(int fd, const handshake_config& cfg, int stream, int ser
   auto st = send_frame(fd, header(frame_kind::hello, cfg.job_id), wire::encode(hello), deadline);
   if (!st.ok()) return st;
 
-  auto f = recv_frame(fd, limits, deadline);
+  auto f = expect_frame(fd, limits, deadline, frame_kind::challenge, "a challenge", server_rank);
   if (!f) return f.error();
-  if (f->header.kind == frame_kind::reject)
-    return status{errc::auth, "refused by rank " + std::to_string(server_rank) + ": " + text_of(f->payload)};
-  if (f->header.kind != frame_kind::challenge)
-    return status{errc::protocol, "expected a challenge, got frame kind " +
-                                      std::to_string(static_cast<int>(f->header.kind))};
   auto ch = wire::decode_challenge(f->payload);
   if (!ch) return ch.error();
   wire::transcript t{cfg.job_id, hello.client_rank, ch->server_rank, hello.stream, hello.client_nonce,
@@ -66,13 +75,8 @@ status client_handshake(int fd, const handshake_config& cfg, int stream, int ser
                   deadline);
   if (!st.ok()) return st;
 
-  auto verdict = recv_frame(fd, limits, deadline);
+  auto verdict = expect_frame(fd, limits, deadline, frame_kind::accept, "accept", server_rank);
   if (!verdict) return verdict.error();
-  if (verdict->header.kind == frame_kind::reject)
-    return status{errc::auth, "refused by rank " + std::to_string(server_rank) + ": " + text_of(verdict->payload)};
-  if (verdict->header.kind != frame_kind::accept)
-    return status{errc::protocol, "expected accept, got frame kind " +
-                                      std::to_string(static_cast<int>(verdict->header.kind))};
   return {};
 }
 

@@ -189,15 +189,22 @@ result<unique_fd> connect_to(const endpoint& ep, clock::time_point deadline) {
   return status{errc::connection_lost, "cannot connect to " + ep.to_string() + ": " + last};
 }
 
-status send_all(int fd, const void* data, std::size_t n, clock::time_point deadline) {
-  auto p = static_cast<const char*>(data);
+namespace {
+
+// Moves n bytes through `io` (a send or receive that does not block) as the socket becomes
+// ready, until the deadline; `what` names the direction in errors. `zero_is_close`: receiving
+// 0 bytes means the peer closed the connection.
+template <class Byte, class Io>
+status transfer_all(int fd, Byte* p, std::size_t n, clock::time_point deadline, short events, const char* what,
+                    bool zero_is_close, Io io) {
   while (n > 0) {
-    auto st = wait_ready(fd, POLLOUT, deadline, "send");
+    auto st = wait_ready(fd, events, deadline, what);
     if (!st.ok()) return st;
-    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t k = io(p, n);
+    if (zero_is_close && k == 0) return status{errc::connection_lost, "connection closed by peer"};
     if (k < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      return status{errc::connection_lost, "send: " + err_text(errno)};
+      return status{errc::connection_lost, std::string(what) + ": " + err_text(errno)};
     }
     p += k;
     n -= static_cast<std::size_t>(k);
@@ -205,21 +212,16 @@ status send_all(int fd, const void* data, std::size_t n, clock::time_point deadl
   return {};
 }
 
+}  // namespace
+
+status send_all(int fd, const void* data, std::size_t n, clock::time_point deadline) {
+  return transfer_all(fd, static_cast<const char*>(data), n, deadline, POLLOUT, "send", false,
+                      [fd](const char* p, std::size_t m) { return ::send(fd, p, m, MSG_NOSIGNAL | MSG_DONTWAIT); });
+}
+
 status recv_all(int fd, void* data, std::size_t n, clock::time_point deadline) {
-  auto p = static_cast<char*>(data);
-  while (n > 0) {
-    auto st = wait_ready(fd, POLLIN, deadline, "receive");
-    if (!st.ok()) return st;
-    ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
-    if (k == 0) return status{errc::connection_lost, "connection closed by peer"};
-    if (k < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return status{errc::connection_lost, "receive: " + err_text(errno)};
-    }
-    p += k;
-    n -= static_cast<std::size_t>(k);
-  }
-  return {};
+  return transfer_all(fd, static_cast<char*>(data), n, deadline, POLLIN, "receive", true,
+                      [fd](char* p, std::size_t m) { return ::recv(fd, p, m, MSG_DONTWAIT); });
 }
 
 status send_frame(int fd, const wire::frame_header& h, const std::vector<std::byte>& payload,

@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
   if (mode == "collectives") {
     auto st = testrank::check_all_collectives(c);
     if (!st.ok()) return fail(st);
-    auto shm = c.data_plane().links();
+    auto shm = c.plane().wire().links();
     std::printf("testrank: collectives exact on rank %d of %d, %d streams, %d through shared memory "
                 "(frames %llu, on TCP %llu)\n",
                 c.rank(), c.size(), c.num_streams(), shm.shm_streams,
@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
   if (mode == "few") {
     auto st = testrank::check_few_collectives(c);
     if (!st.ok()) return fail(st);
-    auto shm = c.data_plane().links();
+    auto shm = c.plane().wire().links();
     std::printf("testrank: few exact on rank %d of %d, %d streams, %d through shared memory\n", c.rank(), c.size(),
                 c.num_streams(), shm.shm_streams);
     return 0;
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
     // control link keeps answering heartbeats; every rank then allreduces 64 MiB. The others
     // must fail naming rank 1 within CHORUS_PEER_TIMEOUT_SECONDS, not wait for it.
     const int secs = std::atoi(argv[2]);
-    if (c.rank() == 1) c.data_plane().post([secs] { std::this_thread::sleep_for(std::chrono::seconds(secs)); });
+    if (c.rank() == 1) c.plane().post([secs] { std::this_thread::sleep_for(std::chrono::seconds(secs)); });
     std::vector<float> buf(std::size_t{16} << 20, 1.0f);
     auto st = c.allreduce(buf.data(), buf.size(), dtype::f32, reduce_op::sum, allreduce_algorithm::ring);
     if (!st.ok()) return fail(st);
@@ -252,12 +252,12 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (c.rank() == 0) {
       auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      while (c.data_plane().links().refused_connections == 0 && std::chrono::steady_clock::now() < end)
+      while (c.plane().wire().links().refused_connections == 0 && std::chrono::steady_clock::now() < end)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     auto st = testrank::allreduce_16mib_once(c, 1);
     if (!st.ok()) return fail(st);
-    std::printf("refused=%d\n", c.data_plane().links().refused_connections);
+    std::printf("refused=%d\n", c.plane().wire().links().refused_connections);
     return 0;
   }
   std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());

@@ -4,6 +4,7 @@
 #include "c10d/calls.hpp"
 
 #include "c10d/call_support.hpp"
+#include "c10d/per_rank_list.hpp"
 #include "runtime/collectives/reduce.hpp"
 
 namespace chorus::python {
@@ -125,13 +126,7 @@ work_ptr c10d_calls::reduce_scatter(std::vector<at::Tensor>& outputs, std::vecto
   check_one(call, outputs);
   const at::Tensor& y = outputs[0];
   const auto N = static_cast<std::size_t>(size());
-  if (inputs.size() != 1 || inputs[0].size() != N)
-    refuse(call, "needs one input list of " + std::to_string(size()) + " tensors (one per rank)");
-  for (const auto& x : inputs[0]) {
-    check_tensor(call, x);
-    if (x.scalar_type() != y.scalar_type() || x.numel() != y.numel())
-      refuse(call, "input " + describe(x) + " does not match the output " + describe(y));
-  }
+  check_per_rank_list(call, inputs, size(), y, "input", "output", false);
   const dtype t = element_type(call, y.scalar_type());
   const reduce_op op = reduction(call, opts.reduceOp, y);
   const std::size_t n = bytes_of(y);

@@ -3,6 +3,7 @@
 #include "c10d/calls.hpp"
 
 #include "c10d/call_support.hpp"
+#include "c10d/per_rank_list.hpp"
 
 namespace chorus::python {
 
@@ -12,22 +13,14 @@ work_ptr c10d_calls::allgather(std::vector<std::vector<at::Tensor>>& outputs, st
   const std::string call = "all_gather";
   check_one(call, inputs);
   const at::Tensor& x = inputs[0];
-  if (outputs.size() != 1 || outputs[0].size() != static_cast<std::size_t>(size()))
-    refuse(call, "needs one output list of " + std::to_string(size()) + " tensors (one per rank)");
-  for (const auto& y : outputs[0]) {
-    check_tensor(call, y);
-    if (y.scalar_type() != x.scalar_type() || y.numel() != x.numel())
-      refuse(call, "output " + describe(y) + " does not match the input " + describe(x));
-  }
+  check_per_rank_list(call, outputs, size(), x, "output", "input", false);
   const std::size_t n = bytes_of(x);
   ordered::call_info info{call, describe(x), ordered::spec_digest({5, code_of(x)}, sizes_of(x))};
   auto work = make_work(rank(), OpType::ALLGATHER, outputs[0]);
   at::Tensor in = x.contiguous();
   at::Tensor out = scratch_bytes(n * static_cast<std::size_t>(size()));
   group_->allgather(info, in.data_ptr(), out.data_ptr(), std::vector<std::size_t>(static_cast<std::size_t>(size()), n),
-                    dtype::u8, ender(work, [in, out, list = outputs[0], n] {
-                      for (std::size_t r = 0; r < list.size(); ++r) copy_in(list[r], bytes_ptr(out) + r * n);
-                    }));
+                    dtype::u8, ender(work, [in, out, list = outputs[0], n] { copy_rows_in(list, out, n); }));
   return work;
 }
 
@@ -100,21 +93,8 @@ work_ptr c10d_calls::gather(std::vector<std::vector<at::Tensor>>& outputs, std::
                             const ::c10d::GatherOptions& opts) {
   const std::string call = "gather";
   check_one(call, inputs);
-  check_root(call, opts.rootRank, size());
   const at::Tensor& x = inputs[0];
-  const int root = static_cast<int>(opts.rootRank);
-  const bool am_root = rank() == root;
-  if (am_root) {
-    if (outputs.size() != 1 || outputs[0].size() != static_cast<std::size_t>(size()))
-      refuse(call, "the root needs one output list of " + std::to_string(size()) + " tensors");
-    for (const auto& y : outputs[0]) {
-      check_tensor(call, y);
-      if (y.scalar_type() != x.scalar_type() || y.numel() != x.numel())
-        refuse(call, "output " + describe(y) + " does not match the input " + describe(x));
-    }
-  } else if (!outputs.empty()) {
-    refuse(call, "only the root (rank " + std::to_string(root) + ") takes output tensors");
-  }
+  const auto [root, am_root] = check_root_list(call, opts.rootRank, rank(), size(), outputs, x, "output", "input");
   const std::size_t n = bytes_of(x);
   const auto N = static_cast<std::size_t>(size());
   std::vector<std::size_t> send(N, 0), recv(N, 0);
@@ -126,9 +106,8 @@ work_ptr c10d_calls::gather(std::vector<std::vector<at::Tensor>>& outputs, std::
   at::Tensor in = x.contiguous();
   at::Tensor out = scratch_bytes(am_root ? n * N : 0);
   std::vector<at::Tensor> list = am_root ? outputs[0] : std::vector<at::Tensor>{};
-  group_->alltoall(info, in.data_ptr(), send, out.data_ptr(), recv, dtype::u8, ender(work, [in, out, list, n] {
-                     for (std::size_t r = 0; r < list.size(); ++r) copy_in(list[r], bytes_ptr(out) + r * n);
-                   }));
+  group_->alltoall(info, in.data_ptr(), send, out.data_ptr(), recv, dtype::u8,
+                   ender(work, [in, out, list, n] { copy_rows_in(list, out, n); }));
   return work;
 }
 
@@ -136,23 +115,10 @@ work_ptr c10d_calls::scatter(std::vector<at::Tensor>& outputs, std::vector<std::
                              const ::c10d::ScatterOptions& opts) {
   const std::string call = "scatter";
   check_one(call, outputs);
-  check_root(call, opts.rootRank, size());
   const at::Tensor& y = outputs[0];
-  const int root = static_cast<int>(opts.rootRank);
-  const bool am_root = rank() == root;
+  const auto [root, am_root] = check_root_list(call, opts.rootRank, rank(), size(), inputs, y, "input", "output");
   const auto N = static_cast<std::size_t>(size());
   const std::size_t n = bytes_of(y);
-  if (am_root) {
-    if (inputs.size() != 1 || inputs[0].size() != N)
-      refuse(call, "the root needs one input list of " + std::to_string(size()) + " tensors");
-    for (const auto& x : inputs[0]) {
-      check_tensor(call, x);
-      if (x.scalar_type() != y.scalar_type() || x.numel() != y.numel())
-        refuse(call, "input " + describe(x) + " does not match the output " + describe(y));
-    }
-  } else if (!inputs.empty()) {
-    refuse(call, "only the root (rank " + std::to_string(root) + ") takes input tensors");
-  }
   std::vector<std::size_t> send(N, 0), recv(N, 0);
   recv[static_cast<std::size_t>(root)] = n;
   at::Tensor in = scratch_bytes(am_root ? n * N : 0);

@@ -39,8 +39,8 @@ void register_c10d(py::module_& m) {
       [](const c10::intrusive_ptr<::c10d::ProcessGroup>& pg) {
         auto* mine = dynamic_cast<process_group_chorus*>(pg.get());
         if (!mine) throw std::invalid_argument("not a Chorus process group");
-        auto& comm = mine->calls().group().data_plane();
-        const auto use = comm.data_plane().links();
+        auto& comm = mine->calls().group().collectives();
+        const auto use = comm.plane().wire().links();
         py::dict d;
         d["streams"] = comm.num_streams();
         d["hosts"] = comm.hosts().num_hosts();

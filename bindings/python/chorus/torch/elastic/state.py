@@ -118,19 +118,20 @@ class TorchState(ObjectState):
         super(TorchState, self).__init__(bcast_object=broadcast_object, get_rank=rank, _latest_round=_latest_round,
                                          _current_round=_current_round, _agree_max=_agree_max, **kwargs)
 
-    def save(self):
+    def _each_handler(self, method):
         for handler in self._handlers.values():
-            handler.save()
+            getattr(handler, method)()
+
+    def save(self):
+        self._each_handler("save")
         super(TorchState, self).save()
 
     def restore(self):
-        for handler in self._handlers.values():
-            handler.restore()
+        self._each_handler("restore")
         super(TorchState, self).restore()
 
     def sync(self):
-        for handler in self._handlers.values():
-            handler.sync()
+        self._each_handler("sync")
         super(TorchState, self).sync()
 
     def reset(self):
