@@ -124,7 +124,7 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
     }
   }
   return {
-      [=](const pipeline_wired& w) {
+      [=](const autotuner_wiring& w) {
         // The pipeline started with cfg.start on the grid already (autotune_start()).
         self->state.wired = w;
       },
@@ -171,7 +171,7 @@ caf::behavior autotuner_actor(self_ptr self, autotuner_config cfg) {
         auto sw = switch_of(st.in_force, w.cycle + 1);
         self->send(st.wired.fusion, sw);  // always: fusion holds the batches of cycle + 1 for it
         auto now = std::chrono::steady_clock::now();
-        auto& obs = observer_of(st.wired);
+        auto& obs = observer_of(st.wired.observer);
         obs.on_autotune(e, now);
         if (e.switched) {
           self->send(st.wired.negotiator, sw);

@@ -46,7 +46,7 @@ struct autotuner_config {
 
 struct autotuner_state {
   autotuner_config cfg;
-  pipeline_wired wired;
+  autotuner_wiring wired;
   tuning::search_space space;
   std::optional<tuning::tuner> tuner;
   tuning::knob_values in_force;

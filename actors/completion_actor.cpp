@@ -74,7 +74,7 @@ std::vector<int64_t> check_nonfinite(self_ptr self, const bucket_job& job, statu
   for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
   const auto mode = job.ops.front().spec.check;
   ++self->state.nonfinite_found;
-  observer_of(self->state.wired).on_nonfinite(tensors, ranks, name_of(mode), std::chrono::steady_clock::now());
+  observer_of(self->state.wired.observer).on_nonfinite(tensors, ranks, name_of(mode), std::chrono::steady_clock::now());
   if (mode == nan_check::error) {
     st = status{errc::invalid_argument, "NaN or Inf in the input of rank(s) " + list + " (tensors " + names +
                                             "); CHORUS_NAN_CHECK=error ends the operation on every rank"};
@@ -92,7 +92,7 @@ void finish_bucket(self_ptr self, completion_state::entry& e) {
   auto& job = *e.job;
   status st = e.error.ok() ? job.local_error : e.error;
   const std::vector<int64_t> skipped = check_nonfinite(self, job, st);
-  if (!st.ok()) observer_of(self->state.wired).on_error(to_string(st.code()), st, std::chrono::steady_clock::now());
+  if (!st.ok()) observer_of(self->state.wired.observer).on_error(to_string(st.code()), st, std::chrono::steady_clock::now());
   ops_finished ended;
   if (job.bystander) {
     for (const auto& op : job.ops) end_op(self, ended, op, st);  // stand-ins end silently
@@ -134,7 +134,7 @@ void report_window(self_ptr self) {
 caf::behavior completion_actor(self_ptr self, completion_config cfg) {
   self->state.cfg = cfg;
   return {
-      [=](const pipeline_wired& w) { self->state.wired = w; },
+      [=](const completion_wiring& w) { self->state.wired = w; },
       [=](const bucket_planned& p) {
         auto& s = self->state;
         const auto& job = p.job;

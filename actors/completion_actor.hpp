@@ -31,7 +31,7 @@ struct completion_state {
     status error;       ///< the first chunk error
   };
   completion_config cfg;
-  pipeline_wired wired;
+  completion_wiring wired;
   std::unordered_map<uint64_t, entry> buckets;
   std::set<uint64_t> unfinished;  ///< planned chunk sequences not ended yet
   uint64_t next_planned = 0;      ///< one past the highest planned sequence

@@ -379,7 +379,7 @@ namespace {
 
 void plan_and_send(self_ptr self, const batch_agreed& b) {
   auto& st = self->state;
-  auto& obs = observer_of(st.wired);
+  auto& obs = observer_of(st.wired.observer);
   // Nobody to tell: no observer, or only the slot with nothing installed. A timeline
   // installed later sees the buckets of the batches after it (as the slot's own fast
   // path does for every event).
@@ -411,7 +411,7 @@ caf::behavior fusion_actor(self_ptr self, fusion_config cfg) {
   s.next_sequence = cfg.first_sequence;
   s.oldest_unfinished = cfg.first_sequence;
   return {
-      [=](const pipeline_wired& w) {
+      [=](const fusion_wiring& w) {
         self->state.wired = w;
         self->state.slot = dynamic_cast<const telemetry::observer_slot*>(w.observer.get());
         dispatch(self);

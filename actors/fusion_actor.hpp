@@ -79,7 +79,7 @@ struct fusion_config {
 
 struct fusion_state {
   fusion_config cfg;
-  pipeline_wired wired;
+  fusion_wiring wired;
   /// wired.observer when it is exactly the session's slot (start_timeline's), else null: with
   /// nothing installed in it, a bucket event would go nowhere and is not built.
   const telemetry::observer_slot* slot = nullptr;

@@ -228,17 +228,11 @@ result<std::unique_ptr<in_process_job>> in_process_job::start(const in_process_j
   for (std::size_t r = 0; r < n; ++r) {
     std::vector<std::shared_ptr<telemetry::observer>> parts{std::make_shared<capture_observer>(p->logs[r])};
     if (o.observer) parts.push_back(o.observer(static_cast<int>(r)));
-    pipeline_wired w;
-    w.producer = p->captures[r];
-    w.negotiator = p->negotiators[r];
-    w.fusion = p->captures[r];
-    w.completion = p->captures[r];
-    w.observer = telemetry::fan_out(std::move(parts));
-    caf::anon_send(p->negotiators[r], w);
+    auto observer = telemetry::fan_out(std::move(parts));
+    caf::anon_send(p->negotiators[r], negotiator_wiring{p->captures[r], p->captures[r], {}, observer});
     if (o.fusion) {
-      w.fusion = p->fusions[r];
-      w.senders.assign(static_cast<std::size_t>(o.streams), p->captures[r]);
-      caf::anon_send(p->fusions[r], w);
+      std::vector<caf::actor> senders(static_cast<std::size_t>(o.streams), p->captures[r]);
+      caf::anon_send(p->fusions[r], fusion_wiring{p->captures[r], std::move(senders), observer, nullptr});
     }
     caf::anon_send(p->negotiators[r], peers_connected{p->negotiators});
   }

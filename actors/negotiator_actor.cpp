@@ -59,7 +59,7 @@ void send_gossip(self_ptr self, const negotiation::outgoing_message& m) {
       return;
     }
     std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-    observer_of(s.wired).on_gossip_sent(m.to, data, now_of(self));
+    observer_of(s.wired.observer).on_gossip_sent(m.to, data, now_of(self));
     s.cfg.send_control(m.to, control_kind::gossip, -1, data);  // false: the peer left; its loss reports itself
     ++s.stats.messages_sent;
     return;
@@ -72,7 +72,7 @@ void send_gossip(self_ptr self, const negotiation::outgoing_message& m) {
   gossip_bytes g;
   g.data.resize(bytes.size());
   std::memcpy(g.data.data(), bytes.data(), bytes.size());
-  observer_of(s.wired).on_gossip_sent(m.to, g.data, now_of(self));
+  observer_of(s.wired.observer).on_gossip_sent(m.to, g.data, now_of(self));
   auto& peer = s.peers[static_cast<std::size_t>(m.to)];
   if (s.cfg.link_latency.count() > 0)
     self->delayed_send(peer, s.cfg.link_latency, std::move(g));
@@ -108,7 +108,7 @@ void fail_all(self_ptr self, const status& why, bool prefix_name) {
   auto& s = self->state;
   if (s.failed.ok()) {
     s.failed = why;
-    observer_of(s.wired).on_error(to_string(why.code()), why, now_of(self));
+    observer_of(s.wired.observer).on_error(to_string(why.code()), why, now_of(self));
   }
   s.arrived.clear();
   for (auto& [name, op] : s.pending) {
@@ -207,7 +207,7 @@ void apply(self_ptr self, negotiation::actions a) {
       send_gossip(self, m);
   }
   if (!s.failed.ok()) return;
-  auto& obs = observer_of(s.wired);
+  auto& obs = observer_of(s.wired.observer);
   for (auto& e : a.errors) {
     status err{e.code, e.message};
     obs.on_error(to_string(err.code()), err, now);
@@ -309,7 +309,7 @@ void hand_over(self_ptr self) {
   for (const auto& name : names) {
     auto it = s.pending.find(name);
     if (it == s.pending.end()) continue;
-    observer_of(s.wired).on_ready(it->second.handle, it->second.spec, cycle, now);
+    observer_of(s.wired.observer).on_ready(it->second.handle, it->second.spec, cycle, now);
     specs.push_back(it->second.spec);
   }
   apply(self, s.strategy->local_ready_all(std::move(specs), now));
@@ -360,7 +360,7 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
     }
   });
   return {
-      [=](const pipeline_wired& w) { self->state.wired = w; },
+      [=](const negotiator_wiring& w) { self->state.wired = w; },
       [=](const peers_connected& p) {
         auto& st = self->state;
         if (st.peers.size() < p.peers.size()) st.peers.resize(p.peers.size());
@@ -397,7 +397,7 @@ caf::behavior negotiator_actor(self_ptr self, negotiator_config cfg) {
       [=](const gossip_bytes& g) {
         auto& st = self->state;
         ++st.stats.messages_received;
-        observer_of(st.wired).on_gossip_received(g.data, now_of(self));
+        observer_of(st.wired.observer).on_gossip_received(g.data, now_of(self));
         if (!st.failed.ok() || !st.strategy) return;
         auto m = negotiation::decode_message(std::as_bytes(std::span(g.data)));
         if (!m) {

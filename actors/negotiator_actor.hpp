@@ -63,7 +63,7 @@ struct negotiator_config {
 struct negotiator_state {
   negotiator_config cfg;
   std::unique_ptr<negotiation::negotiation_strategy> strategy;
-  pipeline_wired wired;
+  negotiator_wiring wired;
   std::vector<caf::actor> peers;                       ///< by rank; empty until peers_connected
   std::vector<negotiation::outgoing_message> unsent;   ///< produced before the destination's handle was known
   bool connected = false;                              ///< a handle for every peer

@@ -20,6 +20,7 @@
 #include "actors/fusion_actor.hpp"
 #include "actors/negotiator_actor.hpp"
 #include "actors/producer_actor.hpp"
+#include "actors/rank_actors.hpp"
 #include "actors/sender_actor.hpp"
 #include "actors/thread_policy.hpp"
 #include "runtime/collectives/communicator.hpp"
@@ -34,7 +35,7 @@ struct pipeline::impl {
   pipeline_options opts;
   caf::actor_system_config cfg;  // outlives sys
   std::unique_ptr<caf::actor_system> sys;
-  pipeline_wired actors;
+  rank_actors actors;
   std::shared_ptr<completion_router> router = std::make_shared<completion_router>();
   std::shared_ptr<tcp::control_link> link;  ///< the control plane; closed first, released last
   std::atomic<bool> autotune_held{false};    ///< hold_autotune / resume_autotune
@@ -83,7 +84,7 @@ negotiation::negotiation_options negotiation_options_of(const pipeline_options& 
 /// two messages: a hold from cycle 0 (any later batch) and the switch for it, back to back from
 /// one sender, so in this order in fusion's mailbox. Only sound while nothing is in negotiation
 /// (pipeline::set_tunables' contract), where "any later batch" is the same batch on every rank.
-void send_switch(const pipeline_wired& a, const telemetry::tunables& t) {
+void send_switch(const rank_actors& a, const telemetry::tunables& t) {
   tunables_switch sw{0, t.streams, t.chunk_bytes, t.fusion_threshold, t.in_place_bytes, t.cycle_time.count()};
   caf::anon_send(a.fusion, tunables_pending{0});
   caf::anon_send(a.fusion, sw);
@@ -227,7 +228,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, std::share
   }
   auto& sys = *p->sys;
 
-  // 1. Spawn; every actor learns the others from one pipeline_wired message.
+  // 1. Spawn; every actor learns the actors it sends to (wire_actors).
   auto& a = p->actors;
   a.producer = sys.spawn(producer_actor, producer_config{rank, size, opts.process_sets});
   negotiator_config nc;
@@ -307,7 +308,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, std::share
     if (fc.direct_max_bytes) a.observer->on_direct_path(fc.direct_max_bytes, std::chrono::steady_clock::now());
     a.observer->on_tunables(first, std::chrono::steady_clock::now());
   }
-  for (auto& actor : p->all()) caf::anon_send(actor, a);
+  wire_actors(a);
   if (first.streams < streams) send_switch(a, first);  // before any batch: nothing negotiated yet
 
   // 2. Control plane: the link is connected already (with the data plane).

@@ -47,7 +47,7 @@ void finish(caf::stateful_actor<producer_state>* self, uint64_t handle, const st
   }
   auto called_at = std::chrono::steady_clock::now();
   // Reported first: a caller woken by its callback finds the op recorded (hvd.stop_timeline).
-  observer_of(s.peers).on_callback(handle, r->spec, st, enqueued, called_at);
+  observer_of(s.wired.observer).on_callback(handle, r->spec, st, enqueued, called_at);
   call_done(r, st, std::move(gathered), std::move(dims));
   if (s.draining && s.table.empty() && s.drained) {
     s.drained->deliver(drain_atom::value);
@@ -108,8 +108,8 @@ void admit(caf::stateful_actor<producer_state>* self, const std::shared_ptr<op_r
   s.table.emplace(h, request);
   s.names.insert(r.spec.name);
   s.enqueued_at.emplace(h, at);
-  observer_of(s.peers).on_enqueue(h, r.spec, at);
-  self->send(s.peers.negotiator, tensor_ready{make_op_ref(h, r, at)});
+  observer_of(s.wired.observer).on_enqueue(h, r.spec, at);
+  self->send(s.wired.negotiator, tensor_ready{make_op_ref(h, r, at)});
 }
 
 }  // namespace
@@ -208,7 +208,7 @@ caf::behavior producer_actor(caf::stateful_actor<producer_state>* self, producer
     self->quit(m.reason);
   });
   return {
-      [=](const pipeline_wired& w) { self->state.peers = w; },
+      [=](const producer_wiring& w) { self->state.wired = w; },
       [=](const op_enqueued& e) { admit(self, e.request, e.at); },
       [=](const ops_enqueued& e) {
         for (const auto& r : e.requests) admit(self, r, e.at);
@@ -221,7 +221,7 @@ caf::behavior producer_actor(caf::stateful_actor<producer_state>* self, producer
           return;
         }
         s.joins.push_back(std::move(j.done));
-        if (s.joins.size() == 1) self->send(s.peers.negotiator, join_atom::value);
+        if (s.joins.size() == 1) self->send(s.wired.negotiator, join_atom::value);
       },
       [=](const join_finished& f) { end_joins(self, f.result, f.last_rank); },
       [=](op_finished& f) {

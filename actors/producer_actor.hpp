@@ -32,7 +32,7 @@ struct producer_config {
 
 struct producer_state {
   producer_config cfg;
-  pipeline_wired peers;
+  producer_wiring wired;
   std::unordered_map<uint64_t, std::shared_ptr<op_request>> table;
   std::unordered_set<std::string> names;  ///< names of the ops in `table`
   std::unordered_map<uint64_t, steady_time> enqueued_at;  ///< when each op in `table` arrived (telemetry)

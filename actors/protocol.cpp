@@ -4,9 +4,9 @@
 
 namespace chorus {
 
-telemetry::observer& observer_of(const pipeline_wired& w) {
+telemetry::observer& observer_of(const std::shared_ptr<telemetry::observer>& wired) {
   static telemetry::observer ignore_all;
-  return w.observer ? *w.observer : ignore_all;
+  return wired ? *wired : ignore_all;
 }
 
 void register_types(caf::actor_system_config& cfg) {
@@ -25,7 +25,12 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<chunk_work>("chorus.chunk_work");
   cfg.add_message_type<chunk_ran>("chorus.chunk_ran");
   cfg.add_message_type<chunk_done>("chorus.chunk_done");
-  cfg.add_message_type<pipeline_wired>("chorus.pipeline_wired");
+  cfg.add_message_type<producer_wiring>("chorus.producer_wiring");
+  cfg.add_message_type<negotiator_wiring>("chorus.negotiator_wiring");
+  cfg.add_message_type<fusion_wiring>("chorus.fusion_wiring");
+  cfg.add_message_type<sender_wiring>("chorus.sender_wiring");
+  cfg.add_message_type<completion_wiring>("chorus.completion_wiring");
+  cfg.add_message_type<autotuner_wiring>("chorus.autotuner_wiring");
   cfg.add_message_type<bucket_finished>("chorus.bucket_finished");
   cfg.add_message_type<window_scored>("chorus.window_scored");
   cfg.add_message_type<window_agreed>("chorus.window_agreed");

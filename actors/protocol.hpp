@@ -265,20 +265,47 @@ struct autotune_windows {
 struct autotune_pad {
   uint64_t to = 0;
 };
-/// pipeline → every actor of the rank, right after spawning: who is who.
-struct pipeline_wired {
+// pipeline → each actor of the rank, right after spawning: the actors it sends to and where it
+// reports (`observer`: the rank's telemetry, null when off), and nothing else. `autotuner` is
+// invalid unless CHORUS_AUTOTUNE=1; `senders` are by stream; `board` places chunks by stream
+// speed (null: round-robin).
+struct producer_wiring {
+  caf::actor negotiator;
+  std::shared_ptr<telemetry::observer> observer;
+};
+struct negotiator_wiring {
   caf::actor producer;
+  caf::actor fusion;
+  caf::actor autotuner;
+  std::shared_ptr<telemetry::observer> observer;
+};
+struct fusion_wiring {
+  caf::actor completion;
+  std::vector<caf::actor> senders;
+  std::shared_ptr<telemetry::observer> observer;
+  std::shared_ptr<stream_board> board;
+};
+struct sender_wiring {
+  caf::actor completion;
+  std::vector<caf::actor> senders;  ///< its siblings too: work stealing
+  std::shared_ptr<telemetry::observer> observer;
+  std::shared_ptr<stream_board> board;
+};
+struct completion_wiring {
+  caf::actor producer;
+  caf::actor fusion;
+  caf::actor autotuner;
+  std::shared_ptr<telemetry::observer> observer;
+};
+struct autotuner_wiring {
   caf::actor negotiator;
   caf::actor fusion;
-  caf::actor completion;
-  std::vector<caf::actor> senders;  ///< by stream
-  std::shared_ptr<telemetry::observer> observer;  ///< the rank's telemetry; null when off
-  std::shared_ptr<stream_board> board;  ///< placement by stream speed; null: round-robin
-  caf::actor autotuner;                 ///< invalid unless CHORUS_AUTOTUNE=1
+  std::vector<caf::actor> senders;
+  std::shared_ptr<telemetry::observer> observer;
 };
 
 /// The wired observer, or one that ignores everything when telemetry is off.
-telemetry::observer& observer_of(const pipeline_wired& w);
+telemetry::observer& observer_of(const std::shared_ptr<telemetry::observer>& wired);
 /// idle sender → every sibling: how many chunks wait in your deque?
 struct steal_request { int thief = 0; uint64_t round = 0; };
 /// sibling → idle sender: the answer to steal_request.
@@ -345,8 +372,12 @@ typename Inspector::result_type inspect(Inspector& f, bucket_planned& x) {
 CHORUS_MESSAGE_FIELDS(window_moved, x.oldest_unfinished)
 CHORUS_MESSAGE_FIELDS(chunk_ran, x.sequence, x.result)
 CHORUS_MESSAGE_FIELDS(chunk_done, x.sequence, x.bucket, x.stream, x.result)
-CHORUS_MESSAGE_FIELDS(pipeline_wired, x.producer, x.negotiator, x.fusion, x.completion, x.senders,
-                      x.autotuner)
+CHORUS_MESSAGE_FIELDS(producer_wiring, x.negotiator)
+CHORUS_MESSAGE_FIELDS(negotiator_wiring, x.producer, x.fusion, x.autotuner)
+CHORUS_MESSAGE_FIELDS(fusion_wiring, x.completion, x.senders)
+CHORUS_MESSAGE_FIELDS(sender_wiring, x.completion, x.senders)
+CHORUS_MESSAGE_FIELDS(completion_wiring, x.producer, x.fusion, x.autotuner)
+CHORUS_MESSAGE_FIELDS(autotuner_wiring, x.negotiator, x.fusion, x.senders)
 CHORUS_MESSAGE_FIELDS(bucket_finished, x.cycle, x.bytes)
 CHORUS_MESSAGE_FIELDS(window_scored, x.score, x.digest)
 CHORUS_MESSAGE_FIELDS(window_agreed, x.cycle, x.window, x.score)

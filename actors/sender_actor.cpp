@@ -46,7 +46,7 @@ void start(self_ptr self, chunk_work w) {
   uint64_t seq = w.sequence;
   if (s.cfg.record_starts) s.started.push_back(seq);
   w.started = std::chrono::steady_clock::now();
-  observer_of(s.wired).on_chunk_start(s.cfg.stream, seq, w.bytes, w.started);
+  observer_of(s.wired.observer).on_chunk_start(s.cfg.stream, seq, w.bytes, w.started);
   auto [it, fresh] = s.in_flight.emplace(seq, std::move(w));
   if (!fresh) {
     CHORUS_LOG(error, "sender", "stream=" << s.cfg.stream << " sequence=" << seq << " started twice");
@@ -108,7 +108,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
   self->state.cfg = cfg;
   self->state.stats.stream = cfg.stream;
   return {
-      [=](const pipeline_wired& w) { self->state.wired = w; },
+      [=](const sender_wiring& w) { self->state.wired = w; },
       [=](chunk_work& w) {
         insert_sorted(self->state, std::move(w));
         try_start(self);
@@ -123,12 +123,12 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         tsan_edge::observe(it->second.job.get());  // published by completion_router::post on the I/O thread
         ++s.stats.chunks;
         s.stats.bytes += it->second.bytes;
-        observer_of(s.wired).on_chunk_end(s.cfg.stream, r.sequence, it->second.bytes, r.result, it->second.started,
+        observer_of(s.wired.observer).on_chunk_end(s.cfg.stream, r.sequence, it->second.bytes, r.result, it->second.started,
                                           std::chrono::steady_clock::now());
         if (const auto& job = it->second.job; job && !job->ops.empty() && r.result.ok() &&
                                                job->wire != compression::none) {
           const std::size_t raw = it->second.bytes;  // compressed: 2 bytes on the wire per element
-          observer_of(s.wired).on_compressed(s.cfg.stream, raw, raw / size_of(it->second.type) * 2,
+          observer_of(s.wired.observer).on_compressed(s.cfg.stream, raw, raw / size_of(it->second.type) * 2,
                                              std::chrono::steady_clock::now());
         }
         if (is_direct(it->second))
@@ -180,7 +180,7 @@ caf::behavior sender_actor(self_ptr self, sender_config cfg) {
         s.stealing = false;
         if (!r.chunk) return;
         ++s.stats.stolen;
-        observer_of(s.wired).on_steal(s.cfg.stream, r.victim, r.chunk->sequence, std::chrono::steady_clock::now());
+        observer_of(s.wired.observer).on_steal(s.cfg.stream, r.victim, r.chunk->sequence, std::chrono::steady_clock::now());
         if (s.wired.board) s.wired.board->moved_chunk(r.victim, s.cfg.stream, r.chunk->bytes);  // never direct
         insert_sorted(s, std::move(*r.chunk));
         try_start(self);

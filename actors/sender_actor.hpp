@@ -53,7 +53,7 @@ struct sender_config {
 
 struct sender_state {
   sender_config cfg;
-  pipeline_wired wired;
+  sender_wiring wired;
   std::deque<chunk_work> queue;             ///< not started, ascending by sequence
   std::map<uint64_t, chunk_work> in_flight; ///< started, by sequence
   std::size_t direct_in_flight = 0;         ///< of which direct chunks (they take no slot)

@@ -108,14 +108,8 @@ result<std::vector<rank_decisions>> replay_trace(const telemetry::trace::replay_
   }
   for (int r = 0; r < n; ++r) {
     auto i = static_cast<std::size_t>(r);
-    pipeline_wired w;
-    w.producer = sinks[i];
-    w.negotiator = negotiators[i];
-    w.fusion = fusions[i];
-    w.completion = sinks[i];
-    w.observer = captures[i];
-    caf::anon_send(negotiators[i], w);
-    caf::anon_send(fusions[i], w);
+    caf::anon_send(negotiators[i], negotiator_wiring{sinks[i], fusions[i], {}, captures[i]});
+    caf::anon_send(fusions[i], fusion_wiring{sinks[i], {}, captures[i], nullptr});
     caf::anon_send(negotiators[i], peers_connected{negotiators});
   }
   sched.run();

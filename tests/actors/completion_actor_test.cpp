@@ -39,9 +39,7 @@ struct completion_fixture {
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     completion = sys->spawn(completion_actor, completion_config{2, 3});
     sink = sys->spawn<::chorus::test::class_actor<sink_state, sink_actor>>();
-    pipeline_wired w;
-    w.producer = w.fusion = sink;
-    caf::anon_send(completion, w);
+    caf::anon_send(completion, completion_wiring{sink, sink, {}, nullptr});
     sched->run();
   }
   ~completion_fixture() {

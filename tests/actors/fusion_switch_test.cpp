@@ -45,10 +45,7 @@ struct fusion_fixture {
     fc.start_window = 64;
     fusion = sys->spawn(fusion_actor, fc);
     sink = sys->spawn<::chorus::test::class_actor<sink_state, sink_actor>>();
-    pipeline_wired w;
-    w.completion = sink;
-    w.senders = {sink};
-    caf::anon_send(fusion, w);
+    caf::anon_send(fusion, fusion_wiring{sink, {sink}, nullptr, nullptr});
     sched->run();
   }
   ~fusion_fixture() {

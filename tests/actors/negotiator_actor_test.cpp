@@ -295,9 +295,7 @@ TEST(negotiator_actor, gossip_produced_before_peers_connect_is_sent_once_they_do
     c.size = 2;
     negs.push_back(sys.spawn(negotiator_actor, c));
     sinks.push_back(sys.spawn<::chorus::test::class_actor<sink_state, sink_actor>>());
-    pipeline_wired w;
-    w.producer = w.fusion = sinks.back();
-    caf::anon_send(negs.back(), w);
+    caf::anon_send(negs.back(), negotiator_wiring{sinks.back(), sinks.back(), {}, nullptr});
   }
   op_ref o;
   o.spec = spec("x", {2});

@@ -66,11 +66,7 @@ struct ranks_fixture {
       sinks.push_back(sys->spawn<::chorus::test::class_actor<sink_state, sink_actor>>());
     }
     for (int r = 0; r < n; ++r) {
-      pipeline_wired w;
-      w.producer = sinks[r];
-      w.fusion = sinks[r];
-      w.negotiator = negotiators[r];
-      caf::anon_send(negotiators[r], w);
+      caf::anon_send(negotiators[r], negotiator_wiring{sinks[r], sinks[r], {}, nullptr});
       caf::anon_send(negotiators[r], peers_connected{negotiators});
     }
     sched->run();

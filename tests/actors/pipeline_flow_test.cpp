@@ -21,6 +21,7 @@
 #include "actors/negotiator_actor.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/producer_actor.hpp"
+#include "actors/rank_actors.hpp"
 #include "actors/sender_actor.hpp"
 
 namespace chorus {
@@ -149,7 +150,7 @@ struct flow_fixture {
   std::unique_ptr<caf::actor_system> sys;
   caf::scheduler::test_coordinator* sched = nullptr;
   fake_plane plane;
-  std::vector<pipeline_wired> ranks;
+  std::vector<rank_actors> ranks;
   std::vector<std::map<std::string, outcome>> outcomes;
   std::vector<std::map<std::string, std::vector<std::byte>>> buffers;
   std::mt19937_64 rng;
@@ -162,7 +163,7 @@ struct flow_fixture {
     plane.ranks = r;
     plane.senders.resize(r), outcomes.resize(r), buffers.resize(r);
     for (int k = 0; k < r; ++k) {
-      pipeline_wired w;
+      rank_actors w;
       w.producer = sys->spawn(producer_actor, producer_config{k, r});
       w.negotiator = sys->spawn(negotiator_actor, negotiator_config{.rank = k, .size = r});
       w.fusion = sys->spawn(fusion_actor, fusion_config{.rank = k, .size = r, .fusion_threshold = 4096,
@@ -176,7 +177,7 @@ struct flow_fixture {
       ranks.push_back(w);
     }
     for (auto& w : ranks) {
-      for (auto& a : actors_of(w)) caf::anon_send(a, w);
+      wire_actors(w);
       std::vector<caf::actor> negs;
       for (auto& x : ranks) negs.push_back(x.negotiator);
       caf::anon_send(w.negotiator, peers_connected{negs});
@@ -188,7 +189,7 @@ struct flow_fixture {
       for (auto& a : actors_of(w)) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     sched->run();
   }
-  static std::vector<caf::actor> actors_of(const pipeline_wired& w) {
+  static std::vector<caf::actor> actors_of(const rank_actors& w) {
     auto v = w.senders;
     v.insert(v.end(), {w.producer, w.negotiator, w.fusion, w.completion});
     return v;

@@ -37,9 +37,7 @@ struct producer_fixture {
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     producer = sys->spawn(producer_actor, producer_config{1, 4});
     sink = sys->spawn<::chorus::test::class_actor<sink_state, sink_actor>>();
-    pipeline_wired w;
-    w.negotiator = sink;
-    caf::anon_send(producer, w);
+    caf::anon_send(producer, producer_wiring{sink, nullptr});
     sched->run();
   }
   ~producer_fixture() {

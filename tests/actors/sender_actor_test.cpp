@@ -64,10 +64,7 @@ struct senders_fixture {
       c.record_starts = true;
       senders.push_back(sys->spawn(sender_actor, c));
     }
-    pipeline_wired w;
-    w.completion = sink;
-    w.senders = senders;
-    for (auto& s : senders) caf::anon_send(s, w);
+    for (auto& s : senders) caf::anon_send(s, sender_wiring{sink, senders, nullptr, nullptr});
     sched->run();
   }
   ~senders_fixture() {
