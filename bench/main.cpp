@@ -80,11 +80,11 @@ struct options {
   std::vector<std::string> allreduce_variants = {"none"};
   bool hierarchical = false;  // --hierarchical: chorus also with the hierarchy forced on and off
   std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20};
+  bool steps_given = false;
 #ifdef CHORUS_WITH_PIPELINE
   bench::negotiation_bench_options negotiation;
   bool processes = false;
   bench::autotune_bench_options autotune;
-  bool steps_given = false;
 #endif
 };
 
