@@ -17,6 +17,7 @@
 #include "actors/pipeline.hpp"
 #include "runtime/collectives/communicator.hpp"
 #include "tests/support/rendezvous_env.hpp"
+#include "tests/support/test_time.hpp"
 
 namespace chorus::testing {
 
@@ -95,9 +96,10 @@ struct waiter {
       cv.notify_all();
     };
   }
+  /// Scaled like every bound (test_time.hpp): under TSan a test's cycle time alone may pass 20 s.
   bool wait(std::chrono::milliseconds t = 20s) {
     std::unique_lock lk(mu);
-    return cv.wait_for(lk, t, [&] { return calls > 0; });
+    return cv.wait_for(lk, scaled(t), [&] { return calls > 0; });
   }
 };
 
