@@ -121,12 +121,8 @@ void finish_bucket(self_ptr self, completion_state::entry& e) {
   }
 }
 
-void report_window(self_ptr self) {
-  auto& s = self->state;
-  uint64_t oldest = s.unfinished.empty() ? s.next_planned : *s.unfinished.begin();
-  if (oldest == s.reported_oldest) return;
-  s.reported_oldest = oldest;
-  self->send(s.wired.fusion, window_moved{oldest});
+void report_end(self_ptr self, uint64_t sequence) {
+  self->send(self->state.wired.fusion, chunk_ended{sequence});
 }
 
 }  // namespace
@@ -138,10 +134,8 @@ caf::behavior completion_actor(self_ptr self, completion_config cfg) {
       [=](const bucket_planned& p) {
         auto& s = self->state;
         const auto& job = p.job;
-        if (s.next_planned == 0) s.reported_oldest = job->first_sequence;  // fusion starts there
         s.buckets[job->id] = completion_state::entry{job, job->chunks, {}};
         for (uint32_t i = 0; i < job->chunks; ++i) s.unfinished.insert(job->first_sequence + i);
-        s.next_planned = std::max(s.next_planned, job->first_sequence + job->chunks);
       },
       [=](const chunk_done& d) {
         auto& s = self->state;
@@ -152,14 +146,14 @@ caf::behavior completion_actor(self_ptr self, completion_config cfg) {
         auto it = s.buckets.find(d.bucket);
         if (it == s.buckets.end()) {
           CHORUS_LOG(error, "completion", "sequence=" << d.sequence << " of unknown bucket=" << d.bucket);
-          report_window(self);
+          report_end(self, d.sequence);
           return;
         }
         auto& e = it->second;
         if (!d.result.ok() && e.error.ok()) {
           e.error = d.result;
           // An allgather's row chunk reads the counts: tell it they are not there (the
-          // window_moved below orders this write before that chunk starts).
+          // chunk_ended below orders this write before that chunk starts).
           auto kind = e.job->plan.kind;
           if (kind == fusable_kind::allgather || kind == fusable_kind::alltoall) e.job->local_error = d.result;
         }
@@ -169,7 +163,7 @@ caf::behavior completion_actor(self_ptr self, completion_config cfg) {
           finish_bucket(self, e);
           s.buckets.erase(it);
         }
-        report_window(self);
+        report_end(self, d.sequence);
       },
   };
 }

@@ -1,6 +1,6 @@
 // The completion actor: one per rank. Receives bucket_planned from fusion and chunk_done from
 // the senders; sends ops_finished (a bucket's ops at once) to the producer (which calls each
-// op's done) and window_moved to fusion. Each ended chunk of a fused bucket is unpacked into
+// op's done) and chunk_ended to fusion (each chunk's end, for its start window). Each ended chunk of a fused bucket is unpacked into
 // the ops' outputs at once (overlapping the bucket's other chunks); when the last chunk ends
 // every op of the bucket ends exactly once: ok, or the bucket's first error naming the tensor
 // and this rank (after an error the outputs hold undefined data). Averaging needs nothing
@@ -34,8 +34,6 @@ struct completion_state {
   completion_wiring wired;
   std::unordered_map<uint64_t, entry> buckets;
   std::set<uint64_t> unfinished;  ///< planned chunk sequences not ended yet
-  uint64_t next_planned = 0;      ///< one past the highest planned sequence
-  uint64_t reported_oldest = 0;   ///< last window_moved sent
   uint64_t ops_ok = 0;
   uint64_t ops_failed = 0;
   uint64_t buckets_done = 0;

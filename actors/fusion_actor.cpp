@@ -177,6 +177,13 @@ void place_in_set(const fusion_state& s, bucket_job& job) {
   job.members = std::shared_ptr<const std::vector<int>>(set, &set->ranks);
 }
 
+/// Whether `w` runs before every chunk handed out here that has not ended.
+bool before_every_handed(const fusion_state& s, const chunk_work& w) {
+  for (const auto& [sequence, priority] : s.handed)
+    if (!runs_before(w.priority, w.sequence, priority, sequence)) return false;
+  return true;
+}
+
 void dispatch(self_ptr self) {
   auto& s = self->state;
   if (s.wired.senders.empty()) return;
@@ -188,10 +195,11 @@ void dispatch(self_ptr self) {
       s.waiting.pop_front();
       continue;
     }
-    if (w.sequence >= s.oldest_unfinished + s.cfg.start_window) break;
+    const bool first = before_every_handed(s, w);
+    if (s.handed.size() >= s.cfg.start_window && !first) break;
     const bool counted = w.algo == chunk_algo::allgather_data || w.algo == chunk_algo::hier_allgather ||
                          w.algo == chunk_algo::alltoall_data;
-    if (counted && s.oldest_unfinished < w.sequence) break;
+    if (counted && !first) break;
     if (!counted && w.algo != chunk_algo::allgather_counts && w.algo != chunk_algo::alltoall_counts)
       ready_chunk(s, s.waiting.front());
     const auto all = s.wired.senders.size();
@@ -204,6 +212,7 @@ void dispatch(self_ptr self) {
                   : static_cast<std::size_t>((w.sequence - s.cfg.first_sequence) % n);
     if (w.algo == chunk_algo::mailbox_allreduce && s.cfg.direct)
       s.cfg.direct->expect(w.sequence);  // its turn, before any later chunk's
+    s.handed.emplace(w.sequence, w.priority);
     self->send(s.wired.senders[to], std::move(s.waiting.front()));
     s.waiting.pop_front();
   }
@@ -233,7 +242,18 @@ std::string algorithm_of(const std::vector<chunk_work>& works) {
 }
 
 std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> plan_batch(fusion_state& s,
-                                                                                         const batch_agreed& b) {
+                                                                                         const batch_agreed& agreed) {
+  // Priority on: the batch in priority order (stable: ties keep the agreed order), the same
+  // on every rank, so buckets fuse neighbours in that order.
+  std::optional<batch_agreed> sorted;
+  if (s.cfg.priority && std::adjacent_find(agreed.ops.begin(), agreed.ops.end(), [](const op_ref& a, const op_ref& c) {
+                          return a.spec.priority != c.spec.priority;
+                        }) != agreed.ops.end()) {
+    sorted = agreed;
+    std::stable_sort(sorted->ops.begin(), sorted->ops.end(),
+                     [](const op_ref& a, const op_ref& c) { return a.spec.priority > c.spec.priority; });
+  }
+  const batch_agreed& b = sorted ? *sorted : agreed;
   std::vector<fusion_item> items;
   items.reserve(b.ops.size());
   for (std::size_t i = 0; i < b.ops.size(); ++i) {
@@ -360,6 +380,12 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       s.next_sequence += works.size();
     }
     job->chunks = static_cast<uint32_t>(works.size());
+    // Across batches, chunks wait in priority order (not on the mailbox lane: fusion_actor.hpp).
+    if (s.cfg.priority && lane == 0) {
+      int32_t priority = INT32_MIN;
+      for (const auto& op : job->ops) priority = std::max(priority, op.spec.priority);
+      for (auto& w : works) w.priority = priority;
+    }
     ++s.buckets;
     out.emplace_back(std::move(job), std::move(works));
   }
@@ -394,7 +420,11 @@ void plan_and_send(self_ptr self, const batch_agreed& b) {
     }
     // Completion learns the bucket before any of its chunks can end (mailbox order).
     self->send(st.wired.completion, bucket_planned{job});
-    for (auto& w : works) st.waiting.push_back(std::move(w));
+    for (auto& w : works) {
+      auto at = std::upper_bound(st.waiting.begin(), st.waiting.end(), w,
+                                 [](const chunk_work& a, const chunk_work& b) { return runs_before(a, b); });
+      st.waiting.insert(at, std::move(w));
+    }
   }
 }
 
@@ -409,7 +439,6 @@ caf::behavior fusion_actor(self_ptr self, fusion_config cfg) {
   po.pre_touch = cfg.pre_touch;
   s.pool = std::make_unique<buffer_pool>(po);
   s.next_sequence = cfg.first_sequence;
-  s.oldest_unfinished = cfg.first_sequence;
   return {
       [=](const fusion_wiring& w) {
         self->state.wired = w;
@@ -442,9 +471,8 @@ caf::behavior fusion_actor(self_ptr self, fusion_config cfg) {
         }
         dispatch(self);
       },
-      [=](const window_moved& w) {
-        auto& st = self->state;
-        if (w.oldest_unfinished > st.oldest_unfinished) st.oldest_unfinished = w.oldest_unfinished;
+      [=](const chunk_ended& e) {
+        self->state.handed.erase(e.sequence);
         dispatch(self);
       },
   };

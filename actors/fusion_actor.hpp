@@ -10,10 +10,19 @@
 // (every rank's splits, then the rows). A reducescatter runs on a pooled copy of its input,
 // one chunk per window of every rank's slice (runtime/collectives/scatter_plan.hpp).
 //
+// Priority (CHORUS_PRIORITY=on): the ops of a batch are planned in priority order (larger
+// first, stable), so fusion packs neighbours in that order, and every chunk carries its
+// bucket's priority. Chunks wait in runs_before order (protocol.hpp: larger priority, then
+// lower sequence), so the rest of a big bucket yields to a later bucket of larger priority at
+// the next chunk boundary. On the mailbox lane (every rank on one host) chunks keep priority 0:
+// that lane runs them in hand-out order, which must then be the same on every rank.
+//
 // Start-order invariant (deadlock freedom, see sender_actor.hpp): chunks are handed to the
-// senders in increasing sequence order, and only while sequence < oldest unfinished chunk of
-// this rank + start_window. An allgather's or alltoall's row chunk is handed out only once
-// every earlier chunk (its counts among them) has ended here.
+// senders in runs_before order of what waits here, while fewer than start_window handed-out
+// chunks have not ended (chunk_ended from completion); the chunk that runs before every
+// handed-out unfinished one is handed out even past the window. An allgather's or alltoall's
+// row chunk is handed out only once every chunk that runs before it (its counts among them)
+// has ended here.
 //
 // Process sets: a bucket of another set than the global one runs among its members
 // (bucket_job::members, member-local rank and size; flat algorithms only). A rank outside the
@@ -30,6 +39,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 
 #include <caf/all.hpp>
@@ -51,6 +61,7 @@ struct fusion_config {
   std::size_t small_bytes = 64u << 10;  ///< chunks up to this use recursive doubling
   std::size_t in_place_bytes = 0;       ///< allreduce tensors this large skip fusion (0: none)
   std::size_t start_window = 16;
+  bool priority = true;  ///< CHORUS_PRIORITY (see above)
   std::size_t pool_bytes = 256u << 20;
   bool pre_touch = true;
   uint64_t first_sequence = uint64_t{1} << 62;
@@ -87,8 +98,8 @@ struct fusion_state {
   uint64_t next_sequence = 0;
   uint64_t next_bucket = 1;
   uint64_t next_device_order = 0;
-  uint64_t oldest_unfinished = 0;
-  std::deque<chunk_work> waiting;  ///< planned, not yet handed to a sender (ascending)
+  std::deque<chunk_work> waiting;  ///< planned, not yet handed to a sender (runs_before order)
+  std::map<uint64_t, int32_t> handed;  ///< handed out, not ended: sequence → priority
   /// Autotune: cycles whose tunables the autotuner has yet to send (tunables_pending), and
   /// the batches of those cycles or later, held until then (in arrival order).
   std::deque<uint64_t> holds;

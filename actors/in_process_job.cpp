@@ -1,7 +1,7 @@
 // The in-process job: spawns N negotiators (+ fusion actors) and their capture actors in one
 // actor system, hands them enqueued tensors, and keeps what the captures and the capture
 // observers recorded. Sends tensor_ready; captures receive batch_agreed, op_finished,
-// bucket_planned and chunk_work, and answer chunks with window_moved.
+// bucket_planned and chunk_work, and answer chunks with chunk_ended.
 #include "actors/in_process_job.hpp"
 
 #include <sys/prctl.h>
@@ -74,7 +74,6 @@ class capture_observer final : public telemetry::observer {
 /// increasing sequence order, so everything below the newest one has ended.
 caf::behavior capture_actor(caf::event_based_actor* self, int rank, std::shared_ptr<rank_log> log,
                             std::shared_ptr<progress> prog, caf::actor fusion) {
-  auto oldest_unfinished = std::make_shared<uint64_t>(0);
   return {
       [=](batch_agreed& b) {
         agreed_record rec{b.cycle, {}, {}, std::chrono::steady_clock::now()};
@@ -114,8 +113,7 @@ caf::behavior capture_actor(caf::event_based_actor* self, int rank, std::shared_
         log->buckets.push_back(std::move(rec));
       },
       [=](const chunk_work& w) {
-        *oldest_unfinished = std::max(*oldest_unfinished, w.sequence + 1);
-        if (fusion) self->send(fusion, window_moved{*oldest_unfinished});
+        if (fusion) self->send(fusion, chunk_ended{w.sequence});
       },
   };
 }

@@ -9,7 +9,7 @@
 // Message flow per rank r:
 //   enqueue(r, spec) ─tensor_ready─▶ negotiator r ◀─gossip_bytes (delayed by link_latency)─▶ peers
 //   negotiator r ─batch_agreed─▶ capture r [─batch_agreed─▶ fusion r ─bucket_planned, chunk_work─▶
-//   capture r ─window_moved─▶ fusion r]   (brackets: only with fusion on; chunks "end" at once)
+//   capture r ─chunk_ended─▶ fusion r]   (brackets: only with fusion on; chunks "end" at once)
 //   negotiator r ─op_finished (errors)─▶ capture r
 //
 // Thread-safety: start/stop from one thread; enqueue, wait and the accessors from any thread

@@ -21,6 +21,7 @@ pipeline_options pipeline_options::from_config(const config& c) {
   o.scheduler_threads = p.scheduler_threads;
   o.scheduler_batch = p.scheduler_batch;
   o.start_window = p.start_window;
+  o.priority = p.priority;
   o.chunks_in_flight = p.chunks_in_flight;
   o.stream_placement = p.stream_placement;
   o.chunk_bytes = c.collectives.chunk_bytes;
@@ -38,7 +39,8 @@ setting_list pipeline_settings(const pipeline_options& o) {
           {"CHORUS_NEGOTIATION", o.negotiation},
           {"CHORUS_FUSION_THRESHOLD", std::to_string(o.fusion_threshold)},
           {"CHORUS_CHUNK_BYTES", std::to_string(o.chunk_bytes)},
-          {"CHORUS_IN_PLACE_BYTES", std::to_string(o.in_place_bytes)}};
+          {"CHORUS_IN_PLACE_BYTES", std::to_string(o.in_place_bytes)},
+          {"CHORUS_PRIORITY", o.priority ? "1" : "0"}};
 }
 
 }  // namespace chorus

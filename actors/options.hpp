@@ -42,8 +42,10 @@ struct pipeline_options {
   int scheduler_threads = 1;                   ///< CHORUS_SCHEDULER_THREADS: CAF worker threads
   /// CHORUS_SCHEDULER_BATCH: the actors' threads run under SCHED_BATCH (actors/thread_policy.hpp).
   bool scheduler_batch = true;
-  /// CHORUS_START_WINDOW: how far (in chunks) a rank may start ahead of its oldest unfinished chunk.
+  /// CHORUS_START_WINDOW: chunks a rank hands to its streams before the first of them ends.
   std::size_t start_window = 16;
+  /// CHORUS_PRIORITY: chunks go in priority order (actors/fusion_actor.hpp); every rank alike.
+  bool priority = true;
   /// CHORUS_CONNECT_TIMEOUT_SECONDS: the rendezvous exchanges at start() (the settings every
   /// rank must share, the GPU agreement).
   std::chrono::milliseconds connect_timeout{60000};

@@ -258,6 +258,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, std::share
   fc.chunk_bytes = opts.chunk_bytes;
   fc.small_bytes = comm.options().small_bytes;
   fc.start_window = opts.start_window;
+  fc.priority = opts.priority;
   fc.pool_bytes = opts.pool_bytes;
   fc.in_place_bytes = opts.in_place_bytes;
   fc.first_sequence = data_plane::pipeline_sequence_base;

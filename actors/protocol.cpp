@@ -21,7 +21,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<join_enqueued>("chorus.join_enqueued");
   cfg.add_message_type<join_finished>("chorus.join_finished");
   cfg.add_message_type<bucket_planned>("chorus.bucket_planned");
-  cfg.add_message_type<window_moved>("chorus.window_moved");
+  cfg.add_message_type<chunk_ended>("chorus.chunk_ended");
   cfg.add_message_type<chunk_work>("chorus.chunk_work");
   cfg.add_message_type<chunk_ran>("chorus.chunk_ran");
   cfg.add_message_type<chunk_done>("chorus.chunk_done");

@@ -1,7 +1,7 @@
 // The whole message protocol of the actor pipeline, in one place (docs/design.md, section 2):
 //   API ─op_enqueued (ops_enqueued)─▶ producer ─tensor_ready─▶ negotiator ◀─gossip_bytes─▶ peers
 //   negotiator ─batch_agreed─▶ fusion ─bucket_planned─▶ completion, ─chunk_work─▶ senders
-//   runner ─chunk_ran─▶ sender ─chunk_done─▶ completion ─window_moved─▶ fusion
+//   runner ─chunk_ran─▶ sender ─chunk_done─▶ completion ─chunk_ended─▶ fusion
 //   completion / negotiator ─op_finished (completion: ops_finished, a bucket's)─▶ producer ─▶ the op's done callback
 //   API ─join_enqueued─▶ producer ─join_atom─▶ negotiator ─join_finished─▶ producer (Horovod's join)
 //   autotune on: completion ─bucket_finished─▶ autotuner ─window_scored─▶ negotiator (gossip
@@ -157,7 +157,20 @@ struct chunk_work {
   int root = 0;
   std::shared_ptr<bucket_job> job;
   steady_time started{};  ///< set by the sender that starts it (telemetry)
+  /// Its bucket's priority (the largest of its members'; 0 with CHORUS_PRIORITY=off or on the
+  /// mailbox lane): with the sequence, the order in which chunks are handed out and started,
+  /// the same on every rank (runs_before).
+  int32_t priority = 0;
 };
+
+/// The order of chunks on every rank: larger priority first, then lower sequence. A total
+/// order, the same on every rank (fusion_actor.hpp, sender_actor.hpp: deadlock freedom).
+inline bool runs_before(int32_t pa, uint64_t sa, int32_t pb, uint64_t sb) {
+  return pa != pb ? pa > pb : sa < sb;
+}
+inline bool runs_before(const chunk_work& a, const chunk_work& b) {
+  return runs_before(a.priority, a.sequence, b.priority, b.sequence);
+}
 
 // stream_stats and negotiation_stats (the replies to stats_atom) live in actors/stats.hpp,
 // so that the public pipeline.hpp needs no CAF header.
@@ -217,8 +230,8 @@ struct join_enqueued { std::function<void(const status&, int last_rank)> done; }
 struct join_finished { status result; int last_rank = -1; };
 /// fusion → completion: a bucket and its chunk sequences, before any of its chunks runs.
 struct bucket_planned { std::shared_ptr<bucket_job> job; };
-/// completion → fusion: every chunk below `oldest_unfinished` has ended on this rank.
-struct window_moved { uint64_t oldest_unfinished = 0; };
+/// completion → fusion: chunk `sequence` has ended on this rank (it leaves the start window).
+struct chunk_ended { uint64_t sequence = 0; };
 /// data plane (I/O thread) → sender: a chunk op ended.
 struct chunk_ran { uint64_t sequence = 0; status result; };
 /// sender → completion: a chunk ended (on stream `stream`).
@@ -337,9 +350,9 @@ typename Inspector::result_type inspect(Inspector& f, status& x) {
   }
 
 CHORUS_MESSAGE_FIELDS(tensor_spec, x.name, x.kind, x.type, x.shape, x.op, x.root, x.device,
-                      x.process_set, x.transient)
+                      x.process_set, x.transient, x.priority)
 CHORUS_MESSAGE_FIELDS(op_ref, x.handle, x.spec, x.first_dim, x.splits)
-CHORUS_MESSAGE_FIELDS(chunk_work, x.sequence, x.algo, x.bytes, x.type, x.op, x.root)
+CHORUS_MESSAGE_FIELDS(chunk_work, x.sequence, x.algo, x.bytes, x.type, x.op, x.root, x.priority)
 CHORUS_MESSAGE_FIELDS(stream_stats, x.stream, x.chunks, x.bytes, x.busy_us, x.stolen, x.given,
                       x.max_in_flight)
 CHORUS_MESSAGE_FIELDS(negotiation_stats, x.cycles, x.messages_sent, x.messages_received,
@@ -369,7 +382,7 @@ typename Inspector::result_type inspect(Inspector& f, bucket_planned& x) {
   uint32_t chunks = x.job ? x.job->chunks : 0;
   return f(caf::meta::type_name("bucket_planned"), id, first, chunks);
 }
-CHORUS_MESSAGE_FIELDS(window_moved, x.oldest_unfinished)
+CHORUS_MESSAGE_FIELDS(chunk_ended, x.sequence)
 CHORUS_MESSAGE_FIELDS(chunk_ran, x.sequence, x.result)
 CHORUS_MESSAGE_FIELDS(chunk_done, x.sequence, x.bucket, x.stream, x.result)
 CHORUS_MESSAGE_FIELDS(producer_wiring, x.negotiator)

@@ -15,12 +15,11 @@ using self_ptr = caf::stateful_actor<sender_state>*;
 
 bool is_direct(const chunk_work& w) { return w.algo == chunk_algo::mailbox_allreduce; }
 
-/// Queues `w` in sequence order and counts it in the runner's hint (chunk_runner::queued_anywhere)
+/// Queues `w` in runs_before order and counts it in the runner's hint (chunk_runner::queued_anywhere)
 /// unless it is direct: direct chunks are never stolen (sender_actor.hpp).
 void insert_sorted(sender_state& s, chunk_work w) {
   auto& q = s.queue;
-  auto at = std::upper_bound(q.begin(), q.end(), w.sequence,
-                             [](uint64_t seq, const chunk_work& c) { return seq < c.sequence; });
+  auto at = std::upper_bound(q.begin(), q.end(), w, [](const chunk_work& a, const chunk_work& b) { return runs_before(a, b); });
   if (!is_direct(w)) s.cfg.runner->queued_anywhere().fetch_add(1, std::memory_order_relaxed);
   q.insert(at, std::move(w));
 }
@@ -60,11 +59,11 @@ void start(self_ptr self, chunk_work w) {
   s.cfg.runner->run(it->second, s.cfg.stream);
 }
 
-/// The oldest chunk in flight that holds a slot (direct chunks hold none); UINT64_MAX if none.
-uint64_t oldest_in_a_slot(const sender_state& s) {
-  for (const auto& [seq, w] : s.in_flight)
-    if (!is_direct(w)) return seq;
-  return UINT64_MAX;
+/// Whether `w` runs before every chunk in flight that holds a slot (direct chunks hold none).
+bool before_every_slot(const sender_state& s, const chunk_work& w) {
+  for (const auto& [seq, f] : s.in_flight)
+    if (!is_direct(f) && !runs_before(w, f)) return false;
+  return true;
 }
 
 /// Rule (2) of the invariant in sender_actor.hpp.
@@ -72,7 +71,7 @@ void try_start(self_ptr self) {
   auto& s = self->state;
   while (!s.queue.empty()) {
     bool slot = s.in_flight.size() - s.direct_in_flight < s.cfg.max_in_flight;
-    bool oldest = s.queue.front().sequence < oldest_in_a_slot(s);
+    bool oldest = before_every_slot(s, s.queue.front());
     bool direct = is_direct(s.queue.front());  // no slot (sender_actor.hpp)
     if (!slot && !oldest && !direct) break;
     start(self, take(s, 0));

@@ -12,16 +12,20 @@
 //
 // Deadlock freedom. A chunk ends only when every rank has started it, so the danger is a
 // chunk that some rank never starts. Invariant, on every rank:
-//   (1) fusion hands chunks out in increasing sequence order, within a window of the oldest
-//       unfinished chunk (fusion_actor.hpp);
-//   (2) every deque is kept sorted by sequence, and a sender starts the head of its deque when
-//       it has a free slot, or — even with no free slot — when the head is older than every
-//       chunk it has in flight in a slot (direct chunks, below, hold none).
-// Take s, the smallest sequence unfinished on any rank. On each rank every chunk below s has
-// ended, so s is the oldest unfinished chunk there: it is inside the window, and once handed
-// out it is the head of its deque and older than anything in flight, so (2) starts it at once.
-// Every rank starts s; the data plane keeps early frames, so s ends; by induction every chunk
-// ends. In-flight chunks per sender exceed max_in_flight only by such oldest-first starts.
+// "Before" is runs_before (protocol.hpp: larger priority, then lower sequence), a total order
+// that is the same on every rank. Invariant, on every rank:
+//   (1) fusion hands out what waits there in that order, and always the chunk that runs before
+//       every handed-out unfinished one (fusion_actor.hpp);
+//   (2) every deque is kept in that order, and a sender starts the head of its deque when it
+//       has a free slot, or — even with no free slot — when the head runs before every chunk
+//       it has in flight in a slot (direct chunks, below, hold none).
+// Take s, the first in that order of the chunks unfinished on some rank and planned on some
+// rank. Every rank plans the same batches, so s gets planned everywhere; on each rank every
+// handed-out unfinished chunk comes after s, so (1) hands s out, and it heads its deque and
+// runs before anything in flight, so (2) starts it at once. Every rank starts s; the data
+// plane keeps early frames, so s ends. Each chunk ends in turn (a later batch may bring
+// chunks that run before it, but a step brings finitely many). In-flight chunks per sender
+// exceed max_in_flight only by such first-in-order starts.
 //
 // Direct chunks (chunk_algo::mailbox_allreduce) take no slot and start as soon as they head
 // the deque: they wait for their turn in the direct queue (mailbox_queue.hpp), which runs them
@@ -54,7 +58,7 @@ struct sender_config {
 struct sender_state {
   sender_config cfg;
   sender_wiring wired;
-  std::deque<chunk_work> queue;             ///< not started, ascending by sequence
+  std::deque<chunk_work> queue;             ///< not started, in runs_before order
   std::map<uint64_t, chunk_work> in_flight; ///< started, by sequence
   std::size_t direct_in_flight = 0;         ///< of which direct chunks (they take no slot)
   // steal round in progress (as thief)

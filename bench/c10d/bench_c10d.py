@@ -10,12 +10,15 @@ warm-up; a call's time is the slowest rank's (each rank's times are gathered aft
 and each result is the median over every timed call:
 
     RESULT c10d_allreduce <impl> <N> <bytes> <median_us> <busbw_GBps>
+    RESULT cpu_per_gb <impl> <user_s> <sys_s> <N> <bytes>
 
 impl: chorus (dist.all_reduce, default group "chorus"), gloo (dist.all_reduce on a gloo group of
 the same ranks), chorus_cpp (the same allreduce on the chorus group, from C++), and with
 --impls ...,hvd chorus.torch's allreduce_ (the Horovod API: negotiated by gossip, then the
 pipeline), which the backend's calls skip. busbw counts
-2(N-1)/N of the buffer per call, as nccl-tests do. Then ratios: chorus/gloo of the busbw, and the
+2(N-1)/N of the buffer per call, as nccl-tests do. cpu_per_gb is the CPU time (user and
+system, every thread of the process, the mean over ranks) per GB of buffer allreduced during
+the timed blocks: what the library takes from training on the same cores. Then ratios: chorus/gloo of the busbw, and the
 microseconds torch's layer adds (chorus - chorus_cpp)."""
 
 import argparse
@@ -56,7 +59,7 @@ def main():
         numel = max(1, size // 4)
         t = torch.ones(numel)
         iters = args.iters or max(3, min(2000, int(2e8 // max(size, 1 << 12))))
-        times = {}
+        times, cpu = {}, {}
 
         def block(impl, count):
             if impl == "chorus_cpp":
@@ -82,7 +85,15 @@ def main():
         for r in range(args.rounds):
             for impl in (impls if r % 2 == 0 else impls[::-1]):
                 dist.barrier()
+                before = os.times()
                 mine = torch.tensor(block(impl, iters), dtype=torch.float64)
+                after = os.times()
+                used = torch.tensor([after.user - before.user, after.system - before.system], dtype=torch.float64)
+                dist.all_reduce(used)
+                acc = cpu.setdefault(impl, [0.0, 0.0, 0.0])
+                acc[0] += used[0].item() / n
+                acc[1] += used[1].item() / n
+                acc[2] += numel * 4 * iters / 1e9
                 slowest = mine.clone()
                 dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
                 times.setdefault(impl, []).extend(slowest.tolist())
@@ -93,8 +104,13 @@ def main():
                 busbw = 2 * (n - 1) / n * numel * 4 / med[impl] / 1e9
                 print("RESULT c10d_allreduce %s %d %d %.2f %.3f" % (impl, n, numel * 4, med[impl] * 1e6, busbw),
                       flush=True)
+                user, system, gb = cpu[impl]
+                print("RESULT cpu_per_gb %s %.3f %.3f %d %d" % (impl, user / gb, system / gb, n, numel * 4), flush=True)
             if "gloo" in med:
                 print("  %d bytes: chorus/gloo busbw %.2f" % (numel * 4, med["gloo"] / med["chorus"]), file=sys.stderr)
+                mine, theirs = sum(cpu["chorus"][:2]), sum(cpu["gloo"][:2])
+                if theirs > 0:
+                    print("  %d bytes: chorus/gloo CPU per GB %.2f" % (numel * 4, mine / theirs), file=sys.stderr)
             if "chorus_cpp" in med:
                 print("  %d bytes: torch's layer adds %.2f us" % (numel * 4, (med["chorus"] - med["chorus_cpp"]) * 1e6),
                       file=sys.stderr)

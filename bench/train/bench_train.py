@@ -6,11 +6,14 @@ CPU, on one host or across emulated hosts (./chorus.sh bench-train):
         [--repeat 3] [--impls chorus,ddp_chorus,ddp_gloo,solo] [--batch 64] \
         [--emulated-hosts H [--ranks-per-host L] [--link R --flow R] [--slow R] [--slow-fraction F]]
 
-Implementations: chorus (chorus.torch's DistributedOptimizer), ddp_chorus (DistributedDataParallel
-over torch.distributed's "chorus" backend), ddp_gloo (the same over Gloo; `ddp` is its old name)
-and solo (every rank trains alone at the same time: the compute-only rate). Models: mlp and cnn
-below, or any torchvision model by name (alexnet, resnet18, resnet50, vgg11, ...) on synthetic
-ImageNet-sized batches (3x224x224, 1000 classes).
+Implementations: chorus (chorus.torch's DistributedOptimizer), chorus_fp16 (the same with
+Compression.fp16), chorus_nopri (chorus with CHORUS_PRIORITY=0: gradients in agreed order),
+ddp_chorus (DistributedDataParallel over torch.distributed's "chorus" backend), ddp_gloo (the
+same over Gloo; `ddp` is its old name) and solo (every rank trains alone at the same time: the
+compute-only rate). Models: mlp and cnn below, transformer (BERT-base sized: 12 layers,
+d_model 768, 12 heads, sequence 128, on random tokens; samples are sequences), or any
+torchvision model by name (alexnet, resnet18, resnet50, vgg11, ...) on synthetic ImageNet-sized
+batches (3x224x224, 1000 classes).
 
 For each model, implementation and N it starts N worker processes under chorusrun (local ranks,
 or with --emulated-hosts H, N = H x L ranks across H emulated hosts of bench/hosts/hosts.sh, every
@@ -25,7 +28,7 @@ to the next), and the median is printed:
 samples/s counts every rank's samples: N * batch * steps / (slowest rank's time). train_cpu is
 the CPU time per step that rank 0's threads other than the training thread used (the
 communication library's threads: the cost it takes from training on a shared core), median
-over the repetitions. Impl `solo` (not run by default) trains N processes at the same time with
+over the repetitions. Impl `solo` (in the default set) trains N processes at the same time with
 no communication at all: the ceiling that co-running N trainers on this host allows. Closing
 lines give chorus/ddp and the scaling efficiency (N=2 ÷ twice N=1) of each implementation, from
 the medians and paired (the median of the ratios within each repetition).
@@ -60,9 +63,36 @@ def free_port():
 
 # ------------------------------------------------------------------------------- models
 
+SEQUENCE, VOCAB = 128, 30522  # the transformer's: BERT-base's sequence length and vocabulary
+
+
+def make_transformer():
+    import torch.nn as nn
+
+    class Encoder(nn.Module):
+        """BERT-base sized: token and position embeddings, 12 encoder layers, a 2-way head."""
+
+        def __init__(self):
+            super().__init__()
+            self.tokens = nn.Embedding(VOCAB, 768)
+            self.positions = nn.Embedding(SEQUENCE, 768)
+            layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, 12)
+            self.head = nn.Linear(768, 2)
+
+        def forward(self, x):
+            import torch
+            pos = torch.arange(x.shape[1], device=x.device)
+            return self.head(self.encoder(self.tokens(x) + self.positions(pos)).mean(dim=1))
+
+    return Encoder()
+
+
 def make_model(name):
     import torch.nn as nn
 
+    if name == "transformer":
+        return make_transformer()
     if name not in ("mlp", "cnn"):
         import torchvision
         return getattr(torchvision.models, name)(num_classes=1000)
@@ -95,6 +125,8 @@ def make_model(name):
 def make_batch(name, batch):
     import torch
     g = torch.Generator().manual_seed(0)
+    if name == "transformer":
+        return torch.randint(0, VOCAB, (batch, SEQUENCE), generator=g), torch.randint(0, 2, (batch,), generator=g)
     if name not in ("mlp", "cnn"):  # torchvision: ImageNet-sized
         return torch.randn(batch, 3, 224, 224, generator=g), torch.randint(0, 1000, (batch,), generator=g)
     x = torch.randn(batch, 1024, generator=g) if name == "mlp" else torch.randn(batch, 3, 32, 32, generator=g)
@@ -135,12 +167,13 @@ def worker(args):
 
         def slowest(seconds):
             return seconds
-    elif args.impl == "chorus":
+    elif args.impl.startswith("chorus"):  # chorus, chorus_fp16, chorus_nopri
         import chorus.torch as hvd
         hvd.init()
         rank, n = hvd.rank(), hvd.size()
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+        compression = hvd.Compression.fp16 if args.impl == "chorus_fp16" else hvd.Compression.none
+        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), compression=compression)
         net = model
 
         def barrier():
@@ -186,7 +219,7 @@ def worker(args):
         params = sum(p.numel() for p in model.parameters())
         print("WORKER %s %s %d %.2f %d %.3f" % (args.model, args.impl, n, n * args.batch * args.steps / elapsed,
                                                params, bg_ms), flush=True)
-    if args.impl == "chorus":
+    if args.impl.startswith("chorus"):
         hvd.shutdown()
     elif args.impl.startswith("ddp"):
         # torch 1.13's teardown of DDP + the Gloo process group can deadlock (~ProcessGroupGloo
@@ -205,9 +238,13 @@ def run_job(args, model, impl, n):
     me = [sys.executable, os.path.abspath(__file__), "--worker", "--worker-model", model, "--impl", impl,
           "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup)]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CHORUS_METRICS_PORT="0")
+    if impl == "chorus_nopri":
+        env["CHORUS_PRIORITY"] = "0"
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)  # chorusrun sets them for every implementation
     launch = [args.chorusrun, "-np", str(n), "--no-prefix", "--timeout", str(args.timeout)]
+    if impl == "chorus_nopri":
+        launch += ["-x", "CHORUS_PRIORITY=0"]
     if os.environ.get("CHORUS_HOSTS_ADDRS"):  # inside hosts.sh run: every rank on its emulated host
         hosts = ",".join("%s:%d" % (a, args.ranks_per_host) for a in os.environ["CHORUS_HOSTS_ADDRS"].split(","))
         launch += ["-H", hosts, "--launcher", HOSTS_SH + " exec {host}", "-x", "GLOO_SOCKET_IFNAME=eth0"]
@@ -244,7 +281,8 @@ def main():
     p.add_argument("--worker-model", dest="model", default="mlp", help=argparse.SUPPRESS)
     p.add_argument("--impl", default="chorus")
     p.add_argument("--models", default="mlp,cnn")
-    p.add_argument("--impls", default="chorus,ddp_gloo", help="any of chorus, ddp_chorus, ddp_gloo (ddp), solo")
+    p.add_argument("--impls", default="chorus,ddp_gloo,solo",
+                   help="any of chorus, chorus_fp16, chorus_nopri, ddp_chorus, ddp_gloo (ddp), solo")
     p.add_argument("--model", dest="models", help="one model (the same as --models M)")
     p.add_argument("--ranks", default=None, help="rank counts to run (default 1,2; with --emulated-hosts: H x L)")
     p.add_argument("--emulated-hosts", type=int, default=0, help="H emulated hosts (bench/hosts/hosts.sh; root)")

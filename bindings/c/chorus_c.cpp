@@ -105,6 +105,7 @@ int64_t register_name(const char* fn, const char* name, bool transient, int set 
     tab().names.emplace_back(name);
     tab().transient.push_back(transient);
     tab().sets.push_back(set);
+    tab().priorities.push_back(0);
   } else if (tab().transient[static_cast<std::size_t>(it->second)] != transient) {
     return fail<int64_t>(-1, std::string(fn) + "('" + name + "'): already registered with " +
                                  (transient ? "chorus_register" : "chorus_register_transient") +
@@ -122,6 +123,15 @@ int64_t chorus_register_transient(const char* name) {
 
 int64_t chorus_register_in_process_set(const char* name, int process_set) {
   return register_name("chorus_register_in_process_set", name, false, process_set);
+}
+
+int chorus_set_priority(int64_t id, int priority) {
+  std::lock_guard lk(tab().mu);
+  if (id < 0 || id >= static_cast<int64_t>(tab().names.size()))
+    return fail(static_cast<int>(CHORUS_ERR_INVALID_ARGUMENT), "chorus_set_priority: tensor id " + std::to_string(id) +
+                                                 " is not registered; get ids from chorus_register(name)");
+  tab().priorities[static_cast<std::size_t>(id)] = priority;
+  return CHORUS_OK;
 }
 
 int chorus_nonfinite_ranks(int64_t handle, int* ranks, int capacity) {

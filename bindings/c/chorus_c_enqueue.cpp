@@ -35,6 +35,7 @@ std::optional<chorus::tensor_spec> spec_of(const char* fn, chorus::collective_ki
     spec.name = tab().names[static_cast<std::size_t>(id)];
     spec.transient = tab().transient[static_cast<std::size_t>(id)];
     spec.process_set = tab().sets[static_cast<std::size_t>(id)];
+    spec.priority = tab().priorities[static_cast<std::size_t>(id)];
   }
   spec.kind = kind;
   const bool reduces = kind == chorus::collective_kind::allreduce || kind == chorus::collective_kind::reducescatter;

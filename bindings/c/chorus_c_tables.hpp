@@ -25,6 +25,7 @@ struct tables {
   std::vector<std::string> names;
   std::vector<bool> transient;  ///< by id: registered with chorus_register_transient
   std::vector<int> sets;        ///< by id: the process set (chorus_register_in_process_set; 0: the job)
+  std::vector<int32_t> priorities;  ///< by id: chorus_set_priority's (0 by default)
   std::unordered_map<int64_t, std::shared_ptr<op_state>> handles;
   int64_t next_handle = 0;
 };

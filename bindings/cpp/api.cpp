@@ -28,6 +28,7 @@ tensor_spec spec_of(collective_kind kind, const op_name& name, const tensor_view
   s.name = name.name;
   s.transient = name.transient;
   s.process_set = name.process_set;
+  s.priority = name.priority;
   s.kind = kind;
   s.type = v.type;
   s.shape = v.shape;

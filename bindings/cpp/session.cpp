@@ -141,6 +141,7 @@ status session::init(const std::vector<std::vector<int>>& process_sets) {
     default_wire_ = static_cast<uint8_t>(cfg->collectives.wire);
     default_check_ = static_cast<uint8_t>(cfg->collectives.check);
     dynamic_sets_ = cfg->pipeline.dynamic_process_sets;
+    priority_ = cfg->pipeline.priority;
     elastic_round_ = job_->env.elastic_round;
     size_ = job_->env.size;  // last: initialized() reads it
   }
@@ -281,6 +282,7 @@ status session::admit(const std::shared_ptr<op_state>& op, void* data, void* out
   }
   r.spec = spec;
   apply_defaults(*op, default_wire(), default_check(), r.spec);
+  if (!priority_) r.spec.priority = 0;  // CHORUS_PRIORITY=0: the agreed order, no priority checks
   r.input = data;
   switch (spec.kind) {
     case collective_kind::allgather:

@@ -106,6 +106,7 @@ class session {
   std::atomic<int> rank_{-1}, size_{-1}, local_rank_{-1}, local_size_{-1};
   std::atomic<uint8_t> default_wire_{0}, default_check_{0};
   std::atomic<bool> dynamic_sets_{false};
+  std::atomic<bool> priority_{true};  // CHORUS_PRIORITY
   std::atomic<int64_t> elastic_round_{-1};
   int64_t elastic_attempted_ = -1;  // under lifecycle_mu_: the last round init() tried to join
 };

@@ -148,6 +148,13 @@ int64_t chorus_register_transient(const char* name);
  *  A set has names of its own: one name in two sets gives two ids. -1 for a negative set. */
 int64_t chorus_register_in_process_set(const char* name, int process_set);
 
+/** Sets the priority of registered tensor `id` for its later enqueues: with CHORUS_PRIORITY=on
+ *  waiting work goes larger priority first, and a big bucket's remaining chunks yield to a later
+ *  one of larger priority. Give the first layers' gradients the largest. Every rank must give a
+ *  name the same priority (ranks that disagree get CHORUS_ERR_MISMATCH, "priority"). 0 by
+ *  default. CHORUS_OK, or CHORUS_ERR_INVALID_ARGUMENT for an unknown id. */
+int chorus_set_priority(int64_t id, int priority);
+
 /** chorus_init with Horovod's static process sets: `count` sets, set i being the
  *  `sizes[i]` job ranks starting at ranks[sizes[0] + ... + sizes[i-1]]; they get ids 1..count
  *  in order. Every rank must pass the same sets. Returns CHORUS_OK or an error code

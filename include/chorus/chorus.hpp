@@ -38,10 +38,15 @@ struct op_state;
 /// ranks). Enqueued again anyway, a transient name is simply negotiated anew.
 /// `process_set` picks the process set the operation runs in (see add_process_set): 0, the
 /// global set, by default; in_process_set(name, id) sets it. Each set has names of its own.
+/// `priority` orders waiting work (CHORUS_PRIORITY=on): a larger one goes first, and the
+/// remaining chunks of a big bucket yield to a later, larger one's. Give the first layers'
+/// gradients the largest (chorus.torch does: their place in the forward pass). Every rank must
+/// give a name the same priority (a difference is a mismatch error, "priority"); 0 by default.
 struct op_name {
   std::string name;
   bool transient = false;
   int process_set = 0;
+  int32_t priority = 0;
   op_name(std::string n, bool once = false, int set = 0)  // NOLINT: implicit
       : name(std::move(n)), transient(once), process_set(set) {}
   op_name(const char* n) : name(n ? n : "") {}  // NOLINT: implicit; null is an empty name (refused at enqueue)
@@ -51,6 +56,12 @@ inline op_name transient(std::string name) { return op_name(std::move(name), tru
 /// `name` in process set `id` (its id from init's list or add_process_set).
 inline op_name in_process_set(op_name name, int id) {
   name.process_set = id;
+  return name;
+}
+
+/// `name` with priority `p` (see op_name).
+inline op_name with_priority(op_name name, int32_t p) {
+  name.priority = p;
   return name;
 }
 

@@ -129,7 +129,7 @@ result<config> read_config(const env_lookup& get) {
   take(st, r.whole("CHORUS_STALL_SHUTDOWN_TIME_SECONDS"), p.stall_shutdown, secs);
   take_each(st, r, "CHORUS_SCHEDULER_THREADS", p.scheduler_threads, "CHORUS_SCHEDULER_BATCH", p.scheduler_batch,
             "CHORUS_START_WINDOW", p.start_window, "CHORUS_CHUNKS_IN_FLIGHT", p.chunks_in_flight,
-            "CHORUS_STREAM_PLACEMENT", p.stream_placement);
+            "CHORUS_STREAM_PLACEMENT", p.stream_placement, "CHORUS_PRIORITY", p.priority);
 
   auto& a = c.autotune;
   take_each(st, r, "CHORUS_AUTOTUNE", a.enabled, "CHORUS_MAX_STREAMS", a.max_streams, "CHORUS_AUTOTUNE_LOG",

@@ -59,6 +59,7 @@ struct pipeline_config {
   int scheduler_threads = 1;                    ///< CHORUS_SCHEDULER_THREADS
   bool scheduler_batch = true;                  ///< CHORUS_SCHEDULER_BATCH
   std::size_t start_window = 16;                ///< CHORUS_START_WINDOW
+  bool priority = true;                         ///< CHORUS_PRIORITY
   std::size_t chunks_in_flight = 2;             ///< CHORUS_CHUNKS_IN_FLIGHT
   std::string stream_placement = "speed";       ///< CHORUS_STREAM_PLACEMENT
   std::string gpu_operations = "nccl";          ///< CHORUS_GPU_OPERATIONS (HOROVOD_GPU_OPERATIONS)

@@ -139,7 +139,10 @@ constexpr std::array table{
        "at once but does not preempt a busy one (the data plane's or the framework's thread) before its time "
        "slice ends; 0: the default policy"),
   whole("CHORUS_START_WINDOW", "16", 1, 1 << 20, "chunks",
-        "how far (in chunks) a rank may start ahead of its oldest unfinished chunk"),
+        "chunks a rank hands to its streams before the first of them ends"),
+  flag("CHORUS_PRIORITY", "1",
+       "1: waiting tensors go larger priority first (chorus.torch: the first layers' gradients), and a big "
+       "bucket's remaining chunks yield to a later one of larger priority; 0: agreed order"),
   whole("CHORUS_CHUNKS_IN_FLIGHT", "2", 1, 1024, "chunks", "chunks one sender runs at once"),
   choice("CHORUS_STREAM_PLACEMENT", "speed", "speed|round_robin",
          "which stream a chunk goes to: speed (earliest expected finish by observed rate) or round_robin"),

@@ -15,6 +15,8 @@ namespace {
 constexpr uint8_t transient_bit = 0x80;
 // The device byte's bit 6 says a prescale other than 1 follows the dims.
 constexpr uint8_t prescale_bit = 0x40;
+// The device byte's bit 5 says a priority other than 0 follows (after the prescale, if any).
+constexpr uint8_t priority_bit = 0x20;
 }  // namespace
 
 std::string_view name_of(collective_kind k) {
@@ -47,8 +49,8 @@ bool shape_fits(const std::vector<int64_t>& shape, dtype type) {
 }
 
 bool spec_less(const tensor_spec& a, const tensor_spec& b) {
-  return std::tie(a.name, a.kind, a.type, a.shape, a.op, a.root, a.device, a.process_set, a.transient, a.wire, a.check, a.prescale) <
-         std::tie(b.name, b.kind, b.type, b.shape, b.op, b.root, b.device, b.process_set, b.transient, b.wire, b.check, b.prescale);
+  return std::tie(a.name, a.kind, a.type, a.shape, a.op, a.root, a.device, a.process_set, a.transient, a.wire, a.check, a.prescale, a.priority) <
+         std::tie(b.name, b.kind, b.type, b.shape, b.op, b.root, b.device, b.process_set, b.transient, b.wire, b.check, b.prescale, b.priority);
 }
 
 std::optional<std::string> first_difference(const tensor_spec& a, const tensor_spec& b) {
@@ -63,6 +65,7 @@ std::optional<std::string> first_difference(const tensor_spec& a, const tensor_s
   if (a.wire != b.wire) return "compression";
   if (a.check != b.check) return "nan check";
   if (std::bit_cast<uint32_t>(a.prescale) != std::bit_cast<uint32_t>(b.prescale)) return "prescale";
+  if (a.priority != b.priority) return "priority";
   return std::nullopt;
 }
 
@@ -78,6 +81,7 @@ std::string field_value(const tensor_spec& s, std::string_view field) {
   if (field == "compression") return std::string(name_of(s.wire));
   if (field == "nan check") return std::string(name_of(s.check));
   if (field == "prescale") return std::to_string(s.prescale);
+  if (field == "priority") return std::to_string(s.priority);
   return "?";
 }
 
@@ -139,13 +143,14 @@ void write(byte_writer& w, const tensor_spec& s) {
                            static_cast<uint8_t>(s.check) << 6));
   const bool scaled = std::bit_cast<uint32_t>(s.prescale) != std::bit_cast<uint32_t>(1.0f);
   w.u8(static_cast<uint8_t>(static_cast<uint8_t>(s.device) | (s.transient ? transient_bit : 0) |
-                            (scaled ? prescale_bit : 0)));
+                            (scaled ? prescale_bit : 0) | (s.priority != 0 ? priority_bit : 0)));
   w.svarint(s.root);
   w.varint(static_cast<uint64_t>(s.process_set));
   w.str(s.name);
   w.varint(s.shape.size());
   for (auto d : s.shape) w.svarint(d);
   if (scaled) w.varint(std::bit_cast<uint32_t>(s.prescale));
+  if (s.priority != 0) w.svarint(s.priority);
 }
 
 bool read(byte_reader& r, tensor_spec& s) {
@@ -164,7 +169,8 @@ bool read(byte_reader& r, tensor_spec& s) {
   s.check = static_cast<nan_check>(check);
   bool transient = (device & transient_bit) != 0;
   const bool scaled = (device & prescale_bit) != 0;
-  device = static_cast<uint8_t>(device & ~(transient_bit | prescale_bit));
+  const bool prioritized = (device & priority_bit) != 0;
+  device = static_cast<uint8_t>(device & ~(transient_bit | prescale_bit | priority_bit));
   if (device >= device_kind_count) return r.fail("spec device", "unknown device " + std::to_string(device));
   s.kind = static_cast<collective_kind>(kind);
   s.type = static_cast<dtype>(type);
@@ -200,6 +206,14 @@ bool read(byte_reader& r, tensor_spec& s) {
     // alike), and NaN would not even equal itself when the specs are compared.
     if (!std::isfinite(s.prescale))
       return r.fail("spec prescale", "prescale " + std::to_string(s.prescale) + " of '" + s.name + "' is not finite");
+  }
+  s.priority = 0;
+  if (prioritized) {
+    int64_t priority = 0;
+    if (!r.svarint(priority, "spec priority")) return false;
+    if (priority < INT32_MIN || priority > INT32_MAX)
+      return r.fail("spec priority", "priority " + std::to_string(priority) + " of '" + s.name + "' out of range");
+    s.priority = static_cast<int32_t>(priority);
   }
   return true;
 }

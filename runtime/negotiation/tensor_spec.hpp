@@ -52,6 +52,10 @@ struct tensor_spec {
   nan_check check = nan_check::off;
   /// Compressed allreduce / reducescatter: each rank's input times this (in f32) before the sum.
   float prescale = 1.0f;
+  /// Which waiting work goes first (larger first; chorus.torch: the tensor's place in the
+  /// forward pass, so the first layers' gradients arrive first). Every rank must give a name
+  /// the same priority: it orders chunks alike on every rank (actors/fusion_actor.hpp).
+  int32_t priority = 0;
 
   bool operator==(const tensor_spec&) const = default;
   /// Product of the dimensions (1 for a scalar). Defined for specs that passed validate() or
@@ -72,7 +76,7 @@ bool spec_less(const tensor_spec& a, const tensor_spec& b);
 
 /// The first field in which two specs differ, by these names, in this order: "collective",
 /// "dtype", "shape", "op", "root", "device", "process set", "transient", "compression",
-/// "nan check", "prescale". Names are not compared.
+/// "nan check", "prescale", "priority". Names are not compared.
 std::optional<std::string> first_difference(const tensor_spec& a, const tensor_spec& b);
 
 /// The value of a field named as by first_difference(), printed for a human:
@@ -99,9 +103,9 @@ std::string caller_name(const tensor_spec& s);
 status validate(const tensor_spec& s, int world_size);
 
 /// Compact binary form: u8 kind | u8 dtype | u8 op (bits 4-5: compression, bits 6-7: nan check) |
-/// u8 device (bit 7: transient, bit 6: a prescale follows the dims) |
+/// u8 device (bit 7: transient, bit 6: a prescale follows the dims, bit 5: a priority follows) |
 /// svarint root | varint process_set | string name | varint ndim | svarint dims... [| varint
-/// prescale's f32 bits]
+/// prescale's f32 bits] [| svarint priority]
 /// (the transient flag rides in the device byte, the wire options in the op byte: a spec
 /// without them encodes as before).
 void write(byte_writer& w, const tensor_spec& s);

@@ -27,7 +27,8 @@ std::string spec_json(const tensor_spec& s) {
   return "\"name\":" + json::quote(s.name) + ",\"collective\":" + json::quote(name_of(s.kind)) +
          ",\"dtype\":" + json::quote(name_of(s.type)) + ",\"shape\":" + ints_json(s.shape) +
          ",\"op\":" + json::quote(name_of(s.op)) + ",\"root\":" + std::to_string(s.root) +
-         ",\"device\":" + json::quote(name_of(s.device)) + ",\"process_set\":" + std::to_string(s.process_set);
+         ",\"device\":" + json::quote(name_of(s.device)) + ",\"process_set\":" + std::to_string(s.process_set) +
+         ",\"priority\":" + std::to_string(s.priority);
 }
 
 std::string status_json(const status& s) {

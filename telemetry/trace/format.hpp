@@ -32,7 +32,8 @@ inline constexpr std::size_t block_header_bytes = 8;
 inline constexpr uint32_t max_block_bytes = 64u << 20;
 
 /// The kind byte of a record, and its payload. `spec` = u8 collective | u8 dtype | u8 op |
-/// u8 device | svarint root | varint process_set | varint name id | varint ndim | svarint dims.
+/// u8 device (bit 5: a priority follows) | svarint root | varint process_set | varint name id |
+/// varint ndim | svarint dims [| svarint priority].
 /// `status` = u8 errc | (if not ok) string message. `bytes` = varint length | raw bytes.
 enum class record_kind : uint8_t {
   string = 1,           ///< varint id | string text                      (interning)
@@ -67,6 +68,9 @@ enum class record_kind : uint8_t {
                         ///< svarint started_ns: a torch.distributed group's call ended at t_ns
                         ///< (observer::on_call; files c10d-rank-<r>.trace)
 };
+
+/// A spec's device byte: a priority other than 0 follows the dims (absent in older traces).
+inline constexpr uint8_t spec_priority_bit = 0x20;
 
 /// "enqueue", "ready", ...; "unknown" for a value outside the enum.
 std::string_view name_of(record_kind k);

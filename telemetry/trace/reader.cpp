@@ -80,6 +80,8 @@ class block_parser {
     if (!r.u8(kind, "collective") || !r.u8(type, "dtype") || !r.u8(op, "op") || !r.u8(device, "device") ||
         !r.svarint(root, "root") || !r.varint(set, "process set") || !name(r, s.name, why) || !r.count(ndim, "ndim"))
       return false;
+    const bool prioritized = (device & spec_priority_bit) != 0;
+    device = static_cast<uint8_t>(device & ~spec_priority_bit);
     if (kind >= collective_kind_count || device >= device_kind_count) {
       why = "record: spec with collective " + std::to_string(kind) + " device " + std::to_string(device);
       return false;
@@ -109,6 +111,16 @@ class block_parser {
     if (!shape_fits(s.shape, s.type)) {
       why = "record: spec of '" + s.name + "' with shape " + format_shape(s.shape) + ", more than 2^63 bytes";
       return false;
+    }
+    s.priority = 0;
+    if (prioritized) {
+      int64_t priority = 0;
+      if (!r.svarint(priority, "priority")) return false;
+      if (priority < INT32_MIN || priority > INT32_MAX) {
+        why = "record: spec of '" + s.name + "' with priority " + std::to_string(priority);
+        return false;
+      }
+      s.priority = static_cast<int32_t>(priority);
     }
     return true;
   }

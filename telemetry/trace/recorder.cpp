@@ -158,12 +158,13 @@ void recorder::write_spec(byte_writer& w, thread_buffer& tb, const tensor_spec& 
   w.u8(static_cast<uint8_t>(s.kind));
   w.u8(static_cast<uint8_t>(s.type));
   w.u8(static_cast<uint8_t>(s.op));
-  w.u8(static_cast<uint8_t>(s.device));
+  w.u8(static_cast<uint8_t>(static_cast<uint8_t>(s.device) | (s.priority != 0 ? spec_priority_bit : 0)));
   w.svarint(s.root);
   w.varint(static_cast<uint64_t>(s.process_set));
   w.varint(intern(tb, s.name));
   w.varint(s.shape.size());
   for (auto d : s.shape) w.svarint(d);
+  if (s.priority != 0) w.svarint(s.priority);
 }
 
 int64_t recorder::ns(time_point at) const {

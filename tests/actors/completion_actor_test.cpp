@@ -16,14 +16,14 @@ namespace {
 
 struct sink_state {
   std::vector<op_finished> finished;
-  std::vector<uint64_t> windows;
+  std::vector<uint64_t> ended;
 };
 caf::behavior sink_actor(caf::stateful_actor<sink_state>* self) {
   return {[=](op_finished& f) { self->state.finished.push_back(std::move(f)); },
           [=](ops_finished& fs) {
             for (auto& f : fs.ops) self->state.finished.push_back(std::move(f));
           },
-          [=](const window_moved& w) { self->state.windows.push_back(w.oldest_unfinished); }};
+          [=](const chunk_ended& w) { self->state.ended.push_back(w.sequence); }};
 }
 
 struct completion_fixture {
@@ -99,8 +99,8 @@ TEST(completion_actor, unpacks_each_chunk_and_ends_ops_after_the_last) {
   for (auto& o : f.out().finished) EXPECT_TRUE(o.result.ok()) << o.result.to_string();
   EXPECT_EQ(a, result);
   EXPECT_EQ(b, std::vector<float>(result.begin(), result.begin() + 5));
-  // Sequence 102 ended first, but the window waits for 100, then jumps past 101 and 102.
-  EXPECT_EQ(f.out().windows, (std::vector<uint64_t>{101, 103}));
+  // Fusion hears of every end, in the order the chunks ended (its start window).
+  EXPECT_EQ(f.out().ended, (std::vector<uint64_t>{102, 100, 101}));
 }
 
 TEST(completion_actor, a_failed_chunk_ends_every_op_of_its_bucket_once_with_the_error) {

@@ -143,7 +143,7 @@ TEST(in_process_job, fusion_plans_are_recorded_and_equal_on_every_rank) {
   o.fusion = true;
   o.fusion_threshold = 1024;  // 256 floats per bucket
   o.chunk_bytes = 512;
-  o.start_window = 2;         // chunks beyond the window wait for window_moved from the capture
+  o.start_window = 2;         // chunks beyond the window wait for chunk_ended from the capture
   auto job = in_process_job::start(o);
   ASSERT_TRUE(job) << job.error().to_string();
   for (int r = 0; r < 4; ++r)

@@ -124,7 +124,7 @@ TEST(pipeline_options, the_settings_every_rank_must_share_name_their_variables) 
   std::vector<std::string> names;
   for (const auto& [name, value] : sa) names.push_back(name);
   EXPECT_EQ(names, (std::vector<std::string>{"CHORUS_AUTOTUNE", "CHORUS_NEGOTIATION", "CHORUS_FUSION_THRESHOLD",
-                                             "CHORUS_CHUNK_BYTES", "CHORUS_IN_PLACE_BYTES"}));
+                                             "CHORUS_CHUNK_BYTES", "CHORUS_IN_PLACE_BYTES", "CHORUS_PRIORITY"}));
   // The alias counts as the variable: the rank given it is named under CHORUS_FUSION_THRESHOLD.
   EXPECT_EQ(compare_settings(sa, sb, 1, "fusion").to_string(),
             "config: CHORUS_FUSION_THRESHOLD is 1048576 on rank 1 but 67108864 on rank 0: every rank of a job must "

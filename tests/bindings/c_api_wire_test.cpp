@@ -1,7 +1,8 @@
 // The C API's wire options (chorus_enqueue_*_wire, chorus_nonfinite_ranks) in a job of one
 // rank: fp16 results are the input rounded to fp16 (and prescaled), bf16 allgather rows too,
 // an integer tensor asked to compress is rejected naming it, bad codes are rejected, and the
-// NaN check reports rank 0 in skip mode and fails the operation in error mode.
+// NaN check reports rank 0 in skip mode and fails the operation in error mode; a priority is
+// set by id (chorus_set_priority), an unknown id refused.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -80,6 +81,21 @@ TEST_F(c_api, nan_check_skip_lists_the_rank_and_error_fails) {
   EXPECT_EQ(chorus_wait(h, 10000), CHORUS_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(has(chorus_error_string(h), "rank(s) 0")) << chorus_error_string(h);
   EXPECT_EQ(chorus_nonfinite_ranks(h, ranks, 4), 0);
+  chorus_release(h);
+}
+
+TEST_F(c_api, a_priority_is_set_by_id_and_an_unknown_id_is_refused) {
+  EXPECT_EQ(chorus_set_priority(1 << 30, 3), CHORUS_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(chorus_last_error(), "chorus_set_priority")) << chorus_last_error();
+  EXPECT_TRUE(has(chorus_last_error(), "not registered")) << chorus_last_error();
+  int64_t id = chorus_register("wire.c.priority");
+  ASSERT_EQ(chorus_set_priority(id, 42), CHORUS_OK) << chorus_last_error();
+  std::vector<float> g = {1.0f, 2.0f};
+  int64_t shape[] = {2};
+  int64_t h = chorus_enqueue_allreduce(id, g.data(), shape, 1, CHORUS_FLOAT32, CHORUS_OP_SUM, nullptr, nullptr);
+  ASSERT_GE(h, 0) << chorus_last_error();
+  ASSERT_EQ(chorus_wait(h, 10000), CHORUS_OK) << chorus_error_string(h);
+  EXPECT_EQ(g, (std::vector<float>{1.0f, 2.0f}));
   chorus_release(h);
 }
 

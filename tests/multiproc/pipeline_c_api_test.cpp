@@ -30,6 +30,8 @@ TEST_P(pipeline_c_api, scatter_alltoall_and_join_are_exact_and_mismatches_name_t
                                          rank_run(size - 1, size - 1) + " but [0,2] on " + rank_run(0, size - 2));
   expect_every_rank_printed(results, "mismatch error: mismatch: allreduce('c.flag.mismatch'): transient false on " +
                                          rank_run(size - 1, size - 1) + " but true on " + rank_run(0, size - 2));
+  expect_every_rank_printed(results, "mismatch error: mismatch: allreduce('c.priority.mismatch'): priority 2 on " +
+                                         rank_run(size - 1, size - 1) + " but 1 on " + rank_run(0, size - 2));
 }
 
 INSTANTIATE_TEST_SUITE_P(sizes, pipeline_c_api, ::testing::Values(2, 3), size_name);

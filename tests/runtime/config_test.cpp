@@ -93,6 +93,7 @@ std::vector<row> config_rows() {
        [](const config& c) { return str(c.pipeline.stall_shutdown.count()); }, "soon"},
       {"CHORUS_SCHEDULER_THREADS", "2", "2", [](const config& c) { return str(c.pipeline.scheduler_threads); }, "0"},
       {"CHORUS_SCHEDULER_BATCH", "0", "0", [](const config& c) { return str(c.pipeline.scheduler_batch); }, "yes"},
+      {"CHORUS_PRIORITY", "0", "0", [](const config& c) { return str(c.pipeline.priority); }, "on"},
       {"CHORUS_START_WINDOW", "8", "8", [](const config& c) { return str(c.pipeline.start_window); }, "0"},
       {"CHORUS_CHUNKS_IN_FLIGHT", "4", "4", [](const config& c) { return str(c.pipeline.chunks_in_flight); }, "1025"},
       {"CHORUS_STREAM_PLACEMENT", "round_robin", "round_robin",

@@ -49,6 +49,41 @@ TEST(WireSpec, DifferencesAreNamed) {
   EXPECT_EQ(first_difference(a, b).value_or(""), "prescale");
 }
 
+TEST(WireSpec, PriorityRoundTripsIsNamedAndIsCheckedFromThePeer) {
+  const auto plain = encode(base());
+  for (int32_t p : {0, 1, -7, 150, INT32_MAX, INT32_MIN})
+    for (float scale : {1.0f, 0.25f}) {
+      auto s = base();
+      s.priority = p;
+      s.prescale = scale;
+      s.wire = scale == 1.0f ? compression::none : compression::fp16;
+      auto back = decode_tensor_spec(encode(s));
+      ASSERT_TRUE(back.ok()) << back.error().to_string();
+      EXPECT_EQ(*back, s);
+      EXPECT_EQ(back->priority, p);
+    }
+  auto s = base();
+  s.priority = 0;
+  EXPECT_EQ(encode(s), plain);  // priority 0 encodes as before
+  auto a = base(), b = base();
+  b.priority = 3;
+  EXPECT_EQ(first_difference(a, b).value_or(""), "priority");
+  EXPECT_EQ(field_value(b, "priority"), "3");
+  // A priority past int32 from a peer is refused, naming the tensor.
+  s.priority = 1;
+  auto bytes = encode(s);
+  bytes.pop_back();  // svarint 1 is one byte: 2
+  for (uint8_t b7 : {0xfe, 0xff, 0xff, 0xff, 0xff, 0x01}) bytes.push_back(std::byte(b7));
+  auto bad = decode_tensor_spec(bytes);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("priority"), std::string::npos) << bad.error().to_string();
+  EXPECT_NE(bad.error().message().find("fc1.weight"), std::string::npos) << bad.error().to_string();
+  // The flag without the value: truncated.
+  bytes = encode(s);
+  bytes.pop_back();
+  EXPECT_FALSE(decode_tensor_spec(bytes).ok());
+}
+
 TEST(WireSpec, UnknownCompressionBitsAreRefused) {
   auto bytes = encode(base());
   bytes[2] = std::byte(static_cast<uint8_t>(bytes[2]) | 0x30);  // compression 3

@@ -63,7 +63,9 @@ TEST(TraceRecorder, EveryEventComesBackAsWritten) {
     auto rec = open_recorder(dir.path.string(), 1);
     rec->on_tunables({64u << 20, 4u << 20, 2, 1000us, 1u << 20}, t0);
     rec->on_enqueue(7, spec("fc1.weight", {512, 256}), t0 + 1us);
-    rec->on_ready(7, spec("fc1.weight", {512, 256}), 3, t0 + 2us);
+    auto urgent = spec("fc1.weight", {512, 256});
+    urgent.priority = -42;  // a priority rides in the spec (replay plans by it)
+    rec->on_ready(7, urgent, 3, t0 + 2us);
     rec->on_gossip_sent(0, msg, t0 + 3us);
     rec->on_gossip_received(msg, t0 + 4us);
     rec->on_cycle({3, 1, 1, t0 + 2us, t0 + 5us});
@@ -94,6 +96,8 @@ TEST(TraceRecorder, EveryEventComesBackAsWritten) {
   EXPECT_EQ(by[record_kind::enqueue]->handle, 7u);
   EXPECT_EQ(by[record_kind::enqueue]->spec, spec("fc1.weight", {512, 256}));
   EXPECT_EQ(by[record_kind::ready]->cycle, 3u);
+  EXPECT_EQ(by[record_kind::ready]->spec.priority, -42);
+  EXPECT_EQ(by[record_kind::enqueue]->spec.priority, 0);
   EXPECT_EQ(by[record_kind::ready]->t_ns - by[record_kind::enqueue]->t_ns, 1000);
   EXPECT_EQ(by[record_kind::gossip_sent]->peer, 0);
   EXPECT_EQ(by[record_kind::gossip_sent]->payload, msg);

@@ -186,26 +186,28 @@ PYBIND11_MODULE(_chorus_torch, m) {
   m.def(
       "allreduce_async",
       [](at::Tensor t, const std::string& name, int op, bool transient, uintptr_t stream, int compression,
-         int nan_check, int process_set) {
+         int nan_check, int process_set, int32_t priority) {
         auto rop = to_reduce_op(op);
         auto wire = wire_options(compression, nan_check);
         return submit([&] {
-          return torch_op::allreduce(name, t, rop, transient, reinterpret_cast<void*>(stream), wire, process_set);
+          return torch_op::allreduce(name, t, rop, transient, reinterpret_cast<void*>(stream), wire, process_set,
+                                     priority);
         });
       },
       py::arg("tensor"), py::arg("name"), py::arg("op"), py::arg("transient") = false, py::arg("stream") = 0,
-      py::arg("compression") = -1, py::arg("nan_check") = -1, py::arg("process_set") = 0,
+      py::arg("compression") = -1, py::arg("nan_check") = -1, py::arg("process_set") = 0, py::arg("priority") = 0,
       "Reduces `tensor` in place across all ranks. compression: 0 none, 1 fp16, 2 bf16 on the wire; "
-      "nan_check: 0 off, 1 error, 2 skip; -1: the job's default.");
+      "nan_check: 0 off, 1 error, 2 skip; -1: the job's default; priority: larger goes first.");
   m.def(
       "allreduce_async_all",
       [](const std::vector<at::Tensor>& ts, const std::vector<std::string>& names, int op, uintptr_t stream,
-         int compression, int nan_check, int process_set) {
+         int compression, int nan_check, int process_set, const std::vector<int32_t>& priorities) {
         auto rop = to_reduce_op(op);
         auto wire = wire_options(compression, nan_check);
         std::vector<std::unique_ptr<torch_op>> ops;
         try {
-          ops = torch_op::allreduce_all(names, ts, rop, reinterpret_cast<void*>(stream), wire, process_set);
+          ops = torch_op::allreduce_all(names, ts, rop, reinterpret_cast<void*>(stream), wire, process_set,
+                                        priorities);
         } catch (const chorus::python::argument_error& e) {
           raise_argument(e.what());
         }
@@ -218,9 +220,10 @@ PYBIND11_MODULE(_chorus_torch, m) {
         return out;
       },
       py::arg("tensors"), py::arg("names"), py::arg("op"), py::arg("stream") = 0, py::arg("compression") = -1,
-      py::arg("nan_check") = -1, py::arg("process_set") = 0,
+      py::arg("nan_check") = -1, py::arg("process_set") = 0, py::arg("priorities") = std::vector<int32_t>{},
       "Reduces each tensor in place across all ranks, submitted together (one negotiation "
-      "cycle for tensors ready at the same moment); one Op per tensor, in order.");
+      "cycle for tensors ready at the same moment); one Op per tensor, in order. priorities: "
+      "one per tensor (larger goes first), or empty for 0.");
   m.def(
       "broadcast_async",
       [](at::Tensor t, const std::string& name, int root, bool transient, uintptr_t stream, int process_set) {

@@ -84,19 +84,24 @@ torch_op::~torch_op() {
 }
 
 std::unique_ptr<torch_op> torch_op::allreduce(const std::string& name, at::Tensor target, reduce_op op, bool transient,
-                                              void* stream, const op_options& wire, int process_set) {
+                                              void* stream, const op_options& wire, int process_set,
+                                              int32_t priority) {
   std::unique_ptr<torch_op> o(new torch_op(collective_kind::allreduce, std::move(target)));
   o->buffer_ = checked_buffer(o->kind_, name, o->target_, o->staged_);
-  o->h_ = allreduce_async(op_name(name, transient, process_set), view_of(o->buffer_, stream), op, wire);
+  o->h_ = allreduce_async(with_priority(op_name(name, transient, process_set), priority), view_of(o->buffer_, stream),
+                          op, wire);
   return o;
 }
 
 std::vector<std::unique_ptr<torch_op>> torch_op::allreduce_all(const std::vector<std::string>& names,
                                                               const std::vector<at::Tensor>& targets, reduce_op op,
                                                               void* stream, const op_options& wire,
-                                                              int process_set) {
+                                                              int process_set, const std::vector<int32_t>& priorities) {
   if (names.size() != targets.size())
     throw argument_error("allreduce_async_all: " + std::to_string(names.size()) + " names for " +
+                         std::to_string(targets.size()) + " tensors");
+  if (!priorities.empty() && priorities.size() != targets.size())
+    throw argument_error("allreduce_async_all: " + std::to_string(priorities.size()) + " priorities for " +
                          std::to_string(targets.size()) + " tensors");
   std::vector<std::unique_ptr<torch_op>> ops;
   std::vector<op_name> op_names;
@@ -104,7 +109,7 @@ std::vector<std::unique_ptr<torch_op>> torch_op::allreduce_all(const std::vector
   for (std::size_t i = 0; i < targets.size(); ++i) {
     std::unique_ptr<torch_op> o(new torch_op(collective_kind::allreduce, targets[i]));
     o->buffer_ = checked_buffer(o->kind_, names[i], o->target_, o->staged_);
-    op_names.push_back(op_name(names[i], false, process_set));
+    op_names.push_back(with_priority(op_name(names[i], false, process_set), priorities.empty() ? 0 : priorities[i]));
     views.push_back(view_of(o->buffer_, stream));
     ops.push_back(std::move(o));
   }

@@ -39,15 +39,19 @@ class torch_op {
   /// `transient`: the name is used once (chorus::op_name; chorus.torch's unnamed ops).
   /// `wire`: the wire options (op_options; unset fields take the job's defaults).
   /// `process_set`: the process set the operation runs in (0: the job; chorus::op_name).
+  /// `priority`: larger goes first (chorus::op_name).
   static std::unique_ptr<torch_op> allreduce(const std::string& name, at::Tensor target, reduce_op op,
                                              bool transient = false, void* stream = nullptr,
-                                             const op_options& wire = {}, int process_set = 0);
+                                             const op_options& wire = {}, int process_set = 0,
+                                             int32_t priority = 0);
   /// Several named allreduces in one call (chorus::allreduce_async over vectors): they reach
   /// the runtime together. Argument errors of one tensor throw before anything is submitted.
+  /// `priorities`: one per tensor, or empty (all 0).
   static std::vector<std::unique_ptr<torch_op>> allreduce_all(const std::vector<std::string>& names,
                                                               const std::vector<at::Tensor>& targets, reduce_op op,
                                                               void* stream = nullptr, const op_options& wire = {},
-                                                              int process_set = 0);
+                                                              int process_set = 0,
+                                                              const std::vector<int32_t>& priorities = {});
   static std::unique_ptr<torch_op> broadcast(const std::string& name, at::Tensor target, int root,
                                              bool transient = false, void* stream = nullptr, int process_set = 0);
   static std::unique_ptr<torch_op> allgather(const std::string& name, at::Tensor input, bool transient = false,

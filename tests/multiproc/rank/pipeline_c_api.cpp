@@ -277,6 +277,25 @@ int check_mismatch(int rank, int size) {
   std::printf("mismatch error: %s: %s\n", chorus_status_name(st), chorus_error_string(h));
   expect(st == CHORUS_ERR_MISMATCH, "transient flag mismatch");
   chorus_release(h);
+
+  // A priority given alike on every rank runs; one the last rank gives otherwise is a mismatch
+  // (it orders chunks on every rank, so ranks must agree on it).
+  int64_t same = chorus_register("c.priority.same");
+  chorus_set_priority(same, 5);
+  x = 1;
+  h = chorus_enqueue_allreduce(same, &x, nullptr, 0, CHORUS_FLOAT32, CHORUS_OP_SUM, nullptr, nullptr);
+  if (h < 0) return rejected("c.priority.same");
+  if (int rc = ended(h, "c.priority.same")) return rc;
+  chorus_release(h);
+  expect(x == static_cast<float>(size), "allreduce with a priority");
+  int64_t differs = chorus_register("c.priority.mismatch");
+  chorus_set_priority(differs, odd_one ? 2 : 1);
+  h = chorus_enqueue_allreduce(differs, &x, nullptr, 0, CHORUS_FLOAT32, CHORUS_OP_SUM, nullptr, nullptr);
+  if (h < 0) return rejected("c.priority.mismatch");
+  st = chorus_wait(h, wait_ms);
+  std::printf("mismatch error: %s: %s\n", chorus_status_name(st), chorus_error_string(h));
+  expect(st == CHORUS_ERR_MISMATCH, "priority mismatch");
+  chorus_release(h);
   return 0;
 }
 

@@ -46,6 +46,8 @@ namespace chorus::testrank {
 int run_pipeline_mode(const std::string& mode, int argc, char** argv);
 // pipeline-scatter SEED: reducescatter and alltoall (tests/multiproc/rank/pipeline_scatter.cpp).
 int run_pipeline_scatter(int argc, char** argv);
+// pipeline-priority: a late tensor of larger priority overtakes a big one (pipeline_priority.cpp).
+int run_pipeline_priority(int argc, char** argv);
 // pipeline-wire SEED: compression and the NaN/Inf check (tests/multiproc/rank/pipeline_wire.cpp).
 int run_pipeline_wire(int argc, char** argv);
 // pipeline-wire-shm EXPECT: fp16 among ranks on shared memory (tests/multiproc/rank/pipeline_wire_shm.cpp).
@@ -164,6 +166,7 @@ int main(int argc, char** argv) {
   // These modes call chorus::init(), which builds its own communicator.
   if (mode == "pipeline-scatter") return testrank::run_pipeline_scatter(argc, argv);
   if (mode == "pipeline-wire") return testrank::run_pipeline_wire(argc, argv);
+  if (mode == "pipeline-priority") return testrank::run_pipeline_priority(argc, argv);
   if (mode == "pipeline-wire-shm") return testrank::run_pipeline_wire_shm(argc, argv);
   if (mode == "pipeline-join") return testrank::run_pipeline_join(argc, argv);
   if (mode == "pipeline-kill-loop") return testrank::run_pipeline_kill_loop(argc, argv);

@@ -52,10 +52,10 @@ _TOGETHER_S = 0.001
 _NAN_CHECK_CODES = {None: -1, "off": 0, "error": 1, "skip": 2}
 
 
-def _submit(tensor, name, op, wire=-1, check=-1, ps=0):
+def _submit(tensor, name, op, wire=-1, check=-1, ps=0, priority=0):
     try:
         return _lib.allreduce_async(tensor, name, op, stream=_stream_of(tensor), compression=wire, nan_check=check,
-                                    process_set=ps)
+                                    process_set=ps, priority=priority)
     except Exception as e:  # noqa: BLE001 - raised by synchronize()
         return _Refused(e)
 
@@ -134,6 +134,11 @@ class _DistributedOptimizer(_GradientBuckets, _SynchronizeAndStep, torch.optim.O
         self._rebuild_pending = False  # the next synchronize() agrees the order and cuts again
         self._first_step = []       # parameters, in the order the first step with buckets produced them
         self._param_index = {p: i for i, p in enumerate(all_params)}
+        # Priority (CHORUS_PRIORITY): the runtime sends larger first, and the next forward pass
+        # needs the first layers first. Until a step's backward order is agreed, the
+        # registration order stands for the forward order (first registered: largest); then a
+        # gradient's place in the agreed backward order (produced last: largest).
+        self._priority = {p: len(all_params) - i for i, p in enumerate(all_params)}
         if groups:
             for group in groups:
                 group = tuple(group)
@@ -272,12 +277,14 @@ class _DistributedOptimizer(_GradientBuckets, _SynchronizeAndStep, torch.optim.O
             ctxs.append(ctx)
         op = _chorus_op(self.op)
         code = -1 if wire is None else wire
+        priorities = [self._priority_of(x) for x in items]
         if len(items) == 1:
-            subs = [_submit(tensors[0], names[0], op, code, self._nan_check, self._ps)]
+            subs = [_submit(tensors[0], names[0], op, code, self._nan_check, self._ps, priorities[0])]
         else:
             try:
                 subs = _lib.allreduce_async_all(tensors, names, op, stream=_stream_of(tensors[0]), compression=code,
-                                                nan_check=self._nan_check, process_set=self._ps)
+                                                nan_check=self._nan_check, process_set=self._ps,
+                                                priorities=priorities)
             except Exception as e:  # noqa: BLE001 - raised by synchronize()
                 subs = [_Refused(e)] * len(items)
         for x, sub, ctx in zip(items, subs, ctxs):
@@ -286,6 +293,12 @@ class _DistributedOptimizer(_GradientBuckets, _SynchronizeAndStep, torch.optim.O
                                                    self._note_nonfinite), None)
             else:
                 self._handles[x] = (_waiter(sub, post, self._note_nonfinite), ctx)
+
+    def _priority_of(self, x):
+        """A gradient's priority, or a bucket's: the largest of its members'."""
+        if isinstance(x, Bucket):
+            return max(self._priority.get(p, 0) for p in x.params)
+        return self._priority.get(x, 0)
 
     def _note_nonfinite(self, name, ranks):
         self._nonfinite[name] = list(ranks)
@@ -311,7 +324,7 @@ class _DistributedOptimizer(_GradientBuckets, _SynchronizeAndStep, torch.optim.O
         pre, post = self._scale_factors()
         _scale_(compressed, pre)
         sub = _submit(compressed, _op_name("allreduce", name, None), _chorus_op(self.op),
-                      -1 if wire is None else wire, self._nan_check, self._ps)
+                      -1 if wire is None else wire, self._nan_check, self._ps, self._priority_of(p))
         return _waiter(sub, post, self._note_nonfinite), ctx
 
     def _grouped_allreduce_grad_async(self, group):

@@ -19,6 +19,8 @@ class _GradientBuckets:
         """Buckets of about `cap` bytes from _bucket_order. Until a step's backward order was
         agreed, the next synchronize() agrees it and cuts them again."""
         self._bucket_cap = cap
+        # Priorities follow this order (optimizer.py): produced last in backward, sent first.
+        self._priority = {p: i + 1 for i, p in enumerate(self._bucket_order)}
         self._set_buckets(make_buckets(self._bucket_order, self._parameter_names, self._bucket_prefix, cap))
         self._rebuild_pending = bool(self._buckets) and not self._order_agreed
         self._first_step = []
