@@ -7,7 +7,9 @@ CPU, on one host or across emulated hosts (./chorus.sh bench-train):
         [--emulated-hosts H [--ranks-per-host L] [--link R --flow R] [--slow R] [--slow-fraction F]]
 
 Implementations: chorus (chorus.torch's DistributedOptimizer), chorus_fp16 (the same with
-Compression.fp16), chorus_nopri (chorus with CHORUS_PRIORITY=0: gradients in agreed order),
+Compression.fp16), chorus_overlap (overlap=True: step() does not wait, the next forward does),
+chorus_nopri (CHORUS_PRIORITY=0: gradients in agreed order); the suffixes combine
+(chorus_fp16_overlap, chorus_overlap_nopri, ...);
 ddp_chorus (DistributedDataParallel over torch.distributed's "chorus" backend), ddp_gloo (the
 same over Gloo; `ddp` is its old name) and solo (every rank trains alone at the same time: the
 compute-only rate). Models: mlp and cnn below, transformer (BERT-base sized: 12 layers,
@@ -172,8 +174,9 @@ def worker(args):
         hvd.init()
         rank, n = hvd.rank(), hvd.size()
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-        compression = hvd.Compression.fp16 if args.impl == "chorus_fp16" else hvd.Compression.none
-        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), compression=compression)
+        compression = hvd.Compression.fp16 if "fp16" in args.impl else hvd.Compression.none
+        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), compression=compression,
+                                       overlap="overlap" in args.impl)
         net = model
 
         def barrier():
@@ -212,6 +215,8 @@ def worker(args):
     start = time.perf_counter()
     for _ in range(args.steps):
         step()
+    if "overlap" in args.impl:
+        opt.state_dict()  # the last step's updates, still pending, count too
     elapsed = time.perf_counter() - start
     bg_ms = (other_threads_cpu_ns() - cpu_before) / 1e6 / args.steps
     elapsed = slowest(elapsed)
@@ -238,12 +243,12 @@ def run_job(args, model, impl, n):
     me = [sys.executable, os.path.abspath(__file__), "--worker", "--worker-model", model, "--impl", impl,
           "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup)]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CHORUS_METRICS_PORT="0")
-    if impl == "chorus_nopri":
+    if "nopri" in impl:
         env["CHORUS_PRIORITY"] = "0"
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)  # chorusrun sets them for every implementation
     launch = [args.chorusrun, "-np", str(n), "--no-prefix", "--timeout", str(args.timeout)]
-    if impl == "chorus_nopri":
+    if "nopri" in impl:
         launch += ["-x", "CHORUS_PRIORITY=0"]
     if os.environ.get("CHORUS_HOSTS_ADDRS"):  # inside hosts.sh run: every rank on its emulated host
         hosts = ",".join("%s:%d" % (a, args.ranks_per_host) for a in os.environ["CHORUS_HOSTS_ADDRS"].split(","))
@@ -282,7 +287,7 @@ def main():
     p.add_argument("--impl", default="chorus")
     p.add_argument("--models", default="mlp,cnn")
     p.add_argument("--impls", default="chorus,ddp_gloo,solo",
-                   help="any of chorus, chorus_fp16, chorus_nopri, ddp_chorus, ddp_gloo (ddp), solo")
+                   help="any of chorus[_fp16][_overlap][_nopri], ddp_chorus, ddp_gloo (ddp), solo")
     p.add_argument("--model", dest="models", help="one model (the same as --models M)")
     p.add_argument("--ranks", default=None, help="rank counts to run (default 1,2; with --emulated-hosts: H x L)")
     p.add_argument("--emulated-hosts", type=int, default=0, help="H emulated hosts (bench/hosts/hosts.sh; root)")

@@ -211,6 +211,9 @@ constexpr std::array table{
   python(whole("CHORUS_BUCKET_BYTES", "1048576", 0, two_pow_34, "bytes",
                "chorus.torch's DistributedOptimizer: size of its gradient buckets; 0 = one operation per "
                "gradient")),
+  python(flag("CHORUS_OVERLAP", "0",
+              "1: chorus.torch's DistributedOptimizer overlaps the next forward pass (step() does not wait; each "
+              "bucket's parameters are updated when first needed), as DistributedOptimizer(overlap=True)")),
 };
 // clang-format on
 

@@ -6,6 +6,7 @@ buckets, one operation per bucket once all of its gradients exist (chorus/torch/
 step() waits only for what is still in flight. The bucket methods are in optimizer_buckets.py,
 synchronize() and step() in optimizer_step.py, the handles they wait on in optimizer_handles.py."""
 
+import os
 import time
 
 import torch
@@ -19,6 +20,7 @@ from chorus.torch.mpi_ops import _chorus_op, _lib, _op_name, _scale_, _stream_of
 from chorus.torch.mpi_ops import _grouped_allreduce_async, sparse_allreduce_async, size
 from chorus.torch.optimizer_buckets import _GradientBuckets
 from chorus.torch.optimizer_handles import _Refused, _bucket_waiter, _waiter
+from chorus.torch.optimizer_overlap import _Overlap, overlap_refusal
 from chorus.torch.optimizer_step import _SynchronizeAndStep
 
 
@@ -60,13 +62,14 @@ def _submit(tensor, name, op, wire=-1, check=-1, ps=0, priority=0):
         return _Refused(e)
 
 
-class _DistributedOptimizer(_GradientBuckets, _SynchronizeAndStep, torch.optim.Optimizer):
+class _DistributedOptimizer(_GradientBuckets, _SynchronizeAndStep, _Overlap, torch.optim.Optimizer):
     _chorus_distributed = True
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1, op=Average,
                  gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False, nan_check=None,
-                 process_set=global_process_set):
+                 process_set=global_process_set, overlap=False):
         super(self.__class__, self).__init__(params)
+        self._overlap = False  # set below, once the hooks exist
         self._compression = compression
         # Gradients are averaged among the set's members only; a rank outside the set steps on
         # its own gradients (Horovod's DistributedOptimizer(process_set=...)).
@@ -157,6 +160,9 @@ class _DistributedOptimizer(_GradientBuckets, _SynchronizeAndStep, torch.optim.O
                 self._env_bucket_cap = bucket_bytes_from_env()
                 self._cut_buckets(self._env_bucket_cap)
                 self._recut_after_reinit(params)
+            if overlap:
+                self._overlap = True
+                self._start_overlap()
 
     # -- hooks ------------------------------------------------------------------------------
 
@@ -351,7 +357,7 @@ def _class_namespace():
     """What the class DistributedOptimizer() makes holds: _DistributedOptimizer's attributes and
     its mixins' (less the mixins' own __dict__ and __weakref__ descriptors)."""
     namespace = {}
-    for klass in (_GradientBuckets, _SynchronizeAndStep, _DistributedOptimizer):
+    for klass in (_GradientBuckets, _SynchronizeAndStep, _Overlap, _DistributedOptimizer):
         namespace.update((k, v) for k, v in vars(klass).items() if k not in ("__dict__", "__weakref__"))
     return namespace
 
@@ -359,7 +365,7 @@ def _class_namespace():
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False, process_set=global_process_set,
-                         nan_check=None):
+                         nan_check=None, overlap=None):
     """Wraps `optimizer` (any torch.optim.Optimizer) so that gradients are averaged (op=Average)
     or summed (op=Sum) over all ranks before each step.
 
@@ -377,7 +383,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         steps on its own gradients);
     nan_check: None (CHORUS_NAN_CHECK), "off", "error" (a NaN/Inf gradient raises on every rank,
         naming tensors and ranks) or "skip" (step() skips the wrapped optimizer's step on every
-        rank together and rank 0 warns once which tensors and ranks; skipped_steps counts them)."""
+        rank together and rank 0 warns once which tensors and ranks; skipped_steps counts them);
+    overlap: None (CHORUS_OVERLAP=1 turns it on), True or False: step() does not wait for every
+        gradient; each bucket's parameters are updated when the next forward pass (or backward,
+        or a state_dict()) first needs them, giving the synchronous step's parameters bit for
+        bit (optimizer_overlap.py; what it refuses raises ValueError here)."""
     _check_process_set(process_set)
     if op == Adasum:
         raise NotImplementedError("DistributedOptimizer(op=hvd.Adasum) is not supported by Chorus; use "
@@ -402,6 +412,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                 if id(p) in seen:
                     raise ValueError("a parameter appears in more than one group")
                 seen.add(id(p))
+    if overlap is None:
+        overlap = os.environ.get("CHORUS_OVERLAP", "0") == "1"
+    if overlap:
+        why = overlap_refusal(optimizer.__class__, groups, backward_passes_per_step, nan_check)
+        if why:
+            raise ValueError(why)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), _class_namespace())
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor, groups, sparse_as_dense, nan_check, process_set)
+               gradient_predivide_factor, groups, sparse_as_dense, nan_check, process_set, overlap)

@@ -36,6 +36,9 @@ class _GradientBuckets:
             opt = me()
             if opt is not None:
                 opt._handles = {}  # operations of the old job: all ended when it shut down
+                if opt._overlap:
+                    opt._pending.clear()
+                    opt._pending_key.clear()
                 opt._bucket_order = list(params)
                 opt._order_agreed = False
                 opt._cut_buckets(opt._env_bucket_cap)

@@ -28,6 +28,14 @@ class _SynchronizeAndStep:
         if not self._included:  # outside the optimizer's process set: nothing to average
             self._synchronized = True
             return
+        if self._overlap and self._pending:
+            self._finish_pending()  # the last step's updates first
+        self._submit_all()
+        self._wait_all()
+
+    def _submit_all(self):
+        """Submits what backward did not: held gradients, incomplete groups and buckets (zeros
+        for missing gradients), parameters without a gradient."""
         if self._end_queued:  # backward ended without its callback (it raised): end it here
             self._end_of_backward()
         self._submit_held()
@@ -67,6 +75,9 @@ class _SynchronizeAndStep:
         for key, (handle, ctx) in list(self._handles.items()):
             if handle is None:
                 self._handles[key] = self._allreduce_grad_async(key)
+
+    def _wait_all(self):
+        """Waits for every submitted operation and writes its result into the gradients."""
         # Every handle is waited for even after one failed (no gradient may be released while
         # the runtime still writes it); the first error is raised once all ended, and the
         # optimizer is left ready for the next backward.
@@ -107,6 +118,17 @@ class _SynchronizeAndStep:
             self._should_synchronize = True
 
     def step(self, closure=None):
+        if self._overlap:
+            if closure is not None:
+                raise ValueError("DistributedOptimizer(overlap=True).step(closure): a closure re-evaluates the "
+                                 "model, which needs every update applied; use overlap=False")
+            if self._pending:
+                self._finish_pending()  # the last step's updates nothing needed (unused parameters)
+            # The first step with buckets agrees their order (a collective after every gradient):
+            # it runs synchronously, as does a step after an explicit synchronize().
+            if self._should_synchronize and not self._synchronized and not self._rebuild_pending:
+                self._defer()
+                return None
         if self._should_synchronize:
             if self._synchronized:
                 warnings.warn("optimizer.step() called without optimizer.skip_synchronize() context after "
@@ -127,14 +149,18 @@ class _SynchronizeAndStep:
             return None
         return super(self.__class__, self).step(closure)
 
-    def zero_grad(self, *args, **kwargs):
+    def zero_grad(self, set_to_none=False):
         if self._handles:
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
                                  "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
                                  "cause a race condition.")
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
+        if self._overlap and self._pending:
+            return self._zero_grad_overlapped(set_to_none)
+        return super(self.__class__, self).zero_grad(set_to_none)
 
     def load_state_dict(self, *args, **kwargs):
+        if self._overlap and self._pending:
+            self._finish_pending()
         self._handles = {}
         self._synchronized = False
         self._should_synchronize = True
