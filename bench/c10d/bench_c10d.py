@@ -23,6 +23,7 @@ microseconds torch's layer adds (chorus - chorus_cpp)."""
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -85,10 +86,11 @@ def main():
         for r in range(args.rounds):
             for impl in (impls if r % 2 == 0 else impls[::-1]):
                 dist.barrier()
-                before = os.times()
+                before = resource.getrusage(resource.RUSAGE_SELF)  # every thread, microseconds
                 mine = torch.tensor(block(impl, iters), dtype=torch.float64)
-                after = os.times()
-                used = torch.tensor([after.user - before.user, after.system - before.system], dtype=torch.float64)
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                used = torch.tensor([after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime],
+                                    dtype=torch.float64)
                 dist.all_reduce(used)
                 acc = cpu.setdefault(impl, [0.0, 0.0, 0.0])
                 acc[0] += used[0].item() / n

@@ -36,11 +36,17 @@ def main():
     for what in ("chorus/ddp", "chorus_scaling", "ddp_scaling", "solo_scaling"):
         expect(out, r"^RESULT paired cnn %s (\S+)$" % re.escape(what), "the paired " + what)
     out = run([py, os.path.join(root, "bench/train/bench_train.py"), "--chorusrun", chorusrun, "--models", "cnn",
-               "--ranks", "2", "--impls", "chorus,ddp_chorus,ddp_gloo,solo", "--repeat", "1", "--steps", "1",
-               "--warmup", "0", "--timeout", "120"])
-    for impl in ("chorus", "ddp_chorus", "ddp_gloo", "solo"):
+               "--ranks", "2", "--impls", "chorus,chorus_fp16_overlap,chorus_nopri,ddp_chorus,ddp_gloo,solo",
+               "--repeat", "1", "--steps", "2", "--warmup", "0", "--timeout", "120"])
+    for impl in ("chorus", "chorus_fp16_overlap", "chorus_nopri", "ddp_chorus", "ddp_gloo", "solo"):
         expect(out, r"^RESULT train cnn %s 2 (\S+)$" % impl, "bench_train's %s N=2" % impl)
         expect(out, r"^RESULT train_hosts %s 2 cnn \S+ (\S+)$" % impl, "bench_train's %s scaling" % impl)
+    # The BERT-base sized transformer, one sequence a rank, one step.
+    out = run([py, os.path.join(root, "bench/train/bench_train.py"), "--chorusrun", chorusrun, "--models",
+               "transformer", "--ranks", "2", "--impls", "chorus,solo", "--repeat", "1", "--steps", "1", "--warmup",
+               "0", "--batch", "1", "--timeout", "120"])
+    for impl in ("chorus", "solo"):
+        expect(out, r"^RESULT train transformer %s 2 (\S+)$" % impl, "bench_train's transformer %s N=2" % impl)
     print("bench smoke: both training benchmarks printed their results")
 
 
