@@ -6,7 +6,6 @@ buckets, one operation per bucket once all of its gradients exist (chorus/torch/
 step() waits only for what is still in flight. The bucket methods are in optimizer_buckets.py,
 synchronize() and step() in optimizer_step.py, the handles they wait on in optimizer_handles.py."""
 
-import os
 import time
 
 import torch
@@ -413,7 +412,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                     raise ValueError("a parameter appears in more than one group")
                 seen.add(id(p))
     if overlap is None:
-        overlap = os.environ.get("CHORUS_OVERLAP", "0") == "1"
+        overlap = _lib.read_variable("CHORUS_OVERLAP") == "1"
     if overlap:
         why = overlap_refusal(optimizer.__class__, groups, backward_passes_per_step, nan_check)
         if why:
