@@ -380,8 +380,9 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       s.next_sequence += works.size();
     }
     job->chunks = static_cast<uint32_t>(works.size());
-    // Across batches, chunks wait in priority order (not on the mailbox lane: fusion_actor.hpp).
-    if (s.cfg.priority && lane == 0) {
+    // Across batches, chunks wait in priority order (not on the mailbox lane, not CUDA buckets:
+    // fusion_actor.hpp).
+    if (s.cfg.priority && lane == 0 && !job->on_device()) {
       int32_t priority = INT32_MIN;
       for (const auto& op : job->ops) priority = std::max(priority, op.spec.priority);
       for (auto& w : works) w.priority = priority;

@@ -15,7 +15,8 @@
 // bucket's priority. Chunks wait in runs_before order (protocol.hpp: larger priority, then
 // lower sequence), so the rest of a big bucket yields to a later bucket of larger priority at
 // the next chunk boundary. On the mailbox lane (every rank on one host) chunks keep priority 0:
-// that lane runs them in hand-out order, which must then be the same on every rank.
+// that lane runs them in hand-out order, which must then be the same on every rank; so do
+// CUDA buckets, which the device executor launches in plan order (bucket_job::device_order).
 //
 // Start-order invariant (deadlock freedom, see sender_actor.hpp): chunks are handed to the
 // senders in runs_before order of what waits here, while fewer than start_window handed-out

@@ -157,8 +157,8 @@ struct chunk_work {
   int root = 0;
   std::shared_ptr<bucket_job> job;
   steady_time started{};  ///< set by the sender that starts it (telemetry)
-  /// Its bucket's priority (the largest of its members'; 0 with CHORUS_PRIORITY=off or on the
-  /// mailbox lane): with the sequence, the order in which chunks are handed out and started,
+  /// Its bucket's priority (the largest of its members'; 0 with CHORUS_PRIORITY=off, on the
+  /// mailbox lane and for CUDA buckets): with the sequence, the order in which chunks are handed out and started,
   /// the same on every rank (runs_before).
   int32_t priority = 0;
 };

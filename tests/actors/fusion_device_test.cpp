@@ -1,7 +1,8 @@
 // How fusion plans CUDA tensors (plan_batch, actors/fusion_actor.hpp): each gets an in-place
 // bucket of its own (never packed by the host), numbered in plan order (device_order: the
 // order NCCL launches them on every rank), one chunk on the NCCL backend and chunk_bytes
-// chunks for host staging; CPU tensors beside them fuse as before.
+// chunks for host staging; CPU tensors beside them fuse as before; their chunks keep priority 0
+// (the executor launches in plan order, so they must be handed out in it).
 #include <gtest/gtest.h>
 
 #include "actors/fusion_actor.hpp"
@@ -54,6 +55,15 @@ TEST(fusion_device, cuda_tensors_get_in_place_buckets_in_order_and_cpu_ones_stil
   EXPECT_EQ(orders, (std::vector<uint64_t>{0, 1}));
   auto again = plan_batch(s, batch_agreed{2, {ref("g3", 5, device_kind::cuda)}});
   EXPECT_EQ(again.front().first->device_order, 2u) << "the numbering runs on across batches";
+}
+
+TEST(fusion_device, cuda_chunks_keep_priority_zero_since_the_executor_launches_in_plan_order) {
+  auto s = state(true);
+  auto g = ref("g", 100, device_kind::cuda), c = ref("c", 10, device_kind::cpu);
+  g.spec.priority = 9;
+  c.spec.priority = 9;
+  for (auto& [job, works] : plan_batch(s, batch_agreed{1, {g, c}}))
+    for (const auto& w : works) EXPECT_EQ(w.priority, job->on_device() ? 0 : 9) << job->ops.front().spec.name;
 }
 
 TEST(fusion_device, host_staging_cuts_cuda_buckets_into_chunks) {

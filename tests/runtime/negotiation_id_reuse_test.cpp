@@ -2,105 +2,32 @@
 // and again (broadcast_object under one name every epoch, with another payload size each time)
 // keeps the id range and every gossip message bounded, and every rank hands out the same ids
 // for the same names, for both strategies and N = 1..5, with names that change spec on every
-// rank, on some ranks only (mismatch), on a late rank, and beside a joined rank. Through the
-// scale simulator with every message through the codec; batches are read by name right after
-// the call that reported them, as the negotiator actor reads them. Randomised: the seed is
-// printed; CHORUS_TEST_SEED re-runs it. Transient names (tensor_spec::transient, chorus.torch's
-// unnamed ops) retire at the end of the cycle that agrees them: a fresh one every step keeps
-// the range bounded too, ranks that disagree about the flag get a mismatch.
+// rank, on some ranks only (mismatch) and on a late rank; and the registry's reuse rules on
+// their own. Through the scale simulator with every message through the codec; batches are
+// read by name right after the call that reported them, as the negotiator actor reads them.
+// Randomised: the seed is printed; CHORUS_TEST_SEED re-runs it. Transient names
+// (tensor_spec::transient, chorus.torch's unnamed ops) retire at the end of the cycle that
+// agrees them: a fresh one every step keeps the range bounded too, ranks that disagree about
+// the flag get a mismatch. Beside a joined rank: negotiation_id_reuse_join_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "runtime/negotiation/registry.hpp"
 #include "runtime/negotiation/simulator.hpp"
+#include "tests/support/id_reuse_sim.hpp"
 #include "tests/support/negotiation_sim.hpp"
 #include "tests/support/test_seed.hpp"
 
 namespace chorus::negotiation {
 namespace {
 
-using namespace std::chrono_literals;
 using chorus::testing::spec;
-
-constexpr uint64_t delay = tensor_registry::reuse_delay;
-
-std::unique_ptr<simulator> make_sim(const std::string& strategy, int n, uint64_t seed) {
-  negotiation_options nego;
-  nego.cycle_time = 100us;
-  return chorus::testing::make_sim(strategy, n, seed, nego);
-}
-
-/// The names agreed on `rank` from batch `from` on, sorted (looked up when they were agreed).
-std::vector<std::string> agreed_since(simulator& sim, std::size_t from, int rank) {
-  std::vector<std::string> out;
-  const auto& names = sim.record(rank).batch_names;
-  for (std::size_t i = from; i < names.size(); ++i) out.insert(out.end(), names[i].begin(), names[i].end());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-/// Every rank's registry is rank 0's: the same range, the same live ids with the same specs,
-/// the same counters. And on every rank every batch read after its call (as the negotiator
-/// actor reads it) named what its ids stood for when it was agreed: no id came back too early.
-void expect_identical_registries(simulator& sim) {
-  for (int r = 0; r < sim.size(); ++r) {
-    const auto& stale = sim.record(r).stale_lookups;
-    EXPECT_TRUE(stale.empty()) << "rank " << r << ": " << stale.front();
-    EXPECT_LE(sim.record(r).max_cycles_per_call, 1 + delay) << "rank " << r;
-  }
-  const auto& reg0 = sim.strategy(0).registry();
-  for (int r = 1; r < sim.size(); ++r) {
-    const auto& reg = sim.strategy(r).registry();
-    ASSERT_EQ(reg.size(), reg0.size()) << "rank " << r;
-    EXPECT_EQ(reg.retired_count(), reg0.retired_count()) << "rank " << r;
-    EXPECT_EQ(reg.reused_count(), reg0.reused_count()) << "rank " << r;
-    EXPECT_EQ(reg.live_count(), reg0.live_count()) << "rank " << r;
-    for (uint32_t id = 0; id < reg.size(); ++id) {
-      EXPECT_EQ(reg.retired(id), reg0.retired(id)) << "id " << id << " on rank " << r;
-      if (!reg.retired(id)) {
-        EXPECT_EQ(reg.spec(id), reg0.spec(id)) << "id " << id << " on rank " << r;
-        EXPECT_EQ(reg.find(reg.spec(id).name), std::optional<uint32_t>(id)) << "id " << id << " on rank " << r;
-      }
-    }
-  }
-}
-
-/// Every rank enqueues its specs of `step` in a random order with random gaps; a `late` rank
-/// (>= 0) only once the others' cycles have run for a while. Then runs until idle.
-void run_step(simulator& sim, const std::vector<std::vector<tensor_spec>>& step, std::mt19937_64& rng,
-              int late = -1) {
-  int n = sim.size();
-  auto order = step;
-  for (auto& o : order) std::shuffle(o.begin(), o.end(), rng);
-  std::vector<std::size_t> next(static_cast<std::size_t>(n), 0);
-  auto enqueue_all = [&](bool late_part) {
-    std::size_t left = 0;
-    for (int r = 0; r < n; ++r)
-      if ((r == late) == late_part) left += order[static_cast<std::size_t>(r)].size();
-    for (; left > 0; --left) {
-      int r = static_cast<int>(rng() % static_cast<uint64_t>(n));
-      while ((r == late) != late_part || next[static_cast<std::size_t>(r)] == order[static_cast<std::size_t>(r)].size())
-        r = (r + 1) % n;
-      sim.enqueue(r, order[static_cast<std::size_t>(r)][next[static_cast<std::size_t>(r)]++]);
-      sim.run_for(std::chrono::microseconds(rng() % 150));
-    }
-  };
-  enqueue_all(false);
-  if (late >= 0) {
-    sim.run_for(3ms);
-    enqueue_all(true);
-  }
-  ASSERT_TRUE(sim.run_until_idle()) << "negotiation did not finish (a stall)";
-}
-
-class id_reuse : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+using namespace id_reuse_sim;
 
 // broadcast_object(obj, name='state') every epoch, as chorus.torch does it: 'state.sz' (one
 // i64, the same spec every time) and 'state.t' (u8 bytes, another length every epoch, so
@@ -231,26 +158,6 @@ TEST_P(id_reuse, random_re_registrations_and_mismatches_give_identical_ids_on_ev
   EXPECT_GT(sim->strategy(0).registry().reused_count(), 0u);
 }
 
-tensor_spec transient_spec(std::string name, std::vector<int64_t> shape) {
-  auto s = spec(std::move(name), std::move(shape));
-  s.transient = true;
-  return s;
-}
-
-/// Every rank got the same ids for the same names at the same cycles.
-void expect_identical_assignments(simulator& sim) {
-  const auto& a0 = sim.record(0).assigned;
-  for (int r = 1; r < sim.size(); ++r) {
-    const auto& a = sim.record(r).assigned;
-    ASSERT_EQ(a.size(), a0.size()) << "rank " << r;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      EXPECT_EQ(std::tie(a[i].name, a[i].id, a[i].cycle), std::tie(a0[i].name, a0[i].id, a0[i].cycle))
-          << "assignment " << i << " on rank " << r;
-      EXPECT_EQ(a[i].spec, a0[i].spec) << "assignment " << i << " on rank " << r;
-    }
-  }
-}
-
 // hvd.allreduce(loss) without a name every step, as chorus.torch names it: a fresh
 // "allreduce.noname.<handle>" per step, marked transient, beside a named gradient. 1000 steps,
 // now and then one rank late. A transient name's id is retired at the end of the cycle that
@@ -358,164 +265,9 @@ TEST_P(id_reuse, a_transient_disagreement_is_a_mismatch_on_every_rank) {
   EXPECT_EQ(sim->divergence(), "");
 }
 
-std::string param_name(const ::testing::TestParamInfo<id_reuse::ParamType>& info) {
-  return std::get<0>(info.param) + "_n" + std::to_string(std::get<1>(info.param));
-}
-
 INSTANTIATE_TEST_SUITE_P(negotiation, id_reuse,
                          ::testing::Combine(::testing::Values("gossip", "central"), ::testing::Range(1, 6)),
                          param_name);
-
-// A joined rank follows re-registrations it never announces, reused ids included, and
-// contributes to every one of them; after its join ends it uses the reused ids like the rest.
-class id_reuse_join : public id_reuse {};
-
-TEST_P(id_reuse_join, a_joined_rank_follows_reused_ids) {
-  auto [strategy, n] = GetParam();
-  std::mt19937_64 rng(chorus::testing::seed_for("negotiation_id_reuse_test", 300 + static_cast<uint64_t>(n)));
-  auto sim = make_sim(strategy, n, rng());
-  run_step(*sim, std::vector<std::vector<tensor_spec>>(static_cast<std::size_t>(n), {spec("x", {1}), spec("y", {1})}),
-           rng);
-  if (::testing::Test::HasFatalFailure()) return;
-  sim->request_join(n - 1);
-  ASSERT_TRUE(sim->run_until_idle());
-  for (int step = 2; step < 12; ++step) {
-    SCOPED_TRACE("step " + std::to_string(step));
-    std::vector<std::vector<tensor_spec>> specs(static_cast<std::size_t>(n - 1), {spec("x", {step}), spec("y", {1})});
-    specs.push_back({});
-    std::vector<std::size_t> before;
-    for (int r = 0; r < n; ++r) before.push_back(sim->record(r).batch_names.size());
-    run_step(*sim, specs, rng);
-    if (::testing::Test::HasFatalFailure()) return;
-    for (int r = 0; r < n; ++r)
-      EXPECT_EQ(agreed_since(*sim, before[static_cast<std::size_t>(r)], r), (std::vector<std::string>{"x", "y"}))
-          << "rank " << r;
-    expect_identical_registries(*sim);
-    EXPECT_EQ(sim->strategy(n - 1).registry().spec(*sim->strategy(n - 1).registry().find("x")), spec("x", {step}));
-  }
-  EXPECT_GT(sim->strategy(n - 1).registry().reused_count(), 0u);
-  EXPECT_LE(sim->strategy(n - 1).registry().size(), 2 + delay);
-  // Every rank joins: the join ends; then every rank uses x again, by its reused id.
-  for (int r = 0; r < n - 1; ++r) sim->request_join(r);
-  ASSERT_TRUE(sim->run_until_idle());
-  for (int r = 0; r < n; ++r) ASSERT_EQ(sim->record(r).joins.size(), 1u) << "rank " << r;
-  std::vector<std::size_t> before;
-  for (int r = 0; r < n; ++r) before.push_back(sim->record(r).batch_names.size());
-  run_step(*sim, std::vector<std::vector<tensor_spec>>(static_cast<std::size_t>(n), {spec("x", {11}), spec("y", {1})}),
-           rng);
-  if (::testing::Test::HasFatalFailure()) return;
-  for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(agreed_since(*sim, before[static_cast<std::size_t>(r)], r), (std::vector<std::string>{"x", "y"}))
-        << "rank " << r;
-    EXPECT_TRUE(sim->record(r).errors.empty());
-    EXPECT_FALSE(sim->record(r).fatal);
-  }
-  expect_identical_registries(*sim);
-  EXPECT_EQ(sim->divergence(), "");
-}
-
-// A joined rank takes part in the other ranks' transient operations (it never announces them)
-// and follows their retirement; after the join ends every rank uses transient names again.
-TEST_P(id_reuse_join, a_joined_rank_follows_transient_names) {
-  auto [strategy, n] = GetParam();
-  std::mt19937_64 rng(chorus::testing::seed_for("negotiation_id_reuse_test", 600 + static_cast<uint64_t>(n)));
-  auto sim = make_sim(strategy, n, rng());
-  int handle = 0;
-  auto step_with = [&](bool joined_last) {
-    auto name = "allreduce.noname." + std::to_string(handle++);
-    std::vector<std::vector<tensor_spec>> specs(static_cast<std::size_t>(n), {spec("g", {4}), transient_spec(name, {1})});
-    if (joined_last) specs.back().clear();
-    std::vector<std::size_t> before;
-    for (int r = 0; r < n; ++r) before.push_back(sim->record(r).batch_names.size());
-    run_step(*sim, specs, rng);
-    if (::testing::Test::HasFatalFailure()) return;
-    auto want = std::vector<std::string>{"allreduce.noname." + std::to_string(handle - 1), "g"};
-    for (int r = 0; r < n; ++r) {
-      EXPECT_EQ(agreed_since(*sim, before[static_cast<std::size_t>(r)], r), want) << "rank " << r;
-      EXPECT_LE(sim->strategy(r).registry().size(), 2 + delay) << "rank " << r;
-      EXPECT_FALSE(sim->strategy(r).registry().find(want[0])) << "rank " << r;
-    }
-    expect_identical_registries(*sim);
-  };
-  step_with(false);
-  sim->request_join(n - 1);
-  ASSERT_TRUE(sim->run_until_idle());
-  for (int step = 0; step < 30 && !::testing::Test::HasFatalFailure(); ++step) step_with(true);
-  for (int r = 0; r < n - 1; ++r) sim->request_join(r);
-  ASSERT_TRUE(sim->run_until_idle());
-  for (int r = 0; r < n; ++r) ASSERT_EQ(sim->record(r).joins.size(), 1u) << "rank " << r;
-  for (int step = 0; step < 10 && !::testing::Test::HasFatalFailure(); ++step) step_with(false);
-  for (int r = 0; r < n; ++r) {
-    EXPECT_TRUE(sim->record(r).errors.empty()) << "rank " << r;
-    EXPECT_FALSE(sim->record(r).fatal) << "rank " << r;
-  }
-  expect_identical_assignments(*sim);
-  EXPECT_EQ(sim->divergence(), "");
-}
-
-INSTANTIATE_TEST_SUITE_P(negotiation, id_reuse_join,
-                         ::testing::Combine(::testing::Values("gossip", "central"), ::testing::Range(2, 6)),
-                         param_name);
-
-// A joined rank that enqueues a name's old spec after its contribution to the cycle that
-// re-registers the name: its op must not stay pending under the retired id (which will stand
-// for another tensor once handed out again); it goes by name, and meets the other rank's next
-// op on that name as the usual mismatch, on both ranks.
-TEST(id_reuse_join_edge, an_old_spec_enqueued_by_a_joined_rank_during_the_re_registration_goes_by_name) {
-  for (std::string strategy : {"gossip", "central"}) {
-    SCOPED_TRACE(strategy);
-    simulator_options o;
-    o.strategy = strategy;
-    o.negotiation.cycle_time = 100us;
-    o.min_latency = o.max_latency = 50us;  // fixed: the order below is certain
-    o.through_codec = true;
-    auto made = simulator::create(2, o);
-    ASSERT_TRUE(made.ok());
-    auto& sim = **made;
-    sim.enqueue(0, spec("x", {3}));
-    sim.enqueue(1, spec("x", {3}));
-    ASSERT_TRUE(sim.run_until_idle());
-    sim.request_join(1);
-    ASSERT_TRUE(sim.run_until_idle());
-    sim.run_for(1ms);
-    // Both ranks start the next cycle at once (rank 1 with a score); rank 0 announces x anew.
-    sim.submit_score(1, 1.0);
-    sim.enqueue(0, spec("x", {4}));
-    sim.run_for(10us);  // rank 1's contribution is taken, the cycle not finished
-    ASSERT_EQ(sim.strategy(1).cycles_done(), sim.strategy(0).cycles_done());
-    sim.enqueue(1, spec("x", {3}));  // the registered spec: one bit of x's current id
-    ASSERT_TRUE(sim.run_until_idle());
-    // That cycle re-registered x as [4] (rank 1 joined counts as agreeing).
-    for (int r = 0; r < 2; ++r) EXPECT_EQ(sim.strategy(r).registry().spec(*sim.strategy(r).registry().find("x")),
-                                          spec("x", {4}));
-    // Rank 0's next x ([4], the registered spec) meets rank 1's [3]: a mismatch on both.
-    sim.run_for(1ms);
-    sim.enqueue(0, spec("x", {4}));
-    ASSERT_TRUE(sim.run_until_idle());
-    for (int r = 0; r < 2; ++r) {
-      const auto& e = sim.record(r).errors;
-      ASSERT_EQ(e.size(), 1u) << "rank " << r;
-      EXPECT_EQ(e[0].message, "allreduce('x'): shape [3] on rank 1 but [4] on rank 0") << "rank " << r;
-      EXPECT_TRUE(sim.record(r).warnings.empty()) << "rank " << r;
-      EXPECT_FALSE(sim.record(r).fatal);
-    }
-    EXPECT_EQ(sim.divergence(), "");
-    expect_identical_registries(sim);
-    // Nothing is left pending under an id: a new name may take the retired one, safely.
-    for (int step = 0; step < 4; ++step) {
-      sim.run_for(1ms);
-      sim.enqueue(0, spec("z" + std::to_string(step), {1}));
-      ASSERT_TRUE(sim.run_until_idle());
-    }
-    EXPECT_GT(sim.strategy(0).registry().reused_count(), 0u);
-    for (int r = 0; r < 2; ++r) {
-      std::vector<std::string> agreed;
-      for (const auto& b : sim.record(r).batch_names) agreed.insert(agreed.end(), b.begin(), b.end());
-      EXPECT_EQ(agreed, (std::vector<std::string>{"x", "x", "z0", "z1", "z2", "z3"})) << "rank " << r;
-    }
-    expect_identical_registries(sim);
-  }
-}
 
 // The registry's rules on their own: the lowest free id, free only reuse_delay cycles after
 // retiring, a retired id keeps its spec until then, the same calls give the same ids.
