@@ -3,7 +3,8 @@
 // chorus-testrank pipeline-priority enqueues a 64 MiB tensor of priority 0, then, once a gate
 // tensor shows it was agreed, a 1 MiB tensor of priority 100. The later tensor ends first on
 // every rank, and rank 0's trace shows its chunk starting before the big bucket's last chunk;
-// with CHORUS_PRIORITY=0 it ends last. No timing threshold: the order is what is asserted (a
+// with CHORUS_PRIORITY=0 it ends last; chorus-trace replay plans the same buckets from the
+// recorded priorities. No timing threshold: the order is what is asserted (a
 // run in which the big tensor ended before the later one was even enqueued is skipped).
 #include <unistd.h>
 
@@ -26,6 +27,8 @@ struct run_outcome {
   bool pending = true;   // on every rank, the big tensor was pending when the later one was enqueued
   bool overtook = true;  // on every rank, the later tensor ended first
   std::string dump;      // rank 0's trace (chorus-trace dump)
+  std::string replay;    // chorus-trace replay of both ranks' traces
+  int replay_code = -1;
 };
 
 run_outcome run_job(const std::string& priority) {
@@ -51,6 +54,10 @@ run_outcome run_job(const std::string& priority) {
   auto run = run_bounded({CHORUS_TRACE_TOOL_PATH, "dump", dir + "/trace/rank-0.trace"}, dir, std::chrono::seconds(60));
   EXPECT_TRUE(run.status.exited && run.status.exit_code == 0) << run.out;
   out.dump = run.out;
+  // The replay plans every batch again from the recorded specs, priorities included.
+  auto replay = run_bounded({CHORUS_TRACE_TOOL_PATH, "replay", dir + "/trace"}, dir, std::chrono::seconds(60));
+  out.replay = replay.out;
+  out.replay_code = replay.status.exited ? replay.status.exit_code : -1;
   std::filesystem::remove_all(dir);
   return out;
 }
@@ -81,6 +88,8 @@ trace_view read_view(const std::string& dump) {
 
 TEST(pipeline_priority, a_later_tensor_of_larger_priority_overtakes_a_big_bucket) {
   auto on = run_job("1");
+  EXPECT_EQ(on.replay_code, 0) << on.replay;
+  EXPECT_NE(on.replay.find("replay matches"), std::string::npos) << on.replay;
   if (!on.pending) GTEST_SKIP() << "the big tensor ended before the later one was enqueued: nothing to overtake";
   EXPECT_TRUE(on.overtook) << "the later tensor of priority 100 did not end before the big one";
   auto v = read_view(on.dump);
