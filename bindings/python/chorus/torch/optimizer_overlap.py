@@ -21,8 +21,6 @@ import weakref
 import torch
 import torch.nn.modules.module as _module
 
-from chorus.torch.buckets import Bucket
-from chorus.torch.mpi_ops import synchronize
 
 # torch.optim classes whose step updates each parameter from its own gradient and state alone.
 _PER_PARAMETER = tuple(getattr(torch.optim, n) for n in ("SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax",
@@ -94,10 +92,6 @@ class _Overlap:
                 self._pending_key[p] = key
                 self._allreduce_delay[p] = self.backward_passes_per_step
 
-    @staticmethod
-    def _members(key):
-        return key.params if isinstance(key, Bucket) else key if isinstance(key, tuple) else (key,)
-
     def _finish_pending(self, params=None):
         """Waits for and applies the pending updates of `params` (all of them: None)."""
         keys = list(self._pending) if params is None else \
@@ -107,13 +101,7 @@ class _Overlap:
             members = self._members(key)
             for p in members:
                 del self._pending_key[p]
-            if isinstance(key, Bucket):
-                handle()  # unpacks into the members' gradients
-            elif isinstance(key, tuple):
-                for gp, out, gctx in zip(key, synchronize(handle), ctx):
-                    self._apply(gp, out, gctx)
-            else:
-                self._apply(key, handle() if callable(handle) else synchronize(handle), ctx)
+            self._receive(key, handle, ctx)
             self._step_on(members)
 
     def _step_on(self, members):

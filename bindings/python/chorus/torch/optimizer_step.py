@@ -22,6 +22,21 @@ class _SynchronizeAndStep:
             else:
                 p.grad.copy_(result)
 
+    @staticmethod
+    def _members(key):
+        """The parameters of a handle's key: a bucket's, a group's, or the parameter itself."""
+        return key.params if isinstance(key, Bucket) else key if isinstance(key, tuple) else (key,)
+
+    def _receive(self, key, handle, ctx):
+        """Waits for `key`'s operation and writes the result into its gradients."""
+        if isinstance(key, Bucket):
+            handle()  # unpacks into the members' gradients
+        elif isinstance(key, tuple):
+            for gp, out, gctx in zip(key, synchronize(handle), ctx):
+                self._apply(gp, out, gctx)
+        else:
+            self._apply(key, handle() if callable(handle) else synchronize(handle), ctx)
+
     def synchronize(self):
         """Waits until every gradient was averaged over all ranks (enqueueing those backward did
         not produce: parameters without a gradient this step still take part)."""
@@ -83,17 +98,10 @@ class _SynchronizeAndStep:
         # optimizer is left ready for the next backward.
         error = None
         for key, (handle, ctx) in self._handles.items():
-            members = key.params if isinstance(key, Bucket) else key if isinstance(key, tuple) else (key,)
-            for gp in members:
+            for gp in self._members(key):
                 self._allreduce_delay[gp] = self.backward_passes_per_step
             try:
-                if isinstance(key, Bucket):
-                    handle()  # unpacks into the members' gradients
-                elif isinstance(key, tuple):
-                    for gp, out, gctx in zip(key, synchronize(handle), ctx):
-                        self._apply(gp, out, gctx)
-                else:
-                    self._apply(key, handle() if callable(handle) else synchronize(handle), ctx)
+                self._receive(key, handle, ctx)
             except Exception as e:  # noqa: BLE001 - re-raised below, after the others ended
                 error = error or e
         self._handles.clear()
