@@ -189,8 +189,11 @@ void comm_runner::run_then(const chunk_work& w, int stream, std::function<void(c
           auto [offset, bytes] = w.job->chunk_ranges[w.sequence - w.job->first_sequence];
           regions = member_regions(*w.job, offset, offset + bytes);
         }
+        // The NaN/Inf check rides in the mailboxes' fold (make_wire_op leaves this chunk to it).
+        // (bucket_job::nonfinite exists only where the bucket's ops ask for the check).
+        nonfinite_report* check = w.job ? w.job->nonfinite.get() : nullptr;
         lane->start(w.sequence, std::move(regions), w.type, w.op,
-                    [keep = w.job, done = std::move(done)](const status& st) { done(st); });
+                    [keep = w.job, done = std::move(done)](const status& st) { done(st); }, check);
         return;
       }
       done(status{errc::internal, "chunk " + std::to_string(w.sequence) + " planned for the direct path of a "

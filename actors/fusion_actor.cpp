@@ -137,12 +137,29 @@ std::vector<bucket> plan_with_in_place(const std::vector<fusion_item>& items, st
   return out;
 }
 
-/// Whether a plain allreduce of the job's own set on the host (`x`: a fusion item or a bucket)
-/// of `bytes` goes to the direct path, as far as the plan can tell (the compression policy may
+/// A fusion item's wire mode: 0 for a plain tensor (no compression, no check, prescale 1), as
+/// chunk_runner's wire_of(); only those may take the hierarchical allreduce. Otherwise every
+/// setting, so that tensors fuse only with their like.
+int64_t wire_mode_of(const tensor_spec& spec) {
+  const bool plain = spec.wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f;
+  return plain ? 0
+               : static_cast<int64_t>(spec.wire) | static_cast<int64_t>(spec.check) << 4 |
+                     static_cast<int64_t>(std::bit_cast<uint32_t>(spec.prescale)) << 8 | int64_t{1} << 40;
+}
+
+/// Whether the mailboxes can run a bucket of this wire mode: plain, or asking for the NaN/Inf
+/// check alone (which they do inside their fold: mailbox_allreduce::run).
+bool mailbox_mode(int64_t wire_mode) {
+  return wire_mode == 0 ||
+         ((wire_mode & 0xf) == 0 && (wire_mode >> 8 & 0xffffffff) == std::bit_cast<uint32_t>(1.0f));
+}
+
+/// Whether an allreduce of the job's own set on the host (`x`: a fusion item or a bucket) of
+/// `bytes` goes to the direct path, as far as the plan can tell (the compression policy may
 /// send more there as chunks run: plan_batch's `direct`). The same answer on every rank.
 template <class T>
 bool direct_as_planned(std::size_t lane, const T& x, std::size_t bytes) {
-  return x.kind == fusable_kind::allreduce && x.device < 0 && x.process_set == 0 && x.wire_mode == 0 &&
+  return x.kind == fusable_kind::allreduce && x.device < 0 && x.process_set == 0 && mailbox_mode(x.wire_mode) &&
          mailbox_allreduce::takes(lane, bytes, x.type, x.op);
 }
 
@@ -266,12 +283,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
     it.root = spec.root;
     it.device = spec.device == device_kind::cuda ? b.ops[i].device_index : -1;
     it.process_set = spec.process_set;
-    // 0 for a plain tensor (no compression, no check, prescale 1), as chunk_runner's wire_of():
-    // only those may take the hierarchical allreduce.
-    const bool plain = spec.wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f;
-    it.wire_mode = plain ? 0
-                         : static_cast<int64_t>(spec.wire) | static_cast<int64_t>(spec.check) << 4 |
-                               static_cast<int64_t>(std::bit_cast<uint32_t>(spec.prescale)) << 8 | int64_t{1} << 40;
+    it.wire_mode = wire_mode_of(spec);
     it.bytes = spec.kind == collective_kind::allgather || spec.kind == collective_kind::alltoall
                    ? static_cast<std::size_t>(b.ops[i].first_dim) * row_bytes_of(spec)
                    : static_cast<std::size_t>(spec.byte_size());
@@ -345,11 +357,13 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
       const std::size_t chunk_bytes = device && s.cfg.device_whole ? std::max<std::size_t>(job->plan.bytes, 1)
                                       : halved ? std::max<std::size_t>(1, s.cfg.chunk_bytes / 2) * size_of(bk.type)
                                                : s.cfg.chunk_bytes;
+      // The NaN/Inf check alone keeps the direct path: the mailboxes check inside their fold.
       const bool direct = lane > 0 && !device && spec.process_set == 0 && bk.kind == fusable_kind::allreduce &&
-                          job->wire == compression::none && spec.check == nan_check::off && spec.prescale == 1.0f;
+                          job->wire == compression::none && spec.prescale == 1.0f;
       // A bucket the direct path takes whole stays one chunk: that path runs its chunks one
       // after another anyway (in 64 KiB pieces), so cutting would only add completions. Only
-      // a bucket asked for plain: the compression policy decides how chunks run, never the plan.
+      // a bucket asked for plain (or checked alone): the compression policy decides how chunks
+      // run, never the plan.
       const bool whole = direct_as_planned(lane, bk, job->plan.bytes);
       for (const auto& c : plan_chunks({job->plan}, whole ? 0 : chunk_bytes, s.next_sequence)) {
         // CUDA buckets and process sets (their own rings) take the flat algorithms.
@@ -360,7 +374,7 @@ std::vector<std::pair<std::shared_ptr<bucket_job>, std::vector<chunk_work>>> pla
         // Compression and the NaN/Inf check live in the flat ring (wire_ring_op.hpp).
         if (bk.wire_mode != 0 && (algo == chunk_algo::hier_sharded || algo == chunk_algo::hier_leader))
           algo = chunk_algo::ring_allreduce;
-        // Every rank on one host: a plain chunk (as run, after the compression policy) of the
+        // Every rank on one host: a plain or checked chunk (as run, after the compression policy) of the
         // global set goes through the mailboxes when the lane takes its size (alike everywhere).
         if (direct && mailbox_allreduce::takes(lane, c.bytes, bk.type, bk.op)) algo = chunk_algo::mailbox_allreduce;
         // A broadcast root is a job rank; inside a process set the ring counts members.

@@ -8,11 +8,12 @@
 //       chorus_bf16_tcp, chorus_nancheck_tcp; busbw in the caller's float32 bytes)
 //   chorus-bench allgather [--sizes 4K,64M] [--streams S] [--chunk-bytes B] [--segment-bytes B]
 //       communicator::allgather under auto, hierarchical and flat (bench/allgather_bench.hpp)
-//   chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace]
+//   chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace] [--fp16] [--nancheck]
 //       ResNet-50 gradients through the actor pipeline vs the bare collectives; --metrics adds
 //       as many steps with Prometheus metrics on, interleaved (RESULT pipeline_metrics ...);
 //       --trace as many with the trace recorder on (RESULT pipeline_trace ...; files in
-//       $CHORUS_TRACE or /tmp/chorus-bench-trace)
+//       $CHORUS_TRACE or /tmp/chorus-bench-trace); --fp16 / --nancheck as many whose gradients ask
+//       for fp16 on the wire / the NaN/Inf check (RESULT pipeline_fp16, pipeline_nancheck)
 //   chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]
 //                            [--tensors T] [--threads X] [--busy-poll]
 //       N negotiator actors in this one process (no chorusrun), only the wire modelled
@@ -95,7 +96,7 @@ struct options {
                "                              [--streams S] [--chunk-bytes B] [--segment-bytes B] [--hierarchical]\n"
                "                              [--variants none,fp16,bf16,nancheck]\n"
                "       chorus-bench allgather [--sizes 4K,64M] [--streams S] [--chunk-bytes B] [--segment-bytes B]\n"
-               "       chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace]\n"
+               "       chorus-bench pipeline [--steps K] [--compute-us U] [--metrics] [--trace] [--fp16] [--nancheck]\n"
                "       chorus-bench negotiation --ranks N --strategy gossip|central --link-latency-us L [--cycles K]\n"
                "                                [--tensors T] [--threads X] [--busy-poll]   (one process)\n"
                "       chorus-bench negotiation --processes [--strategy S] [--cycles K] [--gap-us G] [--cycle-time-us C]\n"
@@ -127,6 +128,8 @@ options parse(int argc, char** argv) {
     else if (a == "--hierarchical") o.hierarchical = true;
     else if (a == "--metrics") o.variants.push_back("metrics");
     else if (a == "--trace") o.variants.push_back("trace");
+    else if (a == "--fp16") o.variants.push_back("fp16");
+    else if (a == "--nancheck") o.variants.push_back("nancheck");
     else if (a == "--steps") o.steps = std::stoi(value()), o.steps_given = true;
     else if (a == "--compute-us") o.compute_us = std::stol(value());
 #ifdef CHORUS_WITH_PIPELINE

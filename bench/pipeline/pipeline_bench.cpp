@@ -6,9 +6,10 @@
 // Times are medians over the timed steps of the per-step max over ranks; a comment line after it
 // gives the median of the per-step ratios step / bare (each step paired with the bare allreduce
 // that follows it, so both see the same moment of a noisy machine). With variants
-// (--metrics, --trace), the steps of each variant interleave with the plain ones in the same pipeline
-// (bench/pipeline/variant_switch.hpp) and each gets its own line, `RESULT pipeline_<variant> ...`;
-// the negotiation percentiles are the pipeline's, over all steps.
+// (--metrics, --trace: telemetry; --fp16, --nancheck: every gradient asks for fp16 on the wire or
+// the NaN/Inf check), the steps of each variant interleave with the plain ones in the same
+// pipeline (bench/pipeline/variant_switch.hpp) and each gets its own line,
+// `RESULT pipeline_<variant> ...`; the negotiation percentiles are the pipeline's, over all steps.
 #include "bench/pipeline/pipeline_bench.hpp"
 
 #include <sys/mman.h>
@@ -102,10 +103,19 @@ std::shared_ptr<telemetry::observer> make_variant(const std::string& name, commu
     (*rec)->on_tunables(tunables_of(comm, opts), std::chrono::steady_clock::now());
     return *rec;
   }
-  throw std::runtime_error("unknown pipeline variant '" + name + "' (known: metrics, trace)");
+  if (name == "fp16" || name == "nancheck") return nullptr;  // what the ops ask for (step_settings)
+  throw std::runtime_error("unknown pipeline variant '" + name + "' (known: metrics, trace, fp16, nancheck)");
 }
 
 }  // namespace
+
+/// What a variant's gradients ask for: fp16 on the wire (as the job's compression policy runs
+/// it), or the NaN/Inf check that skips (CHORUS_NAN_CHECK=skip).
+std::pair<compression, nan_check> step_settings(const std::string& name) {
+  if (name == "fp16") return {compression::fp16, nan_check::off};
+  if (name == "nancheck") return {compression::none, nan_check::skip};
+  return {compression::none, nan_check::off};
+}
 
 int run_pipeline_bench(communicator& comm, std::shared_ptr<tcp::control_link> control, int steps, std::chrono::microseconds compute,
                        const std::vector<std::string>& variants) {
@@ -146,7 +156,8 @@ int run_pipeline_bench(communicator& comm, std::shared_ptr<tcp::control_link> co
     switcher->select(observers[v].get());
     refill();
     check(comm.barrier(), "barrier");
-    const double ms = resnet_backward_step(**pipe, grads, offset, compute);
+    const auto [wire, checked] = step_settings(v ? variants[v - 1] : "");
+    const double ms = resnet_backward_step(**pipe, grads, offset, compute, wire, checked);
     for (std::size_t k = 0; k < resnet50_tensor_count; ++k)
       if (grads[offset[k]] != want) throw std::runtime_error("wrong average in tensor " + std::to_string(k));
 
@@ -190,7 +201,8 @@ int run_pipeline_bench(communicator& comm, std::shared_ptr<tcp::control_link> co
                   names[v].c_str(), 100.0 * (with - plain) / plain, steps,
                   100.0 * (median(bare_ms[v]) - median(bare_ms[0])) / median(bare_ms[0]));
       double busy_us = std::chrono::duration<double, std::micro>(used[v].busy).count() / steps;
-      std::printf("# %s: rank 0's observer ran %.1f us per step in %.0f calls (%.0f ns per call), %.3f%% of the "
+      if (observers[v])
+        std::printf("# %s: rank 0's observer ran %.1f us per step in %.0f calls (%.0f ns per call), %.3f%% of the "
                   "median plain step\n",
                   names[v].c_str(), busy_us, static_cast<double>(used[v].calls) / steps,
                   used[v].calls ? 1e3 * busy_us * steps / static_cast<double>(used[v].calls) : 0.0,

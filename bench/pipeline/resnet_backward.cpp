@@ -17,7 +17,7 @@ void spin_for(std::chrono::microseconds d) {
 }
 
 double resnet_backward_step(pipeline& pipe, float* grads, const std::vector<std::size_t>& offset,
-                            std::chrono::microseconds compute) {
+                            std::chrono::microseconds compute, compression wire, nan_check check) {
   std::atomic<int> left{static_cast<int>(resnet50_tensor_count)};
   std::atomic<bool> failed{false};
   std::string error;
@@ -31,6 +31,8 @@ double resnet_backward_step(pipeline& pipe, float* grads, const std::vector<std:
     r.spec.shape = {static_cast<int64_t>(resnet50_sizes[k])};
     r.spec.op = reduce_op::average;
     r.spec.device = device_kind::cpu;
+    r.spec.wire = wire;
+    r.spec.check = check;
     r.input = r.output = grads + offset[k];
     r.done = [&](const status& st, std::vector<std::byte>, std::vector<int64_t>) {
       if (!st.ok() && !failed.exchange(true)) error = st.to_string();

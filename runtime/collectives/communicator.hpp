@@ -157,6 +157,9 @@ class communicator {
                       allreduce_algorithm algo = allreduce_algorithm::automatic) const {
     return caller_mailboxes_ && algo == allreduce_algorithm::automatic && caller_mailboxes_->takes(bytes, t, op);
   }
+  /// Blocking allreduce_async with `wire`. Where wire_compression() drops the compression and
+  /// no prescale is asked, it runs on the calling thread as the plain one above would, the
+  /// NaN/Inf check inside the mailboxes' fold (mailbox_allreduce::run).
   status allreduce(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire);
   /// With every rank on one host (the pipeline's mailboxes between all pairs) and
   /// options().caller_bytes > 0: the thread that runs the pipeline's plain allreduce chunks in
@@ -178,6 +181,9 @@ class communicator {
  private:
   communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts parts, collective_options opts);
   static result<std::unique_ptr<communicator>> without_link(result<connected_rank> r);
+  /// The blocking allreduce on the calling thread (runs_on_caller), `check` as mailbox_allreduce::run.
+  status allreduce_on_caller(void* data, std::size_t count, dtype t, reduce_op op, uint64_t spec,
+                             nonfinite_report* check);
   struct chunk_plan {
     std::size_t offset;  // elements
     std::size_t count;

@@ -29,21 +29,29 @@ status communicator::wait(const std::function<void(callback)>& start) {
   return s->st;
 }
 
+status communicator::allreduce_on_caller(void* data, std::size_t count, dtype t, reduce_op op, uint64_t spec,
+                                         nonfinite_report* check) {
+  // Numbered like any collective, alike on every rank; a spec makes the number differ where
+  // the calls do, which the mailboxes check.
+  const uint64_t call = next_sequence_++ + spec * 0x9e3779b97f4a7c15ull;
+  auto st = caller_mailboxes_->run(data, count, t, op, call, check);
+  if (st.code() == errc::protocol) abort(st);  // the peers learn why the job broke
+  return st;
+}
+
 status communicator::allreduce(void* data, std::size_t count, dtype t, reduce_op op, allreduce_algorithm algo,
                                uint64_t spec) {
-  if (runs_on_caller(count * size_of(t), t, op, algo)) {
-    // Numbered like any collective, alike on every rank; a spec makes the number differ where
-    // the calls do, which the mailboxes check.
-    const uint64_t call = next_sequence_++ + spec * 0x9e3779b97f4a7c15ull;
-    auto st = caller_mailboxes_->run(data, count, t, op, call);
-    if (st.code() == errc::protocol) abort(st);  // the peers learn why the job broke
-    return st;
-  }
+  if (runs_on_caller(count * size_of(t), t, op, algo)) return allreduce_on_caller(data, count, t, op, spec, nullptr);
   return wait([&](callback cb) { allreduce_async(data, count, t, op, std::move(cb), algo, spec); });
 }
 
-status communicator::allreduce(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& wire) {
-  return wait([&](callback cb) { allreduce_async(data, count, t, op, wire, std::move(cb)); });
+status communicator::allreduce(void* data, std::size_t count, dtype t, reduce_op op, const wire_options& asked) {
+  // Where the compression policy drops the casts and no prescale is asked, the calling thread
+  // runs it as it runs a plain allreduce, the NaN/Inf check inside the mailboxes' fold.
+  const bool plain = compression_policy_.effective(asked.wire) == compression::none && asked.prescale == 1.0f;
+  if (plain && runs_on_caller(count * size_of(t), t, op))
+    return allreduce_on_caller(data, count, t, op, 0, asked.check ? asked.report.get() : nullptr);
+  return wait([&](callback cb) { allreduce_async(data, count, t, op, asked, std::move(cb)); });
 }
 
 status communicator::broadcast(void* data, std::size_t count, dtype t, int root) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "runtime/collectives/reduce.hpp"
+#include "runtime/compression/cast.hpp"
 
 namespace chorus {
 namespace {
@@ -148,12 +149,14 @@ status mailbox_allreduce::wait_for_room(int peer, uint64_t k) {
   return {};
 }
 
-status mailbox_allreduce::run(void* data, std::size_t count, dtype t, reduce_op op, uint64_t call) {
+status mailbox_allreduce::run(void* data, std::size_t count, dtype t, reduce_op op, uint64_t call,
+                              nonfinite_report* check) {
   const std::span<std::byte> whole{static_cast<std::byte*>(data), count * size_of(t)};
-  return run(std::span{&whole, 1}, t, op, call);
+  return run(std::span{&whole, 1}, t, op, call, check);
 }
 
-status mailbox_allreduce::run(std::span<const std::span<std::byte>> regions, dtype t, reduce_op op, uint64_t call) {
+status mailbox_allreduce::run(std::span<const std::span<std::byte>> regions, dtype t, reduce_op op, uint64_t call,
+                              nonfinite_report* check) {
   std::lock_guard lk(run_mu_);
   if (broken_.load(std::memory_order_seq_cst)) return stop_reason(rank_);
   const std::size_t elem = size_of(t);
@@ -169,14 +172,20 @@ status mailbox_allreduce::run(std::span<const std::span<std::byte>> regions, dty
   region_walk posting(regions), folding(regions);
   const uint64_t first = k_ + 1;
   k_ += pieces;
+  // Only floating types can hold NaN/Inf; the others skip the check's work.
+  const bool checks = check && (t == dtype::f16 || t == dtype::bf16 || t == dtype::f32 || t == dtype::f64);
+  std::vector<uint64_t> bad(checks ? (static_cast<std::size_t>(size_) + 63) / 64 : 0, 0);
   // Piece i + 1 goes out before piece i is folded (the mailbox's second slot holds it), so a
   // peer folds one piece while we fold the one before.
   if (auto st = post_piece(first, posting.next(length(0)), tag, call); !st.ok()) return st;
   for (std::size_t i = 0; i < pieces; ++i) {
     if (i + 1 < pieces)
       if (auto st = post_piece(first + i + 1, posting.next(length(i + 1)), tag, call); !st.ok()) return st;
-    if (auto st = fold_piece(first + i, folding.next(length(i)), length(i), t, op, tag, call); !st.ok()) return st;
+    if (auto st = fold_piece(first + i, folding.next(length(i)), length(i), t, op, tag, call, checks ? &bad : nullptr);
+        !st.ok())
+      return st;
   }
+  if (checks) check->merge(bad);
   return {};
 }
 
@@ -196,8 +205,19 @@ status mailbox_allreduce::post_piece(uint64_t k, std::span<const std::span<std::
 }
 
 status mailbox_allreduce::fold_piece(uint64_t k, std::span<const std::span<std::byte>> parts, std::size_t bytes,
-                                    dtype t, reduce_op op, uint64_t tag, uint64_t call) {
+                                    dtype t, reduce_op op, uint64_t tag, uint64_t call, std::vector<uint64_t>* bad) {
   const std::size_t elem = size_of(t);
+  auto mark = [bad](int r) { (*bad)[static_cast<std::size_t>(r) / 64] |= uint64_t{1} << (r % 64); };
+  // The check of a float sum (average: the same sum) rides in the last addition, which sees
+  // the final sum: non-finite wherever any rank's input was (add_check_sum). Only then is
+  // each input scanned to name its rank, so the peers' posts are kept until the fold ends.
+  // Other checked folds scan each input as it comes (our own: before anything is folded in).
+  const bool on_sum = bad && (t == dtype::f32 || t == dtype::f64) && (op == reduce_op::sum || op == reduce_op::average);
+  if (bad && !on_sum)
+    for (auto p : parts)
+      if (has_nonfinite(p.data(), t, p.size() / elem)) mark(rank_);
+  bool sum_nonfinite = false;
+  const int last = size_ == 2 ? 1 - rank_ : size_ - 1;  // the rank whose post is added last
   // Theirs, folded in rank order so that every rank computes the same bits. With two ranks the
   // one combination is commutative bit for bit (reduce.hpp): each folds the other in.
   if (size_ > 2 && bytes) {
@@ -224,19 +244,33 @@ status mailbox_allreduce::fold_piece(uint64_t k, std::span<const std::span<std::
                                           ": every rank must make the same collective calls in the same order"};
       }
       src = m.payload;
+      if (bad && !on_sum && has_nonfinite(src, t, bytes / elem)) mark(q);
     }
     for (auto p : parts) {
       const std::size_t count = p.size() / elem;
-      if (size_ == 2) {
-        if (q != rank_) reduce_into(p.data(), src, count, t, op);
-      } else if (q == 0) {
-        if (q != rank_ && !p.empty()) std::memcpy(p.data(), src, p.size());
-      } else {
-        reduce_into(p.data(), src, count, t, op);
+      if (size_ == 2 ? q != rank_ : q != 0) {
+        if (on_sum && q == last) sum_nonfinite = add_check_sum(p.data(), src, t, count) || sum_nonfinite;
+        else reduce_into(p.data(), src, count, t, op);
+      } else if (q != rank_ && !p.empty()) {  // q == 0 of more than two: its input starts the fold
+        std::memcpy(p.data(), src, p.size());
       }
       src += p.size();
     }
-    if (q != rank_) in_[static_cast<std::size_t>(q)]->release(k);
+    if (q != rank_ && !on_sum) in_[static_cast<std::size_t>(q)]->release(k);
+  }
+  if (on_sum) {
+    // Rare: some input held NaN/Inf (or the sum overflowed, which names no one). Every input of
+    // this piece is still at hand: the peers' posts, and ours as we posted it.
+    if (sum_nonfinite)
+      for (int q = 0; q < size_; ++q) {
+        shm::mail m;
+        const std::byte* input = nullptr;
+        if (q == rank_) input = out_[static_cast<std::size_t>(rank_ == 0 ? 1 : 0)]->posted(k);
+        else if (auto got = in_[static_cast<std::size_t>(q)]->take(k, m); got && *got) input = m.payload;
+        if (input && has_nonfinite(input, t, bytes / elem)) mark(q);
+      }
+    for (int q = 0; q < size_; ++q)
+      if (q != rank_) in_[static_cast<std::size_t>(q)]->release(k);
   }
   if (op == reduce_op::average)
     for (auto p : parts) divide_by(p.data(), p.size() / elem, t, size_);

@@ -17,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "runtime/collectives/nonfinite_report.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/core/status.hpp"
 #include "runtime/transport/shm/mailbox.hpp"
@@ -44,12 +45,19 @@ class mailbox_allreduce {
   /// alike on every rank (the communicator's sequence, the pipeline chunk's). Errors:
   /// interrupt()'s status, or errc::protocol when a peer's post is not the allreduce we make
   /// (naming it): another size, dtype, op or call number.
-  status run(void* data, std::size_t count, dtype t, reduce_op op, uint64_t call = 0);
+  /// `check` (the NaN/Inf check; null: none): every rank folds every rank's input, so each
+  /// marks there the ranks whose input held NaN/+-Inf, alike on every rank with no message.
+  /// A float sum or average checks the final sum inside the last addition (add_check_sum:
+  /// non-finite wherever an input was) and scans the inputs only when it finds one; other
+  /// ops and half types scan each input once more.
+  status run(void* data, std::size_t count, dtype t, reduce_op op, uint64_t call = 0,
+             nonfinite_report* check = nullptr);
   /// run() over the concatenation of `regions`, each a whole number of elements, in place: the
   /// posts gather from them and the folds write back into them, so tensors that would be
   /// fused need no fusion buffer (the pipeline's fused chunks on the direct path). Every rank
   /// must give regions of the same total size; how each rank splits it does not matter.
-  status run(std::span<const std::span<std::byte>> regions, dtype t, reduce_op op, uint64_t call = 0);
+  status run(std::span<const std::span<std::byte>> regions, dtype t, reduce_op op, uint64_t call = 0,
+             nonfinite_report* check = nullptr);
   /// Any thread: the job broke; the run() waiting now and every later one ends with `why`
   /// (the first cause stands).
   void interrupt(const status& why);
@@ -70,8 +78,9 @@ class mailbox_allreduce {
   status post_piece(uint64_t k, std::span<const std::span<std::byte>> parts, uint64_t tag, uint64_t call);
   /// Folds every peer's post k into `parts` (`bytes` together), in rank order; an average is
   /// divided there too, while the piece is in cache.
+  /// `bad` (the check; null: none): bit r set where rank r's input in this piece held NaN/Inf.
   status fold_piece(uint64_t k, std::span<const std::span<std::byte>> parts, std::size_t bytes, dtype t,
-                    reduce_op op, uint64_t tag, uint64_t call);
+                    reduce_op op, uint64_t tag, uint64_t call, std::vector<uint64_t>* bad);
   /// Waits until `peer`'s mailbox slot for post k is free (it always is when the peers keep
   /// to the call order: a peer posts k - 1 only after releasing k - 2).
   status wait_for_room(int peer, uint64_t k);

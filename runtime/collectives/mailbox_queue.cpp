@@ -23,7 +23,7 @@ void mailbox_queue::start(uint64_t sequence, void* data, std::size_t count, dtyp
 }
 
 void mailbox_queue::start(uint64_t sequence, std::vector<std::span<std::byte>> regions, dtype t, reduce_op op,
-                         callback done) {
+                         callback done, nonfinite_report* check) {
   status refused;
   {
     std::lock_guard lk(mu_);
@@ -33,7 +33,7 @@ void mailbox_queue::start(uint64_t sequence, std::vector<std::span<std::byte>> r
       refused = status{errc::internal, "chunk " + std::to_string(sequence) +
                                            " started on the direct path without being handed out to it (or twice)"};
     } else {
-      started_[sequence] = chunk{std::move(regions), t, op, std::move(done)};
+      started_[sequence] = chunk{std::move(regions), t, op, std::move(done), check};
     }
   }
   if (!refused.ok()) {
@@ -98,7 +98,7 @@ void mailbox_queue::loop() {
       for (auto r : c.regions) bytes += r.size();
       if (bytes > completion_hold_bytes || std::chrono::steady_clock::now() - first_ended >= completion_delay) tell();
     }
-    status st = lane_->run(c.regions, c.type, c.op, sequence);
+    status st = lane_->run(c.regions, c.type, c.op, sequence, c.check);
     {
       std::lock_guard counted(mu_);
       ++ran_;

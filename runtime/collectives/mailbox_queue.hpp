@@ -70,7 +70,9 @@ class mailbox_queue {
   /// errc::internal.
   void start(uint64_t sequence, void* data, std::size_t count, dtype t, reduce_op op, callback done);
   /// start(), over the concatenation of `regions` (mailbox_allreduce::run's regions).
-  void start(uint64_t sequence, std::vector<std::span<std::byte>> regions, dtype t, reduce_op op, callback done);
+  /// `check`: the NaN/Inf check's report (mailbox_allreduce::run), alive until `done`; null: none.
+  void start(uint64_t sequence, std::vector<std::span<std::byte>> regions, dtype t, reduce_op op, callback done,
+             nonfinite_report* check = nullptr);
   /// A pipeline shut down: chunks it handed out and never started leave the order (the ones
   /// started keep running, as the I/O thread's chunks do, until the communicator closes).
   void forget_unstarted();
@@ -93,6 +95,7 @@ class mailbox_queue {
     dtype type = dtype::f32;
     reduce_op op = reduce_op::sum;
     callback done;
+    nonfinite_report* check = nullptr;
   };
   void loop();
 

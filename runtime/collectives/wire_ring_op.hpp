@@ -15,26 +15,13 @@
 #include <vector>
 
 #include "runtime/collectives/chunk_op.hpp"
+#include "runtime/collectives/nonfinite_report.hpp"
 #include "runtime/collectives/ring_op.hpp"
 #include "runtime/collectives/ring_schedule.hpp"
 #include "runtime/compression/cast.hpp"
 #include "runtime/core/dtype.hpp"
 
 namespace chorus {
-
-/// Ranks that held NaN/Inf, agreed by the ring: one bit per rank. Several chunks of one
-/// operation OR into one report (from the I/O threads: locked).
-class nonfinite_report {
- public:
-  void merge(const std::vector<uint64_t>& bits);
-  /// The ranks, ascending (empty: every input was finite).
-  std::vector<int> ranks() const;
-  bool any() const;
-
- private:
-  mutable std::mutex mu_;
-  std::vector<uint64_t> bits_;
-};
 
 /// Scratch bytes for the wire buffers, reused across ops (fresh pages would cost a page fault
 /// per 4 KiB on every chunk). Uninitialised; returned to a small process-wide pool when freed.

@@ -161,6 +161,25 @@ uint32_t add_checked_loop(byte* dst, const byte* src, std::size_t n) {
   return (bad != 0 ? 1u : 0u) | (bad_src != 0 ? 2u : 0u);
 }
 
+// x - x is +0 (bits 0) for every finite x and NaN otherwise: ORing those bits is a check that
+// vectorises into one subtraction and one OR per element.
+template <class T, class U>
+bool add_check_sum_loop(byte* dst, const byte* src, std::size_t n) {
+  U bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const T r = load<T>(dst + i * sizeof(T)) + load<T>(src + i * sizeof(T));
+    bad |= std::bit_cast<U>(T(r - r));
+    store<T>(dst + i * sizeof(T), r);
+  }
+  return bad != 0;
+}
+
+bool add_check_sum_any(void* dst, const void* src, dtype t, std::size_t n) {
+  auto* d = static_cast<byte*>(dst);
+  const auto* s = static_cast<const byte*>(src);
+  return t == dtype::f32 ? add_check_sum_loop<float, uint32_t>(d, s, n) : add_check_sum_loop<double, uint64_t>(d, s, n);
+}
+
 uint32_t add_checked_any(void* dst, const void* src, dtype t, std::size_t n) {
   auto* d = static_cast<byte*>(dst);
   const auto* s = static_cast<const byte*>(src);
@@ -222,13 +241,15 @@ bool nonfinite_any(const void* data, dtype t, std::size_t n) {
 
 bool nonfinite_portable(const void* d, dtype t, std::size_t n) { return nonfinite_any(d, t, n); }
 uint32_t add_checked_portable(void* d, const void* s, dtype t, std::size_t n) { return add_checked_any(d, s, t, n); }
+bool add_check_sum_portable(void* d, const void* s, dtype t, std::size_t n) { return add_check_sum_any(d, s, t, n); }
 
 const cast_detail::kernels portable_kernels{"portable",
                                             narrow_flavor<portable_flavor>,
                                             widen_flavor<portable_flavor>,
                                             accumulate_flavor<portable_flavor>,
                                             nonfinite_portable,
-                                            add_checked_portable};
+                                            add_checked_portable,
+                                            add_check_sum_portable};
 
 #ifdef CHORUS_CAST_X86
 // `flatten` inlines every loop above into these entry points, so they are compiled for the
@@ -253,6 +274,10 @@ const cast_detail::kernels portable_kernels{"portable",
   [[gnu::target(TARGET), gnu::flatten]] uint32_t NAME##_add_checked(void* d, const void* s, dtype t,             \
                                                                    std::size_t n) {                               \
     return add_checked_any(d, s, t, n);                                                                           \
+  }                                                                                                               \
+  [[gnu::target(TARGET), gnu::flatten]] bool NAME##_add_check_sum(void* d, const void* s, dtype t,               \
+                                                                  std::size_t n) {                                \
+    return add_check_sum_any(d, s, t, n);                                                                         \
   }
 
 using avx2_flavor = flavor<f16c_codec, bf16_portable>;
@@ -277,10 +302,11 @@ const flavour_table& table() {
     out.k[out.n++] = portable_kernels;
 #ifdef CHORUS_CAST_X86
     if (cpu_has_avx2_f16c()) {
-      out.k[out.n++] = {"avx2+f16c", avx2_narrow, avx2_widen, avx2_accumulate, avx2_nonfinite, avx2_add_checked};
+      out.k[out.n++] = {"avx2+f16c",     avx2_narrow,      avx2_widen,      avx2_accumulate,
+                        avx2_nonfinite,  avx2_add_checked, avx2_add_check_sum};
       if (cpu_has_avx512_bw_vl())
-        out.k[out.n++] = {"avx512", avx512_narrow, avx512_widen, avx512_accumulate, avx512_nonfinite,
-                          avx512_add_checked};
+        out.k[out.n++] = {"avx512",          avx512_narrow,      avx512_widen,        avx512_accumulate,
+                          avx512_nonfinite,  avx512_add_checked, avx512_add_check_sum};
     }
 #endif
     return out;
@@ -350,6 +376,13 @@ uint32_t add_checked_both(void* dst, const void* src, dtype t, std::size_t n) {
   check_pointer("add_checked", "output", dst, n);
   check_pointer("add_checked", "input", src, n);
   return n > 0 ? selected().add_checked(dst, src, t, n) : 0u;
+}
+
+bool add_check_sum(void* dst, const void* src, dtype t, std::size_t n) {
+  check_float("add_check_sum", t);
+  check_pointer("add_check_sum", "output", dst, n);
+  check_pointer("add_check_sum", "input", src, n);
+  return n > 0 && selected().add_check_sum(dst, src, t, n);
 }
 
 bool has_nonfinite(const void* data, dtype t, std::size_t n) {

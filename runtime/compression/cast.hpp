@@ -48,6 +48,12 @@ bool add_checked(void* dst, const void* src, dtype t, std::size_t n);
 /// when a src[i] was (the plain ring's step 0, whose source is the left neighbour's own input).
 uint32_t add_checked_both(void* dst, const void* src, dtype t, std::size_t n);
 
+/// dst[i] = dst[i] + src[i] for f32 or f64 (the same bits as reduce_into's sum), returning
+/// whether any dst[i] is NaN or +-Inf afterwards. A sum is non-finite wherever an operand was
+/// (and where it overflowed), so one check of the result finds every non-finite operand of a
+/// chain of additions, at almost no cost over the addition; who held it needs a scan after.
+bool add_check_sum(void* dst, const void* src, dtype t, std::size_t n);
+
 /// Whether data holds a NaN or +-Inf (f16, bf16, f32, f64; integer types: false).
 bool has_nonfinite(const void* data, dtype t, std::size_t n);
 
@@ -64,6 +70,7 @@ struct kernels {
                      std::size_t n);
   bool (*nonfinite)(const void* data, dtype t, std::size_t n);
   uint32_t (*add_checked)(void* dst, const void* src, dtype t, std::size_t n);  ///< as add_checked_both
+  bool (*add_check_sum)(void* dst, const void* src, dtype t, std::size_t n);    ///< as add_check_sum
 };
 /// The flavours this CPU can run, portable first; `count` receives their number.
 const kernels* available(std::size_t& count);

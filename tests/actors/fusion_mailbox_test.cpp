@@ -1,7 +1,8 @@
 // Which allreduce chunks fusion plans for the communicator's direct path (plan_batch,
 // actors/fusion_actor.hpp; runtime/collectives/mailbox_queue.hpp): with a lane, the plain
-// allreduces of the job's own set whose chunks the lane takes; never a compressed, checked or
-// prescaled one, a process set's, a broadcast; nothing without a lane. The names metrics and the
+// allreduces of the job's own set whose chunks the lane takes, and those asking for the NaN/Inf
+// check alone (the mailboxes check in their fold); never a compressed or prescaled one, a
+// process set's, a broadcast; nothing without a lane. The names metrics and the
 // trace give each bucket say the same ("" for a broadcast, as before).
 #include <gtest/gtest.h>
 
@@ -66,16 +67,28 @@ std::vector<op_ref> mixed() {
   return {allreduce("plain", 2048), allreduce("small", 16), fp16, checked, scaled, bcast, allreduce("set", 2048, 1)};
 }
 
-TEST(fusion_direct, plain_allreduces_of_the_job_set_take_the_lane_and_nothing_else_does) {
+TEST(fusion_direct, plain_and_checked_allreduces_of_the_job_set_take_the_lane_and_nothing_else_does) {
   // Two ranks: the lane takes every size, so "plain" and "small" fuse into one bucket although
   // in_place_bytes would keep each apart (fusing them copies nothing there).
   auto l = lane(2, 4u << 20);
   EXPECT_EQ(planned(state(2, l.get()), mixed()),
-            (std::vector<std::string>{"direct", "ring", "ring", "ring", "", "ring"}));
+            (std::vector<std::string>{"direct", "ring", "direct", "ring", "", "ring"}));
   // Three ranks, the same limit: each is a bucket of its own again, as in_place_bytes says.
   auto three = lane(3, 4u << 20);
   EXPECT_EQ(planned(state(3, three.get()), mixed()),
-            (std::vector<std::string>{"direct", "direct", "ring", "ring", "ring", "", "ring"}));
+            (std::vector<std::string>{"direct", "direct", "ring", "direct", "ring", "", "ring"}));
+}
+
+TEST(fusion_direct, a_checked_bucket_on_the_lane_is_one_chunk_that_carries_the_report) {
+  auto l = lane(2, 4u << 20);
+  auto checked = allreduce("checked", 2048);
+  checked.spec.check = nan_check::skip;
+  auto s = state(2, l.get());
+  auto plan = plan_batch(s, batch_agreed{1, {checked}});
+  ASSERT_EQ(plan.size(), 1u);
+  ASSERT_EQ(plan[0].second.size(), 1u);  // 8 KiB with 4 KiB chunks: whole, as a plain one
+  EXPECT_EQ(plan[0].second[0].algo, chunk_algo::mailbox_allreduce);
+  EXPECT_NE(plan[0].first->nonfinite, nullptr);
 }
 
 // In place (input == output): a fused bucket on the lane runs on the tensors themselves.

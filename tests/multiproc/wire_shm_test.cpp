@@ -2,7 +2,10 @@
 // (chorus-testrank wire-shm, tests/multiproc/rank/wire_shm.cpp): over shared-memory rings the
 // gate drops it and the results are the uncompressed sum bit for bit (inputs fp16 would round);
 // CHORUS_COMPRESSION_SHM=on, or a peer over TCP (CHORUS_TEST_HOSTS fakes a second host), keeps
-// it and the results are the fp16 ring's. Hard time bound per job.
+// it and the results are the fp16 ring's. Each rank then asks for the NaN/Inf check too, with a
+// NaN in the last rank's input: every rank names that rank, and where compression was dropped
+// both calls ran on the calling thread's mailboxes (as plain ones do), elsewhere neither did.
+// Hard time bound per job.
 #include <gtest/gtest.h>
 
 #include <map>

@@ -215,6 +215,44 @@ TEST(CastAddChecked, SumsLikeThePlainKernelAndFlagsDestinationAndSourceApart) {
   }
 }
 
+TEST(CastAddCheckSum, SumsLikeThePlainKernelAndFlagsAnyNonFiniteResult) {
+  std::mt19937_64 rng(seed() + 4);
+  std::uniform_real_distribution<double> u(-1e3, 1e3);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const auto& k : flavours()) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{17}, std::size_t{1000}}) {
+      std::vector<float> d(n), s(n);
+      std::vector<double> d64(n), s64(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        d[i] = float(u(rng));
+        s[i] = float(u(rng));
+        d64[i] = u(rng);
+        s64[i] = u(rng);
+      }
+      auto want = d;
+      for (std::size_t i = 0; i < n; ++i) want[i] = d[i] + s[i];
+      EXPECT_FALSE(k.add_check_sum(d.data(), s.data(), dtype::f32, n)) << k.name << ": finite";
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(d[i]), std::bit_cast<uint32_t>(want[i])) << k.name << " i=" << i;
+      // Each kind of non-finite operand, in either operand, at either end; and an overflow.
+      for (float bad : {nan, inf, -inf}) {
+        auto d1 = d, s1 = s;
+        s1[n - 1] = bad;
+        EXPECT_TRUE(k.add_check_sum(d1.data(), s1.data(), dtype::f32, n)) << k.name << ": source " << bad;
+        auto d2 = d, s2 = s;
+        d2[0] = bad;
+        EXPECT_TRUE(k.add_check_sum(d2.data(), s2.data(), dtype::f32, n)) << k.name << ": destination " << bad;
+      }
+      auto big = d, big_s = s;
+      big[n / 2] = big_s[n / 2] = std::numeric_limits<float>::max();
+      EXPECT_TRUE(k.add_check_sum(big.data(), big_s.data(), dtype::f32, n)) << k.name << ": overflow";
+      EXPECT_FALSE(k.add_check_sum(d64.data(), s64.data(), dtype::f64, n)) << k.name << ": finite f64";
+      s64[n / 3] = -std::numeric_limits<double>::infinity();
+      EXPECT_TRUE(k.add_check_sum(d64.data(), s64.data(), dtype::f64, n)) << k.name << ": f64 -inf";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Wire, CastTest, ::testing::Values(compression::fp16, compression::bf16),
                          [](const auto& info) { return std::string(name_of(info.param)); });
 

@@ -65,6 +65,8 @@ void mailbox_writer::post(uint64_t k, uint64_t tag, std::span<const std::span<co
     futex_wake(sleeping);
 }
 
+const std::byte* mailbox_writer::posted(uint64_t k) const { return slot(*seg_, k) + slot_header; }
+
 result<bool> mailbox_reader::take(uint64_t k, mail& out) const {
   const uint64_t published = seg_->published().load(std::memory_order_acquire);
   if (published < k) return false;

@@ -51,6 +51,8 @@ class mailbox_writer {
   void post(uint64_t k, uint64_t tag, const void* payload, std::size_t bytes, uint64_t call = 0);
   /// post(), the payload gathered from `parts` in order (together <= mailbox_slot_bytes).
   void post(uint64_t k, uint64_t tag, std::span<const std::span<const std::byte>> parts, uint64_t call = 0);
+  /// The payload of post k as this writer wrote it: unchanged until it writes post k + 2.
+  const std::byte* posted(uint64_t k) const;
 
  private:
   std::unique_ptr<segment> seg_;
