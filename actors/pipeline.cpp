@@ -293,12 +293,7 @@ result<std::unique_ptr<pipeline>> pipeline::start(communicator& comm, std::share
   }
   p->router->wire(a.senders);
   if (opts.stream_placement == "speed")
-    a.board = std::make_shared<stream_board>(streams, stream_board::options{},
-                                             [c = &comm](int s) {
-                                               auto m = c->plane().meter(s);
-                                               return stream_board::reading{c->plane().traffic(s).sent, m.bytes_acked,
-                                                                            m.busy_us};
-                                             });
+    a.board = comm.plane().speed_board();
   if (opts.autotune.enabled) a.autotuner = sys.spawn(autotuner_actor, autotuner_config_of(opts, rank, size, streams));
   a.observer = opts.observer;
   const telemetry::tunables first{opts.fusion_threshold, opts.chunk_bytes,

@@ -12,6 +12,7 @@
 #include "runtime/collectives/scatter_plan.hpp"
 #include "runtime/collectives/settings_check.hpp"
 #include "runtime/core/log.hpp"
+#include "runtime/fusion/fusion_plan.hpp"
 #include "runtime/transport/mesh/mesh_transport.hpp"
 
 namespace chorus {
@@ -107,12 +108,7 @@ communicator::communicator(std::unique_ptr<rendezvous> rdv, mesh::mesh_parts par
     });
   }
   if (opts_.by_speed) {
-    board_ = std::make_shared<stream_board>(num_streams(), stream_board::options{},
-                                            [p = plane_.get()](int s) {
-                                              auto m = p->meter(s);
-                                              return stream_board::reading{p->traffic(s).sent, m.bytes_acked,
-                                                                           m.busy_us};
-                                            });
+    board_ = plane_->speed_board();
     auto defer = [p = plane_.get()](std::function<void()> fn) { p->post(std::move(fn)); };
     const in_flight_window window{std::max<std::size_t>(opts_.chunks_in_flight, 1), opts_.chunk_bytes};
     scheduler_ = std::make_unique<chunk_scheduler>(runner, board_, window, std::move(defer));
@@ -153,11 +149,11 @@ void communicator::close() {
 
 std::vector<communicator::chunk_plan> communicator::plan_chunks(std::size_t count, dtype t, std::size_t wire_unit,
                                                                 std::size_t chunk_bytes) const {
-  std::size_t per = std::max<std::size_t>(1, (chunk_bytes ? chunk_bytes : opts_.chunk_bytes) /
-                                                 (wire_unit ? wire_unit : size_of(t)));
+  // Cut as the pipeline cuts its buckets (cut_chunks), over the bytes on the wire.
+  const std::size_t unit = wire_unit ? wire_unit : size_of(t);
   std::vector<chunk_plan> out;
-  for (std::size_t off = 0; off < count; off += per) out.push_back({off, std::min(per, count - off)});
-  if (out.empty()) out.push_back({0, 0});
+  for (const auto& r : cut_chunks(count * unit, chunk_bytes ? chunk_bytes : opts_.chunk_bytes, unit))
+    out.push_back({r.offset / unit, r.bytes / unit});
   return out;
 }
 

@@ -45,4 +45,11 @@ void data_plane::abort(const status& why) {
   });
 }
 
+std::shared_ptr<stream_board> data_plane::speed_board() {
+  return std::make_shared<stream_board>(num_streams(), stream_board::options{}, [this](int s) {
+    const auto m = meter(s);
+    return stream_board::reading{traffic(s).sent, m.bytes_acked, m.busy_us};
+  });
+}
+
 }  // namespace chorus

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "runtime/collectives/engine.hpp"
+#include "runtime/collectives/stream_board.hpp"
 #include "runtime/core/status.hpp"
 #include "runtime/rendezvous/rendezvous.hpp"
 #include "runtime/transport/host_groups.hpp"
@@ -59,6 +60,11 @@ class data_plane {
   stream_traffic peer_traffic(int stream, int peer) const { return t_->peer_traffic(stream, peer); }
   /// The kernel's count of `stream`'s TCP sending (transport::meter).
   stream_meter meter(int stream) const { return t_->meter(stream); }
+  /// A board of this plane's streams for placement by speed (stream_board.hpp), fed on any
+  /// thread with each stream's bytes sent and the kernel's acked bytes and busy time. The
+  /// communicator's scheduler and the pipeline's senders each keep one; the plane must
+  /// outlive it.
+  std::shared_ptr<stream_board> speed_board();
   /// Local and remote port of `stream`'s connection to `peer` (transport::connection_ports).
   std::pair<int, int> connection_ports(int stream, int peer) const { return t_->connection_ports(stream, peer); }
 

@@ -190,7 +190,8 @@ constexpr std::array table{
   launcher_int("CHORUS_LOCAL_RANK", 0, "rank among the processes on this host"),
   launcher_int("CHORUS_LOCAL_SIZE", 1, "processes of this job on this host"),
   launcher(text("CHORUS_RENDEZVOUS", "", "host:port",
-                "where rank 0 serves the rendezvous store (else MASTER_ADDR and MASTER_PORT + 1)")),
+                "where rank 0 serves the rendezvous store (else MASTER_ADDR and MASTER_PORT + 1; under srun "
+                "alone the step's first node and a port from the job and step ids)")),
   launcher_int("CHORUS_RENDEZVOUS_FD", 0,
                "a listening socket on the rendezvous port that rank 0 inherits and serves the store on "
                "(chorusrun sets it)"),

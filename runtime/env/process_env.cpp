@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/core/hex.hpp"
+#include "runtime/env/slurm_rendezvous.hpp"
 
 namespace chorus {
 namespace {
@@ -364,6 +365,16 @@ result<process_env> read_process_env(const env_lookup& get) {
       return config_error("CHORUS_RENDEZVOUS=" + format_host_port(env.rendezvous_host, 0) +
                           ": port 0 (pick any) only works for a single rank, but " + size->show());
     }
+  } else if (env.size > 1 && env.source == "slurm") {
+    // srun alone: rank 0 runs on the step's first node (slurm_rendezvous.hpp).
+    auto slurm = read_slurm_rendezvous(get);
+    if (!slurm) return slurm.error();
+    if (!slurm->has_value())
+      return config_error("this slurm launch (" + size->show() +
+                          ") has no SLURM_STEP_NODELIST and SLURM_JOB_ID to meet at rank 0's node: set "
+                          "CHORUS_RENDEZVOUS=host:port with rank 0's host");
+    env.rendezvous_host = (*slurm)->host;
+    env.rendezvous_port = (*slurm)->port;
   } else if (env.size > 1) {
     return config_error("this " + env.source + " launch (" + size->show() +
                         ") needs a rendezvous address: set CHORUS_RENDEZVOUS=host:port with rank "

@@ -70,8 +70,9 @@ result<process_env> read_process_env();
 ///
 /// Rendezvous address: CHORUS_RENDEZVOUS=host:port, else MASTER_ADDR and MASTER_PORT + 1 (the
 /// port itself belongs to torch.distributed's TCPStore, which torchrun's agent already holds on
-/// rank 0's host); a job of more than one rank must have one. No variables at all: rank 0 of 1
-/// on 127.0.0.1, port 0.
+/// rank 0's host), else, for ranks started by srun alone (the slurm family), the step's first
+/// node and a port derived from the job and step ids (runtime/env/slurm_rendezvous.hpp); a job
+/// of more than one rank must have one. No variables at all: rank 0 of 1 on 127.0.0.1, port 0.
 /// Also CHORUS_RENDEZVOUS_FD (a descriptor number), CHORUS_JOB_SECRET (hex), CHORUS_JOB_ID (hex, up to 16 digits) and
 /// CHORUS_RENDEZVOUS_TIMEOUT_SECONDS (runtime/config/variables.hpp: a number in [0.001, 1e9]),
 /// CHORUS_ELASTIC_WORKER (a whole number), CHORUS_ELASTIC_TIMEOUT_SECONDS (elastic workers only).

@@ -99,18 +99,21 @@ std::vector<chunk> plan_chunks(const std::vector<bucket>& buckets, std::size_t c
     const auto index = static_cast<uint32_t>(bi);
     const std::size_t element = size_of(b.type);
     check_whole_elements(b.bytes, b.type, "bucket", bi, b.members.empty() ? 0 : b.members.front().id);
-    std::size_t cut = chunk_bytes / element * element;
-    if (cut == 0) cut = element;
     const bool uncut = b.kind == fusable_kind::allgather || b.kind == fusable_kind::alltoall ||
                        b.kind == fusable_kind::reducescatter;
-    if (chunk_bytes == 0 || uncut || b.bytes == 0) {
-      chunks.push_back({sequence++, index, 0, b.bytes});
-      continue;
-    }
-    for (std::size_t off = 0; off < b.bytes; off += cut)
-      chunks.push_back({sequence++, index, off, std::min(cut, b.bytes - off)});
+    for (const auto& r : cut_chunks(b.bytes, uncut ? 0 : chunk_bytes, element))
+      chunks.push_back({sequence++, index, r.offset, r.bytes});
   }
   return chunks;
+}
+
+std::vector<chunk_cut> cut_chunks(std::size_t total, std::size_t chunk_bytes, std::size_t element) {
+  if (chunk_bytes == 0 || total == 0) return {{0, total}};
+  const std::size_t cut = std::max(chunk_bytes / element * element, element);
+  std::vector<chunk_cut> out;
+  out.reserve((total + cut - 1) / cut);
+  for (std::size_t off = 0; off < total; off += cut) out.push_back({off, std::min(cut, total - off)});
+  return out;
 }
 
 }  // namespace chorus

@@ -91,7 +91,19 @@ struct chunk {
   friend bool operator==(const chunk&, const chunk&) = default;
 };
 
-/// Cuts every bucket, in bucket order, into chunks of at most `chunk_bytes` bytes.
+/// A piece of a buffer, in bytes: what cut_chunks gives.
+struct chunk_cut {
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+};
+
+/// The one cut of a buffer into chunks, shared by the pipeline's buckets (plan_chunks below)
+/// and the communicator's own collectives: `total` bytes in pieces of `chunk_bytes` rounded
+/// down to whole `element`s (at least one), in order, covering [0, total) exactly once; one
+/// piece for `chunk_bytes` 0 (no cut), and one empty piece for `total` 0.
+std::vector<chunk_cut> cut_chunks(std::size_t total, std::size_t chunk_bytes, std::size_t element);
+
+/// Cuts every bucket, in bucket order, into chunks of at most `chunk_bytes` bytes (cut_chunks).
 ///
 /// 1. The cut size is `chunk_bytes` rounded down to whole elements of the bucket's dtype,
 ///    and at least one element; `chunk_bytes == 0` means "do not cut" (one chunk per bucket).

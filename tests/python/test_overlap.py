@@ -87,6 +87,42 @@ def test_step_returns_with_updates_pending_and_the_next_forward_applies_them():
     assert not opt._pending
 
 
+def test_a_failed_update_raises_in_forward_and_drops_the_other_pending_ones():
+    """One pending operation fails (here: its wait raises after the real one ended): the forward
+    that needs it raises that error, every other pending operation is waited for and dropped
+    without its update, and training goes on from the next backward."""
+    model = _Net()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), overlap=True,
+                                   named_parameters=[("ov.fail." + n, p) for n, p in model.named_parameters()])
+    opt.set_bucket_bytes(0)  # one pending operation per parameter
+    for step in range(3):  # the first steps learn the backward order and synchronise
+        x, y = _data(step)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    assert len(opt._pending) >= 2, "the test needs two pending updates"
+    failing = opt._pending_key[model.hidden.weight]
+    handle, ctx = opt._pending[failing]
+
+    def broken():
+        (handle if callable(handle) else (lambda: hvd.synchronize(handle)))()
+        raise RuntimeError("ov.fail: the peer went away")
+    opt._pending[failing] = (broken, ctx)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with pytest.raises(RuntimeError, match="the peer went away"):
+        model.hidden(torch.zeros(1, 8))
+    assert not opt._pending and not opt._pending_key
+    for n, p in model.named_parameters():
+        assert torch.equal(before[n], p.detach()), n + " was updated after the failure"
+    for step in range(3, 5):  # the next steps run as usual
+        x, y = _data(step)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    opt.synchronize()
+    assert not torch.equal(before["hidden.weight"], model.hidden.weight.detach())
+
+
 def test_what_needs_every_gradient_at_once_is_refused():
     model = _Net()
     with pytest.raises(ValueError, match="per-parameter optimizers"):

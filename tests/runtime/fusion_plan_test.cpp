@@ -230,6 +230,21 @@ TEST(fusion_plan, chunks_are_element_aligned) {
   EXPECT_EQ(plan_chunks(buckets, 5, 0).size(), 25u);
 }
 
+TEST(fusion_plan, the_one_cut_covers_the_buffer_in_whole_elements) {
+  using v = std::vector<std::pair<std::size_t, std::size_t>>;
+  auto cut = [](std::size_t total, std::size_t chunk, std::size_t element) {
+    v out;
+    for (const auto& r : cut_chunks(total, chunk, element)) out.emplace_back(r.offset, r.bytes);
+    return out;
+  };
+  EXPECT_EQ(cut(10, 4, 1), (v{{0, 4}, {4, 4}, {8, 2}}));
+  EXPECT_EQ(cut(24, 10, 4), (v{{0, 8}, {8, 8}, {16, 8}}));  // 10 rounds down to 8: whole floats
+  EXPECT_EQ(cut(16, 3, 8), (v{{0, 8}, {8, 8}}));            // below one element: one element each
+  EXPECT_EQ(cut(16, 0, 4), (v{{0, 16}}));                   // 0: no cut
+  EXPECT_EQ(cut(0, 4, 4), (v{{0, 0}}));                     // empty: one empty piece
+  EXPECT_EQ(cut(12, 12, 4), (v{{0, 12}}));
+}
+
 TEST(fusion_plan, allgather_alltoall_and_reducescatter_are_never_cut_or_fused) {
   for (auto kind : {fusable_kind::allgather, fusable_kind::alltoall, fusable_kind::reducescatter}) {
     SCOPED_TRACE(to_string(kind));

@@ -93,7 +93,10 @@ class _Overlap:
                 self._allreduce_delay[p] = self.backward_passes_per_step
 
     def _finish_pending(self, params=None):
-        """Waits for and applies the pending updates of `params` (all of them: None)."""
+        """Waits for and applies the pending updates of `params` (all of them: None). When one
+        operation failed, every other pending one is still waited for (the runtime may be writing
+        its gradients) and dropped without its update, and the first error is raised: the
+        optimizer is then ready for the next backward, as after a failed synchronous step."""
         keys = list(self._pending) if params is None else \
             list(dict.fromkeys(self._pending_key[p] for p in params if p in self._pending_key))
         for key in keys:
@@ -101,8 +104,26 @@ class _Overlap:
             members = self._members(key)
             for p in members:
                 del self._pending_key[p]
-            self._receive(key, handle, ctx)
+            try:
+                self._receive(key, handle, ctx)
+            except Exception:
+                self._drop_pending(members)
+                raise
             self._step_on(members)
+
+    def _drop_pending(self, failed):
+        """After a failed update: waits for every other pending operation, applies none of them,
+        and leaves zero_grad's effect on every member of them and of `failed`."""
+        dropped = list(failed)
+        for key, (handle, ctx) in list(self._pending.items()):
+            try:
+                self._receive(key, handle, ctx)
+            except Exception:  # noqa: BLE001 - the first error is the one raised
+                pass
+            dropped.extend(self._members(key))
+        self._pending.clear()
+        self._pending_key.clear()
+        self._zero_after(dropped)
 
     def _step_on(self, members):
         """The wrapped optimizer's step on `members` alone, then zero_grad's effect on them if it
@@ -123,6 +144,10 @@ class _Overlap:
             self._densified.remove(p)
             if p.grad is not None and not p.grad.is_sparse:
                 p.grad = p.grad.to_sparse()
+        self._zero_after(members)
+
+    def _zero_after(self, members):
+        """zero_grad's effect on `members`, if it was asked for while their update was pending."""
         if self._zero_pending is not None:
             for p in members:
                 if p.grad is None:
