@@ -1,23 +1,31 @@
 #!/usr/bin/env bash
-# Emulated hosts on one machine: each "host" is a network namespace plus a mount namespace with
-# its own tmpfs on /dev/shm, joined by a bridge that lives in a "switch" namespace of its own, so
-# the initial network namespace is never changed. Links and connections are shaped with tc
-# (shape.sh). Needs root, ip netns, veth, bridge and tc's htb and u32.
+# Emulated hosts on one machine: each "host" is a network namespace, a mount namespace with its
+# own tmpfs on /dev/shm and its own /etc/hosts, and a UTS namespace with its own host name
+# (chorus-host<i>), joined by a bridge that lives in a "switch" namespace of its own, so the
+# initial network namespace is never changed. Every host resolves every host's name (its
+# /etc/hosts lists them all), as launchers that advertise getfqdn(gethostname()) need (torchrun's
+# c10d rendezvous). Links and connections are shaped with tc (shape.sh). Needs root, ip netns,
+# veth, bridge and tc's htb and u32.
 #
 #   hosts.sh up H [--link R] [--flow R] [--slow R] [--slow-fraction F] [--port-bits B]
-#   hosts.sh exec HOST cmd...     run cmd inside HOST (index 0..H-1, address 10.77.0.x or name);
+#   hosts.sh exec HOST cmd...     run cmd inside HOST (index 0..H-1, address 10.77.0.x, host name
+#                                 chorus-host<i> or namespace name);
 #                                 under `run`, also from inside another host (a launcher there)
 #   hosts.sh down                 remove everything the last `up` created
 #   hosts.sh reshape [--link R] [--flow R] [--slow R] [--slow-fraction F]
 #                                 change the shaping of the hosts that are up, in place (options
 #                                 left out keep their values; connections stay open)
-#   hosts.sh run H [up options] -- cmd...   up, run cmd (CHORUS_HOSTS_ADDRS, _TAG, _RUN_PID set), down on exit
-#   hosts.sh addrs | status       the hosts' addresses (comma separated) | what is up
+#   hosts.sh run H [up options] -- cmd...   up, run cmd (CHORUS_HOSTS_ADDRS, _NAMES, _TAG, _RUN_PID
+#                                 set), down on exit
+#   hosts.sh addrs | names        the hosts' addresses | host names (comma separated, in order)
+#   hosts.sh status               what is up: tag, "namespace address name" per host, shaping
 #   hosts.sh check                exit 0 when this machine can build hosts, else say why (exit 77)
 # Rates use tc's units (4gbit, 250mbit). Host i has address 10.77.0.<i+1>/24, reachable only
-# from the namespaces made here. The initial network namespace is never changed; the initial
-# mount namespace gets one private bind mount of the state dir (it holds the hosts' mount
-# namespaces), removed by `down`. Only one harness is up at a time (flock on $state_root/lock,
+# from the namespaces made here, and host name chorus-host<i>, which its /etc/hosts (a bind
+# mount inside its mount namespace) and every other host's map to that address. The initial
+# network namespace, host name and /etc/hosts are never changed; the initial mount namespace
+# gets one private bind mount of the state dir (it holds the hosts' mount and UTS namespaces),
+# removed by `down`. Only one harness is up at a time (flock on $state_root/lock,
 # held for the whole of `run`; `up` refuses while another's state exists).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,6 +35,7 @@ state_root="${CHORUS_HOSTS_STATE:-/run/chorus-hosts}"
 lock_file="$state_root/lock"
 active_file="$state_root/active"    # the tag of the harness that is up, if any
 subnet="10.77.0"
+name_prefix="chorus-host"           # host i's host name is chorus-host<i>
 
 die() { echo "hosts.sh: $*" >&2; exit 1; }
 
@@ -39,6 +48,8 @@ cannot_build() {
     { echo "no nsenter/unshare/flock (util-linux)"; return; }
   unshare --mount --propagation private sh -c 'mount -t tmpfs chorus-probe /mnt' 2>/dev/null ||
     { echo "cannot make a mount namespace with its own tmpfs (unshare --mount)"; return; }
+  unshare --uts sh -c 'hostname chorus-probe' 2>/dev/null ||
+    { echo "cannot make a UTS namespace with its own host name (unshare --uts)"; return; }
   local probe="chorus-hprobe$$"
   if ! ip netns add "$probe" 2>/dev/null; then echo "cannot create a network namespace"; return; fi
   local why=""
@@ -109,9 +120,12 @@ cmd_up() {
   # /proc/<pid>/ns/mnt needs a private parent).
   mount --bind "$dir" "$dir"
   mount --make-private "$dir"
+  # Every host's /etc/hosts: loopback and every host's name.
+  { echo "127.0.0.1 localhost"
+    for ((i = 0; i < n; i++)); do echo "$subnet.$((i + 1)) ${name_prefix}$i"; done; } >"$dir/etc-hosts"
   for ((i = 0; i < n; i++)); do
     ns="${tag}$i"
-    echo "$ns $subnet.$((i + 1))" >>"$dir/hosts"
+    echo "$ns $subnet.$((i + 1)) ${name_prefix}$i" >>"$dir/hosts"
     ip netns add "$ns"
     ip -n "$ns" link set lo up
     ip -n "$sw" link add "p$i" type veth peer name eth0 netns "$ns"
@@ -119,7 +133,10 @@ cmd_up() {
     ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up
     touch "$dir/mnt$i"
-    unshare --mount="$dir/mnt$i" --propagation private sh -c 'mount -t tmpfs -o mode=1777 chorus-shm /dev/shm'
+    unshare --mount="$dir/mnt$i" --propagation private sh -c \
+      'mount -t tmpfs -o mode=1777 chorus-shm /dev/shm && mount --bind "$0" /etc/hosts' "$dir/etc-hosts"
+    touch "$dir/uts$i"
+    unshare --uts="$dir/uts$i" hostname "${name_prefix}$i"
     shape_port "$ns" eth0 "$link" "$flow" "$slow" "$fraction" "$bits"     # host -> switch
     shape_port "$sw" "p$i" "$link" "$flow" "$slow" "$fraction" "$bits"    # switch -> host
   done
@@ -132,10 +149,11 @@ cmd_down() {
   case "$tag" in chorus-h[0-9]*-) ;; *) die "$active_file holds '$tag', not a tag hosts.sh makes; refusing" ;; esac
   local dir="$state_root/$tag" ns addr i=0
   if [ -f "$dir/hosts" ]; then
-    while read -r ns addr; do
+    while read -r ns addr _; do
       case "$ns" in "$tag"[0-9]*) ;; *) echo "hosts.sh: skipping '$ns': not created by $tag" >&2; continue ;; esac
       ip netns del "$ns" 2>/dev/null || true
       umount "$dir/mnt$i" 2>/dev/null || true
+      umount "$dir/uts$i" 2>/dev/null || true
       i=$((i + 1))
     done <"$dir/hosts"
   fi
@@ -160,7 +178,7 @@ cmd_reshape() {
   local link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction"
   local sw ns addr i=0
   sw="$(cat "$dir/switch")"
-  while read -r ns addr; do
+  while read -r ns addr _; do
     tc -n "$ns" qdisc del dev eth0 root
     shape_port "$ns" eth0 "$link" "$flow" "$slow" "$fraction" "$bits"
     tc -n "$sw" qdisc del dev "p$i" root
@@ -171,11 +189,13 @@ cmd_reshape() {
   echo "hosts.sh: reshaped $tag: link=$link flow=$flow slow=$slow slow-fraction=$fraction" >&2
 }
 
-# Resolves HOST (index, address or namespace name) to "namespace index".
+# Resolves HOST (index, address, host name or namespace name) to "namespace index".
 find_host() {
-  local want="$1" ns addr i=0
-  while read -r ns addr; do
-    if [ "$want" = "$i" ] || [ "$want" = "$addr" ] || [ "$want" = "$ns" ]; then echo "$ns $i"; return 0; fi
+  local want="$1" ns addr name i=0
+  while read -r ns addr name; do
+    if [ "$want" = "$i" ] || [ "$want" = "$addr" ] || [ "$want" = "$ns" ] || { [ -n "$name" ] && [ "$want" = "$name" ]; }; then
+      echo "$ns $i"; return 0
+    fi
     i=$((i + 1))
   done <"$dir/hosts"
   die "no emulated host '$want' (have: $(cmd_addrs))"
@@ -192,14 +212,19 @@ cmd_exec() {
   local root="${CHORUS_HOSTS_RUN_PID:-}"
   if [ -n "$root" ] && [ "$(readlink /proc/self/ns/mnt)" != "$(readlink "/proc/$root/ns/mnt" 2>/dev/null)" ]; then
     exec nsenter --mount="/proc/$root/ns/mnt" --net="/proc/$root/ns/net" --wd="$PWD" -- \
-      nsenter --net="/run/netns/$ns" --mount="$dir/mnt$i" --wd="$PWD" -- "$@"
+      nsenter --net="/run/netns/$ns" --mount="$dir/mnt$i" --uts="$dir/uts$i" --wd="$PWD" -- "$@"
   fi
-  exec nsenter --net="/run/netns/$ns" --mount="$dir/mnt$i" --wd="$PWD" -- "$@"
+  exec nsenter --net="/run/netns/$ns" --mount="$dir/mnt$i" --uts="$dir/uts$i" --wd="$PWD" -- "$@"
 }
 
 cmd_addrs() {
   [ -n "${dir:-}" ] || load_active
   awk '{print $2}' "$dir/hosts" | paste -sd, -
+}
+
+cmd_names() {
+  [ -n "${dir:-}" ] || load_active
+  awk '{print $3}' "$dir/hosts" | paste -sd, -
 }
 
 stop_child() {
@@ -218,7 +243,8 @@ cmd_run() {
   cmd_up "${args[@]}"
   # In the background so a signal reaches this shell at once; a non-interactive shell's
   # background job ignores SIGINT, so both signals are passed on as SIGTERM.
-  CHORUS_HOSTS_ADDRS="$(cmd_addrs)" CHORUS_HOSTS_TAG="$tag" CHORUS_HOSTS_RUN_PID=$$ "$@" &
+  CHORUS_HOSTS_ADDRS="$(cmd_addrs)" CHORUS_HOSTS_NAMES="$(cmd_names)" CHORUS_HOSTS_TAG="$tag" \
+    CHORUS_HOSTS_RUN_PID=$$ "$@" &
   child=$!
   trap 'stop_child 130' INT
   trap 'stop_child 143' TERM
@@ -235,7 +261,8 @@ case "$what" in
   reshape) cmd_reshape "$@" ;;
   run) cmd_run "$@" ;;
   addrs) cmd_addrs ;;
+  names) cmd_names ;;
   status) load_active; echo "$tag"; cat "$dir/hosts" "$dir/shaping" ;;
   check) why="$(cannot_build)"; [ -z "$why" ] || { echo "cannot build emulated hosts: $why"; exit 77; } ;;
-  *) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

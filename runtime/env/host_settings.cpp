@@ -34,6 +34,14 @@ std::string host_identity(const host_settings& s) {
   return boot + "/" + name + "/shm=" + shm;
 }
 
+std::string host_name_in(const std::string& identity) {
+  if (identity.rfind("id:", 0) == 0) return identity.substr(3);
+  const auto first = identity.find('/');
+  const auto shm = identity.rfind("/shm=");
+  if (first == std::string::npos || shm == std::string::npos || shm <= first) return {};
+  return identity.substr(first + 1, shm - first - 1);
+}
+
 status require_secret_across_hosts(const process_env& env) {
   if (!env.job_secret.empty() || env.local_assumed || env.local_size >= env.size) return {};
   return status{errc::config,

@@ -27,6 +27,10 @@ host_settings read_host_settings();
 /// are equal may try a shared-memory ring.
 std::string host_identity(const host_settings& s);
 
+/// The host's name in a host_identity() text (CHORUS_HOST_ID's value for "id:..."), for
+/// messages that name a peer's host; empty when the text has none.
+std::string host_name_in(const std::string& identity);
+
 /// A job whose ranks span hosts (local_size < size, from a launcher's variables) must have a
 /// job secret: errc::config saying how to set one. One host, or one rank: ok.
 status require_secret_across_hosts(const process_env& env);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "runtime/core/hex.hpp"
-#include "runtime/env/slurm_rendezvous.hpp"
+#include "runtime/env/slurm_step.hpp"
 
 namespace chorus {
 namespace {
@@ -86,24 +86,24 @@ result<family> read_family(const env_lookup& get, const family_vars& vars) {
   return fam;
 }
 
-// SLURM_NTASKS_PER_NODE only exists with --ntasks-per-node; SLURM_TASKS_PER_NODE is always set
-// by srun, in the compressed form "2(x3),1" (the first number is the first nodes' count).
+// SLURM_TASKS_PER_NODE is always set by srun, in the compressed form "2(x3),1": this node's
+// entry (SLURM_NODEID, else the first), right also where the tasks do not divide evenly.
+// SLURM_NTASKS_PER_NODE (only with --ntasks-per-node, the most per node) is the fallback.
 status read_slurm_local_size(const env_lookup& get, std::optional<field>& slot) {
-  if (const char* text = lookup(get, "SLURM_NTASKS_PER_NODE")) {
-    if (auto value = parse_count("SLURM_NTASKS_PER_NODE", text)) {
-      slot = field{*value, "SLURM_NTASKS_PER_NODE", text, "SLURM_LOCALID"};
-      return {};
-    }
-  }
   const char* text = lookup(get, "SLURM_TASKS_PER_NODE");
-  if (!text) return {};
-  std::string_view all(text);
-  auto digits = all.substr(0, all.find_first_not_of("0123456789"));
-  if (digits.empty()) {
-    return config_error(std::string("SLURM_TASKS_PER_NODE='") + text +
-                        "' does not start with a number of tasks");
+  if (!text) {
+    if (const char* most = lookup(get, "SLURM_NTASKS_PER_NODE"))
+      if (auto value = parse_count("SLURM_NTASKS_PER_NODE", most))
+        slot = field{*value, "SLURM_NTASKS_PER_NODE", most, "SLURM_LOCALID"};
+    return {};
   }
-  auto value = parse_count("SLURM_TASKS_PER_NODE", digits);
+  int node = 0;
+  if (const char* id = lookup(get, "SLURM_NODEID")) {
+    auto parsed = parse_count("SLURM_NODEID", id);
+    if (!parsed) return parsed.error();
+    node = *parsed;
+  }
+  auto value = tasks_on_node(text, node);
   if (!value) return value.error();
   slot = field{*value, "SLURM_TASKS_PER_NODE", text, "SLURM_LOCALID"};
   return {};
@@ -298,9 +298,10 @@ result<process_env> read_group_env(const env_lookup& get) {
   env.rendezvous_timeout = *timeout;
   if (const char* master = lookup(get, "MASTER_ADDR")) {
     env.rendezvous_host = master;
-  } else {
-    auto rdv = read_rendezvous(get);
-    if (rdv && *rdv) env.rendezvous_host = (*rdv)->host;
+  } else if (auto rdv = read_rendezvous(get); rdv && *rdv) {
+    env.rendezvous_host = (*rdv)->host;
+  } else if (auto slurm = read_slurm_rendezvous(get); slurm && *slurm) {
+    env.rendezvous_host = (*slurm)->host;  // srun with init_method="tcp://...": the step's first node
   }
   return env;
 }
@@ -366,7 +367,7 @@ result<process_env> read_process_env(const env_lookup& get) {
                           ": port 0 (pick any) only works for a single rank, but " + size->show());
     }
   } else if (env.size > 1 && env.source == "slurm") {
-    // srun alone: rank 0 runs on the step's first node (slurm_rendezvous.hpp).
+    // srun alone: rank 0 runs on the step's first node (slurm_step.hpp).
     auto slurm = read_slurm_rendezvous(get);
     if (!slurm) return slurm.error();
     if (!slurm->has_value())

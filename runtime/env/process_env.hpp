@@ -69,9 +69,9 @@ result<process_env> read_process_env();
 /// allocation is the launcher, not this rank, so they are read only when no other family is set.
 ///
 /// Rendezvous address: CHORUS_RENDEZVOUS=host:port, else MASTER_ADDR and MASTER_PORT + 1 (the
-/// port itself belongs to torch.distributed's TCPStore, which torchrun's agent already holds on
-/// rank 0's host), else, for ranks started by srun alone (the slurm family), the step's first
-/// node and a port derived from the job and step ids (runtime/env/slurm_rendezvous.hpp); a job
+/// port itself belongs to torch.distributed's TCPStore; under torchrun chorus.torch agrees on a
+/// free port through that store and sets CHORUS_RENDEZVOUS: torch/torchrun_store.py), else, for ranks started by srun alone (the slurm family), the step's first
+/// node and a port derived from the job and step ids (runtime/env/slurm_step.hpp); a job
 /// of more than one rank must have one. No variables at all: rank 0 of 1 on 127.0.0.1, port 0.
 /// Also CHORUS_RENDEZVOUS_FD (a descriptor number), CHORUS_JOB_SECRET (hex), CHORUS_JOB_ID (hex, up to 16 digits) and
 /// CHORUS_RENDEZVOUS_TIMEOUT_SECONDS (runtime/config/variables.hpp: a number in [0.001, 1e9]),
@@ -85,8 +85,8 @@ result<process_env> read_process_env(const env_lookup& get);
 /// What a process group created by a framework (torch.distributed's backend) takes from the
 /// environment, its rank, size and store coming from the framework: CHORUS_JOB_SECRET,
 /// CHORUS_JOB_ID and CHORUS_RENDEZVOUS_TIMEOUT_SECONDS, parsed as read_process_env does, and the
-/// rendezvous host (MASTER_ADDR, else CHORUS_RENDEZVOUS's host, else 127.0.0.1) towards which an
-/// address to listen on is chosen. Rank and size are left at 0 of 1, rendezvous_port at 0.
+/// rendezvous host (MASTER_ADDR, else CHORUS_RENDEZVOUS's host, else under srun the step's first
+/// node, else 127.0.0.1) towards which an address to listen on is chosen. Rank and size are left at 0 of 1, rendezvous_port at 0.
 result<process_env> read_group_env(const env_lookup& get);
 
 /// One line for logs: "rank=1 size=4 local_rank=1 local_size=4 rendezvous=127.0.0.1:29500

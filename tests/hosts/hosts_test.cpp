@@ -73,6 +73,33 @@ TEST_F(hosts_test, collectives_are_exact_with_lanes_inside_hosts_only) {
   EXPECT_EQ(r.out.find("cannot open shared-memory segment"), std::string::npos) << r.out;
 }
 
+// Host i is named chorus-host<i> (a UTS namespace of its own), and every host resolves every
+// host's name to its address (its own /etc/hosts), also when entered from another host (a
+// launcher there); this machine's host name and /etc/hosts are the same before, during and after.
+TEST_F(hosts_test, hosts_have_names_that_every_host_resolves) {
+  const std::string machine = "echo machine $(hostname) $(md5sum </etc/hosts | cut -c1-32)";
+  const std::string names = "getent hosts chorus-host0 chorus-host1 | tr -s \" \" | paste -sd\\; -";
+  auto before = run(machine);
+  auto r = on_two_hosts("echo tag $CHORUS_HOSTS_TAG\n" + hosts_sh + " names\n" +
+                            "for h in 0 1 chorus-host1; do " + hosts_sh + " exec $h sh -c 'echo on $(hostname) $(" +
+                            names + ")'; done\n" + hosts_sh + " exec 0 " + hosts_sh + " exec 1 sh -c 'echo nested $(hostname)'\n" +
+                            machine + "\n",
+                        1, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::smatch tag;
+  ASSERT_TRUE(std::regex_search(r.out, tag, std::regex(R"(tag (chorus-h\d+-)\n)"))) << r.out;
+  // Nothing of this harness stays mounted (its state dir, the hosts' mount and UTS namespaces).
+  auto after = run(machine + "; echo mounts $(grep -c " + tag[1].str() + " /proc/self/mountinfo)");
+  const std::string resolved = " 10.77.0.1 chorus-host0;10.77.0.2 chorus-host1\n";
+  EXPECT_NE(r.out.find("chorus-host0,chorus-host1\n"), std::string::npos) << "hosts.sh names:\n" << r.out;
+  EXPECT_NE(r.out.find("on chorus-host0" + resolved), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("on chorus-host1" + resolved + "on chorus-host1" + resolved), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nested chorus-host1\n"), std::string::npos) << r.out;
+  ASSERT_EQ(before.out.rfind("machine ", 0), 0u) << before.out;
+  EXPECT_NE(r.out.find(before.out), std::string::npos) << "the machine's name or /etc/hosts changed:\n" << r.out;
+  EXPECT_EQ(after.out, before.out + "mounts 0\n") << "after the run";
+}
+
 TEST_F(hosts_test, ranks_see_their_host_numbering_and_a_private_dev_shm) {
   auto r = on_two_hosts(std::string("exec ") + CHORUSRUN_PATH + " -np 4 -H $HOSTS --launcher \"$LAUNCH\" --timeout 60 -- " +
                             "sh -c 'echo vars $HOROVOD_RANK $HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE "

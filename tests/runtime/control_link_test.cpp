@@ -199,6 +199,20 @@ TEST(ControlLink, APeerThatDiesWithoutAGoodbyeIsReportedByRank) {
   EXPECT_FALSE(link.send(3, 1, -1, bytes_of(1, 1)));
 }
 
+TEST(ControlLink, APeerWhoseHostIsKnownIsReportedByRankAndHost) {
+  auto [x, y] = tcp_pair();
+  std::vector<unique_fd> fds(3);
+  fds[2] = std::move(y);
+  inbox in;
+  control_link link(0, std::move(fds), limits(), {}, {"chorus-host0", "", "chorus-host1"});
+  link.start(in.handlers());
+  x.reset();
+  ASSERT_TRUE(in.wait_closed());
+  EXPECT_EQ(in.closes[0].peer, 2);
+  EXPECT_NE(in.closes[0].why.message().find("rank 2 on chorus-host1 closed without a goodbye"), std::string::npos)
+      << in.closes[0].why.message();
+}
+
 TEST(ControlLink, HeartbeatsKeepAnIdlePeerAliveLongPastTheTimeout) {
   two_links j(300ms);
   j.a->start(j.in_a.handlers());

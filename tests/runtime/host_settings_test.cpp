@@ -6,6 +6,7 @@
 #include <sys/sysmacros.h>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 
@@ -47,6 +48,17 @@ TEST(host_identity, chorus_host_id_overrides) {
   EXPECT_EQ(host_identity(s), "id:node-a");
   s.host_id = "node-b";
   EXPECT_NE(host_identity(s), "id:node-a");
+}
+
+TEST(host_identity, the_host_name_comes_back_out_for_messages) {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  EXPECT_EQ(host_name_in(host_identity(host_settings{})), name);
+  host_settings s;
+  s.host_id = "node-a";
+  EXPECT_EQ(host_name_in(host_identity(s)), "node-a");
+  EXPECT_EQ(host_name_in("garbage"), "");
+  EXPECT_EQ(host_name_in(""), "");
 }
 
 TEST(iface, loopback_has_an_address_and_unknown_interfaces_are_named) {

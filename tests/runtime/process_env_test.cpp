@@ -140,9 +140,13 @@ TEST(ProcessEnv, SlurmFamilyLocalSize) {
   EXPECT_EQ(env->rank, 5);
   EXPECT_EQ(env->size, 8);
   EXPECT_EQ(env->local_rank, 1);
-  EXPECT_EQ(env->local_size, 4);  // the plain SLURM_NTASKS_PER_NODE wins
+  EXPECT_EQ(env->local_size, 2);  // this node's entry of the step's layout over --ntasks-per-node
 
-  v["SLURM_NTASKS_PER_NODE"] = "2(x4)";  // not a plain number: use SLURM_TASKS_PER_NODE
+  v.erase("SLURM_TASKS_PER_NODE");
+  env = read(v);
+  ASSERT_TRUE(env.ok()) << env.error().to_string();
+  EXPECT_EQ(env->local_size, 4);  // without the layout: SLURM_NTASKS_PER_NODE
+
   v["SLURM_TASKS_PER_NODE"] = "3(x2),2";
   env = read(v);
   ASSERT_TRUE(env.ok()) << env.error().to_string();

@@ -95,7 +95,13 @@ result<mesh_parts> connect_mesh(const process_env& env, rendezvous& rdv, const m
   if (!lanes) return lanes.error();
   m.lanes = std::move(*lanes);
   m.hosts = group_by_host(m.lanes.identities);
-  m.control = std::make_shared<tcp::control_link>(env.rank, std::move(control), m.limits, opts.peer_timeout);
+  // In a job across hosts, errors about a peer name its host too (such a job is debugged by
+  // node, and an error passed on to other hosts keeps it); on one host the rank says it all.
+  std::vector<std::string> names;
+  if (m.hosts.num_hosts() > 1)
+    for (const auto& identity : m.lanes.identities) names.push_back(host_name_in(identity));
+  m.control = std::make_shared<tcp::control_link>(env.rank, std::move(control), m.limits, opts.peer_timeout,
+                                                  std::move(names));
   return m;
 }
 

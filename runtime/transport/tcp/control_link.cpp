@@ -41,9 +41,12 @@ std::vector<std::byte> frame_of(const wire::frame_limits& limits, wire::frame_ki
   return out;
 }
 
-std::string who(int peer) { return "rank " + std::to_string(peer); }
-
 }  // namespace
+
+std::string control_link::who(int peer) const {
+  const auto p = static_cast<std::size_t>(peer);
+  return "rank " + std::to_string(peer) + (p < hosts_.size() && !hosts_[p].empty() ? " on " + hosts_[p] : "");
+}
 
 struct control_link::conn {
   int peer = -1;
@@ -87,8 +90,9 @@ struct control_link::conn {
 };
 
 control_link::control_link(int rank, std::vector<unique_fd> fds, const wire::frame_limits& limits,
-                           std::chrono::milliseconds peer_timeout)
+                           std::chrono::milliseconds peer_timeout, std::vector<std::string> hosts)
     : rank_(rank),
+      hosts_(std::move(hosts)),
       limits_(limits),
       peer_timeout_(peer_timeout),
       // Six beats per timeout: a few lost to a slow scheduler still leave the peer alive.
@@ -229,9 +233,8 @@ void control_link::read_from(conn& c) {
     if (n == 0) {
       if (c.frames.goodbye_received()) c.ended = true;
       else
-        end(c, {errc::connection_lost, who(c.peer) +
-                                           "'s control connection closed without a goodbye (the process exited or "
-                                           "was killed)" +
+        end(c, {errc::connection_lost, "the control connection of " + who(c.peer) +
+                                           " closed without a goodbye (the process exited or was killed)" +
                                            write_note(c)});
       return;
     }
@@ -241,7 +244,8 @@ void control_link::read_from(conn& c) {
       if (c.frames.goodbye_received()) c.ended = true;
       else {
         std::string reason = std::strerror(errno);
-        end(c, {errc::connection_lost, who(c.peer) + "'s control connection failed: " + reason + write_note(c)});
+        end(c, {errc::connection_lost,
+                "the control connection of " + who(c.peer) + " failed: " + reason + write_note(c)});
       }
       return;
     }

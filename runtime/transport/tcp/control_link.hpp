@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -49,8 +50,10 @@ class control_link {
 
   /// `fds[p]`: the authenticated connection to rank p (empty for our own rank).
   /// `peer_timeout`: see Liveness above; zero turns heartbeats and the deadline off.
+  /// `hosts[p]`: rank p's host name, which errors about rank p give beside its number (empty
+  /// or missing: the number alone; mesh_connect gives them where the job spans hosts).
   control_link(int rank, std::vector<unique_fd> fds, const wire::frame_limits& limits,
-               std::chrono::milliseconds peer_timeout = {});
+               std::chrono::milliseconds peer_timeout = {}, std::vector<std::string> hosts = {});
   ~control_link();
   control_link(const control_link&) = delete;
   control_link& operator=(const control_link&) = delete;
@@ -76,6 +79,8 @@ class control_link {
 
  private:
   struct conn;
+  /// "rank 3", or "rank 3 on <host>" where its host name is known.
+  std::string who(int peer) const;
   void run();
   void read_from(conn& c);
   void flush(conn& c);
@@ -95,6 +100,7 @@ class control_link {
   int keep_alive();
 
   int rank_;
+  std::vector<std::string> hosts_;  // [peer]: its host name, for messages (may be empty)
   wire::frame_limits limits_;
   std::chrono::milliseconds peer_timeout_;
   std::chrono::milliseconds beat_interval_;

@@ -8,6 +8,7 @@ import threading
 from chorus import _chorus_torch as _lib
 from chorus.common import process_sets as _process_sets
 from chorus.common.process_sets import global_process_set
+from chorus.torch import torchrun_store as _torchrun_store
 
 # Reduction ops, with Horovod's values.
 Average = 0
@@ -57,7 +58,13 @@ def init(comm=None, process_sets=None):
             _lib.init_with_process_sets(static)  # raises unless these are the sets in force
             _process_sets._init_process_sets(list(process_sets))
         return
-    _lib.init_with_process_sets(static)
+    # Under torchrun, Chorus's store address is agreed through torch's store (torchrun_store.py).
+    ours = _torchrun_store.meet(_generation) if _torchrun_store.under_torchrun() else []
+    try:
+        _lib.init_with_process_sets(static)
+    finally:
+        for name in ours:
+            os.environ.pop(name, None)
     with _state_lock:
         _generation += 1
         _topology = None

@@ -1,5 +1,6 @@
-// The first node of a Slurm host list and the step's derived port (slurm_rendezvous.hpp).
-#include "runtime/env/slurm_rendezvous.hpp"
+// The first node of a Slurm host list, the step's derived port and this node's task count
+// (slurm_step.hpp).
+#include "runtime/env/slurm_step.hpp"
 
 #include <cctype>
 #include <limits>
@@ -49,6 +50,39 @@ result<std::string> first_host(std::string_view list, const char* variable) {
     return bad_list(variable, list, "two bracketed ranges in one name (not supported)");
   if (open == 0 && suffix.empty()) return bad_list(variable, list, "a range without a name");
   return std::string(entry.substr(0, open)) + std::string(ranges.substr(0, digits)) + std::string(suffix);
+}
+
+result<int> tasks_on_node(std::string_view list, int node) {
+  auto bad = [&](const std::string& why) -> status {
+    return {errc::config, "SLURM_TASKS_PER_NODE='" + std::string(list) + "' " + why};
+  };
+  auto number = [](std::string_view& rest, uint64_t& out) {
+    std::size_t n = 0;
+    out = 0;
+    while (n < rest.size() && std::isdigit(static_cast<unsigned char>(rest[n])) && out < (uint64_t{1} << 40))
+      out = out * 10 + static_cast<uint64_t>(rest[n++] - '0');
+    rest.remove_prefix(n);
+    return n > 0;
+  };
+  std::string_view rest = list;
+  uint64_t left = static_cast<uint64_t>(node < 0 ? 0 : node);
+  for (;;) {
+    uint64_t count = 0, repeat = 1;
+    if (!number(rest, count)) return bad("does not start an entry with a number of tasks");
+    if (rest.substr(0, 2) == "(x") {
+      rest.remove_prefix(2);
+      if (!number(rest, repeat) || rest.empty() || rest.front() != ')' || repeat == 0)
+        return bad("has a repeat that is not (x<count>)");
+      rest.remove_prefix(1);
+    }
+    if (count == 0 || count > static_cast<uint64_t>(std::numeric_limits<int>::max()))
+      return bad("has a task count of " + std::to_string(count));
+    if (left < repeat) return static_cast<int>(count);
+    left -= repeat;
+    if (rest.empty()) return bad("has no entry for node " + std::to_string(node) + " (SLURM_NODEID)");
+    if (rest.front() != ',') return bad("has '" + std::string(1, rest.front()) + "' where a comma belongs");
+    rest.remove_prefix(1);
+  }
 }
 
 result<std::optional<slurm_address>> read_slurm_rendezvous(const env_lookup& get) {

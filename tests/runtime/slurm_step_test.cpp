@@ -1,13 +1,17 @@
-// Ranks started by srun alone meet at the step's first node (runtime/env/slurm_rendezvous.hpp):
+// What ranks started by srun alone take from the step (runtime/env/slurm_step.hpp): tasks on
+// each node of the compressed list (uneven ones too), and where they meet, the first node:
 // the first host of every host-list form Slurm writes, malformed lists refused naming the
 // variable, the derived port alike for every task of a step and different between steps, and
-// read_process_env using it only for the slurm family and only where nothing else says.
-#include "runtime/env/slurm_rendezvous.hpp"
+// read_process_env using it only for the slurm family and only where nothing else says; a
+// process group (read_group_env) choosing its address towards that node.
+#include "runtime/env/slurm_step.hpp"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "runtime/env/process_env.hpp"
 
@@ -23,7 +27,7 @@ env_lookup lookup_in(const vars& v) {
   };
 }
 
-TEST(SlurmRendezvous, FirstHostOfEveryListForm) {
+TEST(SlurmStep, FirstHostOfEveryListForm) {
   const std::map<std::string, std::string> cases = {
       {"n0", "n0"},
       {"chorus-host0,chorus-host1", "chorus-host0"},
@@ -41,7 +45,7 @@ TEST(SlurmRendezvous, FirstHostOfEveryListForm) {
   }
 }
 
-TEST(SlurmRendezvous, MalformedListsAreRefusedNamingTheVariableAndWhy) {
+TEST(SlurmStep, MalformedListsAreRefusedNamingTheVariableAndWhy) {
   const std::map<std::string, std::string> cases = {
       {"", "empty"},          {",n1", "empty"},           {"node[1-2", "without its ']'"},
       {"node1-2]", "without its '['"}, {"node[a-b]", "does not start with a number"},
@@ -58,7 +62,7 @@ TEST(SlurmRendezvous, MalformedListsAreRefusedNamingTheVariableAndWhy) {
   }
 }
 
-TEST(SlurmRendezvous, PortIsAlikeWithinAStepAndDiffersBetweenSteps) {
+TEST(SlurmStep, PortIsAlikeWithinAStepAndDiffersBetweenSteps) {
   vars v{{"SLURM_STEP_NODELIST", "chorus-host[0-1]"}, {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}};
   auto a = read_slurm_rendezvous(lookup_in(v));
   ASSERT_TRUE(a.ok() && a->has_value());
@@ -84,6 +88,45 @@ TEST(SlurmRendezvous, PortIsAlikeWithinAStepAndDiffersBetweenSteps) {
   EXPECT_NE(bad_id.error().message().find("SLURM_JOB_ID"), std::string::npos);
 }
 
+TEST(SlurmStep, TasksOnEachNodeOfTheCompressedList) {
+  struct one {
+    std::string list;
+    int node, tasks;
+  };
+  for (const auto& c : std::vector<one>{{"2", 0, 2},        {"2(x3),1", 0, 2}, {"2(x3),1", 2, 2},
+                                        {"2(x3),1", 3, 1},  {"1,3,2", 1, 3},   {"1,3,2", 2, 2},
+                                        {"4(x2),2(x2)", 3, 2}}) {
+    auto got = tasks_on_node(c.list, c.node);
+    ASSERT_TRUE(got.ok()) << c.list << " node " << c.node << ": " << got.error().to_string();
+    EXPECT_EQ(*got, c.tasks) << c.list << " node " << c.node;
+  }
+  for (const auto& [list, node, why] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"2(x3),1", 4, "no entry for node 4"}, {"(x2)", 0, "number of tasks"}, {"2(x0)", 0, "repeat"},
+           {"2(x3", 0, "repeat"}, {"2;1", 1, "';' where a comma"}, {"0", 0, "task count of 0"},
+           {"2,", 1, "number of tasks"}}) {
+    auto got = tasks_on_node(list, node);
+    ASSERT_FALSE(got.ok()) << list << " accepted";
+    EXPECT_NE(got.error().message().find("SLURM_TASKS_PER_NODE='" + list + "'"), std::string::npos);
+    EXPECT_NE(got.error().message().find(why), std::string::npos) << got.error().message() << " lacks " << why;
+  }
+}
+
+TEST(SlurmStep, UnevenTasksGiveEachNodeItsOwnLocalSize) {
+  // srun -N 2 -n 3: two tasks on node 0, one on node 1.
+  vars v{{"SLURM_PROCID", "2"},         {"SLURM_NTASKS", "3"},          {"SLURM_LOCALID", "0"},
+         {"SLURM_NODEID", "1"},         {"SLURM_TASKS_PER_NODE", "2,1"}, {"SLURM_STEP_NODELIST", "n[0-1]"},
+         {"SLURM_JOB_ID", "5"}};
+  auto env = read_process_env(lookup_in(v));
+  ASSERT_TRUE(env.ok()) << env.error().to_string();
+  EXPECT_EQ(env->local_size, 1);
+  v["SLURM_PROCID"] = "1";
+  v["SLURM_LOCALID"] = "1";
+  v["SLURM_NODEID"] = "0";
+  env = read_process_env(lookup_in(v));
+  ASSERT_TRUE(env.ok()) << env.error().to_string();
+  EXPECT_EQ(env->local_size, 2);
+}
+
 vars srun_task(int rank) {
   return {{"SLURM_PROCID", std::to_string(rank)},
           {"SLURM_NTASKS", "4"},
@@ -94,7 +137,7 @@ vars srun_task(int rank) {
           {"SLURM_STEP_ID", "3"}};
 }
 
-TEST(SlurmRendezvous, SrunTasksMeetAtTheFirstNodeUnlessTold) {
+TEST(SlurmStep, SrunTasksMeetAtTheFirstNodeUnlessTold) {
   auto first = read_process_env(lookup_in(srun_task(0)));
   ASSERT_TRUE(first.ok()) << first.error().to_string();
   EXPECT_EQ(first->source, "slurm");
@@ -119,7 +162,22 @@ TEST(SlurmRendezvous, SrunTasksMeetAtTheFirstNodeUnlessTold) {
   EXPECT_NE(refused.error().message().find("SLURM_STEP_NODELIST='n[1-'"), std::string::npos);
 }
 
-TEST(SlurmRendezvous, AnotherLaunchersRanksNeverTakeTheSlurmAddress) {
+TEST(SlurmStep, AProcessGroupUnderSrunListensTowardsTheFirstNode) {
+  // init_process_group("chorus", init_method="tcp://...") under srun: no MASTER_ADDR.
+  auto v = srun_task(3);
+  auto env = read_group_env(lookup_in(v));
+  ASSERT_TRUE(env.ok()) << env.error().to_string();
+  EXPECT_EQ(env->rendezvous_host, "chorus-host0");
+  v["MASTER_ADDR"] = "10.77.0.1";
+  env = read_group_env(lookup_in(v));
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->rendezvous_host, "10.77.0.1");
+  env = read_group_env(lookup_in({}));
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->rendezvous_host, "127.0.0.1");
+}
+
+TEST(SlurmStep, AnotherLaunchersRanksNeverTakeTheSlurmAddress) {
   // `srun torchrun` / `srun mpirun`: the ranks come from torchrun's variables, which must name
   // the rendezvous themselves.
   auto v = srun_task(0);
