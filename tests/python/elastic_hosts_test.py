@@ -1,6 +1,6 @@
-"""Elastic training across two emulated hosts (bench/hosts/hosts.sh).
+"""Elastic training across two or three emulated hosts (bench/hosts/hosts.sh).
 
-    elastic_hosts_test.py CHORUSRUN EXAMPLE HOSTS_SH [leave|cooldown|grow]
+    elastic_hosts_test.py CHORUSRUN EXAMPLE HOSTS_SH [leave|cooldown|grow|three]
 
 chorusrun runs on host 0 with --host-discovery-script (a file this test rewrites) offering one
 slot on each host and the namespace launcher: worker 0 starts on host 0, worker 1 on host 1,
@@ -27,6 +27,11 @@ host offered later can reach it:
      reaches the store and worker 0's data plane on host 0's address and joins (size 2); the job
      ends with exit status 0, both workers with identical parameters, after exactly rounds 0
      and 1.
+`three` (three hosts, --max-np 3): workers 0 and 1 start on hosts 0 and 1 (size 2); host 2 is
+offered too: worker 2 starts there and joins at the next round (size 3, all on one step); host 1
+leaves the offer: worker 1 is told to leave (chorusrun says so; nobody is killed) and workers 0
+and 2 go on (size 2, worker 2 still on host 2); the job ends with exit status 0, workers 0 and 2
+with identical parameters, after exactly rounds 0, 1 and 2, and no fourth worker ever started.
 Skips (exit 77) where hosts cannot be built (not root, no ip netns). Bounded twice: `timeout`
 around `hosts.sh run` (whose trap removes the namespaces, also on failure), and chorusrun's
 --timeout; every process of the job is SIGKILLed by pid at the end."""
@@ -138,13 +143,53 @@ def grow_with(chorusrun, example, hosts_sh, hosts_file, setting, addrs, tag):
         job.kill()
 
 
+def three(chorusrun, example, hosts_sh, addrs, tag, tmp):
+    """Three hosts: start on two, a third joins, then the second leaves the offer."""
+    hosts_file = os.path.join(tmp, "hosts")
+    offer(hosts_file, [addrs[0] + ":1", addrs[1] + ":1"])
+    job = Job(chorusrun, example, 2, 1, 3, epochs=8, deadline=DEADLINE_S, prefix=[hosts_sh, "exec", "0"],
+              extra=["--host-discovery-script", "cat " + hosts_file, "--launcher", hosts_sh + " exec {host}"])
+    try:
+        def at_size(n, workers, after):
+            found = {e[1]: e for e in job.events(None, "start", after=after) if e[3]["size"] == str(n)}
+            return list(found.values()) if set(found) == set(workers) else None
+
+        starts = job.wait_for(lambda: at_size(2, {0, 1}, 0.0), 90, "workers 0 and 1 to start on hosts 0 and 1")
+        on_one_step(starts, 0, tag + "0", starts[0][0], "the start")
+        on_one_step(starts, 1, tag + "1", starts[0][0], "the start")
+        job.wait_for(lambda: job.events(1, "commit"), 60, "worker 1 to commit")
+
+        # 1. A third host is offered: worker 2 starts there and joins (size 3).
+        offer(hosts_file, [addrs[0] + ":1", addrs[1] + ":1", addrs[2] + ":1"])
+        offered = time.monotonic()
+        starts = job.wait_for(lambda: at_size(3, {0, 1, 2}, offered), 60, "workers 0, 1 and 2 to start at size 3")
+        on_one_step(starts, 2, tag + "2", offered, "host 2 was offered")
+        job.wait_for(lambda: job.events(2, "commit", after=offered), 60, "worker 2 to commit")
+
+        # 2. Host 1 leaves the offer: its worker leaves at a commit, workers 0 and 2 go on (size 2).
+        offer(hosts_file, [addrs[0] + ":1", addrs[2] + ":1"])
+        dropped = time.monotonic()
+        starts = job.wait_for(lambda: at_size(2, {0, 2}, dropped), 60, "workers 0 and 2 to go on at size 2")
+        on_one_step(starts, 2, tag + "2", dropped, "host 1 left the offer")
+        assert not [e for e in job.events(1, "start", after=dropped)], "worker 1 started again"
+
+        # 3. The end: worker 1 left (not killed), no worker beyond 2 ever started.
+        text = ends_together(job, [0, 2], [1, 2])
+        assert re.search(r"worker\(s\) 1 leave", text), "chorusrun did not say that worker 1 leaves"
+        assert not [e for e in job.events(None, "start") if e[1] > 2], "a fourth worker started"
+        assert "killed by signal" not in text, "a worker was killed rather than told to leave"
+        assert "Traceback" not in text, "a worker ended with a traceback"
+    finally:
+        job.kill()
+
+
 def inner(chorusrun, example, hosts_sh, mode):
     addrs = os.environ["CHORUS_HOSTS_ADDRS"].split(",")
     tag = os.environ["CHORUS_HOSTS_TAG"]
     tmp = tempfile.mkdtemp(prefix="chorus-elastic-hosts-")
-    if mode == "grow":
+    if mode in ("grow", "three"):
         try:
-            grow(chorusrun, example, hosts_sh, addrs, tag, tmp)
+            (grow if mode == "grow" else three)(chorusrun, example, hosts_sh, addrs, tag, tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         print("PASS", flush=True)
@@ -231,7 +276,8 @@ def main():
     if check.returncode != 0:
         print("SKIP: emulated hosts unavailable: %s" % (check.stdout + check.stderr).strip(), flush=True)
         return 77
-    return subprocess.run(["timeout", "-s", "TERM", "-k", "10", str(BOUND_S), hosts_sh, "run", "2", "--",
+    return subprocess.run(["timeout", "-s", "TERM", "-k", "10", str(BOUND_S), hosts_sh, "run",
+                           "3" if mode == "three" else "2", "--",
                            sys.executable, os.path.abspath(__file__), "--inner", chorusrun, example, hosts_sh, mode]).returncode
 
 
