@@ -33,17 +33,17 @@ is missing. Bounded three times: mpirun --timeout, a deadline per job after whic
 process group and every process left in the hosts are SIGKILLed by pid, and `timeout` around
 `hosts.sh run` (whose trap removes the hosts, also on failure)."""
 
-import glob
-import json
 import os
 import re
-import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+from hosts_job import (KEEP, KILL_RANK, METRICS_PORT, Hosts, check_four_ranks, check_killed, check_survivors,
+                       end_on_sigterm, hosts_missing, job_env, judged, run_in_hosts, reports_in, verdict)
 
 here = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(here, "mpirun_hosts_worker.py")
@@ -54,28 +54,18 @@ MPIRUN_TIMEOUT_S = 60
 KILL_BOUND_S = 30
 CLEAN_BOUND_S = 10
 RDZV_PORT = 29500      # fixed: the hosts' network namespaces are fresh, nothing else listens there
-METRICS_PORT = 9400    # the same: each host has its own 127.0.0.1
-KILL_RANK = 3
-# What the ranks get of the CHORUS_* variables around the test (CTest's bounds).
-KEEP = ("CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "CHORUS_CONNECT_TIMEOUT_SECONDS")
-# Other launchers' variables: a test run under one must not hand them on.
-FOREIGN = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 TESTRANK_LINE = re.compile(r"mpirun-testrank: OMPI rank (\d) on (\S+) session (\S+)\n")
 TESTRANK_PASS = re.compile(r"testrank: collectives exact on rank (\d) of 4, (\d+) streams, (\d+) through shared memory "
                            r"\(frames (\d+)")
 
 
-class Hosts:
+class Mpirun(Hosts):
     """The two hosts and mpirun on host 0."""
 
     def __init__(self, hosts_sh, agent):
-        self.hosts_sh, self.agent = hosts_sh, agent
-        self.names = os.environ["CHORUS_HOSTS_NAMES"].split(",")
-        self.tag = os.environ["CHORUS_HOSTS_TAG"]
-        self.env = {k: v for k, v in os.environ.items()
-                    if not (k.startswith("CHORUS_") and not k.startswith("CHORUS_HOSTS_") and k not in KEEP)
-                    and not k.startswith(("OMPI_", "PMIX_", "PMI_", "SLURM_", "TORCHELASTIC_")) and k not in FOREIGN}
-        self.env["CHORUS_JOB_SECRET"] = secrets.token_hex(32)
+        super().__init__(hosts_sh)
+        self.agent = agent
+        self.env = job_env()
 
     def mpirun(self, *cmd):
         forward = ["-x", "CHORUS_JOB_SECRET", "-x", "CHORUS_RENDEZVOUS=%s:%d" % (self.names[0], RDZV_PORT),
@@ -84,33 +74,9 @@ class Hosts:
         for k in KEEP:
             if k in os.environ:
                 forward += ["-x", k]
-        return [self.hosts_sh, "exec", "0", "mpirun", "--allow-run-as-root", "-np", "4", "--host",
-                "%s:2,%s:2" % (self.names[0], self.names[1]), "--mca", "plm_rsh_agent", self.agent,
-                "--timeout", str(MPIRUN_TIMEOUT_S), *forward, *cmd]
-
-    def netns_pids(self):
-        """Processes in each host's network namespace: {host: [pid, ...]} for non-empty ones."""
-        left = {}
-        for h in range(len(self.names)):
-            pids = subprocess.run(["ip", "netns", "pids", "%s%d" % (self.tag, h)], capture_output=True,
-                                  text=True, timeout=30).stdout.split()
-            if pids:
-                left[h] = [int(p) for p in pids]
-        return left
-
-    def shm_left(self):
-        """chorus-* entries in each host's /dev/shm, by host name; removed once seen, so that the
-        next job is judged on its own."""
-        left = {}
-        for h in range(len(self.names)):
-            out = subprocess.run([self.hosts_sh, "exec", str(h), "ls", "-A", "/dev/shm"], capture_output=True,
-                                 text=True, timeout=30).stdout.split()
-            found = [e for e in out if e.startswith("chorus-")]
-            if found:
-                left[self.names[h]] = found
-                subprocess.run([self.hosts_sh, "exec", str(h), "rm", "-rf", "--"] + ["/dev/shm/" + e for e in found],
-                               timeout=30)
-        return left
+        return self.exec_argv(0, "mpirun", "--allow-run-as-root", "-np", "4", "--host",
+                              "%s:2,%s:2" % (self.names[0], self.names[1]), "--mca", "plm_rsh_agent", self.agent,
+                              "--timeout", str(MPIRUN_TIMEOUT_S), *forward, *cmd)
 
 
 def describe(pid):
@@ -169,55 +135,21 @@ def leftovers(h, out_dir, sessions):
     return problems
 
 
-def reports_in(out_dir):
-    reports = []
-    for path in sorted(glob.glob(os.path.join(out_dir, "report-pid*.json"))):
-        with open(path) as f:
-            reports.append(json.load(f))
-    return reports
-
-
-def check_hvd(problems, reports, names):
-    """1.: the four ranks' reports."""
-    by_rank = {r.get("rank"): r for r in reports}
-    if sorted(by_rank) != [0, 1, 2, 3] or len(reports) != 4:
-        problems.append("reports from ranks %s, not 0-3 once each" % [r.get("rank") for r in reports])
-        return
-    for rank, rep in sorted(by_rank.items()):
-        if rep["raised"] or rep["failures"]:
-            problems.append("rank %d: raised %s, failures %s\n%s" % (rank, rep["raised"], rep["failures"],
-                                                                     rep.get("traceback", "")))
-            continue
-        ompi = rep["ompi"]
-        want = {"size": 4, "local_rank": rank % 2, "local_size": 2, "hostname": names[rank // 2]}
-        for key, value in want.items():
-            if rep[key] != value:
-                problems.append("rank %d: %s is %r, expected %r" % (rank, key, rep[key], value))
-        for key, var in (("rank", "RANK"), ("size", "SIZE"), ("local_rank", "LOCAL_RANK"),
-                         ("local_size", "LOCAL_SIZE")):
-            if str(rep[key]) != ompi["OMPI_COMM_WORLD_" + var]:
-                problems.append("rank %d: Chorus's %s %r but OMPI_COMM_WORLD_%s=%r" % (
-                    rank, key, rep[key], var, ompi["OMPI_COMM_WORLD_" + var]))
-        links = rep.get("links") or {}
-        sent = {int(p): b for p, b in links.get("peer_sent_bytes", {}).items()}
-        local, shm = rank ^ 1, links.get("shm_sent_bytes", 0)
-        if not 0 < 0.9 * sent.get(local, 0) <= shm <= sent.get(local, 0):
-            problems.append("rank %d: %.0f bytes through rings, %.0f sent to local rank %d" % (
-                rank, shm, sent.get(local, 0), local))
-        if sum(b for p, b in sent.items() if p // 2 != rank // 2) <= 0:
-            problems.append("rank %d: nothing sent to the other host's ranks: %s" % (rank, sent))
-    if len({r["hostname"] for r in reports}) != 2:
-        problems.append("the ranks did not run on two distinct host names")
-    shm = [by_rank[r]["shm_dev"] for r in range(4)]
-    if shm[0] != shm[1] or shm[2] != shm[3] or shm[0] == shm[2]:
-        problems.append("/dev/shm devices by rank %s: not one per host" % shm)
+def check_ompi(problems, rank, rep):
+    """Chorus's rank, size, local rank and local size are Open MPI's OMPI_COMM_WORLD_*."""
+    ompi = rep["ompi"]
+    for key, var in (("rank", "RANK"), ("size", "SIZE"), ("local_rank", "LOCAL_RANK"),
+                     ("local_size", "LOCAL_SIZE")):
+        if str(rep[key]) != ompi["OMPI_COMM_WORLD_" + var]:
+            problems.append("rank %d: Chorus's %s %r but OMPI_COMM_WORLD_%s=%r" % (
+                rank, key, rep[key], var, ompi["OMPI_COMM_WORLD_" + var]))
 
 
 def job_hvd(h, out_dir):
     code, text, took = run_mpirun(h, h.mpirun(PYTHON, WORKER, out_dir), JOB_DEADLINE_S)
     problems = [] if code == 0 else ["mpirun exited %s" % code]
     reports = reports_in(out_dir)
-    check_hvd(problems, reports, h.names)
+    check_four_ranks(problems, reports, "hvd", h.names, more=check_ompi, shm_devs=True)
     by_rank = {r.get("rank"): r for r in reports}
     print("test: hvd: mpirun exited %s in %.1f s; ranks on %s; OMPI_MCA_orte_hnp_uri on host 1: %s" % (
         code, took, {r: rep["hostname"] for r, rep in sorted(by_rank.items())},
@@ -250,27 +182,20 @@ def job_kill(h, out_dir):
     node = h.names[KILL_RANK // 2]
     code, text, took = run_mpirun(h, h.mpirun(PYTHON, WORKER, out_dir, "--kill-rank", str(KILL_RANK)), KILL_BOUND_S)
     problems = [] if isinstance(code, int) and code != 0 else ["mpirun exited %s" % code]
-    if "mpirun-worker: rank %d SIGKILLs itself on %s" % (KILL_RANK, node) not in text:
-        problems.append("rank %d did not kill itself on %s" % (KILL_RANK, node))
+    check_killed(problems, text, "mpirun-worker", node)
     if not re.search(r"process rank %d with PID \d+ on node %s exited on signal 9" % (KILL_RANK, re.escape(node)),
                      text):
         problems.append("mpirun's output does not name rank %d and node %s" % (KILL_RANK, node))
     reports = reports_in(out_dir)
-    raised = {r.get("rank"): r["raised"] or "" for r in reports}
-    if sorted(raised) != [0, 1, 2]:
-        problems.append("reports from ranks %s, not 0-2" % sorted(raised))
-    for rank, why in sorted(raised.items()):
-        if not re.search(r"\brank %d on %s\b" % (KILL_RANK, re.escape(node)), why):
-            problems.append("rank %s did not raise naming rank %d on %s: %r" % (rank, KILL_RANK, node, why))
+    raised = check_survivors(problems, reports, "rank %d on %s" % (KILL_RANK, node))
     print("test: kill: mpirun exited %s in %.1f s; SIGTERM from mpirun before the report in ranks %s; rank 0 raised %r"
           % (code, took, sorted(r.get("rank") for r in reports if r.get("sigterm")), raised.get(0)), flush=True)
     return problems, text, {r["ompi"]["OMPI_MCA_orte_jobfam_session_dir"] for r in reports}
 
 
 def inner(hosts_sh, agent, testrank):
-    # hosts.sh run passes its timeout on as SIGTERM: end through the `finally`s that kill what is left.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    h = Hosts(hosts_sh, agent)
+    end_on_sigterm()
+    h = Mpirun(hosts_sh, agent)
     tmp = tempfile.mkdtemp(prefix="chorus-mpirun-hosts-")
     failed = []
     try:
@@ -283,12 +208,7 @@ def inner(hosts_sh, agent, testrank):
             if "cannot open shared-memory segment" in text:
                 problems.append("a rank tried a shared-memory ring it could not open")
             problems += leftovers(h, out_dir, sessions)
-            print("".join(line + "\n" for line in text.splitlines() if line.startswith("mpirun-worker:")), end="",
-                  flush=True)
-            print("test: %s: %s in %.1f s" % (name, "FAILED" if problems else "passed", time.monotonic() - started),
-                  flush=True)
-            if problems:
-                print("---- %s output ----\n%s\ntest: %s:\n  %s" % (name, text, name, "\n  ".join(problems)), flush=True)
+            if not judged(name, problems, started, text, "mpirun-worker:"):
                 failed.append(name)
     finally:
         for pids in h.netns_pids().values():  # only after a failure or a signal: leftovers() cleared them
@@ -298,27 +218,21 @@ def inner(hosts_sh, agent, testrank):
                 except ProcessLookupError:
                     pass
         shutil.rmtree(tmp, ignore_errors=True)
-    if failed:
-        print("FAILED: %s" % ", ".join(failed), flush=True)
-        return 1
-    print("PASS", flush=True)
-    return 0
+    return verdict(failed)
 
 
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--inner":
         return inner(*sys.argv[2:5])
     hosts_sh, agent, testrank = (os.path.abspath(a) for a in sys.argv[1:4])
-    check = subprocess.run([hosts_sh, "check"], capture_output=True, text=True)
-    if check.returncode != 0:
-        print("SKIP: emulated hosts unavailable: %s" % (check.stdout + check.stderr).strip(), flush=True)
+    missing = hosts_missing(hosts_sh)
+    if missing:
+        print("SKIP: emulated hosts unavailable: %s" % missing, flush=True)
         return 77
     if not shutil.which("mpirun"):
         print("SKIP: no mpirun (Debian: openmpi-bin; scripts/deps.sh installs it)", flush=True)
         return 77
-    return subprocess.run(["timeout", "-s", "TERM", "-k", "10", str(BOUND_S), hosts_sh, "run", "2", "--",
-                           sys.executable, os.path.abspath(__file__), "--inner", hosts_sh, agent,
-                           testrank]).returncode
+    return run_in_hosts(hosts_sh, BOUND_S, 10, __file__, hosts_sh, agent, testrank)
 
 
 if __name__ == "__main__":

@@ -22,18 +22,15 @@ slurm_hosts_worker.py, each with a hard bound (srun --time, a deadline, scancel 
      (chorus-host1) and task (srun's "chorus-host1: task 3: Killed");
   5. `scancel`: a job that allreduces until cancelled: after scancel, srun and every rank end
      within 15 s.
-After every job neither host's /dev/shm holds a chorus-* segment; after `slurm.sh down` no
-process is left in either host. Skips (exit 77) where hosts cannot be built or Slurm or munge is
-missing (slurm.sh check). Bounded twice: `timeout` around `hosts.sh run` (whose trap removes the
-hosts) and a deadline per job; SIGTERM ends the test through `slurm.sh down`."""
+After every job neither host's /dev/shm holds a chorus-* segment (those found are removed, so that
+the next job is judged on its own); after `slurm.sh down` no process is left in either host.
+Skips (exit 77) where hosts cannot be built or Slurm or munge is missing (slurm.sh check).
+Bounded twice: `timeout` around `hosts.sh run` (whose trap removes the hosts) and a deadline per
+job; SIGTERM ends the test through `slurm.sh down`."""
 
-import glob
-import json
 import os
 import re
-import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -41,31 +38,23 @@ import threading
 import time
 import traceback
 
+from hosts_job import (KILL_RANK, METRICS_PORT, Hosts, check_four_ranks, check_killed, check_survivors, end_on_sigterm,
+                       job_env, judged, reports_in, run_in_hosts, verdict)
+
 here = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(here, "slurm_hosts_worker.py")
 BOUND_S = 330
 JOB_DEADLINE_S = 100
 CANCEL_BOUND_S = 15
-METRICS_PORT = 9400  # fixed: each host has its own 127.0.0.1
-KILL_RANK = 3
-# What the jobs keep of the CHORUS_* variables around the test.
-KEEP = ("CHORUS_RENDEZVOUS_TIMEOUT_SECONDS", "CHORUS_CONNECT_TIMEOUT_SECONDS")
-# Other launchers' variables: a test run under one (CI under Slurm, torchrun) must not hand them on.
-FOREIGN = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-class Cluster:
+class Cluster(Hosts):
     """The hosts and Slurm commands on host 0."""
 
     def __init__(self, hosts_sh, slurm_sh, chorusrun):
-        self.hosts_sh, self.slurm_sh = hosts_sh, slurm_sh
-        self.names = os.environ["CHORUS_HOSTS_NAMES"].split(",")
-        self.tag = os.environ["CHORUS_HOSTS_TAG"]
-        self.env = {k: v for k, v in os.environ.items()
-                    if not (k.startswith("CHORUS_") and not k.startswith("CHORUS_HOSTS_") and k not in KEEP)
-                    and not k.startswith(("SLURM_", "TORCHELASTIC_", "OMPI_", "PMI_")) and k not in FOREIGN}
-        self.env.update(CHORUS_JOB_SECRET=secrets.token_hex(32), CHORUS_METRICS_PORT=str(METRICS_PORT),
-                        PYTHONUNBUFFERED="1", CHORUSRUN=chorusrun)
+        super().__init__(hosts_sh)
+        self.slurm_sh = slurm_sh
+        self.env = job_env(CHORUS_METRICS_PORT=str(METRICS_PORT), PYTHONUNBUFFERED="1", CHORUSRUN=chorusrun)
 
     def argv(self, *cmd):
         return [self.slurm_sh, "exec", "0", *cmd]
@@ -87,58 +76,12 @@ class Cluster:
             time.sleep(0.5)
         raise AssertionError("job %s still listed by squeue 30 s after scancel" % name)
 
-    def shm_left(self):
-        """chorus-* entries in each host's /dev/shm."""
-        left = {}
-        for h in range(len(self.names)):
-            out = subprocess.run([self.hosts_sh, "exec", str(h), "ls", "-A", "/dev/shm"], capture_output=True,
-                                 text=True, timeout=30).stdout.split()
-            left.update({self.names[h]: [e for e in out if e.startswith("chorus-")]} if any(
-                e.startswith("chorus-") for e in out) else {})
-        return left
-
-
-def reports_in(out_dir):
-    """The workers' reports (slurm_hosts_worker.py) in `out_dir`."""
-    reports = []
-    for path in sorted(glob.glob(os.path.join(out_dir, "report-pid*.json"))):
-        with open(path) as f:
-            reports.append(json.load(f))
-    return reports
-
 
 def check_reports(problems, reports, api, names, launcher):
-    """The four ranks' reports of a job that passed (the docstring's list)."""
-    by_rank = {r.get("rank"): r for r in reports}
-    if sorted(by_rank) != [0, 1, 2, 3] or len(reports) != 4:
-        problems.append("reports from ranks %s, not 0-3 once each" % [r.get("rank") for r in reports])
-        return
-    for rank, rep in sorted(by_rank.items()):
-        if rep["raised"] or rep["failures"]:
-            problems.append("rank %d: raised %s, failures %s\n%s" % (rank, rep["raised"], rep["failures"],
-                                                                     rep.get("traceback", "")))
-            continue
-        want = {"size": 4, "local_size": 2, "local_rank": rank % 2, "hostname": names[rank // 2]}
-        if launcher == "srun":
-            want["slurm_procid"] = str(rank)
-        for key, value in want.items():
-            if rep[key] != value:
-                problems.append("rank %d: %s is %r, expected %r" % (rank, key, rep[key], value))
-        links = rep.get("links") or {}
-        if api == "c10d":
-            if not (links.get("hosts") == 2 and links.get("streams", 0) > 0 and links.get("shm_streams") == links[
-                    "streams"] and links.get("shm_frames", 0) > 0):
-                problems.append("rank %d: lanes are not shared memory inside the host only: %s" % (rank, links))
-            continue
-        sent = {int(p): b for p, b in links.get("peer_sent_bytes", {}).items()}
-        local, shm = rank ^ 1, links.get("shm_sent_bytes", 0)
-        if not 0 < 0.9 * sent.get(local, 0) <= shm <= sent.get(local, 0):
-            problems.append("rank %d: %.0f bytes through rings, %.0f sent to local rank %d" % (
-                rank, shm, sent.get(local, 0), local))
-        if sum(b for p, b in sent.items() if p // 2 != rank // 2) <= 0:
-            problems.append("rank %d: nothing sent to the other host's ranks: %s" % (rank, sent))
-    if len({r["hostname"] for r in reports}) != 2:
-        problems.append("the ranks did not run on two distinct host names")
+    """The four ranks' reports of a job that passed (the docstring's list): under srun alone also
+    rank = SLURM_PROCID."""
+    want = (lambda rank: {"slurm_procid": str(rank)}) if launcher == "srun" else None
+    check_four_ranks(problems, reports, api, names, want)
 
 
 def job_passes(c, api, out_dir):
@@ -183,16 +126,10 @@ def kill(c, out_dir):
     text = out.stdout + out.stderr
     node = c.names[KILL_RANK // 2]
     problems = [] if out.returncode != 0 else ["srun exited 0 although rank %d was killed" % KILL_RANK]
-    if "rank %d SIGKILLs itself on %s" % (KILL_RANK, node) not in text:
-        problems.append("rank %d did not kill itself on %s" % (KILL_RANK, node))
+    check_killed(problems, text, "slurm-worker", node)
     if not re.search(r"%s: task %d: Killed" % (re.escape(node), KILL_RANK), text):
         problems.append("the output does not name rank %d's node %s and task" % (KILL_RANK, node))
-    raised = {r["rank"]: r["raised"] or "" for r in reports_in(out_dir) if "rank" in r}
-    if sorted(raised) != [0, 1, 2]:
-        problems.append("reports from ranks %s, not 0-2" % sorted(raised))
-    for rank, why in sorted(raised.items()):
-        if not re.search(r"\brank %d\b" % KILL_RANK, why):
-            problems.append("rank %d did not raise naming rank %d: %r" % (rank, KILL_RANK, why))
+    raised = check_survivors(problems, reports_in(out_dir), "rank %d" % KILL_RANK)
     named = [r for r, why in raised.items() if node in why]
     print("test: kill: srun exited %d; the survivors' errors %s the node (%s): %s" % (
         out.returncode, "name" if named else "do not name", node, raised.get(0)), flush=True)
@@ -247,7 +184,7 @@ def scancel(c, out_dir):
 
 
 def inner(hosts_sh, slurm_sh, chorusrun, script):
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    end_on_sigterm()
     c = Cluster(hosts_sh, slurm_sh, chorusrun)
     up = subprocess.run(["timeout", "-k", "5", "90", slurm_sh, "up"])
     if up.returncode != 0:
@@ -272,26 +209,16 @@ def inner(hosts_sh, slurm_sh, chorusrun, script):
             left = c.shm_left()
             if left:
                 problems.append("chorus segments left in /dev/shm: %s" % left)
-            print("".join(line + "\n" for line in text.splitlines() if "slurm-worker:" in line), end="", flush=True)
-            print("test: %s: %s in %.1f s" % (name, "FAILED" if problems else "passed", time.monotonic() - started),
-                  flush=True)
-            if problems:
-                print("---- %s output ----\n%s\ntest: %s:\n  %s" % (name, text, name, "\n  ".join(problems)), flush=True)
+            if not judged(name, problems, started, text, "slurm-worker:"):
                 failed.append(name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         down = subprocess.run(["timeout", "-k", "5", "40", slurm_sh, "down"])
     if down.returncode != 0:
         failed.append("slurm.sh down (exit %d)" % down.returncode)
-    for h in range(len(c.names)):
-        pids = subprocess.run(["ip", "netns", "pids", "%s%d" % (c.tag, h)], capture_output=True, text=True).stdout.split()
-        if pids:
-            failed.append("processes left on host %d: %s" % (h, pids))
-    if failed:
-        print("FAILED: %s" % ", ".join(failed), flush=True)
-        return 1
-    print("PASS", flush=True)
-    return 0
+    for h, pids in sorted(c.netns_pids().items()):
+        failed.append("processes left on host %d: %s" % (h, pids))
+    return verdict(failed)
 
 
 def main():
@@ -303,8 +230,7 @@ def main():
         print("%s: %s" % ("SKIP" if check.returncode == 77 else "FAILED: slurm.sh check",
                           (check.stdout + check.stderr).strip()), flush=True)
         return 77 if check.returncode == 77 else 1
-    return subprocess.run(["timeout", "-s", "TERM", "-k", "20", str(BOUND_S), hosts_sh, "run", "2", "--", sys.executable,
-                           os.path.abspath(__file__), "--inner", hosts_sh, slurm_sh, chorusrun, script]).returncode
+    return run_in_hosts(hosts_sh, BOUND_S, 20, __file__, hosts_sh, slurm_sh, chorusrun, script)
 
 
 if __name__ == "__main__":
