@@ -184,19 +184,28 @@ TEST_P(CastTest, NonFiniteInputsAreFlaggedWherever_TheyAre) {
   }
 }
 
+/// Destination and source operands of `n` elements in [-1e3, 1e3], in f32 and in f64.
+struct operands {
+  std::vector<float> d, s;
+  std::vector<double> d64, s64;
+};
+operands random_operands(std::mt19937_64& rng, std::size_t n) {
+  std::uniform_real_distribution<double> u(-1e3, 1e3);
+  operands o{std::vector<float>(n), std::vector<float>(n), std::vector<double>(n), std::vector<double>(n)};
+  for (std::size_t i = 0; i < n; ++i) {
+    o.d[i] = float(u(rng));
+    o.s[i] = float(u(rng));
+    o.d64[i] = u(rng);
+    o.s64[i] = u(rng);
+  }
+  return o;
+}
+
 TEST(CastAddChecked, SumsLikeThePlainKernelAndFlagsDestinationAndSourceApart) {
   std::mt19937_64 rng(seed() + 3);
-  std::uniform_real_distribution<double> u(-1e3, 1e3);
   for (const auto& k : flavours()) {
     for (std::size_t n : {std::size_t{1}, std::size_t{17}, std::size_t{1000}}) {
-      std::vector<float> d(n), s(n);
-      std::vector<double> d64(n), s64(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        d[i] = float(u(rng));
-        s[i] = float(u(rng));
-        d64[i] = u(rng);
-        s64[i] = u(rng);
-      }
+      auto [d, s, d64, s64] = random_operands(rng, n);
       auto want = d;
       for (std::size_t i = 0; i < n; ++i) want[i] = d[i] + s[i];
       s[n / 2] = std::numeric_limits<float>::quiet_NaN();  // the source's NaN is not ours
@@ -217,18 +226,10 @@ TEST(CastAddChecked, SumsLikeThePlainKernelAndFlagsDestinationAndSourceApart) {
 
 TEST(CastAddCheckSum, SumsLikeThePlainKernelAndFlagsAnyNonFiniteResult) {
   std::mt19937_64 rng(seed() + 4);
-  std::uniform_real_distribution<double> u(-1e3, 1e3);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   for (const auto& k : flavours()) {
     for (std::size_t n : {std::size_t{1}, std::size_t{17}, std::size_t{1000}}) {
-      std::vector<float> d(n), s(n);
-      std::vector<double> d64(n), s64(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        d[i] = float(u(rng));
-        s[i] = float(u(rng));
-        d64[i] = u(rng);
-        s64[i] = u(rng);
-      }
+      auto [d, s, d64, s64] = random_operands(rng, n);
       auto want = d;
       for (std::size_t i = 0; i < n; ++i) want[i] = d[i] + s[i];
       EXPECT_FALSE(k.add_check_sum(d.data(), s.data(), dtype::f32, n)) << k.name << ": finite";
