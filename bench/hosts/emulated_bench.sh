@@ -1,13 +1,13 @@
 # Sourced, after shape.sh, by the benchmarks that run chorusrun across emulated hosts
 # (bench_hosts.sh, bench_autotune.sh, bench/c10d/bench_c10d.sh): their shaping options and launch.
 
-# bench_shaping WHO ARGS...: parse_shaping over shape_defaults, then link, flow, slow and
-# fraction set from it; the other arguments stay, in order, in shape_rest. Returns 2 on a bad
+# bench_shaping WHO ARGS...: parse_shaping over shape_defaults, then link, flow, slow, fraction
+# and bits set from it; the other arguments stay, in order, in shape_rest. Returns 2 on a bad
 # option (parse_shaping printed why).
 bench_shaping() {
   shape_defaults
   parse_shaping "$@" || return 2
-  link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction"
+  link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction" bits="$shape_bits"
 }
 
 # chorusrun_on_hosts HOSTS_SH TIMEOUT ARGS...: inside `hosts.sh run` (which sets

@@ -12,7 +12,7 @@
 #                                 chorus-host<i> or namespace name);
 #                                 under `run`, also from inside another host (a launcher there)
 #   hosts.sh down                 remove everything the last `up` created
-#   hosts.sh reshape [--link R] [--flow R] [--slow R] [--slow-fraction F]
+#   hosts.sh reshape [--link R] [--flow R] [--slow R] [--slow-fraction F] [--port-bits B]
 #                                 change the shaping of the hosts that are up, in place (options
 #                                 left out keep their values; connections stay open)
 #   hosts.sh run H [up options] -- cmd...   up, run cmd (CHORUS_HOSTS_ADDRS, _NAMES, _TAG, _RUN_PID
@@ -85,18 +85,10 @@ load_active() {
 cmd_up() {
   local n="${1:-}"; shift || true
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 64 ] || die "up: H must be 1..64, got '$n'"
-  local bits=6
   shape_defaults
   parse_shaping "hosts.sh up" "$@" || exit 1
-  local link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction"
-  set -- ${shape_rest[@]+"${shape_rest[@]}"}
-  while [ $# -gt 0 ]; do
-    case "$1" in
-      --port-bits) bits="${2:-}"; shift; [ $# -eq 0 ] || shift ;;
-      *) die "up: unknown option '$1'" ;;
-    esac
-  done
-  [[ "$bits" =~ ^[1-7]$ ]] || die "up: --port-bits must be 1..7, got '$bits'"
+  [ ${#shape_rest[@]} -eq 0 ] || die "up: unknown option '${shape_rest[0]}'"
+  local link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction" bits="$shape_bits"
   local why; why="$(cannot_build)"; [ -z "$why" ] || { echo "hosts.sh: cannot build hosts: $why" >&2; exit 77; }
 
   [ -z "$(active_tag)" ] || die "emulated hosts '$(active_tag)' are already up; run hosts.sh down first"
@@ -140,7 +132,7 @@ cmd_up() {
     shape_port "$ns" eth0 "$link" "$flow" "$slow" "$fraction" "$bits"     # host -> switch
     shape_port "$sw" "p$i" "$link" "$flow" "$slow" "$fraction" "$bits"    # switch -> host
   done
-  echo "hosts.sh: $n hosts up ($tag): $(cmd_addrs) link=$link flow=$flow slow=$slow slow-fraction=$fraction" >&2
+  echo "hosts.sh: $n hosts up ($tag): $(cmd_addrs) link=$link flow=$flow slow=$slow slow-fraction=$fraction port-bits=$bits" >&2
 }
 
 cmd_down() {
@@ -169,13 +161,12 @@ cmd_down() {
 # The network changes under a running job: every shaped device gets the new tree at once.
 cmd_reshape() {
   load_active
-  local bits
   shape_link="$(sed -n 's/^link=//p' "$dir/shaping")"; shape_flow="$(sed -n 's/^flow=//p' "$dir/shaping")"
   shape_slow="$(sed -n 's/^slow=//p' "$dir/shaping")"; shape_fraction="$(sed -n 's/^fraction=//p' "$dir/shaping")"
-  bits="$(sed -n 's/^bits=//p' "$dir/shaping")"
+  shape_bits="$(sed -n 's/^bits=//p' "$dir/shaping")"
   parse_shaping "hosts.sh reshape" "$@" || exit 1
   [ ${#shape_rest[@]} -eq 0 ] || die "reshape: unknown option '${shape_rest[0]}'"
-  local link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction"
+  local link="$shape_link" flow="$shape_flow" slow="$shape_slow" fraction="$shape_fraction" bits="$shape_bits"
   local sw ns addr i=0
   sw="$(cat "$dir/switch")"
   while read -r ns addr _; do
@@ -186,7 +177,7 @@ cmd_reshape() {
     i=$((i + 1))
   done <"$dir/hosts"
   printf 'link=%s\nflow=%s\nslow=%s\nfraction=%s\nbits=%s\n' "$link" "$flow" "$slow" "$fraction" "$bits" >"$dir/shaping"
-  echo "hosts.sh: reshaped $tag: link=$link flow=$flow slow=$slow slow-fraction=$fraction" >&2
+  echo "hosts.sh: reshaped $tag: link=$link flow=$flow slow=$slow slow-fraction=$fraction port-bits=$bits" >&2
 }
 
 # Resolves HOST (index, address, host name or namespace name) to "namespace index".

@@ -22,27 +22,30 @@ rate_bits() {
     printf "%.0f\n", v }'
 }
 
-# The shaping options' defaults: link 4 Gbit/s, each flow 1 Gbit/s, slow flows 250 Mbit/s, none slow.
-shape_defaults() { shape_link=4gbit shape_flow=1gbit shape_slow=250mbit shape_fraction=0; }
+# The shaping options' defaults: link 4 Gbit/s, each flow 1 Gbit/s, slow flows 250 Mbit/s, none
+# slow, 64 connection classes (port bits 6).
+shape_defaults() { shape_link=4gbit shape_flow=1gbit shape_slow=250mbit shape_fraction=0 shape_bits=6; }
 
 # parse_shaping WHO ARGS...: the one parser of the shaping options, for hosts.sh up and reshape
-# and the benchmark scripts. --link R, --flow R, --slow R and --slow-fraction F set shape_link,
-# shape_flow, shape_slow and shape_fraction (options left out keep the values the caller set:
-# shape_defaults, or what was recorded); every other argument stays, in order, in shape_rest.
-# Rates are tc rates (4gbit, 250mbit); F is in [0, 1]. On a bad value or a missing one it
+# and the benchmark scripts. --link R, --flow R, --slow R, --slow-fraction F and --port-bits B set
+# shape_link, shape_flow, shape_slow, shape_fraction and shape_bits (options left out keep the
+# values the caller set: shape_defaults, or what was recorded); every other argument stays, in
+# order, in shape_rest. Rates are tc rates (4gbit, 250mbit); F is in [0, 1]; B is 1..7 (2^B
+# connection classes). On a bad value or a missing one it
 # prints "WHO: ..." on stderr and returns 2.
 parse_shaping() {
   local who="$1"; shift
   shape_rest=()
   while [ $# -gt 0 ]; do
     case "$1" in
-      --link | --flow | --slow | --slow-fraction)
+      --link | --flow | --slow | --slow-fraction | --port-bits)
         [ $# -ge 2 ] || { echo "$who: $1 needs a value" >&2; return 2; }
         case "$1" in
           --link) shape_link="$2" ;;
           --flow) shape_flow="$2" ;;
           --slow) shape_slow="$2" ;;
           --slow-fraction) shape_fraction="$2" ;;
+          --port-bits) shape_bits="$2" ;;
         esac
         shift 2 ;;
       *) shape_rest+=("$1"); shift ;;
@@ -55,11 +58,15 @@ parse_shaping() {
   done
   awk -v f="$shape_fraction" 'BEGIN{exit !(f ~ /^[0-9.]+$/ && f >= 0 && f <= 1)}' ||
     { echo "$who: --slow-fraction must be in [0, 1], got '$shape_fraction'" >&2; return 2; }
+  [[ "$shape_bits" =~ ^[1-7]$ ]] || { echo "$who: --port-bits must be 1..7, got '$shape_bits'" >&2; return 2; }
 }
 
 # Sets the array shape_args to the options that give the current shaping to another command
 # (hosts.sh run or up).
-shaping_args() { shape_args=(--link "$shape_link" --flow "$shape_flow" --slow "$shape_slow" --slow-fraction "$shape_fraction"); }
+shaping_args() {
+  shape_args=(--link "$shape_link" --flow "$shape_flow" --slow "$shape_slow" --slow-fraction "$shape_fraction"
+    --port-bits "$shape_bits")
+}
 
 # Payload GB/s (1e9 bytes) that a rate allows for TCP over 1500-byte MTU Ethernet frames: htb
 # counts 1514 bytes per segment carrying 1448 payload bytes (timestamps on).

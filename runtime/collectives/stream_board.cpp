@@ -10,9 +10,11 @@ stream_board::stream_board(int streams, options opts, std::function<reading(int)
     : opts_(opts),
       read_(std::move(read)),
       views_(static_cast<std::size_t>(std::max(streams, 1))),
-      busy_(views_.size()),
-      sampled_(views_.size(), false) {
-  for (auto& v : views_) v.rate = opts_.seed_rate;
+      busy_(views_.size()) {
+  for (auto& v : views_) {
+    v.rate = opts_.seed_rate;
+    v.guessed = true;  // the first sample replaces the seed
+  }
 }
 
 stream_board::reading stream_board::read_now(int stream) const {
@@ -21,8 +23,7 @@ stream_board::reading stream_board::read_now(int stream) const {
 }
 
 void stream_board::take_sample(std::size_t i, double sample) {
-  views_[i].rate = sampled_[i] ? blend_rate(views_[i].rate, sample, opts_.weight) : sample;
-  sampled_[i] = true;
+  measured_rate(views_, i, sample, opts_.weight, opts_.max_backoff);
 }
 
 int stream_board::place(std::size_t bytes) {

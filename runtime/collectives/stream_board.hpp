@@ -25,6 +25,7 @@ class stream_board {
   struct options {
     double weight = 0.5;             ///< of each new rate sample in the moving average
     uint32_t probe_after = 64;       ///< see age_idle_streams
+    uint32_t max_backoff = 5;        ///< a stream that stays slow waits up to probe_after << this
     clock::duration min_span = std::chrono::milliseconds(2);  ///< shortest span a sample covers
     /// Fewest bytes a sample covers: small chunks wait on latency and on the peers, and would
     /// make a stream look slow; their spans add up until a busy stretch moved this much.
@@ -81,7 +82,6 @@ class stream_board {
   mutable std::mutex mu_;
   std::vector<stream_view> views_;
   std::vector<busy> busy_;
-  std::vector<bool> sampled_;  ///< has a measured rate replaced the seed?
   int active_ = 0;             ///< set_active(): streams place() picks among; 0 = all
 };
 

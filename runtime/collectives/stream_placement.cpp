@@ -28,13 +28,28 @@ std::size_t age_idle_streams(std::vector<stream_view>& streams, uint32_t probe_a
   for (const auto& s : streams) fastest = std::max(fastest, s.rate);
   std::size_t raised = 0;
   for (auto& s : streams) {
-    if (s.outstanding != 0 || s.passed_over < probe_after) continue;
+    const uint64_t wait = static_cast<uint64_t>(probe_after) << std::min<uint32_t>(s.backoff, 31);
+    if (s.outstanding != 0 || s.passed_over < wait) continue;
     s.passed_over = 0;
     if (s.rate >= fastest) continue;
     s.rate = std::min(fastest, std::max(s.rate * 2, fastest / 4));
+    s.guessed = true;
     ++raised;
   }
   return raised;
+}
+
+void measured_rate(std::vector<stream_view>& streams, std::size_t i, double sample, double weight,
+                   uint32_t max_backoff) {
+  double fastest_other = 0;
+  for (std::size_t j = 0; j < streams.size(); ++j)
+    if (j != i) fastest_other = std::max(fastest_other, streams[j].rate);
+  auto& s = streams[i];
+  const bool slow = sample < fastest_other / 2;
+  if (!slow) s.backoff = 0;
+  else if (s.guessed) s.backoff = std::min(s.backoff + 1, max_backoff);
+  s.rate = s.guessed ? sample : blend_rate(s.rate, sample, weight);
+  s.guessed = false;
 }
 
 }  // namespace chorus

@@ -234,6 +234,13 @@ TEST_F(hosts_test, every_command_refuses_a_bad_shaping_option_alike) {
   EXPECT_EQ(tune.exit_code, 2) << tune.out;
   EXPECT_NE(tune.out.find("bench-autotune: --slow-fraction must be in [0, 1], got '1.5'"), std::string::npos)
       << tune.out;
+  auto bits = run(hosts_sh + " up 2 --port-bits 8 2>&1");
+  EXPECT_EQ(bits.exit_code, 1) << bits.out;
+  EXPECT_NE(bits.out.find("hosts.sh up: --port-bits must be 1..7, got '8'"), std::string::npos) << bits.out;
+  auto bench_bits = run("bash " + dir + "/bench_hosts.sh /nonexistent 2 --port-bits x 2>&1");
+  EXPECT_EQ(bench_bits.exit_code, 2) << bench_bits.out;
+  EXPECT_NE(bench_bits.out.find("bench --emulated-hosts: --port-bits must be 1..7, got 'x'"), std::string::npos)
+      << bench_bits.out;
   auto missing = run("bash " + dir + "/bench_hosts.sh /nonexistent 2 --slow 2>&1");
   EXPECT_EQ(missing.exit_code, 2) << missing.out;
   EXPECT_NE(missing.out.find("bench --emulated-hosts: --slow needs a value"), std::string::npos) << missing.out;

@@ -207,8 +207,9 @@ def hosts_missing(hosts_sh):
     return None if check.returncode == 0 else (check.stdout + check.stderr).strip() or "hosts.sh check failed"
 
 
-def run_in_hosts(hosts_sh, bound_s, kill_after_s, script, *args):
-    """`script --inner args` inside `hosts.sh run 2` (whose trap removes the hosts, also on failure),
-    under `timeout`: SIGTERM after bound_s, SIGKILL kill_after_s later. Returns its exit code."""
-    return subprocess.run(["timeout", "-s", "TERM", "-k", str(kill_after_s), str(bound_s), hosts_sh, "run", "2", "--",
-                           sys.executable, os.path.abspath(script), "--inner", *args]).returncode
+def run_in_hosts(hosts_sh, bound_s, kill_after_s, script, *args, up=()):
+    """`script --inner args` inside `hosts.sh run 2 [up]` (whose trap removes the hosts, also on
+    failure), under `timeout`: SIGTERM after bound_s, SIGKILL kill_after_s later. Returns its exit
+    code."""
+    return subprocess.run(["timeout", "-s", "TERM", "-k", str(kill_after_s), str(bound_s), hosts_sh, "run", "2",
+                           *up, "--", sys.executable, os.path.abspath(script), "--inner", *args]).returncode

@@ -1,6 +1,7 @@
 // Placement by observed rate (runtime/collectives/stream_placement.hpp and stream_board.hpp):
 // the chunk goes to the stream expected to finish it first; a slow stream gets proportionally
-// less; an idle stream's stale estimate is raised until it is probed; the board moves bytes on
+// less; an idle stream's stale estimate is raised until it is probed, and probed less often
+// while it stays slow; the board moves bytes on
 // steals and learns rates from finished chunks. Pure functions and a hand-driven clock.
 #include "runtime/collectives/stream_board.hpp"
 #include "runtime/collectives/stream_placement.hpp"
@@ -75,6 +76,44 @@ TEST(stream_placement, an_idle_slow_stream_is_raised_until_probed) {
   s[1] = {90.0, 0, 32};
   age_idle_streams(s, 32);
   EXPECT_DOUBLE_EQ(s[1].rate, 100.0);
+}
+
+// A probe's guess is replaced by what the probe measured; a probe that finds the stream still
+// slow doubles its wait before the next probe (up to the cap), and a fast sample clears it.
+TEST(stream_placement, a_probe_that_finds_the_stream_slow_backs_off) {
+  std::vector<stream_view> s{{100.0, 0, 0}, {10.0, 0, 0}};
+  auto probe = [&](uint32_t after) {
+    s[1].passed_over = after;
+    return age_idle_streams(s, 4);
+  };
+  EXPECT_EQ(probe(4), 1u);
+  EXPECT_TRUE(s[1].guessed);
+  EXPECT_DOUBLE_EQ(s[1].rate, 25.0);
+  measured_rate(s, 1, 12.0, 0.5, 3);
+  EXPECT_DOUBLE_EQ(s[1].rate, 12.0);  // the guess is not blended in
+  EXPECT_FALSE(s[1].guessed);
+  EXPECT_EQ(s[1].backoff, 1u);
+  EXPECT_EQ(probe(7), 0u);  // now waits 4 << 1 placements
+  EXPECT_EQ(probe(8), 1u);
+  measured_rate(s, 1, 12.0, 0.5, 3);
+  EXPECT_EQ(s[1].backoff, 2u);
+  for (int i = 0; i < 3; ++i) {
+    probe(1000);
+    measured_rate(s, 1, 12.0, 0.5, 3);
+  }
+  EXPECT_EQ(s[1].backoff, 3u);  // capped
+  EXPECT_EQ(probe(4 * 8 - 1), 0u);
+  // A sample that is not a probe's blends in and leaves the backoff alone while slow...
+  measured_rate(s, 1, 20.0, 0.5, 3);
+  EXPECT_DOUBLE_EQ(s[1].rate, 16.0);
+  EXPECT_EQ(s[1].backoff, 3u);
+  // ...and a stream that recovered (at least half the fastest other's rate) is probed as often
+  // as any.
+  EXPECT_EQ(probe(4 * 8), 1u);
+  measured_rate(s, 1, 60.0, 0.5, 3);
+  EXPECT_EQ(s[1].backoff, 0u);
+  EXPECT_DOUBLE_EQ(s[1].rate, 60.0);
+  EXPECT_EQ(probe(4), 1u);
 }
 
 TEST(stream_board, places_counts_and_moves_outstanding_bytes) {
