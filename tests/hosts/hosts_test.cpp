@@ -223,27 +223,19 @@ TEST_F(hosts_test, a_host_whose_link_goes_down_is_named_by_the_other_ranks) {
 // (parse_shaping in bench/hosts/shape.sh): a bad value gets the same message from each.
 TEST_F(hosts_test, every_command_refuses_a_bad_shaping_option_alike) {
   const std::string dir = hosts_sh.substr(0, hosts_sh.rfind('/'));
-  auto up = run(hosts_sh + " up 2 --link 4gbits 2>&1");
-  EXPECT_EQ(up.exit_code, 1) << up.out;
-  EXPECT_NE(up.out.find("hosts.sh up: --link '4gbits' is not a rate like 4gbit"), std::string::npos) << up.out;
-  auto bench = run("bash " + dir + "/bench_hosts.sh /nonexistent 2 --sizes 1M --flow 1xbit 2>&1");
-  EXPECT_EQ(bench.exit_code, 2) << bench.out;
-  EXPECT_NE(bench.out.find("bench --emulated-hosts: --flow '1xbit' is not a rate like 4gbit"), std::string::npos)
-      << bench.out;
-  auto tune = run("bash " + dir + "/bench_autotune.sh /nonexistent --emulated-hosts 2 --slow-fraction 1.5 2>&1");
-  EXPECT_EQ(tune.exit_code, 2) << tune.out;
-  EXPECT_NE(tune.out.find("bench-autotune: --slow-fraction must be in [0, 1], got '1.5'"), std::string::npos)
-      << tune.out;
-  auto bits = run(hosts_sh + " up 2 --port-bits 8 2>&1");
-  EXPECT_EQ(bits.exit_code, 1) << bits.out;
-  EXPECT_NE(bits.out.find("hosts.sh up: --port-bits must be 1..7, got '8'"), std::string::npos) << bits.out;
-  auto bench_bits = run("bash " + dir + "/bench_hosts.sh /nonexistent 2 --port-bits x 2>&1");
-  EXPECT_EQ(bench_bits.exit_code, 2) << bench_bits.out;
-  EXPECT_NE(bench_bits.out.find("bench --emulated-hosts: --port-bits must be 1..7, got 'x'"), std::string::npos)
-      << bench_bits.out;
-  auto missing = run("bash " + dir + "/bench_hosts.sh /nonexistent 2 --slow 2>&1");
-  EXPECT_EQ(missing.exit_code, 2) << missing.out;
-  EXPECT_NE(missing.out.find("bench --emulated-hosts: --slow needs a value"), std::string::npos) << missing.out;
+  auto refused = [&](const std::string& cmd, int code, const std::string& message) {
+    auto r = run(cmd + " 2>&1");
+    EXPECT_EQ(r.exit_code, code) << cmd << ":\n" << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << cmd << ":\n" << r.out;
+  };
+  const std::string bench = "bash " + dir + "/bench_hosts.sh /nonexistent 2";
+  refused(hosts_sh + " up 2 --link 4gbits", 1, "hosts.sh up: --link '4gbits' is not a rate like 4gbit");
+  refused(hosts_sh + " up 2 --port-bits 8", 1, "hosts.sh up: --port-bits must be 1..7, got '8'");
+  refused(bench + " --sizes 1M --flow 1xbit", 2, "bench --emulated-hosts: --flow '1xbit' is not a rate like 4gbit");
+  refused(bench + " --port-bits x", 2, "bench --emulated-hosts: --port-bits must be 1..7, got 'x'");
+  refused(bench + " --slow", 2, "bench --emulated-hosts: --slow needs a value");
+  refused("bash " + dir + "/bench_autotune.sh /nonexistent --emulated-hosts 2 --slow-fraction 1.5", 2,
+          "bench-autotune: --slow-fraction must be in [0, 1], got '1.5'");
   // reshape needs hosts that are up; a bad option there changes nothing.
   auto r = run("timeout -s TERM -k 10 60 " + hosts_sh + " run 2 -- sh -c '" + hosts_sh +
                " reshape --slow 9q 2>&1; echo rc=$?; " + hosts_sh + " reshape --bogus 2>&1; echo rc=$?; " + hosts_sh +
