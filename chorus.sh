@@ -16,11 +16,12 @@
 #   ./chorus.sh fuzz --seeds    rewrites tests/fuzz/corpus with the real encoders
 #   ./chorus.sh bench [args]    chorus-bench allreduce under chorusrun, with Gloo beside it
 #   ./chorus.sh bench --emulated-hosts H [--ranks-per-host L] [--op allreduce|allgather]
-#                     [--link R] [--flow R] [--slow-fraction F] [allreduce options]
+#                     [--link R] [--flow R] [--slow R] [--slow-fraction F] [--port-bits B] [allreduce options]
 #                               the same across H emulated hosts (bench/hosts/hosts.sh, root):
 #                               RESULT chorus_hosts / gloo_hosts lines (--op allgather:
 #                               chorus_{hier_,flat_,}allgather_hosts), and RESULT link_hosts H
-#                               <flow_GBps> <link_GBps> computed from the shaping
+#                               <flow_GBps> <link_GBps> computed from the shaping, and RESULT
+#                               net_bound_hosts: the most the ring's connections allow
 #   ./chorus.sh bench-c10d [-np N | --emulated-hosts H [--ranks-per-host L] [--link R] [--flow R]]
 #                     [--sizes 4K,64M] [--rounds R]
 #                               torch.distributed's all_reduce on the "chorus" backend against Gloo
