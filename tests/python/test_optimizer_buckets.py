@@ -13,6 +13,13 @@ from optimizer_helpers import (BATCH, STEPS, batches, bucket_layout, distributed
                                reference_params, sgd)
 
 
+def bucketed(model):
+    """A DistributedOptimizer over `model` (plain SGD), its parameters' names by parameter, and a
+    function giving its current bucket layout."""
+    opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
+    return opt, {p: n for n, p in model.named_parameters()}, lambda: bucket_layout(opt, model)
+
+
 def test_buckets_follow_backward_order_and_close_at_the_cap(monkeypatch):
     # Parameters in reverse registration order, a bucket closed once it holds 300 bytes or
     # more, parameters of 300 bytes or more and buckets of one left alone. make_model's
@@ -32,11 +39,7 @@ def test_set_bucket_bytes_cuts_again_between_steps_with_the_lowest_ranks_size(mo
     # 1024, 0.bias 64, 0.weight 640. Each rank asks for another size; rank 0's is used.
     monkeypatch.setenv("CHORUS_BUCKET_BYTES", "300")
     model = make_model()
-    opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
-    names = {p: n for n, p in model.named_parameters()}
-
-    def layout():
-        return bucket_layout(opt, model)
+    opt, names, layout = bucketed(model)
 
     data = batches()
     sizes = {1: 2000 + 7 * hvd.rank(), 3: 0, 4: 700}  # before step k
@@ -97,11 +100,7 @@ class _RegisteredOutOfOrder(torch.nn.Module):
 def test_buckets_are_rebuilt_from_the_first_steps_backward_order_of_rank_0(monkeypatch):
     monkeypatch.setenv("CHORUS_BUCKET_BYTES", "300")
     model = _RegisteredOutOfOrder()
-    opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
-    names = {p: n for n, p in model.named_parameters()}
-
-    def layout():
-        return bucket_layout(opt, model)
+    opt, names, layout = bucketed(model)
 
     # Reverse registration order: middle.bias, middle.weight | first.bias, first.weight | ...
     assert layout() == [("bucket0.middle.bias", ["middle.bias", "middle.weight", "first.bias"]),
@@ -133,8 +132,7 @@ def test_set_bucket_bytes_from_none_cuts_in_the_agreed_backward_order(monkeypatc
     # size that takes it puts it where backward produces it (last, middle, first).
     monkeypatch.setenv("CHORUS_BUCKET_BYTES", "0")
     model = _RegisteredOutOfOrder()
-    opt = hvd.DistributedOptimizer(sgd(model.parameters(), 1.0), named_parameters=model.named_parameters())
-    names = {p: n for n, p in model.named_parameters()}
+    opt, names, _ = bucketed(model)
     assert opt._buckets == []
     g = torch.Generator().manual_seed(2)
     x, y = torch.randn(BATCH, 6, generator=g), torch.randint(0, 4, (BATCH,), generator=g)
